@@ -1,0 +1,102 @@
+"""Flag definitions for `koordqueue run`: one table, from which argparse and the docs are built."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from koordqueue.kube.settings import ControllerSettings
+
+_DEFAULTS = ControllerSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    name: str
+    dest: str
+    help: str
+    default: Any
+    type: Any = str
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def env(self) -> str:
+        return "KOORDQUEUE_" + self.dest.upper()
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value!r}")
+    return number
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("--kubeconfig", "kubeconfig", "kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)", None),
+    Flag("--context", "context", "kubeconfig context to use", None),
+    Flag("--namespace", "namespace", "namespace that holds the Queues", _DEFAULTS.namespace),
+    Flag("--oversellrate", "oversell_rate", "every quota max is multiplied by this in CheckUsage", _DEFAULTS.oversell_rate),
+    Flag("--enableParentLimit", "enable_parent_limit",
+         "accepted for Koord-Queue compatibility; has no effect (the parent chain is always checked)",
+         _DEFAULTS.enable_parent_limit, _bool),
+    Flag("--admission-period", "admission_period", "seconds between admission rounds", _DEFAULTS.admission_period, _positive),
+    Flag("--resync-period", "resync_period", "seconds between full re-lists (repairs missed events)", _DEFAULTS.resync_period, _positive),
+    Flag("--metrics-port", "metrics_port", "port of the Prometheus /metrics endpoint (0: off)", _DEFAULTS.metrics_port, int),
+    Flag("--health-port", "health_port", "port of the /healthz liveness endpoint", _DEFAULTS.health_port, int),
+    Flag("--log-format", "log_format", "log output format", _DEFAULTS.log_format, str, ("json", "console")),
+    Flag("--log-level", "log_level", "minimum log level", _DEFAULTS.log_level, str, ("debug", "info", "warning", "error")),
+    Flag("--manage-jobs", "manage_jobs", "create QueueUnits for batch/v1 Jobs created suspended", _DEFAULTS.manage_jobs, _bool),
+)
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """Register FLAGS; each may also come from its KOORDQUEUE_* environment variable."""
+    for flag in FLAGS:
+        default = os.environ.get(flag.env, flag.default)
+        if isinstance(default, str) and flag.type is not str:
+            default = flag.type(default)
+        parser.add_argument(
+            flag.name,
+            dest=flag.dest,
+            default=default,
+            type=flag.type,
+            choices=flag.choices,
+            help=f"{flag.help} (env {flag.env}; default: {flag.default})",
+        )
+
+
+def settings_from_args(args: argparse.Namespace) -> ControllerSettings:
+    values = {flag.dest: getattr(args, flag.dest) for flag in FLAGS}
+    return ControllerSettings(**values)
+
+
+def flags_reference_markdown() -> str:
+    """The configuration reference in docs/, generated from FLAGS (kept in sync by a test)."""
+    lines = [
+        "# Configuration reference: `koordqueue run`",
+        "",
+        "Generated from `koordqueue/cli/flags.py`; do not edit by hand "
+        "(`python -m koordqueue.cli.flags > docs/configuration.md`).",
+        "",
+        "| flag | environment | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for flag in FLAGS:
+        default = "" if flag.default is None else f"`{flag.default}`"
+        lines.append(f"| `{flag.name}` | `{flag.env}` | {default} | {flag.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(flags_reference_markdown(), end="")

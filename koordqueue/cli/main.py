@@ -1,0 +1,93 @@
+"""The `koordqueue` command: run, simulate, explain, version.
+
+Exit codes: 0 success, 1 runtime failure, 2 bad input (usage errors, bad scenario files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.resources import files
+from pathlib import Path
+
+from koordqueue import __version__
+from koordqueue.cli.render import simulation_json, simulation_table
+from koordqueue.simulation.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from koordqueue.simulation.simulator import simulate
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+
+def default_scenario() -> Scenario:
+    """The embedded scenario used when none is given (needs no cluster, no files)."""
+    text = (files("koordqueue.simulation") / "examples" / "default.yaml").read_text("utf-8")
+    return parse_scenario(text, "<embedded default: hierarchy.yaml>")
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario) if args.scenario else default_scenario()
+    progress = None
+    if args.progress and sys.stderr.isatty():
+        def progress(step: int, total: int) -> None:
+            sys.stderr.write(f"\rstep {step}/{total}")
+            if step == total:
+                sys.stderr.write("\n")
+    result = simulate(scenario, progress)
+    print(simulation_json(result) if args.output == "json" else simulation_table(result))
+    return EXIT_OK
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    print(f"koordqueue {__version__}")
+    return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from koordqueue.cli.run import run_controller  # kube imports only when needed
+
+    return run_controller(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="koordqueue",
+        description="Quota-to-queue admission and batch scheduling for Kubernetes.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="replay a scenario in-process (no cluster needed)")
+    sim.add_argument("scenario", nargs="?", type=Path,
+                     help="scenario YAML (default: the embedded hierarchy example)")
+    sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    sim.add_argument("--progress", action="store_true", help="show progress on a terminal")
+    sim.set_defaults(func=_cmd_simulate)
+
+    ver = sub.add_parser("version", help="print the version")
+    ver.set_defaults(func=_cmd_version)
+
+    run = sub.add_parser("run", help="run the controller against the current kubeconfig")
+    from koordqueue.cli.flags import add_run_flags
+
+    add_run_flags(run)
+    run.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ScenarioError as exc:
+        print(f"koordqueue: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

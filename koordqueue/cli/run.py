@@ -1,0 +1,97 @@
+"""`koordqueue run`: the controller against the current kubeconfig."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import Any
+
+import kopf
+import structlog
+
+from koordqueue.cli.flags import settings_from_args
+from koordqueue.kube import metrics
+from koordqueue.kube.api import KubeApi, load_api_client
+from koordqueue.kube.controller import Controller
+from koordqueue.kube.operator import build_registry
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    """structlog for our logs, and the stdlib (kopf, urllib3) routed through the same renderer."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
+    )
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer,
+        ])
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("kubernetes").setLevel("WARNING")
+    logging.getLogger("urllib3").setLevel("WARNING")
+
+
+def login_handler(api: KubeApi) -> Any:
+    """kopf's watches use the same credentials as our API client."""
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        cfg = api.api_client.configuration
+        keys: dict[str, str] = dict(cfg.api_key or {})
+        raw = keys.get("authorization") or keys.get("BearerToken") or ""
+        scheme: str | None = None
+        token: str | None = None
+        if raw:
+            scheme, _sep, token = raw.partition(" ") if " " in raw else ("Bearer", "", raw)
+        return kopf.ConnectionInfo(
+            server=cfg.host,
+            ca_path=cfg.ssl_ca_cert,
+            insecure=not cfg.verify_ssl,
+            certificate_path=cfg.cert_file,
+            private_key_path=cfg.key_file,
+            scheme=scheme,
+            token=token or None,
+        )
+    return login
+
+
+def build_operator(settings: Any) -> tuple[Controller, kopf.OperatorRegistry]:
+    api = KubeApi(load_api_client(settings.kubeconfig, settings.context))
+    controller = Controller(api, settings)
+    registry = build_registry(controller)
+    kopf.on.login(registry=registry)(login_handler(api))
+    return controller, registry
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(settings.log_format, settings.log_level)
+    log = structlog.get_logger("koordqueue")
+    if settings.enable_parent_limit:
+        log.info("--enableParentLimit is accepted and has no effect; parent quotas are always checked")
+    controller, registry = build_operator(settings)
+    metrics.serve(settings.metrics_port)
+    log.info("starting", settings=repr(settings))
+    asyncio.run(
+        kopf.operator(
+            registry=registry,
+            clusterwide=True,
+            standalone=True,
+            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+        )
+    )
+    return 0

@@ -1,0 +1,96 @@
+"""CheckUsage outcomes (SPEC 2.5) as data.
+
+Each rejection carries the unit, the quota that decided and the visited path, and renders the
+exact event message from `names`; the controller never formats these strings itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koordqueue.domain.names import MSG_CYCLE, MSG_EMPTY_QUOTA_SPEC, MSG_LIMITED, MSG_QUOTA_MISSING
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The unit fits every quota from its own up to (not including) the root."""
+
+    unit: str
+    quota: str
+    path: tuple[str, ...]
+    admitted: bool = True
+
+    @property
+    def message(self) -> str:
+        return f"admitted into quota {self.quota} (checked {','.join(self.path)})"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaExceeded:
+    """`max × oversellrate − used < request` for `resource` at `quota` (maybe an ancestor)."""
+
+    unit: str
+    quota: str
+    resource: str
+    path: tuple[str, ...]
+    admitted: bool = False
+
+    @property
+    def message(self) -> str:
+        return MSG_LIMITED.format(quota=self.quota, resource=self.resource)
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyQuotaSpec:
+    """`quota` on the path has an empty max while the unit requests something."""
+
+    unit: str
+    quota: str
+    path: tuple[str, ...]
+    admitted: bool = False
+
+    @property
+    def message(self) -> str:
+        return MSG_EMPTY_QUOTA_SPEC
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCycleError:
+    """The parent chain from the unit's quota revisits `quota` after `visited`."""
+
+    unit: str
+    quota: str
+    visited: tuple[str, ...]
+    admitted: bool = False
+
+    @property
+    def message(self) -> str:
+        return MSG_CYCLE.format(unit=self.unit, quota=self.quota, visited=",".join(self.visited))
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaNotFoundError:
+    """The parent chain reaches `quota`, which does not exist, after `visited`."""
+
+    unit: str
+    quota: str
+    visited: tuple[str, ...]
+    admitted: bool = False
+
+    @property
+    def message(self) -> str:
+        return MSG_QUOTA_MISSING.format(
+            unit=self.unit, quota=self.quota, visited=",".join(self.visited)
+        )
+
+
+Rejection = QuotaExceeded | EmptyQuotaSpec | QuotaCycleError | QuotaNotFoundError
+Decision = Admitted | Rejection
+
+
+class AdmissionRejected(Exception):
+    """Raised by callers that prefer exceptions; carries the rejection data."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        self.rejection = rejection
+        super().__init__(rejection.message)

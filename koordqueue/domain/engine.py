@@ -1,0 +1,281 @@
+"""The admission engine: quotas, queues and units in memory, one admission round at a time.
+
+Both the live controller and the simulator drive this class; it does no I/O. The adapter
+feeds it what the API says (quotas, queues, units), calls `run_round`, persists the outcome,
+and calls `rollback` for any admission it failed to persist. Admission state only changes by
+the engine's own decisions, a finished/deleted unit, or a rebuild from admitted phases — so a
+stale watch event can never undo an admission, and a restart can never repeat one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
+from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
+from koordqueue.domain.names import DEFAULT_POLICY, MSG_QUEUE_NOT_FOUND, MSG_UNKNOWN_POLICY
+from koordqueue.domain.policies import (
+    QueuePolicy,
+    QueueSettings,
+    UnknownPolicyError,
+    make_policy,
+    order_key,
+)
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
+from koordqueue.domain.queue_unit import (
+    ADMITTED_PHASES,
+    FINISHED_PHASES,
+    NOT_YET_RUNNING,
+    Phase,
+    QueueUnit,
+)
+
+
+@dataclass(slots=True)
+class _Queue:
+    name: str
+    policy_name: str
+    settings: QueueSettings
+    policy: QueuePolicy | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """`victims` lose their admission so that `unit` fits; they go back to the queue."""
+
+    unit: QueueUnit
+    victims: tuple[QueueUnit, ...]
+
+
+@dataclass(slots=True)
+class RoundResult:
+    """What one admission round decided; the adapter turns it into writes and events."""
+
+    admitted: list[tuple[QueueUnit, Admitted]] = field(default_factory=list)
+    rejected: list[tuple[QueueUnit, Rejection]] = field(default_factory=list)
+    queue_not_found: list[tuple[QueueUnit, str]] = field(default_factory=list)
+    unmapped: list[tuple[QueueUnit, Unresolved]] = field(default_factory=list)
+    preempted: list[Preemption] = field(default_factory=list)
+    unserved_queues: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, list[QueueUnit]] = field(default_factory=dict)
+    """Per queue, units still waiting after the round, in queue order (for positions)."""
+
+    @staticmethod
+    def queue_not_found_message(unit: QueueUnit, queue: str) -> str:
+        return MSG_QUEUE_NOT_FOUND.format(queue=queue, namespace=unit.namespace, name=unit.name)
+
+
+class AdmissionEngine:
+    """Everything admission needs, kept consistent; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        oversell_rate: float | int | str = 1,
+        on_duplicate_quota: DuplicateCallback | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.tree = QuotaTree(oversell_rate, on_duplicate_quota)
+        self._units: dict[str, QueueUnit] = {}
+        self._queues: dict[str, _Queue] = {}
+        self._first_attempt: dict[str, float] = {}
+        self._not_before: dict[str, float] = {}
+
+    # --- quotas and queues ----------------------------------------------------------------
+    def upsert_quota(self, quota: QuotaSpec) -> None:
+        self.tree.upsert(quota)
+
+    def remove_quota(self, name: str, namespace: str | None = None) -> None:
+        self.tree.remove(name, namespace)
+
+    def upsert_queue(
+        self, name: str, policy: str = DEFAULT_POLICY, annotations: dict[str, str] | None = None
+    ) -> str | None:
+        """Register or update a queue; returns the AddQueueFail message if it cannot be served."""
+        settings = QueueSettings.from_annotations(annotations or {})
+        current = self._queues.get(name)
+        if current is not None and current.policy_name == policy and current.settings == settings:
+            return current.error
+        try:
+            instance: QueuePolicy | None = make_policy(policy, settings)
+            error = None
+        except UnknownPolicyError:
+            instance = None
+            error = MSG_UNKNOWN_POLICY.format(queue=name, policy=policy)
+        self._queues[name] = _Queue(name, policy, settings, instance, error)
+        return error
+
+    def remove_queue(self, name: str) -> None:
+        self._queues.pop(name, None)
+
+    def queue_error(self, name: str) -> str | None:
+        queue = self._queues.get(name)
+        return None if queue is None else queue.error
+
+    def has_queue(self, name: str) -> bool:
+        return name in self._queues
+
+    # --- units ----------------------------------------------------------------------------
+    def upsert_unit(self, unit: QueueUnit) -> None:
+        """Track a unit as the API shows it (level-triggered, idempotent)."""
+        self._units[unit.uid] = unit
+        self._first_attempt.setdefault(unit.uid, unit.created)
+        if unit.phase in FINISHED_PHASES:
+            self.tree.release(unit.uid)
+            self._forget_in_policy(unit)
+        elif unit.phase in ADMITTED_PHASES and not self.tree.is_admitted(unit.uid):
+            resolution = queue_name_for(unit.labels)
+            if isinstance(resolution, QuotaName):
+                # Rebuild after a restart (or an admission by a previous leader): count it.
+                self.tree.admit(unit.uid, resolution.name, unit.resource)
+
+    def remove_unit(self, uid: str) -> QueueUnit | None:
+        """The unit (or its Job) is gone: release its quota and forget it."""
+        unit = self._units.pop(uid, None)
+        self.tree.release(uid)
+        self._first_attempt.pop(uid, None)
+        self._not_before.pop(uid, None)
+        if unit is not None:
+            self._forget_in_policy(unit)
+        return unit
+
+    def defer(self, uid: str, until: float) -> None:
+        """Keep a unit out of rounds until `until` (exponential backoff after a failure)."""
+        self._not_before[uid] = until
+
+    def rollback(self, uid: str) -> None:
+        """An admission could not be persisted: give the quota back, keep the unit waiting."""
+        self.tree.release(uid)
+        unit = self._units.get(uid)
+        if unit is not None and unit.phase in ADMITTED_PHASES:
+            self._units[uid] = replace(unit, phase=Phase.ENQUEUED)
+
+    def unit(self, uid: str) -> QueueUnit | None:
+        return self._units.get(uid)
+
+    def units(self) -> list[QueueUnit]:
+        return list(self._units.values())
+
+    def is_admitted(self, uid: str) -> bool:
+        return self.tree.is_admitted(uid)
+
+    def _forget_in_policy(self, unit: QueueUnit) -> None:
+        resolution = queue_name_for(unit.labels)
+        if isinstance(resolution, QuotaName):
+            queue = self._queues.get(resolution.name)
+            if queue is not None and queue.policy is not None:
+                queue.policy.forget(unit.uid)
+
+    # --- the round ------------------------------------------------------------------------
+    def run_round(self, now: float) -> RoundResult:
+        """Offer every served queue's waiting units to CheckUsage, in policy order."""
+        result = RoundResult()
+        by_queue: dict[str, list[QueueUnit]] = {}
+        admitted_by_queue: dict[str, list[QueueUnit]] = {}
+        for unit in self._units.values():
+            if unit.phase in FINISHED_PHASES:
+                continue
+            resolution = queue_name_for(unit.labels)
+            if isinstance(resolution, Unresolved):
+                if not self.tree.is_admitted(unit.uid):
+                    result.unmapped.append((unit, resolution))
+                continue
+            if self.tree.is_admitted(unit.uid):
+                admitted_by_queue.setdefault(resolution.name, []).append(unit)
+                continue
+            if self._not_before.get(unit.uid, 0.0) > now:
+                continue
+            by_queue.setdefault(resolution.name, []).append(unit)
+
+        for queue_name in sorted(by_queue):
+            waiting = by_queue[queue_name]
+            queue = self._queues.get(queue_name)
+            if queue is None or queue_name not in self.tree:
+                result.queue_not_found.extend((u, queue_name) for u in waiting)
+                continue
+            if queue.policy is None:
+                result.unserved_queues[queue_name] = queue.error or "not served"
+                continue
+            ordered = sorted(waiting, key=lambda u: order_key(u, self._first_attempt[u.uid]))
+            admitted_here = admitted_by_queue.get(queue_name, [])
+            if queue.settings.wait_for_pods_running and any(
+                u.phase in NOT_YET_RUNNING for u in admitted_here
+            ) and not queue.settings.enable_preemption:
+                result.waiting[queue_name] = ordered
+                continue
+            self._serve(queue, ordered, admitted_here, now, result)
+        return result
+
+    def _serve(
+        self,
+        queue: _Queue,
+        ordered: list[QueueUnit],
+        admitted_here: list[QueueUnit],
+        now: float,
+        result: RoundResult,
+    ) -> None:
+        assert queue.policy is not None
+        preempted_this_round = False
+        still_waiting: list[QueueUnit] = []
+        tried: set[str] = set()
+        for unit in queue.policy.candidates(ordered, now):
+            tried.add(unit.uid)
+            decision = self.tree.try_admit(unit.uid, unit.key, queue.name, unit.resource)
+            if (
+                not decision.admitted
+                and isinstance(decision, QuotaExceeded)
+                and queue.settings.preemption
+                and not preempted_this_round
+            ):
+                preemption = self._preempt_for(unit, admitted_here)
+                if preemption is not None:
+                    preempted_this_round = True
+                    result.preempted.append(preemption)
+                    decision = self.tree.try_admit(unit.uid, unit.key, queue.name, unit.resource)
+            queue.policy.feedback(unit, decision.admitted, now)
+            if isinstance(decision, Admitted):
+                admitted = replace(unit, phase=Phase.DEQUEUED)
+                self._units[unit.uid] = admitted
+                result.admitted.append((admitted, decision))
+            else:
+                result.rejected.append((unit, decision))
+                still_waiting.append(unit)
+        untried = [u for u in ordered if u.uid not in tried]
+        result.waiting[queue.name] = still_waiting + untried
+
+    def _preempt_for(
+        self, unit: QueueUnit, admitted_here: list[QueueUnit]
+    ) -> Preemption | None:
+        """Free quota from admitted, not-yet-running units that sort after `unit`, lowest first."""
+        key = order_key(unit, self._first_attempt.get(unit.uid, unit.created))
+        candidates = sorted(
+            (
+                u
+                for u in admitted_here
+                if u.phase in NOT_YET_RUNNING
+                and self.tree.is_admitted(u.uid)
+                and order_key(u, self._first_attempt.get(u.uid, u.created)) > key
+            ),
+            key=lambda u: order_key(u, self._first_attempt.get(u.uid, u.created)),
+            reverse=True,
+        )
+        if not candidates:
+            return None
+        released: list[QueueUnit] = []
+        for victim in candidates:
+            self.tree.release(victim.uid)
+            released.append(victim)
+            quota = queue_name_for(unit.labels)
+            assert isinstance(quota, QuotaName)
+            if self.tree.check(unit.key, quota.name, unit.resource).admitted:
+                for v in released:
+                    self._units[v.uid] = replace(v, phase=Phase.ENQUEUED)
+                    admitted_here.remove(v)
+                return Preemption(unit, tuple(released))
+        for victim in released:  # not enough even with every victim gone: undo
+            victim_quota = queue_name_for(victim.labels)
+            assert isinstance(victim_quota, QuotaName)
+            self.tree.admit(victim.uid, victim_quota.name, victim.resource)
+        return None

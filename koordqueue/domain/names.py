@@ -1,0 +1,72 @@
+"""Every label, annotation, event reason, message format and default of SPEC 2, in one place.
+
+Why one module: the controller, the simulator, the docs and the tests must all agree on the
+exact spelling; a typo in a label silently breaks the mapping, so nothing spells them twice.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- API groups and kinds (SPEC 1) -------------------------------------------------------
+ELASTIC_QUOTA_GROUP: Final = "scheduling.sigs.k8s.io"
+ELASTIC_QUOTA_VERSION: Final = "v1alpha1"
+ELASTIC_QUOTA_PLURAL: Final = "elasticquotas"
+KOORD_QUEUE_GROUP: Final = "scheduling.x-k8s.io"
+KOORD_QUEUE_VERSION: Final = "v1alpha1"
+QUEUE_PLURAL: Final = "queues"
+QUEUE_UNIT_PLURAL: Final = "queueunits"
+VOLCANO_GROUP: Final = "scheduling.volcano.sh"
+VOLCANO_VERSION: Final = "v1beta1"
+POD_GROUP_PLURAL: Final = "podgroups"
+VOLCANO_QUEUE_PLURAL: Final = "queues"
+
+# --- Labels and annotations (SPEC 2) -----------------------------------------------------
+QUOTA_NAME_LABEL: Final = "quota.scheduling.koordinator.sh/name"
+QUOTA_PARENT_LABEL: Final = "quota.scheduling.koordinator.sh/parent"
+QUOTA_IS_PARENT_LABEL: Final = "quota.scheduling.koordinator.sh/is-parent"
+QUEUE_POLICY_KEY: Final = "koord-queue/queue-policy"
+SYNCED_ANNOTATION_PREFIX: Final = "koord-queue/"
+MAX_DEPTH_ANNOTATION: Final = "koord-queue/max-depth"
+WAIT_FOR_PODS_RUNNING_ANNOTATION: Final = "koord-queue/wait-for-pods-running"
+ENABLE_PREEMPTION_ANNOTATION: Final = "koord-queue/enable-queueunit-preemption"
+PRIORITY_THRESHOLD_ANNOTATION: Final = "koord-queue/priority-threshold"
+PREEMPTIBLE_ANNOTATION: Final = "koord-queue/preemptible"
+
+# --- Defaults ------------------------------------------------------------------------------
+ROOT_QUOTA: Final = "koordinator-root-quota"
+QUEUE_NAMESPACE: Final = "koord-queue"
+QUEUE_PRIORITY: Final = 1000
+DEFAULT_POLICY: Final = "Priority"
+DEFAULT_MAX_DEPTH: Final = -1
+DEFAULT_PRIORITY_THRESHOLD: Final = 4
+DEFAULT_OVERSELL_RATE: Final = 1
+
+# Policies a quota may ask for (SPEC 2.2) and those the queue factory can serve (SPEC 2.3).
+KNOWN_POLICIES: Final = ("Priority", "Block", "Round", "Intelligent")
+REGISTERED_POLICIES: Final = ("Priority", "Block", "Intelligent")
+
+# --- Event reasons ------------------------------------------------------------------------
+REASON_QUEUE_NOT_FOUND: Final = "QueueNotFound"
+REASON_ADD_QUEUE_FAIL: Final = "AddQueueFail"
+REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+REASON_ADMITTED: Final = "Admitted"
+REASON_DUPLICATE_QUOTA: Final = "DuplicateQuotaName"
+REASON_INVALID_QUOTA: Final = "InvalidQuota"
+REASON_INVALID_JOB: Final = "InvalidJob"
+
+# --- Message formats (SPEC 2.1, 2.3, 2.5); rendered only through these ----------------------
+MSG_QUEUE_NOT_FOUND: Final = "queue {queue} not found for queueUnit {namespace}/{name}"
+MSG_LIMITED: Final = "limited quotaName:{quota}, limited resKey:{resource},"
+MSG_CYCLE: Final = (
+    "CheckUsage found cycle reference, item:{unit}, quotaName:{quota}, visited quota: {visited}"
+)
+MSG_QUOTA_MISSING: Final = (
+    "CheckUsage found quota not exist, item:{unit}, quotaName:{quota}, visited quota: {visited}"
+)
+MSG_EMPTY_QUOTA_SPEC: Final = "quota spec is empty but queue unit res is not empty"
+MSG_NO_QUOTA_LABEL: Final = f"no quota label: set label {QUOTA_NAME_LABEL} to admit this unit"
+MSG_UNKNOWN_POLICY: Final = (
+    "queue {queue} asks for queue policy {policy!r}, which is not registered "
+    "(registered: Priority, Block, Intelligent)"
+)

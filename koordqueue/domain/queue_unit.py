@@ -1,0 +1,132 @@
+"""QueueUnit: the admission request of one workload (SPEC 1, 2.6), and its phases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Final
+
+from koordqueue.domain.names import PREEMPTIBLE_ANNOTATION
+from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.resources import Resources
+
+
+class Phase(str, Enum):
+    """QueueUnit phases as written to `status.phase`."""
+
+    ENQUEUED = "Enqueued"
+    RESERVED = "Reserved"
+    DEQUEUED = "Dequeued"
+    RUNNING = "Running"
+    SUCCEED = "Succeed"
+    FAILED = "Failed"
+    SCHED_READY = "SchedReady"
+    SCHED_SUCCEED = "SchedSucceed"
+    SCHED_FAILED = "SchedFailed"
+    BACKOFF = "Backoff"
+    PREEMPTED = "Preempted"
+
+
+ADMITTED_PHASES: Final = frozenset(
+    {Phase.RESERVED, Phase.DEQUEUED, Phase.RUNNING, Phase.SCHED_READY, Phase.SCHED_SUCCEED}
+)
+"""Phases whose units count in quota usage (SPEC 2.5)."""
+
+FINISHED_PHASES: Final = frozenset({Phase.SUCCEED, Phase.FAILED})
+"""Phases after which a unit's quota is released for good."""
+
+WAITING_PHASES: Final = frozenset(
+    {Phase.ENQUEUED, Phase.BACKOFF, Phase.PREEMPTED, Phase.SCHED_FAILED}
+)
+"""Phases of units that wait in their queue for admission."""
+
+NOT_YET_RUNNING: Final = frozenset({Phase.RESERVED, Phase.DEQUEUED, Phase.SCHED_READY})
+"""Admitted units whose pods are not running yet (preemption victims, wait-for-pods-running)."""
+
+
+class InvalidQueueUnitError(ValueError):
+    """A QueueUnit object that cannot be queued; `field` names the problem."""
+
+    def __init__(self, key: str, field: str, reason: str) -> None:
+        self.key = key
+        self.field = field
+        self.reason = reason
+        super().__init__(f"QueueUnit {key}: {field}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUnit:
+    """What admission needs to know about a unit; built from the API object or a scenario."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource: Resources = field(default_factory=Resources)
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    phase: Phase = Phase.ENQUEUED
+    created: float = 0.0
+    """Creation time (epoch seconds): the first-attempt tie breaker until a unit is tried."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def preemptible(self) -> bool:
+        return self.annotations.get(PREEMPTIBLE_ANNOTATION) == "true"
+
+    @property
+    def admitted(self) -> bool:
+        return self.phase in ADMITTED_PHASES
+
+
+def _epoch(value: object) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
+    """Parse a QueueUnit API object; raises InvalidQueueUnitError naming the field."""
+    metadata = obj.get("metadata") or {}
+    namespace = str(metadata.get("namespace") or "default")
+    name = metadata.get("name")
+    key = f"{namespace}/{name}"
+    if not isinstance(name, str) or not name:
+        raise InvalidQueueUnitError(key, "metadata.name", "must be a non-empty string")
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    try:
+        resource = Resources.parse(spec.get("resource"), "spec.resource")
+    except InvalidQuantityError as exc:
+        raise InvalidQueueUnitError(key, exc.field, f"{exc.value!r}: {exc.reason}") from exc
+    priority = spec.get("priority") or 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidQueueUnitError(key, "spec.priority", f"must be an integer, got {priority!r}")
+    raw_phase = status.get("phase") or Phase.ENQUEUED.value
+    try:
+        phase = Phase(raw_phase)
+    except ValueError as exc:
+        raise InvalidQueueUnitError(key, "status.phase", f"unknown phase {raw_phase!r}") from exc
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items()}
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()}
+    return QueueUnit(
+        namespace=namespace,
+        name=name,
+        uid=str(metadata.get("uid") or key),
+        resource=resource,
+        priority=priority,
+        labels=labels,
+        annotations=annotations,
+        phase=phase,
+        created=_epoch(metadata.get("creationTimestamp")),
+    )

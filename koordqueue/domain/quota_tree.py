@@ -1,0 +1,304 @@
+"""The quota hierarchy and the CheckUsage walker (SPEC 2.1, 2.5).
+
+Quotas are indexed by name across namespaces. Each quota keeps the usage of its whole subtree,
+updated incrementally on admit/release, so a decision costs O(depth × resources named in max)
+dictionary look-ups. Parent chains are resolved once and cached until the structure changes.
+Admissions are idempotent per unit UID, and each admission remembers exactly what it added
+where, so releases in any order can never drive usage negative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+
+from koordqueue.domain.admission import (
+    Admitted,
+    Decision,
+    EmptyQuotaSpec,
+    QuotaCycleError,
+    QuotaExceeded,
+    QuotaNotFoundError,
+)
+from koordqueue.domain.names import ROOT_QUOTA
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.resources import Resources
+
+DuplicateCallback = Callable[[QuotaSpec, QuotaSpec], None]
+"""Called with (previous, winner) when two namespaces define a quota of the same name."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Chain:
+    """A resolved parent chain: the path below the root, or where it broke."""
+
+    path: tuple[str, ...]
+    broken_at: str | None = None
+    cycle: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    quota: str
+    request: tuple[tuple[str, int], ...]
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaUsage:
+    """Reporting row: a quota's limits and its subtree usage."""
+
+    name: str
+    parent: str
+    min: Resources
+    max: Resources
+    used: Resources
+    admitted_units: int
+
+
+def parse_oversell_rate(rate: float | int | str | Fraction) -> Fraction:
+    """The `--oversellrate` flag as an exact fraction; must be positive."""
+    try:
+        value = Fraction(str(rate)) if not isinstance(rate, Fraction) else rate
+    except (ValueError, ZeroDivisionError) as exc:
+        raise ValueError(f"invalid oversell rate {rate!r}: not a number") from exc
+    if value <= 0:
+        raise ValueError(f"invalid oversell rate {rate!r}: must be > 0")
+    return value
+
+
+class QuotaTree:
+    """Quotas by name, their parent chains, subtree usage, and CheckUsage."""
+
+    def __init__(
+        self,
+        oversell_rate: float | int | str | Fraction = 1,
+        on_duplicate: DuplicateCallback | None = None,
+    ) -> None:
+        self._rate = parse_oversell_rate(oversell_rate)
+        self._on_duplicate = on_duplicate
+        # name -> namespace -> spec, in write order; the last written is the live one.
+        self._defs: dict[str, dict[str, QuotaSpec]] = {}
+        self._live: dict[str, QuotaSpec] = {}
+        self._limits: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._chains: dict[str, _Chain] = {}
+        self._units: dict[str, _Admission] = {}
+        self._unit_count: dict[str, int] = {}
+
+    # --- structure ----------------------------------------------------------------------
+    @property
+    def oversell_rate(self) -> Fraction:
+        return self._rate
+
+    def upsert(self, quota: QuotaSpec) -> None:
+        """Add or replace a quota; a same-name quota in another namespace is superseded."""
+        per_ns = self._defs.setdefault(quota.name, {})
+        previous = self._live.get(quota.name)
+        if previous is not None and previous.namespace != quota.namespace and self._on_duplicate:
+            self._on_duplicate(previous, quota)
+        per_ns.pop(quota.namespace, None)
+        per_ns[quota.namespace] = quota  # re-insert so dict order is write order
+        self._set_live(quota.name, quota, previous)
+
+    def remove(self, name: str, namespace: str | None = None) -> QuotaSpec | None:
+        """Remove a quota definition; a same-name quota from another namespace takes over."""
+        per_ns = self._defs.get(name)
+        if not per_ns:
+            return None
+        if namespace is None:
+            removed = self._live[name]
+            per_ns.clear()
+        else:
+            found = per_ns.pop(namespace, None)
+            if found is None:
+                return None
+            removed = found
+        previous = self._live.get(name)
+        if per_ns:
+            self._set_live(name, next(reversed(per_ns.values())), previous)
+        else:
+            del self._defs[name]
+            self._live.pop(name, None)
+            self._limits.pop(name, None)
+            self._invalidate_structure()
+        return removed
+
+    def _set_live(self, name: str, quota: QuotaSpec, previous: QuotaSpec | None) -> None:
+        self._live[name] = quota
+        self._limits[name] = tuple(
+            (res, (amount * self._rate.numerator) // self._rate.denominator)
+            for res, amount in quota.max.items()
+        )
+        self._used.setdefault(name, {})
+        if previous is None or previous.parent != quota.parent:
+            self._invalidate_structure()
+
+    def _invalidate_structure(self) -> None:
+        """Parent links changed: forget chains and recompute subtree usage from the units."""
+        self._chains.clear()
+        for used in self._used.values():
+            used.clear()
+        self._unit_count.clear()
+        for uid, adm in list(self._units.items()):
+            path = self._reachable_path(adm.quota)
+            self._units[uid] = _Admission(adm.quota, adm.request, path)
+            self._apply(path, adm.request, 1)
+            self._unit_count[adm.quota] = self._unit_count.get(adm.quota, 0) + 1
+        for name in [n for n in self._used if n not in self._live]:
+            if not self._used[name]:
+                del self._used[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._live
+
+    def __iter__(self) -> Iterator[QuotaSpec]:
+        return iter(self._live.values())
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def get(self, name: str) -> QuotaSpec | None:
+        return self._live.get(name)
+
+    def parent_of(self, name: str) -> str | None:
+        """The parent's name, or None for the root and unknown quotas."""
+        quota = self._live.get(name)
+        return None if quota is None or name == ROOT_QUOTA else quota.parent
+
+    def children_of(self, name: str) -> list[str]:
+        return sorted(q.name for q in self._live.values() if q.parent == name and q.name != name)
+
+    # --- chains -------------------------------------------------------------------------
+    def _chain(self, name: str) -> _Chain:
+        chain = self._chains.get(name)
+        if chain is None:
+            chain = self._walk(name)
+            self._chains[name] = chain
+        return chain
+
+    def _walk(self, name: str) -> _Chain:
+        visited: list[str] = []
+        seen: set[str] = set()
+        current = name
+        while current != ROOT_QUOTA:
+            if current in seen:
+                return _Chain(tuple(visited), broken_at=current, cycle=True)
+            quota = self._live.get(current)
+            if quota is None:
+                return _Chain(tuple(visited), broken_at=current)
+            visited.append(current)
+            seen.add(current)
+            current = quota.parent
+        return _Chain(tuple(visited))
+
+    def _reachable_path(self, name: str) -> tuple[str, ...]:
+        return self._chain(name).path
+
+    def path(self, name: str) -> tuple[str, ...]:
+        """Quotas from `name` up to, not including, the root (as far as the chain is intact)."""
+        return self._chain(name).path
+
+    # --- CheckUsage ---------------------------------------------------------------------
+    def check(self, unit: str, quota: str, request: Resources) -> Decision:
+        """Decide whether `request` fits every quota from `quota` to the root; changes nothing."""
+        chain = self._chain(quota)
+        if chain.broken_at is not None:
+            if chain.cycle:
+                return QuotaCycleError(unit, chain.broken_at, chain.path)
+            return QuotaNotFoundError(unit, chain.broken_at, chain.path)
+        req = request._amounts
+        requests_something = any(req.values())
+        limits_of = self._limits
+        used_of = self._used
+        for name in chain.path:
+            limits = limits_of[name]
+            if not limits:
+                if requests_something:
+                    return EmptyQuotaSpec(unit, name, chain.path)
+                continue
+            used = used_of[name]
+            for res, limit in limits:
+                if limit - used.get(res, 0) < req.get(res, 0):
+                    return QuotaExceeded(unit, name, res, chain.path)
+        return Admitted(unit, quota, chain.path)
+
+    def try_admit(self, uid: str, unit: str, quota: str, request: Resources) -> Decision:
+        """CheckUsage and, when it passes, record the admission; idempotent per UID."""
+        if uid in self._units:
+            adm = self._units[uid]
+            return Admitted(unit, adm.quota, adm.path)
+        decision = self.check(unit, quota, request)
+        if decision.admitted:
+            self.admit(uid, quota, request)
+        return decision
+
+    def admit(self, uid: str, quota: str, request: Resources) -> bool:
+        """Record an admission without checking (used to rebuild state after a restart).
+
+        Returns False if the UID was already admitted (nothing changes).
+        """
+        if uid in self._units:
+            return False
+        items = tuple((k, v) for k, v in request.items() if v)
+        path = self._reachable_path(quota)
+        self._units[uid] = _Admission(quota, items, path)
+        self._apply(path, items, 1)
+        self._unit_count[quota] = self._unit_count.get(quota, 0) + 1
+        return True
+
+    def release(self, uid: str) -> bool:
+        """Give back what an admission added; False (and no change) if it was not admitted."""
+        adm = self._units.pop(uid, None)
+        if adm is None:
+            return False
+        self._apply(adm.path, adm.request, -1)
+        count = self._unit_count.get(adm.quota, 0) - 1
+        if count > 0:
+            self._unit_count[adm.quota] = count
+        else:
+            self._unit_count.pop(adm.quota, None)
+        return True
+
+    def _apply(self, path: Iterable[str], request: tuple[tuple[str, int], ...], sign: int) -> None:
+        used_of = self._used
+        for name in path:
+            used = used_of.get(name)
+            if used is None:
+                used = used_of[name] = {}
+            for res, amount in request:
+                value = used.get(res, 0) + sign * amount
+                if value:
+                    used[res] = value
+                else:
+                    used.pop(res, None)
+
+    # --- queries ------------------------------------------------------------------------
+    def is_admitted(self, uid: str) -> bool:
+        return uid in self._units
+
+    def admitted_uids(self) -> list[str]:
+        return list(self._units)
+
+    def used(self, name: str) -> Resources:
+        """Usage of the subtree rooted at `name` (admitted units only)."""
+        return Resources(self._used.get(name, {}))
+
+    def limit(self, name: str) -> Resources:
+        """max × oversellrate (rounded down to the nano-unit) for `name`."""
+        return Resources(dict(self._limits.get(name, ())))
+
+    def report(self) -> list[QuotaUsage]:
+        """One row per live quota, sorted by name, for status and `explain`."""
+        return [
+            QuotaUsage(
+                name=q.name,
+                parent=q.parent,
+                min=q.min,
+                max=q.max,
+                used=self.used(q.name),
+                admitted_units=self._unit_count.get(q.name, 0),
+            )
+            for q in sorted(self._live.values(), key=lambda q: q.name)
+        ]

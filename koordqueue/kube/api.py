@@ -1,0 +1,277 @@
+"""The only place that talks to the Kubernetes API for writes and lists.
+
+Objects are plain dicts (the JSON the API server speaks), so the pure core can consume them
+unchanged. Built on `kubernetes.client.ApiClient` for configuration, auth and TLS; requests
+go through its transport with JSON bodies, which keeps server-side apply, JSON/merge patch and
+optimistic concurrency (resourceVersion preconditions) explicit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+from urllib.parse import quote
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from koordqueue.domain import names
+
+FIELD_MANAGER: Final = "koordqueue"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """Enough to build REST paths for one resource type."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+ELASTIC_QUOTA: Final = Kind(
+    names.ELASTIC_QUOTA_GROUP, names.ELASTIC_QUOTA_VERSION, names.ELASTIC_QUOTA_PLURAL, "ElasticQuota"
+)
+QUEUE: Final = Kind(names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL, "Queue")
+QUEUE_UNIT: Final = Kind(
+    names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_UNIT_PLURAL, "QueueUnit"
+)
+JOB: Final = Kind("batch", "v1", "jobs", "Job")
+EVENT: Final = Kind("", "v1", "events", "Event")
+POD: Final = Kind("", "v1", "pods", "Pod")
+NODE: Final = Kind("", "v1", "nodes", "Node", namespaced=False)
+PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
+POD_GROUP: Final = Kind(names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup")
+VOLCANO_QUEUE: Final = Kind(
+    names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.VOLCANO_QUEUE_PLURAL, "Queue", namespaced=False
+)
+
+
+class ApiError(Exception):
+    """A non-2xx answer, with the server's Status message (what kubectl would print)."""
+
+    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{method} {path}: {status} {reason}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in (0, 429, 500, 502, 503, 504)
+
+
+def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
+    """An ApiClient from the given kubeconfig, $KUBECONFIG/~/.kube/config, or in-cluster config."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            kubeconfig, context=context, client_configuration=configuration
+        )
+    else:
+        try:
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                context=context, client_configuration=configuration
+            )
+    return k8s_client.ApiClient(configuration)
+
+
+class KubeApi:
+    """Dict-in, dict-out REST calls with typed errors."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, timeout: float = 30.0) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        query: Iterable[tuple[str, str]] = (),
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        serialized = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(*serialized, _request_timeout=self.timeout)
+            response.read()  # type: ignore[no-untyped-call]
+        except ApiException as exc:
+            raise _api_error(exc.status or 0, exc.reason or "", exc.body, method, path) from exc
+        except Exception as exc:  # connection refused, TLS, timeouts: all retryable
+            raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
+        data = response.data or b"{}"
+        if not 200 <= response.status < 300:
+            raise _api_error(response.status, response.reason or "", data, method, path)
+        parsed: dict[str, Any] = json.loads(data) if data else {}
+        return parsed
+
+    # --- verbs ------------------------------------------------------------------------------
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", kind.path(namespace, name))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def list_objects(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            query = [("limit", "500")]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            page = self.request("GET", kind.path(namespace), query=query)
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", kind.api_version)
+                item.setdefault("kind", kind.kind)
+                items.append(item)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        return self.request(
+            "POST", kind.path(namespace), body=dict(body), query=[("fieldManager", FIELD_MANAGER)]
+        )
+
+    def apply(self, kind: Kind, body: Mapping[str, Any], force: bool = True) -> dict[str, Any]:
+        """Server-side apply: we own exactly the fields in `body`; others' fields survive."""
+        metadata = body["metadata"]
+        query = [("fieldManager", FIELD_MANAGER)]
+        if force:
+            query.append(("force", "true"))
+        return self.request(
+            "PATCH",
+            kind.path(metadata.get("namespace"), metadata["name"]),
+            body=dict(body),
+            query=query,
+            content_type="application/apply-patch+yaml",
+        )
+
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """A JSON merge patch; put metadata.resourceVersion in `patch` to make it conditional."""
+        return self.request(
+            "PATCH",
+            kind.path(namespace, name, subresource),
+            body=dict(patch),
+            query=[("fieldManager", FIELD_MANAGER)],
+            content_type="application/merge-patch+json",
+        )
+
+    def json_patch(
+        self,
+        kind: Kind,
+        name: str,
+        ops: list[dict[str, Any]],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        return self.request(
+            "PATCH",
+            kind.path(namespace, name, subresource),
+            body=ops,
+            query=[("fieldManager", FIELD_MANAGER)],
+            content_type="application/json-patch+json",
+        )
+
+    def delete(
+        self, kind: Kind, name: str, namespace: str | None = None, uid: str | None = None
+    ) -> bool:
+        """Delete (optionally only if the UID still matches); False when already gone."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", kind.path(namespace, name), body=body)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
+
+def _api_error(status: int, reason: str, body: object, method: str, path: str) -> ApiError:
+    message = ""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body:
+        try:
+            message = str(json.loads(body).get("message") or body)
+        except (ValueError, AttributeError):
+            message = body
+    return ApiError(status, reason, message, method, path)
+
+
+def with_retries(
+    call: Callable[[], T],
+    attempts: int = 5,
+    base_delay: float = 0.1,
+    retry_conflicts: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run `call`, retrying transient errors (and conflicts, whose caller re-reads) with backoff."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ApiError as exc:
+            last = attempt == attempts - 1
+            if last or not (exc.retryable or (retry_conflicts and exc.conflict)):
+                raise
+            sleep(base_delay * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,516 @@
+"""The quota-to-queue controller: watch events in, admission engine in the middle, writes out.
+
+Handlers stay thin and level-triggered: every event carries the whole object, which is folded
+into the pure AdmissionEngine; the admission round decides; this class persists the decisions
+(guarded by resourceVersion), records events, and keeps Jobs' `suspend` in line with their
+units. A periodic resync re-lists everything so a missed event is repaired within one period.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from cachetools import TTLCache
+
+from koordqueue.domain import names
+from koordqueue.domain.admission import Admitted, Rejection
+from koordqueue.domain.engine import AdmissionEngine, Preemption, RoundResult
+from koordqueue.domain.job_extension import (
+    InvalidJobError,
+    is_created_suspended,
+    phase_from_job,
+    queue_unit_for_job,
+)
+from koordqueue.domain.mapping import Unresolved
+from koordqueue.domain.queue_derivation import derive_queue
+from koordqueue.domain.queue_unit import (
+    ADMITTED_PHASES,
+    FINISHED_PHASES,
+    WAITING_PHASES,
+    InvalidQueueUnitError,
+    Phase,
+    QueueUnit,
+    queue_unit_from_object,
+)
+from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
+from koordqueue.kube import metrics
+from koordqueue.kube.api import (
+    ELASTIC_QUOTA,
+    JOB,
+    PRIORITY_CLASS,
+    QUEUE,
+    QUEUE_UNIT,
+    ApiError,
+    KubeApi,
+    with_retries,
+)
+from koordqueue.kube.events import EventRecorder
+from koordqueue.kube.queue_sync import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    apply_queue,
+    delete_queue,
+    queue_drifted,
+)
+from koordqueue.kube.settings import ControllerSettings
+
+log = structlog.get_logger(__name__)
+WARNING = "Warning"
+NORMAL = "Normal"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+class Controller:
+    """State and reactions of the controller; kopf handlers call the `on_*` methods."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: ControllerSettings | None = None,
+        recorder: EventRecorder | None = None,
+        clock: Callable[[], float] = time.time,
+        writers: int = 8,
+    ) -> None:
+        self.api = api
+        self.settings = settings or ControllerSettings()
+        self.recorder = recorder or EventRecorder(api)
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.engine = AdmissionEngine(self.settings.oversell_rate, self._on_duplicate_quota)
+        self.ready = threading.Event()
+        self._units: dict[str, dict[str, Any]] = {}  # uid -> last seen QueueUnit object
+        self._unit_by_key: dict[str, str] = {}  # namespace/name -> uid
+        self._quotas: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> object
+        self._reported: dict[str, str] = {}  # uid -> last status message written
+        self._queue_errors: dict[str, str] = {}
+        self._creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
+        self._priorities: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
+        self._known_metric_queues: set[str] = set()
+        self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="kq-write")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # --- ElasticQuota -------------------------------------------------------------------
+    def _on_duplicate_quota(self, previous: QuotaSpec, winner: QuotaSpec) -> None:
+        log.warning(
+            "two ElasticQuotas share a name; the last reconciled wins",
+            quota=winner.name,
+            previous=f"{previous.namespace}/{previous.name}",
+            winner=f"{winner.namespace}/{winner.name}",
+        )
+        obj = self._quotas.get((winner.namespace, winner.name))
+        if obj is not None:
+            self.recorder.record(
+                obj, WARNING, names.REASON_DUPLICATE_QUOTA,
+                f"quota name {winner.name} is also defined in namespace {previous.namespace}; "
+                f"quotas are indexed by name, this definition ({winner.namespace}) now wins",
+            )
+
+    def on_quota(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = _meta(obj)
+        name, namespace = meta.get("name", ""), meta.get("namespace", "default")
+        if event_type == "DELETED":
+            self._quotas.pop((namespace, name), None)
+            with self.lock:
+                self.engine.remove_quota(name, namespace)
+                survivor = self.engine.tree.get(name)
+            if survivor is None:
+                self._safely("delete queue", lambda: delete_queue(self.api, name, self.settings.namespace))
+                with self.lock:
+                    self.engine.remove_queue(name)
+            else:
+                remaining = self._quotas.get((survivor.namespace, name))
+                if remaining is not None:
+                    self._safely("apply queue", lambda: apply_queue(self.api, remaining, self.settings.namespace))
+            return
+        self._quotas[(namespace, name)] = obj
+        try:
+            spec = quota_from_object(obj)
+        except InvalidQuotaError as exc:
+            log.warning("invalid ElasticQuota", quota=f"{namespace}/{name}", error=str(exc))
+            self.recorder.record(obj, WARNING, names.REASON_INVALID_QUOTA, str(exc))
+            return
+        with self.lock:
+            self.engine.upsert_quota(spec)
+        self._safely("apply queue", lambda: apply_queue(self.api, obj, self.settings.namespace))
+
+    # --- Queue --------------------------------------------------------------------------
+    def _quota_object(self, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            live = self.engine.tree.get(name)
+        return None if live is None else self._quotas.get((live.namespace, name))
+
+    def on_queue(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = _meta(obj)
+        if meta.get("namespace") != self.settings.namespace:
+            return
+        name = meta.get("name", "")
+        quota = self._quota_object(name)
+        if event_type == "DELETED":
+            if quota is not None:  # deleted by hand while its quota lives: put it back
+                self._safely("apply queue", lambda: apply_queue(self.api, quota, self.settings.namespace))
+            else:
+                with self.lock:
+                    self.engine.remove_queue(name)
+            return
+        if quota is not None and queue_drifted(obj, derive_queue(quota, self.settings.namespace)):
+            log.info("queue drifted from its quota; reverting", queue=name)
+            applied = self._safely(
+                "apply queue", lambda: apply_queue(self.api, quota, self.settings.namespace)
+            )
+            if applied is not None:
+                obj = applied
+        spec = obj.get("spec") or {}
+        policy = str(spec.get("queuePolicy") or names.DEFAULT_POLICY)
+        annotations = {k: str(v) for k, v in (_meta(obj).get("annotations") or {}).items()}
+        with self.lock:
+            error = self.engine.upsert_queue(name, policy, annotations)
+        if error is None:
+            self._queue_errors.pop(name, None)
+        elif self._queue_errors.get(name) != error:
+            self._queue_errors[name] = error
+            log.warning("queue not served", queue=name, error=error)
+            self.recorder.record(obj, WARNING, names.REASON_ADD_QUEUE_FAIL, error)
+
+    # --- QueueUnit ----------------------------------------------------------------------
+    def on_unit(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = _meta(obj)
+        uid = meta.get("uid", "")
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        if event_type == "DELETED":
+            with self.lock:
+                self.engine.remove_unit(uid)
+                self._units.pop(uid, None)
+                self._reported.pop(uid, None)
+                if self._unit_by_key.get(key) == uid:
+                    del self._unit_by_key[key]
+            return
+        try:
+            unit = queue_unit_from_object(obj)
+        except InvalidQueueUnitError as exc:
+            if self._reported.get(uid) != str(exc):
+                self._reported[uid] = str(exc)
+                self.recorder.record(obj, WARNING, "InvalidQueueUnit", str(exc))
+            return
+        with self.lock:
+            known = self.engine.unit(uid)
+            if known is not None and self.engine.is_admitted(uid) and unit.phase in WAITING_PHASES:
+                # A stale event from before our own admission write: our decision stands.
+                unit = replace(unit, phase=known.phase)
+            self.engine.upsert_unit(unit)
+            self._units[uid] = obj
+            self._unit_by_key[key] = uid
+
+    # --- Job extension ------------------------------------------------------------------
+    def _priority_of_class(self, name: str) -> int | None:
+        if name in self._priorities:
+            return self._priorities[name]
+        try:
+            pc = self.api.get(PRIORITY_CLASS, name)
+        except ApiError:
+            return None
+        value = None if pc is None else int(pc.get("value") or 0)
+        self._priorities[name] = value
+        return value
+
+    def on_job(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = _meta(obj)
+        namespace, name, job_uid = meta.get("namespace", "default"), meta.get("name", ""), meta.get("uid")
+        key = f"{namespace}/{name}"
+        with self.lock:
+            unit_uid = self._unit_by_key.get(key)
+            unit_obj = self._units.get(unit_uid) if unit_uid else None
+        owned = unit_obj is not None and any(
+            ref.get("uid") == job_uid for ref in _meta(unit_obj).get("ownerReferences") or []
+        )
+        if event_type == "DELETED":
+            if unit_obj is not None and owned and unit_uid:
+                # Garbage collection would do this too; doing it here releases quota at once
+                # and works on clusters (and test planes) without kube-controller-manager.
+                self._safely("delete unit", lambda: self.api.delete(QUEUE_UNIT, name, namespace, unit_uid))
+                with self.lock:
+                    self.engine.remove_unit(unit_uid)
+            return
+        if unit_obj is None or not unit_uid:
+            self._maybe_create_unit(obj, key)
+            return
+        if not owned:
+            return
+        with self.lock:
+            unit = self.engine.unit(unit_uid)
+            admitted = self.engine.is_admitted(unit_uid)
+        if unit is None:
+            return
+        suspended = bool((obj.get("spec") or {}).get("suspend"))
+        if admitted and suspended and unit.phase in ADMITTED_PHASES:
+            self._safely("resume job", lambda: self._resume_job(namespace, name))
+        phase = phase_from_job(obj)
+        if phase is not None and phase != unit.phase and (admitted or phase in FINISHED_PHASES):
+            self._set_unit_phase(unit, phase, f"job {key} is {phase.value.lower()}")
+
+    def _maybe_create_unit(self, job: dict[str, Any], key: str) -> None:
+        if not self.settings.manage_jobs or not is_created_suspended(job):
+            return
+        if (job.get("status") or {}).get("startTime") or key in self._creating:
+            return  # it ran before, so it was not created suspended; or creation is in flight
+        self._creating[key] = True
+        try:
+            body = queue_unit_for_job(job, self._priority_of_class)
+        except InvalidJobError as exc:
+            self.recorder.record(job, WARNING, names.REASON_INVALID_JOB, str(exc))
+            return
+        try:
+            created = with_retries(lambda: self.api.create(QUEUE_UNIT, body, _meta(job).get("namespace")))
+        except ApiError as exc:
+            if exc.status == 409:  # AlreadyExists: a previous run made it; its event will come
+                return
+            self._creating.pop(key, None)
+            metrics.API_ERRORS.labels("create unit").inc()
+            log.warning("could not create QueueUnit", job=key, error=str(exc))
+            return
+        log.info("queue unit created", unit=key, resource=body["spec"]["resource"])
+        # status is a subresource: the create ignored it, so the initial phase is a second write
+        # (guarded by the created resourceVersion: if an admission already wrote the status,
+        # that write wins and this one is dropped)
+        initial = {
+            "metadata": {"resourceVersion": _meta(created).get("resourceVersion")},
+            "status": {"phase": Phase.ENQUEUED.value, "lastUpdateTime": _now()},
+        }
+        namespace, name = _meta(created).get("namespace"), _meta(created).get("name", "")
+        try:
+            enqueued = self.api.merge_patch(QUEUE_UNIT, name, initial, namespace, "status")
+        except ApiError as exc:
+            if not exc.conflict:
+                metrics.API_ERRORS.labels("patch unit status").inc()
+                log.warning("initial unit status not written", unit=key, error=str(exc))
+            return
+        self.on_unit("ADDED", enqueued)
+
+    def _resume_job(self, namespace: str, name: str) -> None:
+        try:
+            with_retries(lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": False}}, namespace))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    def _suspend_job(self, namespace: str, name: str) -> None:
+        try:
+            with_retries(lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": True}}, namespace))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    def _set_unit_phase(self, unit: QueueUnit, phase: Phase, message: str) -> None:
+        patch = {"status": {"phase": phase.value, "message": message, "lastUpdateTime": _now()}}
+        updated = self._safely(
+            "patch unit status",
+            lambda: with_retries(
+                lambda: self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
+            ),
+        )
+        with self.lock:
+            self.engine.upsert_unit(replace(unit, phase=phase))
+            if updated is not None:
+                self._units[unit.uid] = updated
+
+    # --- start-up and resync ------------------------------------------------------------
+    def resync(self) -> None:
+        """List everything and fold it in; fixes whatever changed while we were not watching."""
+        quotas = self.api.list_objects(ELASTIC_QUOTA)
+        for quota in quotas:
+            self.on_quota("ADDED", quota)
+        live = {_meta(q).get("name") for q in quotas}
+        for queue in self.api.list_objects(QUEUE, self.settings.namespace):
+            qmeta = _meta(queue)
+            managed = (qmeta.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
+            if managed and qmeta.get("name") not in live:
+                log.info("deleting queue whose quota is gone", queue=qmeta.get("name"))
+                queue_name = str(qmeta.get("name"))
+                self._safely(
+                    "delete queue",
+                    lambda n=queue_name: delete_queue(self.api, n, self.settings.namespace),  # type: ignore[misc]
+                )
+            else:
+                self.on_queue("ADDED", queue)
+        seen_units = set()
+        for unit in self.api.list_objects(QUEUE_UNIT):
+            seen_units.add(_meta(unit).get("uid"))
+            self.on_unit("ADDED", unit)
+        with self.lock:
+            for gone in [u.uid for u in self.engine.units() if u.uid not in seen_units]:
+                self.engine.remove_unit(gone)
+                self._units.pop(gone, None)
+        if self.settings.manage_jobs:
+            for job in self.api.list_objects(JOB):
+                self.on_job("ADDED", job)
+        self.ready.set()
+
+    # --- admission ----------------------------------------------------------------------
+    def admission_round(self) -> RoundResult:
+        """One round: decide under the lock, then persist in parallel outside it."""
+        started = time.monotonic()
+        with self.lock:
+            result = self.engine.run_round(self.clock())
+        futures = [self._pool.submit(self._persist_admission, u, d) for u, d in result.admitted]
+        futures += [self._pool.submit(self._persist_preemption, p) for p in result.preempted]
+        futures += [self._pool.submit(self._report_rejection, u, r) for u, r in result.rejected]
+        futures += [
+            self._pool.submit(self._report_not_found, u, q) for u, q in result.queue_not_found
+        ]
+        futures += [self._pool.submit(self._report_unmapped, u, r) for u, r in result.unmapped]
+        for future in futures:
+            try:
+                future.result()
+            except Exception as exc:  # one failed write must not stop the others or the loop
+                log.warning("admission write failed", error=str(exc))
+        self._export_metrics(result)
+        metrics.ROUND_DURATION.observe(time.monotonic() - started)
+        return result
+
+    def _persist_admission(self, unit: QueueUnit, decision: Admitted) -> None:
+        now = _now()
+        for _ in range(3):
+            current = self._units.get(unit.uid) or {}
+            rv = _meta(current).get("resourceVersion")
+            patch: dict[str, Any] = {
+                "status": {
+                    "phase": Phase.DEQUEUED.value,
+                    "message": decision.message,
+                    "lastUpdateTime": now,
+                    "admissionTime": now,
+                }
+            }
+            if rv:
+                patch["metadata"] = {"resourceVersion": rv}
+            try:
+                updated = self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
+            except ApiError as exc:
+                if exc.conflict:
+                    fresh = self.api.get(QUEUE_UNIT, unit.name, unit.namespace)
+                    if fresh is None or _meta(fresh).get("uid") != unit.uid:
+                        break
+                    fresh_phase = (fresh.get("status") or {}).get("phase") or Phase.ENQUEUED.value
+                    if Phase(fresh_phase) in FINISHED_PHASES:
+                        break
+                    self._units[unit.uid] = fresh
+                    continue
+                if not exc.not_found:
+                    metrics.API_ERRORS.labels("admit").inc()
+                    log.warning("admission not persisted", unit=unit.key, error=str(exc))
+                break
+            with self.lock:
+                self._units[unit.uid] = updated
+                self._reported[unit.uid] = decision.message
+            metrics.ADMISSIONS.labels(decision.quota).inc()
+            if unit.created:
+                metrics.ADMISSION_LATENCY.observe(max(self.clock() - unit.created, 0.0))
+            log.info("admitted", unit=unit.key, quota=decision.quota, path=",".join(decision.path))
+            self._resume_consumer(updated)
+            self.recorder.record(updated, NORMAL, names.REASON_ADMITTED, decision.message)
+            return
+        with self.lock:
+            self.engine.rollback(unit.uid)
+
+    def _resume_consumer(self, unit_obj: Mapping[str, Any]) -> None:
+        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
+        if ref.get("kind") == "Job" and ref.get("name"):
+            self._safely(
+                "resume job",
+                lambda: self._resume_job(
+                    str(ref.get("namespace") or _meta(unit_obj).get("namespace")), ref["name"]
+                ),
+            )
+
+    def _persist_preemption(self, preemption: Preemption) -> None:
+        for victim in preemption.victims:
+            message = f"preempted by {preemption.unit.key}; back in queue"
+            patch = {"status": {"phase": Phase.ENQUEUED.value, "message": message, "lastUpdateTime": _now()}}
+            try:
+                updated = self.api.merge_patch(QUEUE_UNIT, victim.name, patch, victim.namespace, "status")
+            except ApiError as exc:
+                metrics.API_ERRORS.labels("preempt").inc()
+                log.warning("preemption not persisted", unit=victim.key, error=str(exc))
+                continue
+            with self.lock:
+                self._units[victim.uid] = updated
+            ref = (updated.get("spec") or {}).get("consumerRef") or {}
+            if ref.get("kind") == "Job" and ref.get("name"):
+                job_name = str(ref["name"])
+                self._safely("suspend job", lambda: self._suspend_job(victim.namespace, job_name))  # noqa: B023
+            self.recorder.record(updated, WARNING, "Preempted", message)
+
+    def _write_message(self, unit: QueueUnit, message: str) -> dict[str, Any] | None:
+        if self._reported.get(unit.uid) == message:
+            return None
+        self._reported[unit.uid] = message
+        patch = {"status": {"message": message, "lastUpdateTime": _now()}}
+        updated = self._safely(
+            "patch unit status",
+            lambda: self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status"),
+        )
+        if updated is not None:
+            with self.lock:
+                self._units[unit.uid] = updated
+        return updated or self._units.get(unit.uid)
+
+    def _report_rejection(self, unit: QueueUnit, rejection: Rejection) -> None:
+        obj = self._write_message(unit, rejection.message)
+        if obj is not None:
+            metrics.REJECTIONS.labels(unit.labels.get(names.QUOTA_NAME_LABEL, ""), type(rejection).__name__).inc()
+            self.recorder.record(obj, WARNING, names.REASON_FAILED_SCHEDULING, rejection.message)
+
+    def _report_not_found(self, unit: QueueUnit, queue: str) -> None:
+        message = RoundResult.queue_not_found_message(unit, queue)
+        obj = self._write_message(unit, message)
+        if obj is not None:
+            self.recorder.record(obj, WARNING, names.REASON_QUEUE_NOT_FOUND, message)
+
+    def _report_unmapped(self, unit: QueueUnit, unresolved: Unresolved) -> None:
+        self._write_message(unit, unresolved.message)  # status only: upstream sends no event
+
+    def _export_metrics(self, result: RoundResult) -> None:
+        with self.lock:
+            units = self.engine.units()
+            pending: dict[str, int] = {}
+            admitted: dict[str, int] = {}
+            for unit in units:
+                queue = unit.labels.get(names.QUOTA_NAME_LABEL)
+                if not queue or unit.phase in FINISHED_PHASES:
+                    continue
+                target = admitted if self.engine.is_admitted(unit.uid) else pending
+                target[queue] = target.get(queue, 0) + 1
+        for queue in set(pending) | set(admitted) | self._known_metric_queues:
+            metrics.UNITS_PENDING.labels(queue).set(pending.get(queue, 0))
+            metrics.UNITS_ADMITTED.labels(queue).set(admitted.get(queue, 0))
+        self._known_metric_queues |= set(pending) | set(admitted)
+        reasons: dict[str, int] = {}
+        for _, unresolved in result.unmapped:
+            reasons[unresolved.reason.value] = reasons.get(unresolved.reason.value, 0) + 1
+        for reason in ("no quota label", "empty quota label", "quota label is not a string", "quota label is not a valid name"):
+            metrics.UNITS_UNMAPPED.labels(reason).set(reasons.get(reason, 0))
+        metrics.UNITS_QUEUE_NOT_FOUND.set(len(result.queue_not_found))
+
+    # --- helpers ------------------------------------------------------------------------
+    def _safely(self, operation: str, call: Callable[[], Any]) -> Any:
+        """Run one API write; log and count failures instead of crashing the handler."""
+        try:
+            return call()
+        except ApiError as exc:
+            metrics.API_ERRORS.labels(operation).inc()
+            log.warning("api call failed", operation=operation, error=str(exc))
+            return None

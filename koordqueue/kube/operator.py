@@ -1,0 +1,100 @@
+"""kopf wiring: raw watch events to the Controller, start-up resync, the admission loop, probes.
+
+Only `@kopf.on.event` is used: it is level-triggered and stores no progress annotations or
+finalizers on users' objects, which a queueing controller has no business adding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import kopf
+import structlog
+
+from koordqueue.domain import names
+from koordqueue.kube.controller import Controller
+
+log = structlog.get_logger(__name__)
+
+
+def _obj(event: kopf.RawEvent) -> dict[str, Any]:
+    raw: dict[str, Any] = dict(event.get("object") or {})
+    return raw
+
+
+def _type(event: kopf.RawEvent) -> str | None:
+    value = event.get("type")
+    return str(value) if value else None
+
+
+def build_registry(controller: Controller) -> kopf.OperatorRegistry:
+    """A kopf registry bound to one Controller (so tests can run several side by side)."""
+    registry = kopf.OperatorRegistry()
+    settings = controller.settings
+    state: dict[str, asyncio.Task[None]] = {}
+
+    @kopf.on.event(names.ELASTIC_QUOTA_GROUP, names.ELASTIC_QUOTA_VERSION, names.ELASTIC_QUOTA_PLURAL,
+                   registry=registry)
+    async def quota_event(event: kopf.RawEvent, **_: Any) -> None:
+        await asyncio.to_thread(controller.on_quota, _type(event), _obj(event))
+
+    @kopf.on.event(names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL,
+                   registry=registry)
+    async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
+        await asyncio.to_thread(controller.on_queue, _type(event), _obj(event))
+
+    @kopf.on.event(names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_UNIT_PLURAL,
+                   registry=registry)
+    async def unit_event(event: kopf.RawEvent, **_: Any) -> None:
+        await asyncio.to_thread(controller.on_unit, _type(event), _obj(event))
+
+    if settings.manage_jobs:
+        @kopf.on.event("batch", "v1", "jobs", registry=registry)
+        async def job_event(event: kopf.RawEvent, **_: Any) -> None:
+            await asyncio.to_thread(controller.on_job, _type(event), _obj(event))
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.peering.standalone = True
+        settings.posting.enabled = False  # we write our own, precise events
+        settings.watching.server_timeout = 300
+        await asyncio.to_thread(controller.resync)
+        state["loop"] = asyncio.create_task(admission_loop(controller))
+        log.info("controller ready", namespace=controller.settings.namespace)
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        task = state.pop("loop", None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(controller.close)
+
+    @kopf.on.probe(id="ready", registry=registry)
+    def ready(**_: Any) -> bool:
+        if not controller.ready.is_set():
+            raise kopf.TemporaryError("initial resync not finished")
+        return True
+
+    return registry
+
+
+async def admission_loop(controller: Controller) -> None:
+    """Admission every `admission_period`, full resync every `resync_period`; never dies."""
+    period = controller.settings.admission_period
+    since_resync = 0.0
+    while True:
+        try:
+            await asyncio.to_thread(controller.admission_round)
+            since_resync += period
+            if since_resync >= controller.settings.resync_period:
+                since_resync = 0.0
+                await asyncio.to_thread(controller.resync)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("admission round failed; continuing")
+        await asyncio.sleep(period)

@@ -1,0 +1,50 @@
+"""ElasticQuota -> Queue reconciliation against the API (SPEC 2.2).
+
+Server-side apply with our field manager gives exactly the ownership rule the spec asks for:
+our fields (priority, policy, parent label, synced annotations) are re-asserted every time,
+which reverts hand edits; fields owned by anyone else (foreign annotations) are never touched;
+a synced annotation that disappeared from the quota is removed because we owned it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from koordqueue.domain.names import QUOTA_PARENT_LABEL
+from koordqueue.domain.queue_derivation import DesiredQueue, derive_queue
+from koordqueue.kube.api import QUEUE, KubeApi, with_retries
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "koordqueue"
+
+
+def desired_manifest(desired: DesiredQueue) -> dict[str, Any]:
+    manifest = desired.to_manifest()
+    manifest["metadata"].setdefault("labels", {})[MANAGED_BY_LABEL] = MANAGED_BY
+    return manifest
+
+
+def queue_drifted(queue: Mapping[str, Any], desired: DesiredQueue) -> bool:
+    """True when the live Queue differs from the desired one in a field we own."""
+    spec = queue.get("spec") or {}
+    metadata = queue.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    return (
+        spec.get("priority") != desired.priority
+        or spec.get("queuePolicy") != desired.policy
+        or labels.get(QUOTA_PARENT_LABEL) != desired.parent
+        or labels.get(MANAGED_BY_LABEL) != MANAGED_BY
+        or any(annotations.get(k) != v for k, v in desired.annotations.items())
+    )
+
+
+def apply_queue(api: KubeApi, quota: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """Create or reconcile the Queue of `quota`; idempotent, retried on transient errors."""
+    desired = derive_queue(quota, namespace)
+    return with_retries(lambda: api.apply(QUEUE, desired_manifest(desired)))
+
+
+def delete_queue(api: KubeApi, name: str, namespace: str) -> bool:
+    return with_retries(lambda: api.delete(QUEUE, name, namespace))

@@ -1,0 +1,27 @@
+"""Controller settings: one typed object, filled from flags/env by the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koordqueue.domain.names import QUEUE_NAMESPACE
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    """Everything the controller can be told; defaults are the production defaults."""
+
+    namespace: str = QUEUE_NAMESPACE
+    oversell_rate: str = "1"
+    enable_parent_limit: bool = False
+    """Accepted for compatibility with Koord-Queue and ignored: the parent chain is always checked."""
+    admission_period: float = 1.0
+    resync_period: float = 60.0
+    queue_not_found_retry: float = 10.0
+    metrics_port: int = 8080
+    health_port: int = 8081
+    log_format: str = "json"
+    log_level: str = "info"
+    kubeconfig: str | None = None
+    context: str | None = None
+    manage_jobs: bool = True

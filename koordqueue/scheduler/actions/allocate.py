@@ -1,0 +1,106 @@
+"""allocate: place pending tasks queue by queue, job by job, all-or-nothing per gang."""
+
+from __future__ import annotations
+
+from koordqueue.scheduler.api import FitErrors, JobInfo, QueueInfo, TaskInfo
+from koordqueue.scheduler.framework.interface import Action
+from koordqueue.scheduler.framework.session import Session
+from koordqueue.scheduler.framework.statement import Statement
+from koordqueue.scheduler.framework.util import PriorityQueue
+
+
+def schedulable_jobs(session: Session) -> list[JobInfo]:
+    """Jobs allocate may consider: enqueued (when enqueue runs) and valid.
+
+    An invalid job gets its job-valid message as condition, like Volcano's gang plugin.
+    """
+    enqueue_configured = "enqueue" in session.config.actions
+    jobs: list[JobInfo] = []
+    for job in session.jobs.values():
+        if enqueue_configured and job.is_pending():
+            continue
+        invalid = session.job_valid(job)
+        if invalid is not None:
+            session.job_conditions[job.uid] = invalid.message
+            continue
+        jobs.append(job)
+    return jobs
+
+
+class AllocateAction(Action):
+    """SPEC 3.4: pick queue (skipping overused), job, task; pre-predicate, predicate, score;
+    allocate on idle or pipeline onto future idle; commit only when the job is ready."""
+
+    name = "allocate"
+
+    def execute(self, session: Session) -> None:
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
+        jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in schedulable_jobs(session):
+            if not any(self._wanted(t) for t in job.pending_tasks()):
+                continue
+            if job.queue not in jobs_by_queue:
+                jobs_by_queue[job.queue] = PriorityQueue(session.job_order_less)
+                queues.push(session.queues[job.queue])
+            jobs_by_queue[job.queue].push(job)
+        pending: dict[str, PriorityQueue[TaskInfo]] = {}
+        while not queues.empty():
+            queue = queues.pop()
+            if session.overused(queue):
+                continue
+            jobs = jobs_by_queue[queue.name]
+            if jobs.empty():
+                continue
+            job = jobs.pop()
+            tasks = pending.get(job.uid)
+            if tasks is None:
+                tasks = PriorityQueue(session.task_order_less, [t for t in job.pending_tasks() if self._wanted(t)])
+                pending[job.uid] = tasks
+            statement = Statement(session)
+            self._allocate_tasks(session, statement, queue, job, tasks, jobs)
+            if session.job_ready(job):
+                statement.commit()
+            elif not session.job_pipelined(job):
+                statement.discard()
+            queues.push(queue)
+
+    @staticmethod
+    def _wanted(task: TaskInfo) -> bool:
+        # Best-effort tasks are backfill's; externally gated tasks wait for their gate.
+        return not task.best_effort and not task.scheduling_gated
+
+    @staticmethod
+    def _allocate_tasks(
+        session: Session,
+        statement: Statement,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks: PriorityQueue[TaskInfo],
+        jobs: PriorityQueue[JobInfo],
+    ) -> None:
+        while not tasks.empty():
+            task = tasks.pop()
+            if not session.allocatable(queue, task):
+                continue
+            reason = session.pre_predicate(task)
+            if reason is not None:
+                # One task's pre-predicate failure must not sink the others: the gang may
+                # still reach minAvailable without it.
+                session.fit_errors[task.uid] = FitErrors.all_nodes(session.nodes, reason)
+                continue
+            choice = session.select_node(task)
+            if isinstance(choice, FitErrors):
+                session.fit_errors[task.uid] = choice
+                break
+            node, pipelined = choice
+            if pipelined:
+                statement.pipeline(task, node)
+            else:
+                statement.allocate(task, node)
+            if session.job_ready(job) and not tasks.empty():
+                # Ready: commit this part and give other jobs a turn before the rest.
+                jobs.push(job)
+                break
+
+
+__all__ = ["AllocateAction", "schedulable_jobs"]

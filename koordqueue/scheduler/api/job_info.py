@@ -1,0 +1,215 @@
+"""JobInfo: a PodGroup and its tasks, indexed by status for O(1) gang counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api.fit_errors import FitErrors
+from koordqueue.scheduler.api.task_info import (
+    ALLOCATED_STATUSES,
+    READY_STATUSES,
+    VALID_STATUSES,
+    TaskInfo,
+    TaskStatus,
+)
+
+
+class PodGroupPhase(StrEnum):
+    """PodGroup `status.phase` (SPEC 1)."""
+
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"
+    COMPLETED = "Completed"
+
+
+class JobInfo:
+    """A gang: minAvailable, per-role minimums, the queue and the tasks by status."""
+
+    __slots__ = (
+        "_allocated",
+        "_ready",
+        "creation",
+        "min_available",
+        "min_resources",
+        "name",
+        "namespace",
+        "phase",
+        "preemptable",
+        "priority",
+        "queue",
+        "task_min_available",
+        "task_status_index",
+        "tasks",
+        "uid",
+    )
+
+    def __init__(
+        self,
+        uid: str,
+        name: str | None = None,
+        *,
+        namespace: str = "default",
+        queue: str = "default",
+        priority: int = 0,
+        min_available: int = 1,
+        task_min_available: dict[str, int] | None = None,
+        min_resources: Resources | None = None,
+        phase: PodGroupPhase = PodGroupPhase.INQUEUE,
+        creation: float = 0.0,
+        preemptable: bool = True,
+        tasks: Iterable[TaskInfo] = (),
+    ) -> None:
+        self.uid = uid
+        self.name = name if name is not None else uid
+        self.namespace = namespace
+        self.queue = queue
+        self.priority = priority
+        self.min_available = min_available
+        self.task_min_available = dict(task_min_available or {})
+        self.min_resources = min_resources
+        self.phase = phase
+        self.creation = creation
+        self.preemptable = preemptable
+        self.tasks: dict[str, TaskInfo] = {}
+        self.task_status_index: dict[TaskStatus, dict[str, TaskInfo]] = {}
+        self._allocated: dict[str, int] = {}
+        self._ready = 0
+        for task in tasks:
+            self.add_task(task)
+
+    # --- mutation ------------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        """Add a task (its `job` is set to this job)."""
+        task.job = self.uid
+        self.tasks[task.uid] = task
+        self.task_status_index.setdefault(task.status, {})[task.uid] = task
+        if task.status in ALLOCATED_STATUSES:
+            self._account(task.resreq, 1)
+        if task.status in READY_STATUSES:
+            self._ready += 1
+
+    def update_task_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Move a task to another status, keeping the index and allocation in step."""
+        old = task.status
+        if old is status:
+            return
+        bucket = self.task_status_index.get(old)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        self.task_status_index.setdefault(status, {})[task.uid] = task
+        was, now = old in ALLOCATED_STATUSES, status in ALLOCATED_STATUSES
+        if was != now:
+            self._account(task.resreq, 1 if now else -1)
+        self._ready += (status in READY_STATUSES) - (old in READY_STATUSES)
+        task.status = status
+
+    def _account(self, res: Resources, sign: int) -> None:
+        acc = self._allocated
+        for name, amount in res.as_dict().items():
+            acc[name] = acc.get(name, 0) + sign * amount
+
+    # --- counts (SPEC 3.6) ---------------------------------------------------------------
+    def count(self, *statuses: TaskStatus) -> int:
+        """Number of tasks in any of `statuses`."""
+        index = self.task_status_index
+        return sum(len(index.get(s, ())) for s in statuses)
+
+    def ready_task_num(self) -> int:
+        """Bound + Binding + Running + Allocated + Succeeded (kept as a counter: gang asks
+        this after every placement)."""
+        return self._ready
+
+    def waiting_task_num(self) -> int:
+        """Pipelined tasks (reserved on future-idle resources)."""
+        return len(self.task_status_index.get(TaskStatus.PIPELINED, ()))
+
+    def pending_best_effort_task_num(self) -> int:
+        """Pending tasks with an empty request (backfill will place them)."""
+        pending = self.task_status_index.get(TaskStatus.PENDING)
+        return sum(1 for t in pending.values() if t.best_effort) if pending else 0
+
+    def valid_task_num(self) -> int:
+        """Tasks that can still count toward the gang (not failed, not releasing)."""
+        return self.count(*VALID_STATUSES)
+
+    def pending_tasks(self) -> list[TaskInfo]:
+        """Pending tasks in a stable order."""
+        return list(self.task_status_index.get(TaskStatus.PENDING, {}).values())
+
+    def _role_counts(self, statuses: frozenset[TaskStatus]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for status in statuses:
+            for task in self.task_status_index.get(status, {}).values():
+                counts[task.role] = counts.get(task.role, 0) + 1
+        return counts
+
+    def check_role_minimums(self, *, pipelined: bool = False) -> bool:
+        """Per-role minimums, applied only when minAvailable >= their sum (SPEC 3.6)."""
+        if not self.task_min_available or self.min_available < sum(self.task_min_available.values()):
+            return True
+        statuses = READY_STATUSES | {TaskStatus.PIPELINED} if pipelined else READY_STATUSES
+        counts = self._role_counts(frozenset(statuses))
+        return all(counts.get(role, 0) >= need for role, need in self.task_min_available.items())
+
+    def is_ready(self) -> bool:
+        """Ready count reached minAvailable (and role minimums)."""
+        return self._ready >= self.min_available and self.check_role_minimums()
+
+    def is_pipelined(self) -> bool:
+        """Ready + Pipelined + pending best-effort reached minAvailable."""
+        waiting = self.ready_task_num() + self.waiting_task_num() + self.pending_best_effort_task_num()
+        return waiting >= self.min_available and self.check_role_minimums(pipelined=True)
+
+    def is_pending(self) -> bool:
+        """The PodGroup has not been enqueued yet."""
+        return self.phase is PodGroupPhase.PENDING
+
+    @property
+    def allocated(self) -> Resources:
+        """Sum of the requests of tasks in allocated statuses."""
+        return Resources(self._allocated)
+
+    def total_request(self) -> Resources:
+        """Sum of the requests of all non-terminated tasks (what the job wants in total)."""
+        acc: dict[str, int] = {}
+        for task in self.tasks.values():
+            if task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+                continue
+            for name, amount in task.resreq.items():
+                acc[name] = acc.get(name, 0) + amount
+        return Resources(acc)
+
+    def min_request(self) -> Resources:
+        """minResources, or an empty list for a job without one."""
+        return self.min_resources if self.min_resources is not None else Resources()
+
+    def status_histogram(self) -> str:
+        """"2 Pending, 1 Running" in a stable order, for condition messages."""
+        parts = [
+            f"{len(bucket)} {status.value}"
+            for status, bucket in sorted(self.task_status_index.items(), key=lambda kv: kv[0].value)
+            if bucket
+        ]
+        return ", ".join(parts)
+
+    def clone(self) -> JobInfo:
+        """A deep copy of the job and its tasks for one session."""
+        job = JobInfo(
+            self.uid, self.name, namespace=self.namespace, queue=self.queue, priority=self.priority,
+            min_available=self.min_available, task_min_available=self.task_min_available,
+            min_resources=self.min_resources, phase=self.phase, creation=self.creation,
+            preemptable=self.preemptable,
+        )
+        for task in self.tasks.values():
+            job.add_task(task.clone())
+        return job
+
+    def __repr__(self) -> str:
+        return f"JobInfo({self.namespace}/{self.name}, queue={self.queue}, min={self.min_available})"
+
+
+__all__ = ["FitErrors", "JobInfo", "PodGroupPhase"]

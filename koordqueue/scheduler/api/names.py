@@ -1,0 +1,39 @@
+"""Every reason, message format and default of the scheduler core, in one place.
+
+Why: the Kubernetes adapter renders pod conditions and events from these strings and the
+tests assert on them; spelling each one once keeps the three in agreement.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Fit-error reasons (one per failing node, aggregated into a histogram) ----------------
+INSUFFICIENT_RESOURCE: Final = "Insufficient {resource}"
+NODE_SELECTOR_MISMATCH: Final = "node(s) didn't match node selector"
+NODE_AFFINITY_MISMATCH: Final = "node(s) didn't match Pod's node affinity"
+UNTOLERATED_TAINT: Final = "node(s) had untolerated taint {{{key}: {value}}}"
+HOST_PORTS_CONFLICT: Final = "node(s) didn't have free ports for the requested pod ports"
+NODE_UNSCHEDULABLE: Final = "node(s) were unschedulable"
+ALL_NODES_UNAVAILABLE: Final = "0/{total} nodes are available: {reasons}."
+NO_NODES_AVAILABLE: Final = "0/0 nodes are available."
+
+# --- Job conditions -------------------------------------------------------------------------
+GANG_UNSCHEDULABLE: Final = "{missing}/{total} tasks in gang unschedulable: {detail}"
+POD_GROUP_NOT_READY: Final = "pod group is not ready, {histogram}"
+NOT_ENOUGH_VALID_TASKS: Final = "Not enough valid tasks for gang-scheduling, valid: {valid}, min: {min}"
+NOT_ENOUGH_PODS_REASON: Final = "NotEnoughTasks"
+QUEUE_NOT_FOUND_WARNING: Final = "job {job} dropped: queue {queue} does not exist"
+
+# --- Eviction reasons ------------------------------------------------------------------------
+EVICT_PREEMPT: Final = "preempt"
+EVICT_RECLAIM: Final = "reclaim"
+
+# --- Well-known names -------------------------------------------------------------------------
+CRITICAL_PRIORITY_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
+SYSTEM_NAMESPACE: Final = "kube-system"
+ROOT_QUEUE: Final = "root"
+DEFAULT_QUEUE: Final = "default"
+PLUGIN_ENTRY_POINT_GROUP: Final = "koordqueue.plugins"
+DEFAULT_ACTIONS: Final = "enqueue, allocate, backfill"
+OVERCOMMIT_FACTOR_DEFAULT: Final = 1.2

@@ -1,0 +1,183 @@
+"""NodeInfo: a node's allocatable resources and what its tasks take (SPEC 3.6 accounting)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import Enum
+
+from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api.task_info import (
+    TERMINATED_STATUSES,
+    HostPort,
+    Taint,
+    TaskInfo,
+    TaskStatus,
+)
+
+
+class _Kind(Enum):
+    USED = 0
+    RELEASING = 1
+    PIPELINED = 2
+
+
+def _add(acc: dict[str, int], res: Resources, sign: int) -> None:
+    for name, amount in res.as_dict().items():
+        acc[name] = acc.get(name, 0) + sign * amount
+
+
+class NodeInfo:
+    """Resources of one node.
+
+    - idle: allocatable minus what running/allocated/releasing tasks use;
+    - releasing: used by tasks being evicted (will come back);
+    - pipelined: promised to pipelined tasks (not yet taken from idle);
+    - future idle = idle + releasing - pipelined.
+    Each task is accounted by the kind it had when added, so a status change is a
+    remove-then-add and can never leak resources.
+    """
+
+    __slots__ = (
+        "_accounted",
+        "_idle",
+        "_pipelined",
+        "_releasing",
+        "_used",
+        "allocatable",
+        "index",
+        "labels",
+        "name",
+        "ports",
+        "ready",
+        "taints",
+        "tasks",
+        "unschedulable",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        allocatable: Resources,
+        *,
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint] = (),
+        unschedulable: bool = False,
+        ready: bool = True,
+        tasks: Iterable[TaskInfo] = (),
+    ) -> None:
+        self.name = name
+        self.allocatable = allocatable
+        self.labels: dict[str, str] = dict(labels or {})
+        self.taints: tuple[Taint, ...] = tuple(taints)
+        self.unschedulable = unschedulable
+        self.ready = ready
+        self.index = -1
+        self.tasks: dict[str, TaskInfo] = {}
+        self.ports: dict[HostPort, int] = {}
+        self._accounted: dict[str, tuple[_Kind, Resources]] = {}
+        self._idle: dict[str, int] = allocatable.as_dict()
+        self._used: dict[str, int] = {}
+        self._releasing: dict[str, int] = {}
+        self._pipelined: dict[str, int] = {}
+        for task in tasks:
+            self.add_task(task)
+
+    # --- views ---------------------------------------------------------------------------
+    @property
+    def idle(self) -> Resources:
+        """Allocatable minus used."""
+        return Resources(self._idle)
+
+    @property
+    def used(self) -> Resources:
+        """Requests of tasks holding resources here (including releasing ones)."""
+        return Resources(self._used)
+
+    @property
+    def releasing(self) -> Resources:
+        """Requests of tasks being evicted from this node."""
+        return Resources(self._releasing)
+
+    @property
+    def pipelined(self) -> Resources:
+        """Requests of tasks pipelined onto this node."""
+        return Resources(self._pipelined)
+
+    @property
+    def future_idle(self) -> Resources:
+        """idle + releasing - pipelined (SPEC 3.6)."""
+        acc = dict(self._idle)
+        _add(acc, Resources(self._releasing), 1)
+        _add(acc, Resources(self._pipelined), -1)
+        return Resources(acc)
+
+    def accounting(self) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]:
+        """The live (idle, used, releasing, pipelined) amounts; read-only by convention.
+
+        Why: the session mirrors them into numpy arrays after every change and building four
+        immutable Resources per change would dominate the hot path.
+        """
+        return self._idle, self._used, self._releasing, self._pipelined
+
+    # --- accounting ----------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        """Account a task by its current status; terminated and pending tasks take nothing."""
+        if task.uid in self._accounted or task.uid in self.tasks:
+            raise ValueError(f"task {task.uid} already on node {self.name}")
+        task.node_name = self.name
+        self.tasks[task.uid] = task
+        for port in task.host_ports:
+            self.ports[port] = self.ports.get(port, 0) + 1
+        status = task.status
+        if status in TERMINATED_STATUSES or status is TaskStatus.PENDING:
+            return
+        res = task.resreq
+        if status is TaskStatus.PIPELINED:
+            kind = _Kind.PIPELINED
+            _add(self._pipelined, res, 1)
+        else:
+            if status is TaskStatus.RELEASING:
+                kind = _Kind.RELEASING
+                _add(self._releasing, res, 1)
+            else:
+                kind = _Kind.USED
+            _add(self._idle, res, -1)
+            _add(self._used, res, 1)
+        self._accounted[task.uid] = (kind, res)
+
+    def remove_task(self, task: TaskInfo) -> None:
+        """Undo `add_task` using the accounting recorded when it was added."""
+        if self.tasks.pop(task.uid, None) is None:
+            raise ValueError(f"task {task.uid} is not on node {self.name}")
+        for port in task.host_ports:
+            left = self.ports.get(port, 0) - 1
+            if left > 0:
+                self.ports[port] = left
+            else:
+                self.ports.pop(port, None)
+        record = self._accounted.pop(task.uid, None)
+        if record is None:
+            return
+        kind, res = record
+        if kind is _Kind.PIPELINED:
+            _add(self._pipelined, res, -1)
+            return
+        if kind is _Kind.RELEASING:
+            _add(self._releasing, res, -1)
+        _add(self._idle, res, 1)
+        _add(self._used, res, -1)
+
+    def update_task(self, task: TaskInfo) -> None:
+        """Re-account a task whose status changed (e.g. Running -> Releasing)."""
+        self.remove_task(task)
+        self.add_task(task)
+
+    def clone(self) -> NodeInfo:
+        """An empty copy of the node (tasks are re-added by the session from cloned jobs)."""
+        return NodeInfo(
+            self.name, self.allocatable, labels=self.labels, taints=self.taints,
+            unschedulable=self.unschedulable, ready=self.ready,
+        )
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, idle={self.idle})"

@@ -1,0 +1,31 @@
+"""QueueInfo: a scheduler queue (SPEC 1, `scheduling.volcano.sh` Queue)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from koordqueue.domain.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """Weight and limits of a queue.
+
+    capability None = unlimited; deserved None = derived by the plugin (proportion) or
+    nothing guaranteed beyond `guarantee` (capacity); `parent` links hierarchical queues.
+    """
+
+    name: str
+    weight: int = 1
+    capability: Resources | None = None
+    deserved: Resources | None = None
+    guarantee: Resources = field(default_factory=Resources)
+    parent: str | None = None
+    reclaimable: bool = True
+    priority: int = 0
+    creation: float = 0.0
+
+    @property
+    def uid(self) -> str:
+        """Queues are cluster-scoped: the name is the identity."""
+        return self.name

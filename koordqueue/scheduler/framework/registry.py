@@ -1,0 +1,128 @@
+"""Builders for plugins and actions: the built-ins plus the `koordqueue.plugins` entry points.
+
+Entry points are read once (lazily) through importlib.metadata; each one names a plugin and
+points at a builder: a callable taking `Arguments` (a Plugin subclass is such a callable).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+
+import structlog
+
+from koordqueue.scheduler.api import names
+from koordqueue.scheduler.framework.interface import Action, PluginBuilder
+
+_log = structlog.get_logger(__name__)
+
+
+class UnknownPluginError(LookupError):
+    """No built-in, registered or entry-point plugin has this name."""
+
+    def __init__(self, name: str, known: list[str], load_errors: dict[str, str]) -> None:
+        self.plugin = name
+        self.known = known
+        self.load_error = load_errors.get(name)
+        detail = f"; loading its entry point failed: {self.load_error}" if self.load_error else ""
+        super().__init__(f"unknown plugin {name!r} (known: {', '.join(known)}){detail}")
+
+
+_lock = threading.Lock()
+_plugins: dict[str, PluginBuilder] = {}
+_actions: dict[str, Action] = {}
+_entry_points_loaded = False
+_entry_point_errors: dict[str, str] = {}
+_builtins_loaded = False
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    from koordqueue.scheduler.actions import BUILTIN_ACTIONS
+    from koordqueue.scheduler.plugins import BUILTIN_PLUGINS
+
+    for name, builder in BUILTIN_PLUGINS.items():
+        _plugins.setdefault(name, builder)
+    for action in BUILTIN_ACTIONS:
+        _actions.setdefault(action.name, action)
+    _builtins_loaded = True
+
+
+def register_plugin_builder(name: str, builder: PluginBuilder) -> None:
+    """Register (or replace) a plugin builder under `name`."""
+    with _lock:
+        _plugins[name] = builder
+
+
+def unregister_plugin_builder(name: str) -> None:
+    """Forget a registered builder (tests)."""
+    with _lock:
+        _plugins.pop(name, None)
+
+
+def register_action(action: Action) -> None:
+    """Register (or replace) an action under its name."""
+    with _lock:
+        _actions[action.name] = action
+
+
+def load_entry_point_plugins(*, reload: bool = False) -> dict[str, str]:
+    """Import the builders of the `koordqueue.plugins` group; return name -> error for failures.
+
+    A broken third-party package must not take the scheduler down: its plugin is simply
+    unknown, and the configuration that names it is rejected with the import error.
+    """
+    global _entry_points_loaded
+    with _lock:
+        if _entry_points_loaded and not reload:
+            return dict(_entry_point_errors)
+        _entry_point_errors.clear()
+        for ep in importlib.metadata.entry_points(group=names.PLUGIN_ENTRY_POINT_GROUP):
+            try:
+                builder = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+                _entry_point_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+                _log.warning("plugin entry point failed to load", plugin=ep.name, error=str(exc))
+                continue
+            if not callable(builder):
+                _entry_point_errors[ep.name] = f"{ep.value} is not callable"
+                continue
+            _plugins.setdefault(ep.name, builder)
+        _entry_points_loaded = True
+        return dict(_entry_point_errors)
+
+
+def get_plugin_builder(name: str) -> PluginBuilder:
+    """The builder for `name`, searching built-ins, registrations, then entry points."""
+    _load_builtins()
+    builder = _plugins.get(name)
+    if builder is None:
+        load_entry_point_plugins()
+        builder = _plugins.get(name)
+    if builder is None:
+        raise UnknownPluginError(name, sorted(_plugins), _entry_point_errors)
+    return builder
+
+
+def plugin_names() -> list[str]:
+    """All known plugin names (after loading entry points)."""
+    _load_builtins()
+    load_entry_point_plugins()
+    return sorted(_plugins)
+
+
+def get_action(name: str) -> Action:
+    """The action registered under `name`."""
+    _load_builtins()
+    try:
+        return _actions[name]
+    except KeyError:
+        raise LookupError(f"unknown action {name!r}") from None
+
+
+def action_names() -> frozenset[str]:
+    """Names of all registered actions."""
+    _load_builtins()
+    return frozenset(_actions)

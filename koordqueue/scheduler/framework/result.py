@@ -1,0 +1,107 @@
+"""The session's input (a cluster snapshot) and output (decisions), as plain data.
+
+Why frozen dataclasses: the adapter applies decisions asynchronously and the simulator
+compares them between runs; neither must be able to alter what the session decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Queues, jobs (with their tasks) and nodes at the start of a session.
+
+    Tasks carry their own status and node; the session accounts them on the nodes. Tasks
+    set on a NodeInfo that belong to no job (other schedulers' pods, daemons) are accounted
+    too but never scheduled. The snapshot is never mutated: the session works on copies.
+    """
+
+    nodes: Sequence[NodeInfo] = ()
+    jobs: Sequence[JobInfo] = ()
+    queues: Sequence[QueueInfo] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Bind a pod to a node (binding subresource)."""
+
+    task: str
+    namespace: str
+    name: str
+    job: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Evict a pod (delete) for a reason: preempt or reclaim."""
+
+    task: str
+    namespace: str
+    name: str
+    job: str
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A task pipelined onto future-idle resources of a node; session-only, not applied."""
+
+    task: str
+    namespace: str
+    name: str
+    job: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseUpdate:
+    """A PodGroup phase change."""
+
+    job: str
+    namespace: str
+    name: str
+    old: PodGroupPhase
+    new: PodGroupPhase
+
+
+@dataclass(frozen=True, slots=True)
+class PluginTiming:
+    """Seconds a plugin spent opening, closing and inside its callbacks."""
+
+    open: float = 0.0
+    close: float = 0.0
+    callbacks: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """All time attributed to the plugin."""
+        return self.open + self.close + self.callbacks
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    """Everything one session decided, plus timings for the metrics exporter."""
+
+    binds: tuple[Bind, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    pipelined: tuple[Reservation, ...] = ()
+    phase_updates: tuple[PhaseUpdate, ...] = ()
+    fit_errors: Mapping[str, FitErrors] = field(default_factory=dict)
+    """Task uid -> why it was not placed (only tasks still pending at close)."""
+    job_conditions: Mapping[str, str] = field(default_factory=dict)
+    """Job uid -> Unschedulable message for jobs that did not become ready."""
+    warnings: tuple[str, ...] = ()
+    duration: float = 0.0
+    action_durations: Mapping[str, float] = field(default_factory=dict)
+    plugin_durations: Mapping[str, PluginTiming] = field(default_factory=dict)
+
+    def bound_nodes(self) -> dict[str, str]:
+        """Task uid -> node, for convenience in tests and the simulator."""
+        return {b.task: b.node for b in self.binds}

@@ -1,0 +1,63 @@
+"""gang: a job is bound only when minAvailable tasks can be (all-or-nothing)."""
+
+from __future__ import annotations
+
+from koordqueue.scheduler.api import JobInfo, TaskInfo, names
+from koordqueue.scheduler.framework.interface import Plugin, ValidateResult, Vote
+from koordqueue.scheduler.framework.session import Session
+
+
+class GangPlugin(Plugin):
+    """Job valid/ready/pipelined/starving by minAvailable; unready jobs first; victims only
+    from jobs that stay at or above their minAvailable."""
+
+    name = "gang"
+
+    def on_session_open(self, session: Session) -> None:
+        def valid(job: JobInfo) -> ValidateResult | None:
+            count = job.valid_task_num()
+            if count < job.min_available:
+                return ValidateResult(
+                    names.NOT_ENOUGH_PODS_REASON,
+                    names.NOT_ENOUGH_VALID_TASKS.format(valid=count, min=job.min_available),
+                )
+            return None
+
+        def job_order(left: JobInfo, right: JobInfo) -> int:
+            lr, rr = left.is_ready(), right.is_ready()
+            if lr == rr:
+                return 0
+            return 1 if lr else -1
+
+        def evictable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
+            occupied: dict[str, int] = {}
+            victims = []
+            for candidate in candidates:
+                job = session.jobs[candidate.job]
+                left = occupied.get(job.uid, job.ready_task_num())
+                if job.min_available <= left - 1 or job.min_available == 1:
+                    occupied[job.uid] = left - 1
+                    victims.append(candidate)
+            return victims
+
+        session.add_job_valid_fn(self.name, valid)
+        session.add_job_order_fn(self.name, job_order)
+        session.add_job_ready_fn(self.name, lambda job: job.is_ready())
+        session.add_job_pipelined_fn(self.name, lambda job: Vote.PERMIT if job.is_pipelined() else Vote.REJECT)
+        session.add_job_starving_fn(
+            self.name, lambda job: job.ready_task_num() + job.waiting_task_num() < job.min_available
+        )
+        session.add_preemptable_fn(self.name, evictable)
+        session.add_reclaimable_fn(self.name, evictable)
+
+    def on_session_close(self, session: Session) -> None:
+        for job in session.jobs.values():
+            if job.is_ready() or job.uid in session.job_conditions or job.is_pending():
+                continue
+            missing = job.min_available - job.ready_task_num()
+            detail = names.POD_GROUP_NOT_READY.format(
+                histogram=f"{job.status_histogram()}, {job.min_available} minAvailable"
+            )
+            session.job_conditions[job.uid] = names.GANG_UNSCHEDULABLE.format(
+                missing=missing, total=len(job.tasks), detail=detail
+            )

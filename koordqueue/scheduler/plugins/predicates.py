@@ -1,0 +1,174 @@
+"""predicates: node selector, taints/tolerations, required node affinity, host ports,
+cordoned nodes. Label/taint checks are static per session and cached per constraint set."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from koordqueue.scheduler.api import (
+    HostPort,
+    NodeInfo,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Taint,
+    TaskInfo,
+    Toleration,
+    names,
+)
+from koordqueue.scheduler.framework.interface import Plugin
+from koordqueue.scheduler.framework.placement import BoolArray, IntArray
+from koordqueue.scheduler.framework.session import Session
+
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+_UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_WILDCARD_IPS = frozenset({"", "0.0.0.0", "::"})
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' toleration matching (empty key + Exists tolerates everything)."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.operator == "Exists":
+        return not toleration.key or toleration.key == taint.key
+    return toleration.key == taint.key and toleration.value == taint.value
+
+
+def untolerated_taint(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> Taint | None:
+    """The first blocking taint none of the tolerations covers."""
+    for taint in taints:
+        if taint.effect in _BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    """One match expression against node labels."""
+    op = req.operator
+    present = req.key in labels
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op == "In":
+        return present and labels[req.key] in req.values
+    if op == "NotIn":
+        return not present or labels[req.key] not in req.values
+    if op in ("Gt", "Lt") and present and len(req.values) == 1:
+        try:
+            have, want = int(labels[req.key]), int(req.values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str]) -> bool:
+    """All expressions of a term hold (an empty term matches nothing, as in Kubernetes)."""
+    return bool(term.match_expressions) and all(requirement_matches(r, labels) for r in term.match_expressions)
+
+
+def invalid_requirement(req: NodeSelectorRequirement) -> str | None:
+    """Why an expression is malformed, or None."""
+    if req.operator not in _OPERATORS:
+        return f"invalid node affinity operator {req.operator!r} for key {req.key!r}"
+    if req.operator in ("In", "NotIn") and not req.values:
+        return f"node affinity operator {req.operator} for key {req.key!r} needs values"
+    if req.operator in ("Exists", "DoesNotExist") and req.values:
+        return f"node affinity operator {req.operator} for key {req.key!r} takes no values"
+    if req.operator in ("Gt", "Lt"):
+        if len(req.values) != 1 or not req.values[0].lstrip("-").isdigit():
+            return f"node affinity operator {req.operator} for key {req.key!r} needs one integer value"
+    return None
+
+
+def port_conflict(wanted: HostPort, used: HostPort) -> bool:
+    """Same port and protocol on overlapping addresses."""
+    return (
+        wanted.port == used.port
+        and wanted.protocol == used.protocol
+        and (wanted.host_ip == used.host_ip or wanted.host_ip in _WILDCARD_IPS or used.host_ip in _WILDCARD_IPS)
+    )
+
+
+def static_reason(task: TaskInfo, node: NodeInfo) -> str | None:
+    """Why the node's labels/taints/cordon exclude the task, or None."""
+    if node.unschedulable and not any(tolerates(t, _UNSCHEDULABLE_TAINT) for t in task.tolerations):
+        return names.NODE_UNSCHEDULABLE
+    labels = node.labels
+    for key, value in task.node_selector.items():
+        if labels.get(key) != value:
+            return names.NODE_SELECTOR_MISMATCH
+    if task.affinity is not None and task.affinity.required:
+        if not any(term_matches(term, labels) for term in task.affinity.required):
+            return names.NODE_AFFINITY_MISMATCH
+    taint = untolerated_taint(task.tolerations, node.taints)
+    if taint is not None:
+        return names.UNTOLERATED_TAINT.format(key=taint.key, value=taint.value)
+    return None
+
+
+def ports_reason(task: TaskInfo, node: NodeInfo) -> str | None:
+    """Whether the node still has the task's host ports free."""
+    for wanted in task.host_ports:
+        if any(port_conflict(wanted, used) for used in node.ports):
+            return names.HOST_PORTS_CONFLICT
+    return None
+
+
+class PredicatesPlugin(Plugin):
+    """Vectorised filter: a cached static mask per constraint set, plus host ports."""
+
+    name = "predicates"
+
+    def on_session_open(self, session: Session) -> None:
+        nodes = session.node_list
+        base = np.fromiter(
+            (not n.unschedulable and untolerated_taint((), n.taints) is None for n in nodes),
+            dtype=np.bool_, count=len(nodes),
+        )
+        static: dict[object, BoolArray] = {}
+
+        def static_mask(task: TaskInfo) -> BoolArray:
+            key = (tuple(sorted(task.node_selector.items())), task.tolerations, task.affinity)
+            mask = static.get(key)
+            if mask is None:
+                if not task.node_selector and not task.tolerations and task.affinity is None:
+                    mask = base
+                else:
+                    mask = np.fromiter(
+                        (static_reason(task, n) is None for n in nodes), dtype=np.bool_, count=len(nodes)
+                    )
+                static[key] = mask
+            return mask
+
+        def batch(task: TaskInfo, idx: IntArray) -> BoolArray:
+            mask: BoolArray = static_mask(task)[idx]
+            if task.host_ports:
+                mask = mask & np.fromiter(
+                    (ports_reason(task, nodes[i]) is None for i in idx.tolist()), dtype=np.bool_, count=len(idx)
+                )
+            return mask
+
+        def explain(task: TaskInfo, node: NodeInfo) -> str | None:
+            return static_reason(task, node) or ports_reason(task, node)
+
+        def pre_predicate(task: TaskInfo) -> str | None:
+            if task.affinity is not None:
+                for term in task.affinity.required:
+                    for req in term.match_expressions:
+                        reason = invalid_requirement(req)
+                        if reason is not None:
+                            return reason
+            seen: set[tuple[int, str, str]] = set()
+            for port in task.host_ports:
+                key = (port.port, port.protocol, port.host_ip)
+                if key in seen:
+                    return f"host port {port.port}/{port.protocol} requested twice"
+                seen.add(key)
+            return None
+
+        session.add_batch_predicate_fn(self.name, batch, explain)
+        session.add_pre_predicate_fn(self.name, pre_predicate)

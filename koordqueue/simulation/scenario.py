@@ -1,0 +1,267 @@
+"""Scenario files: YAML in, validated dataclasses out, with errors that name file, line and field.
+
+A scenario describes quotas (the hierarchy), and units (or Jobs) arriving at time steps and
+running for a number of steps; the simulator replays it through the real admission engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from koordqueue.domain.names import DEFAULT_POLICY, QUEUE_POLICY_KEY, QUOTA_PARENT_LABEL, ROOT_QUOTA
+from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.resources import Resources
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input: `file:line: field: reason`."""
+
+    def __init__(self, source: str, line: int | None, field: str, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.field = field
+        self.reason = reason
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {field}: {reason}")
+
+
+class _Located(dict[str, Any]):
+    """A mapping that remembers the line of each key (1-based)."""
+
+    lines: dict[str, int]
+    line: int
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Located:
+    loader.flatten_mapping(node)
+    result = _Located()
+    result.lines = {}
+    result.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str):
+            raise ScenarioError(
+                loader.name, key_node.start_mark.line + 1, str(key), "keys must be strings"
+            )
+        if key in result:
+            raise ScenarioError(loader.name, key_node.start_mark.line + 1, key, "duplicate key")
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.lines[key] = key_node.start_mark.line + 1
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaDef:
+    name: str
+    parent: str = ROOT_QUOTA
+    min: Resources = field(default_factory=Resources)
+    max: Resources = field(default_factory=Resources)
+    policy: str = DEFAULT_POLICY
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    namespace: str = "default"
+
+    def as_object(self) -> dict[str, Any]:
+        """The ElasticQuota object this definition stands for."""
+        labels = {QUEUE_POLICY_KEY: self.policy}
+        if self.parent != ROOT_QUOTA:
+            labels[QUOTA_PARENT_LABEL] = self.parent
+        return {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": labels,
+                "annotations": dict(self.annotations),
+            },
+            "spec": {"min": self.min.to_quantities(), "max": self.max.to_quantities()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UnitDef:
+    name: str
+    namespace: str
+    quota: str | None
+    resource: Resources
+    priority: int = 0
+    arrive: int = 0
+    duration: int | None = None
+    """Steps the workload runs once admitted; None runs forever."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    source: str
+    steps: int
+    oversell_rate: str
+    quotas: tuple[QuotaDef, ...]
+    units: tuple[UnitDef, ...]
+    description: str = ""
+
+
+def _line(obj: object, key: str | None = None) -> int | None:
+    if isinstance(obj, _Located):
+        return obj.lines.get(key, obj.line) if key is not None else obj.line
+    return None
+
+
+def _str_map(source: str, obj: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    raw = obj.get(key) or {}
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(source, _line(obj, key), f"{where}.{key}", "must be a map")
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        if not isinstance(v, str):
+            raise ScenarioError(source, _line(raw, k), f"{where}.{key}.{k}", "values must be strings")
+        out[k] = v
+    return out
+
+
+def _int(source: str, obj: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:
+    value = obj.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ScenarioError(source, _line(obj, key), f"{where}.{key}", f"must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _resources(source: str, obj: Mapping[str, Any], key: str, where: str) -> Resources:
+    try:
+        return Resources.parse(obj.get(key), f"{where}.{key}")
+    except InvalidQuantityError as exc:
+        line = _line(obj.get(key), exc.field.rsplit(".", 1)[-1]) or _line(obj, key)
+        raise ScenarioError(source, line, exc.field, f"{exc.value!r}: {exc.reason}") from exc
+
+
+def _name(source: str, obj: Mapping[str, Any], where: str) -> str:
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(source, _line(obj, "name"), f"{where}.name", "must be a non-empty string")
+    return name
+
+
+def _check_keys(source: str, obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    for key in obj:
+        if key not in allowed:
+            raise ScenarioError(
+                source, _line(obj, key), f"{where}.{key}",
+                f"unknown field (expected one of: {', '.join(sorted(allowed))})",
+            )
+
+
+_QUOTA_KEYS = {"name", "parent", "min", "max", "policy", "annotations", "namespace"}
+_UNIT_KEYS = {"name", "namespace", "quota", "resource", "priority", "arrive", "duration", "annotations"}
+_TOP_KEYS = {"name", "description", "steps", "oversellRate", "quotas", "units"}
+
+
+def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
+    """Parse and validate scenario YAML; every error is a ScenarioError with a location."""
+    loader = _Loader(text)
+    loader.name = source
+    try:
+        doc = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise ScenarioError(
+            source, mark.line + 1 if mark else None, "<yaml>", str(exc.problem or exc)
+        ) from exc
+    finally:
+        loader.dispose()
+    if not isinstance(doc, Mapping):
+        raise ScenarioError(source, 1, "<document>", "must be a map with quotas and units")
+    _check_keys(source, doc, _TOP_KEYS, "scenario")
+    quotas_raw = doc.get("quotas") or []
+    units_raw = doc.get("units") or []
+    if not isinstance(quotas_raw, list):
+        raise ScenarioError(source, _line(doc, "quotas"), "quotas", "must be a list")
+    if not isinstance(units_raw, list):
+        raise ScenarioError(source, _line(doc, "units"), "units", "must be a list")
+    quotas: list[QuotaDef] = []
+    for i, q in enumerate(quotas_raw):
+        where = f"quotas[{i}]"
+        if not isinstance(q, Mapping):
+            raise ScenarioError(source, _line(doc, "quotas"), where, "must be a map")
+        _check_keys(source, q, _QUOTA_KEYS, where)
+        parent = q.get("parent", ROOT_QUOTA)
+        if not isinstance(parent, str) or not parent:
+            raise ScenarioError(source, _line(q, "parent"), f"{where}.parent", "must be a non-empty string")
+        policy = q.get("policy", DEFAULT_POLICY)
+        if not isinstance(policy, str):
+            raise ScenarioError(source, _line(q, "policy"), f"{where}.policy", "must be a string")
+        quotas.append(
+            QuotaDef(
+                name=_name(source, q, where),
+                parent=parent,
+                min=_resources(source, q, "min", where),
+                max=_resources(source, q, "max", where),
+                policy=policy,
+                annotations=_str_map(source, q, "annotations", where),
+                namespace=str(q.get("namespace") or "default"),
+            )
+        )
+    units: list[UnitDef] = []
+    for i, u in enumerate(units_raw):
+        where = f"units[{i}]"
+        if not isinstance(u, Mapping):
+            raise ScenarioError(source, _line(doc, "units"), where, "must be a map")
+        _check_keys(source, u, _UNIT_KEYS, where)
+        quota = u.get("quota")
+        if quota is not None and not isinstance(quota, str):
+            raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")
+        priority = u.get("priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise ScenarioError(source, _line(u, "priority"), f"{where}.priority", "must be an integer")
+        units.append(
+            UnitDef(
+                name=_name(source, u, where),
+                namespace=str(u.get("namespace") or "default"),
+                quota=quota,
+                resource=_resources(source, u, "resource", where),
+                priority=priority,
+                arrive=_int(source, u, "arrive", where, 0) or 0,
+                duration=_int(source, u, "duration", where, None),
+                annotations=_str_map(source, u, "annotations", where),
+            )
+        )
+    steps = _int(source, doc, "steps", "scenario", None)
+    if steps is None:
+        last = max((u.arrive + (u.duration or 0) for u in units), default=0)
+        steps = last + 2
+    rate = doc.get("oversellRate", 1)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float, str)):
+        raise ScenarioError(source, _line(doc, "oversellRate"), "oversellRate", "must be a number")
+    return Scenario(
+        name=str(doc.get("name") or Path(source).stem),
+        source=source,
+        steps=steps,
+        oversell_rate=str(rate),
+        quotas=tuple(quotas),
+        units=tuple(units),
+        description=str(doc.get("description") or ""),
+    )
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and parse a scenario file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(str(p), None, "<file>", exc.strerror or str(exc)) from exc
+    return parse_scenario(text, str(p))

@@ -1,0 +1,153 @@
+"""Replay a scenario through the real admission engine, step by step, in-process.
+
+Each step: units arriving now join their queues, admitted units whose duration has elapsed
+finish (releasing quota), then one admission round runs. Every decision is recorded with the
+same reasons and messages the live controller would put into events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from koordqueue.domain.engine import AdmissionEngine
+from koordqueue.domain.names import (
+    QUOTA_NAME_LABEL,
+    REASON_ADD_QUEUE_FAIL,
+    REASON_ADMITTED,
+    REASON_FAILED_SCHEDULING,
+    REASON_QUEUE_NOT_FOUND,
+)
+from koordqueue.domain.queue_derivation import derive_queue
+from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.quota import quota_from_object
+from koordqueue.domain.quota_tree import QuotaUsage
+from koordqueue.simulation.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvent:
+    """One observable outcome, shaped like a Kubernetes event."""
+
+    step: int
+    unit: str
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+@dataclass(slots=True)
+class StepRecord:
+    step: int
+    events: list[StepEvent] = field(default_factory=list)
+    usage: list[QuotaUsage] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    scenario: Scenario
+    steps: list[StepRecord] = field(default_factory=list)
+    queue_errors: dict[str, str] = field(default_factory=dict)
+
+    def final_phases(self) -> dict[str, str]:
+        phases: dict[str, str] = {}
+        for record in self.steps:
+            for key in record.admitted:
+                phases[key] = Phase.DEQUEUED.value
+            for key in record.finished:
+                phases[key] = Phase.SUCCEED.value
+        for unit in self.scenario.units:
+            phases.setdefault(f"{unit.namespace}/{unit.name}", Phase.ENQUEUED.value)
+        return phases
+
+
+def simulate(
+    scenario: Scenario, progress: Callable[[int, int], None] | None = None
+) -> SimulationResult:
+    """Run every step of the scenario; `progress(step, total)` is called after each step."""
+    result = SimulationResult(scenario)
+    for record in iter_simulation(scenario, result):
+        result.steps.append(record)
+        if progress:
+            progress(record.step + 1, scenario.steps)
+    return result
+
+
+def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[StepRecord]:
+    engine = AdmissionEngine(oversell_rate=scenario.oversell_rate)
+    for quota in scenario.quotas:
+        obj = quota.as_object()
+        engine.upsert_quota(quota_from_object(obj))
+        desired = derive_queue(obj)
+        error = engine.upsert_queue(desired.name, desired.policy, dict(desired.annotations))
+        if error:
+            result.queue_errors[desired.name] = error
+    admitted_at: dict[str, int] = {}
+    durations = {f"{u.namespace}/{u.name}": u.duration for u in scenario.units}
+    reported_not_found: set[str] = set()
+    last_message: dict[str, str] = {}
+    for step in range(scenario.steps):
+        record = StepRecord(step)
+        for queue, error in sorted(result.queue_errors.items()):
+            if step == 0:
+                record.events.append(StepEvent(step, f"queue/{queue}", REASON_ADD_QUEUE_FAIL, error, "Warning"))
+        for key, at in sorted(admitted_at.items()):
+            duration = durations[key]
+            if duration is not None and step - at >= duration:
+                unit = engine.unit(key)
+                if unit is not None:
+                    engine.upsert_unit(replace(unit, phase=Phase.SUCCEED))
+                record.finished.append(key)
+                del admitted_at[key]
+        for u in scenario.units:
+            if u.arrive == step:
+                labels = {QUOTA_NAME_LABEL: u.quota} if u.quota is not None else {}
+                engine.upsert_unit(
+                    QueueUnit(
+                        namespace=u.namespace,
+                        name=u.name,
+                        uid=f"{u.namespace}/{u.name}",
+                        resource=u.resource,
+                        priority=u.priority,
+                        labels=labels,
+                        annotations=dict(u.annotations),
+                        created=float(u.arrive),
+                    )
+                )
+        outcome = engine.run_round(float(step))
+        for unit, decision in outcome.admitted:
+            admitted_at[unit.uid] = step
+            record.admitted.append(unit.key)
+            record.events.append(StepEvent(step, unit.key, REASON_ADMITTED, decision.message))
+        for preemption in outcome.preempted:
+            for victim in preemption.victims:
+                admitted_at.pop(victim.uid, None)
+                record.events.append(
+                    StepEvent(step, victim.key, "Preempted", f"preempted by {preemption.unit.key}", "Warning")
+                )
+        for unit, rejection in outcome.rejected:
+            if last_message.get(unit.uid) != rejection.message:
+                last_message[unit.uid] = rejection.message
+                record.events.append(
+                    StepEvent(step, unit.key, REASON_FAILED_SCHEDULING, rejection.message, "Warning")
+                )
+        for unit, queue in outcome.queue_not_found:
+            if unit.uid not in reported_not_found:
+                reported_not_found.add(unit.uid)
+                record.events.append(
+                    StepEvent(step, unit.key, REASON_QUEUE_NOT_FOUND,
+                              outcome.queue_not_found_message(unit, queue), "Warning")
+                )
+        for unit, unresolved in outcome.unmapped:
+            if last_message.get(unit.uid) != unresolved.message:
+                last_message[unit.uid] = unresolved.message
+                record.events.append(StepEvent(step, unit.key, "Unmapped", unresolved.message))
+        record.waiting = sorted(
+            u.key for u in engine.units()
+            if not engine.is_admitted(u.uid) and u.phase is not Phase.SUCCEED
+        )
+        record.usage = engine.tree.report()
+        yield record

@@ -1,0 +1,225 @@
+"""End-to-end fixtures: a real etcd + kube-apiserver (built from source, cached) per test session.
+
+Fixtures (session scoped): ``control_plane``, ``kubeconfig``, ``api_client``, ``kubectl``.
+The plane has every CRD from ``crds/`` installed (Established) and the ``koord-queue`` namespace.
+
+Every test under ``tests/e2e`` is marked ``e2e``.  A failing build or start-up FAILS the tests with
+the reason (never a skip).  Local developers may set ``KOORDQUEUE_E2E=0`` to deselect the e2e
+tests; it is ignored when ``CI`` is set, and e2e tests run by default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `tests.controlplane` must import however pytest was started
+    sys.path.insert(0, str(ROOT))
+
+from tests.controlplane import build  # noqa: E402
+from tests.controlplane.harness import ControlPlane, ControlPlaneError  # noqa: E402
+
+CRD_DIR = ROOT / "crds"
+NAMESPACE = "koord-queue"
+E2E_DIR = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "e2e: end-to-end test against a real kube-apiserver + etcd (tests/controlplane); "
+        "deselect locally with KOORDQUEUE_E2E=0",
+    )
+
+
+def _e2e_disabled() -> bool:
+    return os.environ.get("KOORDQUEUE_E2E") == "0" and not os.environ.get("CI")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mine = [it for it in items if E2E_DIR in Path(str(it.path)).resolve().parents]
+    for it in mine:
+        it.add_marker(pytest.mark.e2e)
+    e2e = [it for it in items if it.get_closest_marker("e2e")]  # also ones marked elsewhere
+    if _e2e_disabled() and e2e:
+        config.hook.pytest_deselected(items=e2e)
+        ids = {id(it) for it in e2e}
+        items[:] = [it for it in items if id(it) not in ids]
+
+
+# result of the build done in pytest_collection_finish (a Binaries or the BuildError)
+_build: dict[str, build.Binaries | build.BuildError] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build (or find cached) binaries before any test runs when e2e tests are selected.
+
+    Done here, outside every test's time budget (pytest-timeout covers fixture set-up, and a
+    cold build takes far longer than one test may).  A failure is kept and reported by the
+    ``control_plane`` fixture, so every e2e test fails with the reason.
+    """
+    if not any(it.get_closest_marker("e2e") for it in session.items):
+        return
+    if session.config.option.collectonly:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if build.cached_binaries() is None and reporter is not None:
+        reporter.write_line(
+            f"building kube-apiserver/kubectl/etcd from source into {build.cache_dir()} "
+            "(cold build: many minutes; cached afterwards)"
+        )
+    try:
+        _build["result"] = build.ensure_binaries()
+    except build.BuildError as exc:
+        _build["result"] = exc
+
+
+# --------------------------------------------------------------------------- kubectl helper
+
+
+class Kubectl:
+    """Runs the kubectl built with the control plane, always with ``--kubeconfig``."""
+
+    def __init__(self, binary: Path, kubeconfig: Path):
+        self.binary = Path(binary)
+        self.kubeconfig = Path(kubeconfig)
+
+    def __call__(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess:
+        cmd = [str(self.binary), f"--kubeconfig={self.kubeconfig}", *map(str, args)]
+        proc = subprocess.run(
+            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl failed (exit {proc.returncode}): {' '.join(cmd[1:])}\n"
+                f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+            )
+        return proc
+
+    def json(self, *args: str, **kw: Any) -> Any:
+        """``kubectl <args> -o json`` parsed."""
+        return json.loads(self(*args, "-o", "json", **kw).stdout)
+
+    def apply(self, manifest: dict | str, *, check: bool = True) -> subprocess.CompletedProcess:
+        """``kubectl apply -f -`` of a dict (sent as JSON) or a YAML/JSON string."""
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        return self("apply", "-f", "-", input=text, check=check)
+
+    def create(self, manifest: dict | str, *, check: bool = True) -> subprocess.CompletedProcess:
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        return self("create", "-f", "-", input=text, check=check)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def install_crds(kubectl: Kubectl, crd_dir: Path = CRD_DIR, timeout: float = 60.0) -> list[str]:
+    """Apply every CRD in ``crd_dir`` and wait until each is Established."""
+    files = sorted(crd_dir.glob("*.yaml"))
+    if not files:
+        raise AssertionError(f"no CRDs found in {crd_dir}")
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_dir))
+    names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]
+    kubectl(
+        "wait",
+        "--for=condition=Established",
+        f"--timeout={int(timeout)}s",
+        *[f"crd/{n}" for n in names],
+    )
+    # discovery can lag behind Established for a moment: wait until kubectl resolves every kind
+    deadline = time.monotonic() + timeout
+    for n in names:
+        while kubectl("get", n, "-A", "-o", "name", check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                kubectl("get", n, "-A")  # raises with kubectl's error
+            time.sleep(0.2)
+    return names
+
+
+def _report(config: pytest.Config, text: str) -> None:
+    """Write to the terminal even while pytest captures output (fixture set-up/teardown)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    ctx = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+    with ctx:
+        reporter.write_line(text)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    t0 = time.monotonic()
+    result: build.Binaries | build.BuildError | None = _build.get("result")
+    if result is None:  # collection hook did not build (e.g. fixture used outside tests/e2e)
+        try:
+            result = build.ensure_binaries()
+        except build.BuildError as exc:
+            result = exc
+    if isinstance(result, build.BuildError):  # fail (never skip) every e2e test with the reason
+        pytest.fail(f"building the e2e control plane failed:\n{result}", pytrace=False)
+    binaries = result
+    build_s = time.monotonic() - t0
+    cp = ControlPlane(binaries)
+    start_error: ControlPlaneError | None = None
+    try:
+        cp.start()
+    except ControlPlaneError as exc:
+        start_error = exc
+    if start_error is not None:
+        pytest.fail(f"starting the e2e control plane failed:\n{start_error}", pytrace=False)
+    kubectl = Kubectl(binaries.kubectl, cp.kubeconfig)
+    try:
+        install_crds(kubectl)
+        kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    except BaseException:
+        print(cp.log_tails(), file=sys.stderr)
+        cp.stop(keep_dir=True)
+        raise
+    _report(
+        request.config,
+        f"\ncontrol plane: binaries ready in {build_s:.2f}s, etcd + kube-apiserver up in "
+        f"{cp.startup_seconds:.2f}s at {cp.server} ({cp.dir})",
+    )
+    try:
+        yield cp
+    finally:
+        failed = request.session.testsfailed > 0
+        if failed:
+            _report(request.config, f"\ncontrol plane logs kept in {cp.dir}\n{cp.log_tails(20)}")
+        cp.stop(keep_dir=failed or None)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: ControlPlane) -> Path:
+    assert control_plane.kubeconfig is not None
+    return control_plane.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: ControlPlane, kubeconfig: Path) -> Kubectl:
+    return Kubectl(control_plane.binaries.kubectl, kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig: Path) -> Iterator[Any]:
+    from kubernetes import config
+
+    client = config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        yield client
+    finally:
+        client.close()
