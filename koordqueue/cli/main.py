@@ -12,6 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from koordqueue import __version__
+from koordqueue.cli.explain import add_explain_parser
 from koordqueue.cli.render import simulation_json, simulation_table
 from koordqueue.simulation.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 from koordqueue.simulation.simulator import simulate
@@ -36,6 +37,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             if step == total:
                 sys.stderr.write("\n")
     result = simulate(scenario, progress)
+    if args.plot is not None:
+        from koordqueue.cli.plot import PlotUnavailableError, write_timeline_plot
+
+        try:
+            write_timeline_plot(result, args.plot, args.plot_resource)
+        except PlotUnavailableError as exc:
+            print(f"koordqueue: error: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        except OSError as exc:
+            print(f"koordqueue: error: cannot write {args.plot}: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
     print(simulation_json(result) if args.output == "json" else simulation_table(result))
     return EXIT_OK
 
@@ -63,7 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="scenario YAML (default: the embedded hierarchy example)")
     sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
     sim.add_argument("--progress", action="store_true", help="show progress on a terminal")
+    sim.add_argument("--plot", type=Path, default=None, metavar="FILE.png",
+                     help="also write a timeline plot of quota usage vs min/max "
+                          "(needs the 'plot' extra: pip install 'koordqueue[plot]')")
+    sim.add_argument("--plot-resource", default="cpu", metavar="RESOURCE",
+                     help="resource shown by --plot (default: cpu)")
     sim.set_defaults(func=_cmd_simulate)
+
+    add_explain_parser(sub)
 
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=_cmd_version)

@@ -96,6 +96,8 @@ class ApiError(Exception):
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
     """An ApiClient from the given kubeconfig, $KUBECONFIG/~/.kube/config, or in-cluster config."""
     configuration = k8s_client.Configuration()
+    # one pooled connection per concurrent writer (handlers + admission writers), not 10
+    configuration.connection_pool_maxsize = 48
     if kubeconfig:
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             kubeconfig, context=context, client_configuration=configuration

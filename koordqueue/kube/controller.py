@@ -83,7 +83,7 @@ class Controller:
         settings: ControllerSettings | None = None,
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.time,
-        writers: int = 8,
+        writers: int = 16,
     ) -> None:
         self.api = api
         self.settings = settings or ControllerSettings()
@@ -92,6 +92,8 @@ class Controller:
         self.lock = threading.RLock()
         self.engine = AdmissionEngine(self.settings.oversell_rate, self._on_duplicate_quota)
         self.ready = threading.Event()
+        self.wake = threading.Event()
+        """Set when something happened that may let a unit in (new unit, release, quota change)."""
         self._units: dict[str, dict[str, Any]] = {}  # uid -> last seen QueueUnit object
         self._unit_by_key: dict[str, str] = {}  # namespace/name -> uid
         self._quotas: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> object
@@ -101,9 +103,11 @@ class Controller:
         self._priorities: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
         self._known_metric_queues: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="kq-write")
+        self._events = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kq-event")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._events.shutdown(wait=True)
 
     # --- ElasticQuota -------------------------------------------------------------------
     def _on_duplicate_quota(self, previous: QuotaSpec, winner: QuotaSpec) -> None:
@@ -147,6 +151,7 @@ class Controller:
             return
         with self.lock:
             self.engine.upsert_quota(spec)
+        self.wake.set()
         self._safely("apply queue", lambda: apply_queue(self.api, obj, self.settings.namespace))
 
     # --- Queue --------------------------------------------------------------------------
@@ -180,6 +185,7 @@ class Controller:
         annotations = {k: str(v) for k, v in (_meta(obj).get("annotations") or {}).items()}
         with self.lock:
             error = self.engine.upsert_queue(name, policy, annotations)
+        self.wake.set()
         if error is None:
             self._queue_errors.pop(name, None)
         elif self._queue_errors.get(name) != error:
@@ -199,6 +205,7 @@ class Controller:
                 self._reported.pop(uid, None)
                 if self._unit_by_key.get(key) == uid:
                     del self._unit_by_key[key]
+            self.wake.set()
             return
         try:
             unit = queue_unit_from_object(obj)
@@ -215,6 +222,8 @@ class Controller:
             self.engine.upsert_unit(unit)
             self._units[uid] = obj
             self._unit_by_key[key] = uid
+        if known is None or unit.phase in FINISHED_PHASES:
+            self.wake.set()
 
     # --- Job extension ------------------------------------------------------------------
     def _priority_of_class(self, name: str) -> int | None:
@@ -421,7 +430,8 @@ class Controller:
                 metrics.ADMISSION_LATENCY.observe(max(self.clock() - unit.created, 0.0))
             log.info("admitted", unit=unit.key, quota=decision.quota, path=",".join(decision.path))
             self._resume_consumer(updated)
-            self.recorder.record(updated, NORMAL, names.REASON_ADMITTED, decision.message)
+            # the event is for humans; it must not delay the next admission's writes
+            self._events.submit(self.recorder.record, updated, NORMAL, names.REASON_ADMITTED, decision.message)
             return
         with self.lock:
             self.engine.rollback(unit.uid)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -60,6 +61,10 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         settings.peering.standalone = True
         settings.posting.enabled = False  # we write our own, precise events
         settings.watching.server_timeout = 300
+        # handlers hop to threads for their (blocking) API calls; size the pool for bursts
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=32, thread_name_prefix="kq-handler")
+        )
         await asyncio.to_thread(controller.resync)
         state["loop"] = asyncio.create_task(admission_loop(controller))
         log.info("controller ready", namespace=controller.settings.namespace)
@@ -82,19 +87,32 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     return registry
 
 
+MIN_ROUND_INTERVAL = 0.05
+"""Rounds woken by changes are at least this far apart, so a burst is batched into one round."""
+
+
 async def admission_loop(controller: Controller) -> None:
-    """Admission every `admission_period`, full resync every `resync_period`; never dies."""
+    """A round every `admission_period`, or sooner when something changed; never dies.
+
+    Waking on change (a new unit, a release, a quota edit) is what keeps admission latency
+    well under the period; the period bounds how long a unit waits when nothing changes.
+    """
     period = controller.settings.admission_period
-    since_resync = 0.0
+    loop = asyncio.get_running_loop()
+    last_resync = loop.time()
     while True:
+        started = loop.time()
+        controller.wake.clear()
         try:
             await asyncio.to_thread(controller.admission_round)
-            since_resync += period
-            if since_resync >= controller.settings.resync_period:
-                since_resync = 0.0
+            if loop.time() - last_resync >= controller.settings.resync_period:
+                last_resync = loop.time()
                 await asyncio.to_thread(controller.resync)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("admission round failed; continuing")
-        await asyncio.sleep(period)
+        await asyncio.sleep(MIN_ROUND_INTERVAL)
+        remaining = period - (loop.time() - started)
+        if remaining > 0:
+            await asyncio.to_thread(controller.wake.wait, remaining)

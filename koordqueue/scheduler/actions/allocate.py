@@ -54,10 +54,12 @@ class AllocateAction(Action):
             job = jobs.pop()
             tasks = pending.get(job.uid)
             if tasks is None:
-                tasks = PriorityQueue(session.task_order_less, [t for t in job.pending_tasks() if self._wanted(t)])
+                tasks = PriorityQueue(
+                    session.task_order_less, [t for t in job.pending_tasks() if self._wanted(t)]
+                )
                 pending[job.uid] = tasks
             statement = Statement(session)
-            self._allocate_tasks(session, statement, queue, job, tasks, jobs)
+            self._allocate_tasks(session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs)
             if session.job_ready(job):
                 statement.commit()
             elif not session.job_pipelined(job):
@@ -73,6 +75,7 @@ class AllocateAction(Action):
     def _allocate_tasks(
         session: Session,
         statement: Statement,
+        *,
         queue: QueueInfo,
         job: JobInfo,
         tasks: PriorityQueue[TaskInfo],

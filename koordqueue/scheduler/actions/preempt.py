@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from koordqueue.scheduler.actions.allocate import schedulable_jobs
 from koordqueue.scheduler.api import TaskInfo, TaskStatus, names
-from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.api.node_info import NodeInfo
+from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
-from koordqueue.scheduler.actions.allocate import schedulable_jobs
 
 
 def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:
@@ -77,7 +77,9 @@ class PreemptAction(Action):
             jobs = starving[queue_name]
             while not jobs.empty():
                 job = jobs.pop()
-                tasks = PriorityQueue(session.task_order_less, [t for t in job.pending_tasks() if not t.best_effort])
+                tasks = PriorityQueue(
+                    session.task_order_less, [t for t in job.pending_tasks() if not t.best_effort]
+                )
                 statement = Statement(session)
                 assigned = False
                 while session.job_starving(job) and not tasks.empty():
@@ -87,6 +89,7 @@ class PreemptAction(Action):
                         other = session.jobs.get(t.job)
                         return (
                             t.status is TaskStatus.RUNNING
+                            and t.preemptable
                             and other is not None
                             and other.queue == session.jobs[p.job].queue
                             and t.job != p.job
@@ -102,13 +105,15 @@ class PreemptAction(Action):
                 if assigned and not tasks.empty():
                     jobs.push(job)
         for job in under_request:
-            tasks = PriorityQueue(session.task_order_less, [t for t in job.pending_tasks() if not t.best_effort])
+            tasks = PriorityQueue(
+                session.task_order_less, [t for t in job.pending_tasks() if not t.best_effort]
+            )
             while not tasks.empty():
                 preemptor = tasks.pop()
                 statement = Statement(session)
 
                 def same_job(t: TaskInfo, p: TaskInfo = preemptor) -> bool:
-                    return t.status is TaskStatus.RUNNING and t.job == p.job
+                    return t.status is TaskStatus.RUNNING and t.preemptable and t.job == p.job
 
                 preempt_one(session, statement, preemptor, same_job)
                 statement.commit()

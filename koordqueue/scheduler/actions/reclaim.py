@@ -24,7 +24,9 @@ class ReclaimAction(Action):
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         tasks_by_job: dict[str, PriorityQueue[TaskInfo]] = {}
         for job in schedulable_jobs(session):
-            pending = [t for t in job.pending_tasks() if not t.best_effort and not t.scheduling_gated]
+            pending = [
+                t for t in job.pending_tasks() if not t.best_effort and not t.scheduling_gated
+            ]
             if not pending:
                 continue
             if job.queue not in jobs_by_queue:

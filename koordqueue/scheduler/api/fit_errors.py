@@ -17,7 +17,9 @@ class FitErrors:
 
     __slots__ = ("_counts", "node_reasons", "total_nodes")
 
-    def __init__(self, total_nodes: int, node_reasons: Mapping[str, tuple[str, ...]] | None = None) -> None:
+    def __init__(
+        self, total_nodes: int, node_reasons: Mapping[str, tuple[str, ...]] | None = None
+    ) -> None:
         self.total_nodes = total_nodes
         self.node_reasons: dict[str, tuple[str, ...]] = dict(node_reasons or {})
         self._counts: Counter[str] | None = None

@@ -149,7 +149,9 @@ class JobInfo:
 
     def check_role_minimums(self, *, pipelined: bool = False) -> bool:
         """Per-role minimums, applied only when minAvailable >= their sum (SPEC 3.6)."""
-        if not self.task_min_available or self.min_available < sum(self.task_min_available.values()):
+        if not self.task_min_available or self.min_available < sum(
+            self.task_min_available.values()
+        ):
             return True
         statuses = READY_STATUSES | {TaskStatus.PIPELINED} if pipelined else READY_STATUSES
         counts = self._role_counts(frozenset(statuses))
@@ -161,7 +163,9 @@ class JobInfo:
 
     def is_pipelined(self) -> bool:
         """Ready + Pipelined + pending best-effort reached minAvailable."""
-        waiting = self.ready_task_num() + self.waiting_task_num() + self.pending_best_effort_task_num()
+        waiting = (
+            self.ready_task_num() + self.waiting_task_num() + self.pending_best_effort_task_num()
+        )
         return waiting >= self.min_available and self.check_role_minimums(pipelined=True)
 
     def is_pending(self) -> bool:
@@ -188,7 +192,7 @@ class JobInfo:
         return self.min_resources if self.min_resources is not None else Resources()
 
     def status_histogram(self) -> str:
-        """"2 Pending, 1 Running" in a stable order, for condition messages."""
+        """ "2 Pending, 1 Running" in a stable order, for condition messages."""
         parts = [
             f"{len(bucket)} {status.value}"
             for status, bucket in sorted(self.task_status_index.items(), key=lambda kv: kv[0].value)
@@ -199,9 +203,16 @@ class JobInfo:
     def clone(self) -> JobInfo:
         """A deep copy of the job and its tasks for one session."""
         job = JobInfo(
-            self.uid, self.name, namespace=self.namespace, queue=self.queue, priority=self.priority,
-            min_available=self.min_available, task_min_available=self.task_min_available,
-            min_resources=self.min_resources, phase=self.phase, creation=self.creation,
+            self.uid,
+            self.name,
+            namespace=self.namespace,
+            queue=self.queue,
+            priority=self.priority,
+            min_available=self.min_available,
+            task_min_available=self.task_min_available,
+            min_resources=self.min_resources,
+            phase=self.phase,
+            creation=self.creation,
             preemptable=self.preemptable,
         )
         for task in self.tasks.values():
@@ -209,7 +220,9 @@ class JobInfo:
         return job
 
     def __repr__(self) -> str:
-        return f"JobInfo({self.namespace}/{self.name}, queue={self.queue}, min={self.min_available})"
+        return (
+            f"JobInfo({self.namespace}/{self.name}, queue={self.queue}, min={self.min_available})"
+        )
 
 
 __all__ = ["FitErrors", "JobInfo", "PodGroupPhase"]

@@ -13,6 +13,7 @@ INSUFFICIENT_RESOURCE: Final = "Insufficient {resource}"
 NODE_SELECTOR_MISMATCH: Final = "node(s) didn't match node selector"
 NODE_AFFINITY_MISMATCH: Final = "node(s) didn't match Pod's node affinity"
 UNTOLERATED_TAINT: Final = "node(s) had untolerated taint {{{key}: {value}}}"
+TOO_MANY_PODS: Final = "Too many pods"
 HOST_PORTS_CONFLICT: Final = "node(s) didn't have free ports for the requested pod ports"
 NODE_UNSCHEDULABLE: Final = "node(s) were unschedulable"
 ALL_NODES_UNAVAILABLE: Final = "0/{total} nodes are available: {reasons}."
@@ -21,7 +22,9 @@ NO_NODES_AVAILABLE: Final = "0/0 nodes are available."
 # --- Job conditions -------------------------------------------------------------------------
 GANG_UNSCHEDULABLE: Final = "{missing}/{total} tasks in gang unschedulable: {detail}"
 POD_GROUP_NOT_READY: Final = "pod group is not ready, {histogram}"
-NOT_ENOUGH_VALID_TASKS: Final = "Not enough valid tasks for gang-scheduling, valid: {valid}, min: {min}"
+NOT_ENOUGH_VALID_TASKS: Final = (
+    "Not enough valid tasks for gang-scheduling, valid: {valid}, min: {min}"
+)
 NOT_ENOUGH_PODS_REASON: Final = "NotEnoughTasks"
 QUEUE_NOT_FOUND_WARNING: Final = "job {job} dropped: queue {queue} does not exist"
 
@@ -30,6 +33,8 @@ EVICT_PREEMPT: Final = "preempt"
 EVICT_RECLAIM: Final = "reclaim"
 
 # --- Well-known names -------------------------------------------------------------------------
+UNSCHEDULABLE_TAINT_KEY: Final = "node.kubernetes.io/unschedulable"
+"""Tolerating this taint lets a pod onto a cordoned node (as in Kubernetes)."""
 CRITICAL_PRIORITY_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 SYSTEM_NAMESPACE: Final = "kube-system"
 ROOT_QUEUE: Final = "root"

@@ -111,6 +111,11 @@ class NodeInfo:
         _add(acc, Resources(self._pipelined), -1)
         return Resources(acc)
 
+    @property
+    def pod_count(self) -> int:
+        """Tasks holding or reserving resources here (what counts against `pods`)."""
+        return len(self._accounted)
+
     def accounting(self) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]:
         """The live (idle, used, releasing, pipelined) amounts; read-only by convention.
 
@@ -175,8 +180,12 @@ class NodeInfo:
     def clone(self) -> NodeInfo:
         """An empty copy of the node (tasks are re-added by the session from cloned jobs)."""
         return NodeInfo(
-            self.name, self.allocatable, labels=self.labels, taints=self.taints,
-            unschedulable=self.unschedulable, ready=self.ready,
+            self.name,
+            self.allocatable,
+            labels=self.labels,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            ready=self.ready,
         )
 
     def __repr__(self) -> str:

@@ -21,9 +21,9 @@ __all__ = [
     "EPSILON_MILLI",
     "EPSILON_NANOS",
     "ZERO",
-    "add",
     "Missing",
     "Resources",
+    "add",
     "fits",
     "insufficient",
     "less_equal",
@@ -68,8 +68,11 @@ def less_equal_in_dims(left: Resources, right: Mapping[str, int], dims: Iterable
     Used for capability checks: a queue limits only what it names, and only what the candidate
     actually requests is examined.
     """
+    limits = right.as_dict() if isinstance(right, Resources) else right
+    amounts = left.as_dict()
     for name in dims:
-        if name in right and left.get_nanos(name) > right[name] + EPSILON_NANOS:
+        limit = limits.get(name)
+        if limit is not None and amounts.get(name, 0) > limit + EPSILON_NANOS:
             return False
     return True
 
@@ -77,9 +80,7 @@ def less_equal_in_dims(left: Resources, right: Mapping[str, int], dims: Iterable
 def insufficient(request: Resources, available: Mapping[str, int]) -> list[str]:
     """Names of the resources for which `request` exceeds `available` (sorted)."""
     return sorted(
-        name
-        for name, amount in request.items()
-        if amount > available.get(name, 0) + EPSILON_NANOS
+        name for name, amount in request.items() if amount > available.get(name, 0) + EPSILON_NANOS
     )
 
 

@@ -152,10 +152,25 @@ class TaskInfo:
     def clone(self) -> TaskInfo:
         """A copy whose status and node can change without touching the snapshot."""
         return TaskInfo(
-            self.uid, self.name, self.namespace, self.job, self.resreq, self.init_resreq,
-            self.priority, self.status, self.node_name, self.role, self.node_selector,
-            self.tolerations, self.affinity, self.host_ports, self.scheduling_gated,
-            self.preemptable, self.priority_class_name, self.creation, self._key,
+            self.uid,
+            self.name,
+            self.namespace,
+            self.job,
+            self.resreq,
+            self.init_resreq,
+            self.priority,
+            self.status,
+            self.node_name,
+            self.role,
+            self.node_selector,
+            self.tolerations,
+            self.affinity,
+            self.host_ports,
+            self.scheduling_gated,
+            self.preemptable,
+            self.priority_class_name,
+            self.creation,
+            self._key,
         )
 
     def __repr__(self) -> str:

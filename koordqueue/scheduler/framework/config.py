@@ -73,7 +73,7 @@ tiers:
 
 def _normalise_switch(key: str) -> str:
     # Volcano spells some switches "enabledX"; accept both spellings.
-    return "enable" + key[len("enabled"):] if key.startswith("enabled") else key
+    return "enable" + key[len("enabled") :] if key.startswith("enabled") else key
 
 
 def _parse_plugin(raw: object, where: str, source: str, validate: bool) -> PluginOption:
@@ -93,7 +93,9 @@ def _parse_plugin(raw: object, where: str, source: str, validate: bool) -> Plugi
         if switch not in KNOWN_SWITCHES:
             raise ConfigError(source, f"{where} ({name}): unknown key {key!r}")
         if not isinstance(value, bool):
-            raise ConfigError(source, f"{where} ({name}): {key} must be true or false, got {value!r}")
+            raise ConfigError(
+                source, f"{where} ({name}): {key} must be true or false, got {value!r}"
+            )
         switches[switch] = value
     if validate:
         from koordqueue.scheduler.framework.registry import UnknownPluginError, get_plugin_builder
@@ -135,7 +137,9 @@ def parse_config(text: str, source: str = "<string>", *, validate: bool = True) 
         known = action_names()
         for action in actions:
             if action not in known:
-                raise ConfigError(source, f"unknown action {action!r} (known: {', '.join(sorted(known))})")
+                raise ConfigError(
+                    source, f"unknown action {action!r} (known: {', '.join(sorted(known))})"
+                )
     tiers_raw = doc.get("tiers", [])
     if not isinstance(tiers_raw, list):
         raise ConfigError(source, "'tiers' must be a list")

@@ -20,8 +20,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from koordqueue.domain.quantity import MILLI_NANO
-from koordqueue.domain.resources import Resources
+from koordqueue.domain.quantity import MILLI_NANO, NANO
+from koordqueue.domain.resources import PODS, Resources
 from koordqueue.scheduler.api import names
 from koordqueue.scheduler.api.fit_errors import FitErrors
 from koordqueue.scheduler.api.node_info import NodeInfo
@@ -40,7 +40,7 @@ BatchNodeOrderFn = Callable[[TaskInfo, IntArray], FloatArray]
 """(task, node indices) -> score per node."""
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
 
-_CACHE_SIZE: Final = 256
+_CACHE_SIZE = 256
 SMALL: Final = 8
 """Below this many nodes, Python scalars beat numpy's per-call overhead."""
 _NEG_INF: Final = float("-inf")
@@ -71,6 +71,15 @@ class NodeTensor:
         self.releasing = matrix([a[2] for a in accounts])
         self.pipelined = matrix([a[3] for a in accounts])
         self.future = self.idle + self.releasing - self.pipelined
+        self.pod_count = np.array([n.pod_count for n in self.nodes], dtype=np.float64)
+        """Tasks holding or reserving a pod slot per node (against the `pods` allocatable)."""
+        self.pod_limit = np.array(
+            [
+                n.allocatable.get_nanos(PODS) / NANO if PODS in n.allocatable else np.inf
+                for n in self.nodes
+            ],
+            dtype=np.float64,
+        )
         # Python mirrors for the scalar path (a handful of changed nodes per placement).
         self.py_allocatable: list[list[float]] = self.allocatable.tolist()
         self.py_idle: list[list[float]] = self.idle.tolist()
@@ -96,6 +105,7 @@ class NodeTensor:
         moves what the task requests).
         """
         i = node.index
+        self.pod_count[i] = node.pod_count
         idle, used, releasing, pipelined = node.accounting()
         if touched is None:
             dims: list[tuple[int, str]] = list(enumerate(self.dims))
@@ -173,8 +183,12 @@ class PlacementEngine:
         if entry.pos < 0 or len(changes) - entry.pos > self.tensor.size // 4:
             self._compute(entry, task, self._all)
         elif entry.pos < len(changes):
-            pending = changes[entry.pos:]
-            idx = np.unique(np.asarray(pending, dtype=np.intp)) if len(pending) > 1 else np.asarray(pending, dtype=np.intp)
+            pending = changes[entry.pos :]
+            idx = (
+                np.unique(np.asarray(pending, dtype=np.intp))
+                if len(pending) > 1
+                else np.asarray(pending, dtype=np.intp)
+            )
             self._compute(entry, task, idx)
         entry.pos = len(changes)
         return entry
@@ -207,7 +221,9 @@ class PlacementEngine:
             nodes = t.nodes
             for pred in self.predicates:
                 passes &= np.fromiter(
-                    (pred(task, nodes[i]) is None for i in idx.tolist()), dtype=np.bool_, count=len(idx)
+                    (pred(task, nodes[i]) is None for i in idx.tolist()),
+                    dtype=np.bool_,
+                    count=len(idx),
                 )
         entry.passes[idx] = passes
         scores = np.zeros(len(idx), dtype=np.float64)
@@ -216,30 +232,43 @@ class PlacementEngine:
         if self.scores:
             nodes = t.nodes
             for node_fn in self.scores:
-                scores += np.fromiter((node_fn(task, nodes[i]) for i in idx.tolist()), dtype=np.float64, count=len(idx))
+                scores += np.fromiter(
+                    (node_fn(task, nodes[i]) for i in idx.tolist()),
+                    dtype=np.float64,
+                    count=len(idx),
+                )
         entry.scores[idx] = scores
         entry.idle_eff[idx] = np.where(passes & entry.idle_ok[idx], scores, _NEG_INF)
 
     def _compute_small(self, entry: _Entry, task: TaskInfo, idx: IntArray) -> None:
         t = self.tensor
-        passes = np.ones(len(idx), dtype=np.bool_)
+        passes: BoolArray | None = None
         for fn, _explain in self.batch_predicates:
-            passes &= fn(task, idx)
-        scores = np.zeros(len(idx), dtype=np.float64)
+            answer = fn(task, idx)
+            passes = answer if passes is None else passes & answer
+        scores: FloatArray | None = None
         for score_fn in self.batch_scores:
-            scores += score_fn(task, idx)
+            part = score_fn(task, idx)
+            scores = part if scores is None else scores + part
+        pass_list = passes.tolist() if passes is not None else [True] * len(idx)
+        score_list = scores.tolist() if scores is not None else [0.0] * len(idx)
         py_idle, py_future = t.py_idle, t.py_future
         pairs = list(zip(entry.dims, entry.amounts, strict=True))
-        for k, i in enumerate(idx.tolist()):
-            idle_ok = all(py_idle[r][i] >= a for r, a in pairs)
-            fut_ok = all(py_future[r][i] >= a for r, a in pairs)
-            ok = bool(passes[k])
-            score = float(scores[k])
-            entry.idle_ok[i] = idle_ok
-            entry.future_ok[i] = fut_ok
-            entry.passes[i] = ok
-            entry.scores[i] = score
-            entry.idle_eff[i] = score if ok and idle_ok else _NEG_INF
+        idle_ok_arr, future_ok_arr = entry.idle_ok, entry.future_ok
+        passes_arr, scores_arr, eff_arr = entry.passes, entry.scores, entry.idle_eff
+        for i, ok, score in zip(idx.tolist(), pass_list, score_list, strict=True):
+            idle_ok = True
+            fut_ok = True
+            for r, a in pairs:
+                if py_idle[r][i] < a:
+                    idle_ok = False
+                if py_future[r][i] < a:
+                    fut_ok = False
+            idle_ok_arr[i] = idle_ok
+            future_ok_arr[i] = fut_ok
+            passes_arr[i] = ok
+            scores_arr[i] = score
+            eff_arr[i] = score if ok and idle_ok else _NEG_INF
 
     # --- queries -------------------------------------------------------------------------
     def select(self, task: TaskInfo) -> tuple[int, bool] | None:
@@ -282,11 +311,14 @@ class PlacementEngine:
         t = self.tensor
         reasons: dict[str, tuple[str, ...]] = {}
         if entry.dims:
-            short = {r: t.future[r] < amount for r, amount in zip(entry.dims, entry.amounts, strict=True)}
+            short = {
+                r: t.future[r] < amount for r, amount in zip(entry.dims, entry.amounts, strict=True)
+            }
             for i in np.flatnonzero(~entry.future_ok).tolist():
                 reasons[t.nodes[i].name] = tuple(
                     names.INSUFFICIENT_RESOURCE.format(resource=t.dims[r])
-                    for r in sorted(short, key=lambda r: t.dims[r]) if short[r][i]
+                    for r in sorted(short, key=lambda r: t.dims[r])
+                    if short[r][i]
                 )
         for i in np.flatnonzero(entry.future_ok & ~entry.passes).tolist():
             node = t.nodes[i]

@@ -28,17 +28,21 @@ class UnknownPluginError(LookupError):
         super().__init__(f"unknown plugin {name!r} (known: {', '.join(known)}){detail}")
 
 
+class _Loaded:
+    """What has been loaded so far (module state without `global`)."""
+
+    builtins = False
+    entry_points = False
+
+
 _lock = threading.Lock()
 _plugins: dict[str, PluginBuilder] = {}
 _actions: dict[str, Action] = {}
-_entry_points_loaded = False
 _entry_point_errors: dict[str, str] = {}
-_builtins_loaded = False
 
 
 def _load_builtins() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
+    if _Loaded.builtins:
         return
     from koordqueue.scheduler.actions import BUILTIN_ACTIONS
     from koordqueue.scheduler.plugins import BUILTIN_PLUGINS
@@ -47,7 +51,7 @@ def _load_builtins() -> None:
         _plugins.setdefault(name, builder)
     for action in BUILTIN_ACTIONS:
         _actions.setdefault(action.name, action)
-    _builtins_loaded = True
+    _Loaded.builtins = True
 
 
 def register_plugin_builder(name: str, builder: PluginBuilder) -> None:
@@ -74,15 +78,14 @@ def load_entry_point_plugins(*, reload: bool = False) -> dict[str, str]:
     A broken third-party package must not take the scheduler down: its plugin is simply
     unknown, and the configuration that names it is rejected with the import error.
     """
-    global _entry_points_loaded
     with _lock:
-        if _entry_points_loaded and not reload:
+        if _Loaded.entry_points and not reload:
             return dict(_entry_point_errors)
         _entry_point_errors.clear()
         for ep in importlib.metadata.entry_points(group=names.PLUGIN_ENTRY_POINT_GROUP):
             try:
                 builder = ep.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+            except Exception as exc:
                 _entry_point_errors[ep.name] = f"{type(exc).__name__}: {exc}"
                 _log.warning("plugin entry point failed to load", plugin=ep.name, error=str(exc))
                 continue
@@ -90,7 +93,7 @@ def load_entry_point_plugins(*, reload: bool = False) -> dict[str, str]:
                 _entry_point_errors[ep.name] = f"{ep.value} is not callable"
                 continue
             _plugins.setdefault(ep.name, builder)
-        _entry_points_loaded = True
+        _Loaded.entry_points = True
         return dict(_entry_point_errors)
 
 

@@ -92,7 +92,9 @@ class Session:
         self.jobs: dict[str, JobInfo] = {}
         for original in sorted(snapshot.jobs, key=lambda j: j.uid):
             if original.queue not in self.queues:
-                self.warnings.append(names.QUEUE_NOT_FOUND_WARNING.format(job=original.uid, queue=original.queue))
+                self.warnings.append(
+                    names.QUEUE_NOT_FOUND_WARNING.format(job=original.uid, queue=original.queue)
+                )
                 continue
             self.jobs[original.uid] = original.clone()
         self._original_phase = {uid: job.phase for uid, job in self.jobs.items()}
@@ -128,7 +130,9 @@ class Session:
         self.job_conditions: dict[str, str] = {}
         self.binds: list[Bind] = []
         self.evictions: list[Eviction] = []
-        self._fns: dict[ExtensionPoint, dict[str, Callable[..., Any]]] = {p: {} for p in ExtensionPoint}
+        self._fns: dict[ExtensionPoint, dict[str, Callable[..., Any]]] = {
+            p: {} for p in ExtensionPoint
+        }
         self._batch_predicates: dict[str, tuple[BatchPredicateFn, PredicateFn | None]] = {}
         self._batch_scores: dict[str, BatchNodeOrderFn] = {}
         self._handlers: list[EventHandler] = []
@@ -139,7 +143,6 @@ class Session:
         self._plugin_time: dict[str, list[float]] = {}
         self.action_durations: dict[str, float] = {}
         self.plugins: dict[str, Plugin] = {}
-        self._current_plugin = ""
         self._open_plugins()
 
     # --- plugin lifecycle -------------------------------------------------------------------
@@ -151,10 +154,8 @@ class Session:
                 start = time.perf_counter()
                 plugin = get_plugin_builder(option.name)(option.arguments)
                 self.plugins[option.name] = plugin
-                self._current_plugin = option.name
                 plugin.on_session_open(self)
                 timing[0] += time.perf_counter() - start
-        self._current_plugin = ""
         self._sync_placement()
 
     def plugin_option(self, name: str) -> PluginOption | None:
@@ -215,7 +216,9 @@ class Session:
         """Per-node check (scalar); a reason string rejects the node."""
         self._add(ExtensionPoint.PREDICATE, plugin, fn)
 
-    def add_batch_predicate_fn(self, plugin: str, fn: BatchPredicateFn, explain: PredicateFn | None = None) -> None:
+    def add_batch_predicate_fn(
+        self, plugin: str, fn: BatchPredicateFn, explain: PredicateFn | None = None
+    ) -> None:
         """Vectorised per-node check; `explain` gives the reason for one failing node."""
         self._batch_predicates[plugin] = (self._timed(plugin, fn), explain)
         self._resolved.clear()
@@ -265,7 +268,9 @@ class Session:
         """Which candidates of other queues the reclaimer may evict (None abstains)."""
         self._add(ExtensionPoint.RECLAIMABLE, plugin, fn)
 
-    def add_victim_tasks_fn(self, plugin: str, fn: Callable[[list[TaskInfo]], list[TaskInfo] | None]) -> None:
+    def add_victim_tasks_fn(
+        self, plugin: str, fn: Callable[[list[TaskInfo]], list[TaskInfo] | None]
+    ) -> None:
         """Tasks a plugin wants evicted regardless of a preemptor (None abstains)."""
         self._add(ExtensionPoint.VICTIM_TASKS, plugin, fn)
 
@@ -296,7 +301,11 @@ class Session:
         if resolved is None:
             fns = self._fns[point]
             resolved = [
-                [(opt.name, fns[opt.name]) for opt in tier.plugins if opt.name in fns and opt.enabled(point)]
+                [
+                    (opt.name, fns[opt.name])
+                    for opt in tier.plugins
+                    if opt.name in fns and opt.enabled(point)
+                ]
                 for tier in self.config.tiers
             ]
             self._resolved[point] = resolved
@@ -305,19 +314,23 @@ class Session:
     def _flat(self, point: ExtensionPoint) -> list[Callable[..., Any]]:
         flat = self._flat_cache.get(point)
         if flat is None:
-            flat = self._flat_cache[point] = [fn for tier in self._tiers(point) for _name, fn in tier]
+            flat = self._flat_cache[point] = [
+                fn for tier in self._tiers(point) for _name, fn in tier
+            ]
         return flat
 
     def _sync_placement(self) -> None:
         engine = self.placement
         enabled = [opt for tier in self.config.tiers for opt in tier.plugins]
         engine.batch_predicates = [
-            self._batch_predicates[o.name] for o in enabled
+            self._batch_predicates[o.name]
+            for o in enabled
             if o.name in self._batch_predicates and o.enabled(ExtensionPoint.PREDICATE)
         ]
         engine.predicates = self._flat(ExtensionPoint.PREDICATE)
         engine.batch_scores = [
-            self._batch_scores[o.name] for o in enabled
+            self._batch_scores[o.name]
+            for o in enabled
             if o.name in self._batch_scores and o.enabled(ExtensionPoint.NODE_ORDER)
         ]
         engine.scores = self._flat(ExtensionPoint.NODE_ORDER)
@@ -423,7 +436,9 @@ class Session:
             return all(fn(job) for _name, fn in tier)
         return False
 
-    def _victims(self, point: ExtensionPoint, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    def _victims(
+        self, point: ExtensionPoint, preemptor: TaskInfo, candidates: list[TaskInfo]
+    ) -> list[TaskInfo]:
         for tier in self._tiers(point):
             chosen: list[TaskInfo] | None = None
             for _name, fn in tier:
@@ -479,7 +494,10 @@ class Session:
             for future in (False, True):
                 idx, scores = self.placement.candidates(task, future=future)
                 if len(idx):
-                    scored = [(self.node_list[i], float(s)) for i, s in zip(idx.tolist(), scores.tolist(), strict=True)]
+                    scored = [
+                        (self.node_list[i], float(s))
+                        for i, s in zip(idx.tolist(), scores.tolist(), strict=True)
+                    ]
                     chosen = self.best_node(task, scored) or scored[int(np.argmax(scores))][0]
                     return chosen, future
         else:
@@ -555,7 +573,9 @@ class Session:
 
     # --- results -----------------------------------------------------------------------------
     def _phase(self, job: JobInfo) -> PodGroupPhase:
-        if job.tasks and all(t.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) for t in job.tasks.values()):
+        if job.tasks and all(
+            t.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) for t in job.tasks.values()
+        ):
             return PodGroupPhase.COMPLETED
         unschedulable = job.uid in self.job_conditions
         if unschedulable and job.count(TaskStatus.RUNNING):
@@ -579,7 +599,9 @@ class Session:
             for status in (TaskStatus.PIPELINED, TaskStatus.ALLOCATED):
                 for task in job.task_status_index.get(status, {}).values():
                     reservations.append(
-                        Reservation(task.uid, task.namespace, task.name, job.uid, task.node_name or "")
+                        Reservation(
+                            task.uid, task.namespace, task.name, job.uid, task.node_name or ""
+                        )
                     )
             for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
                 errors = self.fit_errors.get(task.uid)
@@ -617,7 +639,9 @@ def run_actions(session: Session, actions: Iterable[str] | None = None) -> None:
         action = get_action(name)
         start = time.perf_counter()
         action.execute(session)
-        session.action_durations[name] = session.action_durations.get(name, 0.0) + time.perf_counter() - start
+        session.action_durations[name] = (
+            session.action_durations.get(name, 0.0) + time.perf_counter() - start
+        )
 
 
 def run_session(
@@ -634,7 +658,9 @@ def run_session(
     from koordqueue.scheduler.framework.config import default_config
 
     session = open_session(
-        snapshot, config if config is not None else default_config(), profile_callbacks=profile_callbacks
+        snapshot,
+        config if config is not None else default_config(),
+        profile_callbacks=profile_callbacks,
     )
     run_actions(session)
     return session.close()

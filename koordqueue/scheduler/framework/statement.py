@@ -60,7 +60,9 @@ class Statement:
         """Mark a running task Releasing; its resources become future idle."""
         previous = task.status
         self.session.evict_task(task)
-        self.operations.append(Operation(OpKind.EVICT, task, task.node_name or "", reason, previous))
+        self.operations.append(
+            Operation(OpKind.EVICT, task, task.node_name or "", reason, previous)
+        )
 
     def commit(self) -> None:
         """Bind allocations and send evictions; pipelined tasks remain reservations."""

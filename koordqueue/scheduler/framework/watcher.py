@@ -64,17 +64,21 @@ class ConfigWatcher:
         try:
             data = self.path.read_bytes()
         except OSError as exc:
-            self._fail(ConfigError(str(self.path), f"cannot read: {exc.strerror or exc}"), "missing")
+            self._fail(
+                ConfigError(str(self.path), f"cannot read: {exc.strerror or exc}"), "missing"
+            )
             return False
         digest = hashlib.sha256(data).hexdigest()
         if digest == self._digest:
+            # Same content as the configuration in force (e.g. a bad edit was reverted).
+            self.last_error = None
             return False
-        self._digest = digest
         try:
             config = parse_config(data.decode("utf-8", errors="replace"), str(self.path))
         except ConfigError as exc:
             self._fail(exc, digest)
             return False
+        self._digest = digest
         self.current = config
         self.last_error = None
         self.generation += 1
@@ -87,6 +91,10 @@ class ConfigWatcher:
         repeated = self.last_error is not None and str(self.last_error) == str(error)
         self.last_error = error
         if not repeated:
-            _log.error("scheduler configuration rejected; keeping the previous one", error=str(error), key=key)
+            _log.error(
+                "scheduler configuration rejected; keeping the previous one",
+                error=str(error),
+                key=key,
+            )
             if self._on_error is not None:
                 self._on_error(error)

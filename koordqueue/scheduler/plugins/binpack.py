@@ -52,10 +52,10 @@ class BinpackPlugin(Plugin):
                     continue
                 alloc = py_alloc[r][i]
                 final = py_used[r][i] + py_pip[r][i] + req[r]
-                if 0 < alloc and final <= alloc:
+                if alloc > 0 and final <= alloc:
                     total += final * w / alloc
                 weight_sum += w
-            return total * MAX_NODE_SCORE * weight / weight_sum if weight_sum > 0 else 0.0
+            return total * (MAX_NODE_SCORE * weight / weight_sum) if weight_sum > 0 else 0.0
 
         def score(task: TaskInfo, idx: IntArray) -> FloatArray:
             if len(idx) <= SMALL:

@@ -13,12 +13,12 @@ from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo, TaskInfo, names
 from koordqueue.scheduler.api.resource import (
     add,
-    subtract,
     fits,
     less_equal,
     less_equal_in_dims,
     min_dims,
     share,
+    subtract,
     sum_resources,
 )
 from koordqueue.scheduler.framework.interface import Plugin, Vote
@@ -89,7 +89,9 @@ class CapacityPlugin(Plugin):
             for attr in chain(job.queue):
                 attr.allocated = attr.allocated + allocated
                 if job.phase is PodGroupPhase.INQUEUE:
-                    attr.inqueue = attr.inqueue + (job.min_request() - allocated).clamp_nonnegative()
+                    attr.inqueue = (
+                        attr.inqueue + (job.min_request() - allocated).clamp_nonnegative()
+                    )
         for attr in attrs.values():
             attr.update_share()
         self.attrs = attrs
@@ -101,7 +103,9 @@ class CapacityPlugin(Plugin):
         def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
             for attr in chain(queue.name):
                 cap = attr.real_capability
-                if cap is not None and not less_equal_in_dims(attr.allocated + task.resreq, cap, task.resreq):
+                if cap is not None and not less_equal_in_dims(
+                    add(attr.allocated, task.resreq), cap, task.resreq
+                ):
                     return False
             return True
 
@@ -111,7 +115,9 @@ class CapacityPlugin(Plugin):
             need = job.min_request()
             for attr in chain(job.queue):
                 cap = attr.real_capability
-                if cap is not None and not less_equal_in_dims(need + attr.allocated + attr.inqueue, cap, need):
+                if cap is not None and not less_equal_in_dims(
+                    need + attr.allocated + attr.inqueue, cap, need
+                ):
                     return Vote.REJECT
             return Vote.PERMIT
 
@@ -135,7 +141,11 @@ class CapacityPlugin(Plugin):
 
         def on_change(task: TaskInfo, sign: int) -> None:
             for attr in chain(session.jobs[task.job].queue):
-                attr.allocated = add(attr.allocated, task.resreq) if sign > 0 else subtract(attr.allocated, task.resreq)
+                attr.allocated = (
+                    add(attr.allocated, task.resreq)
+                    if sign > 0
+                    else subtract(attr.allocated, task.resreq)
+                )
                 attr.update_share()
 
         session.add_queue_order_fn(self.name, queue_order)

@@ -9,7 +9,10 @@ from koordqueue.scheduler.framework.session import Session
 
 def is_critical(task: TaskInfo) -> bool:
     """Critical priority classes and everything in kube-system are off limits."""
-    return task.priority_class_name in names.CRITICAL_PRIORITY_CLASSES or task.namespace == names.SYSTEM_NAMESPACE
+    return (
+        task.priority_class_name in names.CRITICAL_PRIORITY_CLASSES
+        or task.namespace == names.SYSTEM_NAMESPACE
+    )
 
 
 class ConformancePlugin(Plugin):

@@ -41,7 +41,11 @@ class DrfPlugin(Plugin):
 
         def on_change(sign: int) -> Callable[[TaskInfo], None]:
             def handle(task: TaskInfo) -> None:
-                res = add(allocated[task.job], task.resreq) if sign > 0 else subtract(allocated[task.job], task.resreq)
+                res = (
+                    add(allocated[task.job], task.resreq)
+                    if sign > 0
+                    else subtract(allocated[task.job], task.resreq)
+                )
                 allocated[task.job] = res
                 shares[task.job] = share(res, total)
 
@@ -50,4 +54,3 @@ class DrfPlugin(Plugin):
         session.add_job_order_fn(self.name, job_order)
         session.add_preemptable_fn(self.name, preemptable)
         session.add_event_handler(self.name, EventHandler(on_change(1), on_change(-1)))
-

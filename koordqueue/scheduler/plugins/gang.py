@@ -43,7 +43,9 @@ class GangPlugin(Plugin):
         session.add_job_valid_fn(self.name, valid)
         session.add_job_order_fn(self.name, job_order)
         session.add_job_ready_fn(self.name, lambda job: job.is_ready())
-        session.add_job_pipelined_fn(self.name, lambda job: Vote.PERMIT if job.is_pipelined() else Vote.REJECT)
+        session.add_job_pipelined_fn(
+            self.name, lambda job: Vote.PERMIT if job.is_pipelined() else Vote.REJECT
+        )
         session.add_job_starving_fn(
             self.name, lambda job: job.ready_task_num() + job.waiting_task_num() < job.min_available
         )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from koordqueue.domain.resources import CPU, MEMORY, Resources
+from koordqueue.scheduler.api import TaskInfo
 from koordqueue.scheduler.framework.interface import Plugin
 from koordqueue.scheduler.framework.placement import SMALL, FloatArray, IntArray
 from koordqueue.scheduler.framework.session import Session
-from koordqueue.scheduler.api import TaskInfo
 
 MAX_NODE_SCORE = 100.0
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from koordqueue.domain.quantity import NANO
+from koordqueue.domain.resources import PODS
 from koordqueue.scheduler.api import (
     HostPort,
     NodeInfo,
@@ -22,7 +24,7 @@ from koordqueue.scheduler.framework.placement import BoolArray, IntArray
 from koordqueue.scheduler.framework.session import Session
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-_UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_UNSCHEDULABLE_TAINT = Taint(names.UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _WILDCARD_IPS = frozenset({"", "0.0.0.0", "::"})
 
@@ -36,7 +38,9 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
     return toleration.key == taint.key and toleration.value == taint.value
 
 
-def untolerated_taint(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> Taint | None:
+def untolerated_taint(
+    tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]
+) -> Taint | None:
     """The first blocking taint none of the tolerations covers."""
     for taint in taints:
         if taint.effect in _BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
@@ -67,7 +71,9 @@ def requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str])
 
 def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str]) -> bool:
     """All expressions of a term hold (an empty term matches nothing, as in Kubernetes)."""
-    return bool(term.match_expressions) and all(requirement_matches(r, labels) for r in term.match_expressions)
+    return bool(term.match_expressions) and all(
+        requirement_matches(r, labels) for r in term.match_expressions
+    )
 
 
 def invalid_requirement(req: NodeSelectorRequirement) -> str | None:
@@ -78,9 +84,9 @@ def invalid_requirement(req: NodeSelectorRequirement) -> str | None:
         return f"node affinity operator {req.operator} for key {req.key!r} needs values"
     if req.operator in ("Exists", "DoesNotExist") and req.values:
         return f"node affinity operator {req.operator} for key {req.key!r} takes no values"
-    if req.operator in ("Gt", "Lt"):
-        if len(req.values) != 1 or not req.values[0].lstrip("-").isdigit():
-            return f"node affinity operator {req.operator} for key {req.key!r} needs one integer value"
+    integer = len(req.values) == 1 and req.values[0].lstrip("-").isdigit()
+    if req.operator in ("Gt", "Lt") and not integer:
+        return f"node affinity operator {req.operator} for key {req.key!r} needs one integer value"
     return None
 
 
@@ -89,7 +95,11 @@ def port_conflict(wanted: HostPort, used: HostPort) -> bool:
     return (
         wanted.port == used.port
         and wanted.protocol == used.protocol
-        and (wanted.host_ip == used.host_ip or wanted.host_ip in _WILDCARD_IPS or used.host_ip in _WILDCARD_IPS)
+        and (
+            wanted.host_ip == used.host_ip
+            or wanted.host_ip in _WILDCARD_IPS
+            or used.host_ip in _WILDCARD_IPS
+        )
     )
 
 
@@ -101,12 +111,20 @@ def static_reason(task: TaskInfo, node: NodeInfo) -> str | None:
     for key, value in task.node_selector.items():
         if labels.get(key) != value:
             return names.NODE_SELECTOR_MISMATCH
-    if task.affinity is not None and task.affinity.required:
-        if not any(term_matches(term, labels) for term in task.affinity.required):
-            return names.NODE_AFFINITY_MISMATCH
+    required = task.affinity.required if task.affinity is not None else ()
+    if required and not any(term_matches(term, labels) for term in required):
+        return names.NODE_AFFINITY_MISMATCH
     taint = untolerated_taint(task.tolerations, node.taints)
     if taint is not None:
         return names.UNTOLERATED_TAINT.format(key=taint.key, value=taint.value)
+    return None
+
+
+def pods_reason(node: NodeInfo) -> str | None:
+    """A node whose `pods` allocatable is used up takes no more pods."""
+    limit = node.allocatable.get(PODS)
+    if limit is not None and node.pod_count * NANO >= limit:
+        return names.TOO_MANY_PODS
     return None
 
 
@@ -127,7 +145,8 @@ class PredicatesPlugin(Plugin):
         nodes = session.node_list
         base = np.fromiter(
             (not n.unschedulable and untolerated_taint((), n.taints) is None for n in nodes),
-            dtype=np.bool_, count=len(nodes),
+            dtype=np.bool_,
+            count=len(nodes),
         )
         static: dict[object, BoolArray] = {}
 
@@ -139,21 +158,30 @@ class PredicatesPlugin(Plugin):
                     mask = base
                 else:
                     mask = np.fromiter(
-                        (static_reason(task, n) is None for n in nodes), dtype=np.bool_, count=len(nodes)
+                        (static_reason(task, n) is None for n in nodes),
+                        dtype=np.bool_,
+                        count=len(nodes),
                     )
                 static[key] = mask
             return mask
 
+        tensor = session.tensor
+        pod_limited = bool(np.isfinite(tensor.pod_limit).any())
+
         def batch(task: TaskInfo, idx: IntArray) -> BoolArray:
             mask: BoolArray = static_mask(task)[idx]
+            if pod_limited:
+                mask = mask & (tensor.pod_count[idx] < tensor.pod_limit[idx])
             if task.host_ports:
                 mask = mask & np.fromiter(
-                    (ports_reason(task, nodes[i]) is None for i in idx.tolist()), dtype=np.bool_, count=len(idx)
+                    (ports_reason(task, nodes[i]) is None for i in idx.tolist()),
+                    dtype=np.bool_,
+                    count=len(idx),
                 )
             return mask
 
         def explain(task: TaskInfo, node: NodeInfo) -> str | None:
-            return static_reason(task, node) or ports_reason(task, node)
+            return static_reason(task, node) or pods_reason(node) or ports_reason(task, node)
 
         def pre_predicate(task: TaskInfo) -> str | None:
             if task.affinity is not None:

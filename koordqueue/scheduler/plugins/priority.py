@@ -17,8 +17,12 @@ class PriorityPlugin(Plugin):
     name = "priority"
 
     def on_session_open(self, session: Session) -> None:
-        session.add_task_order_fn(self.name, lambda l, r: _desc(l.priority, r.priority))
-        session.add_job_order_fn(self.name, lambda l, r: _desc(l.priority, r.priority))
+        session.add_task_order_fn(
+            self.name, lambda left, right: _desc(left.priority, right.priority)
+        )
+        session.add_job_order_fn(
+            self.name, lambda left, right: _desc(left.priority, right.priority)
+        )
 
         def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
             preemptor_job = session.jobs[preemptor.job]

@@ -9,15 +9,15 @@ from fractions import Fraction
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.resource import (
-    add,
-    subtract,
     EPSILON_NANOS,
+    add,
     fits,
     less_equal,
     less_equal_in_dims,
     min_dims,
     scale,
     share,
+    subtract,
     sum_resources,
 )
 from koordqueue.scheduler.api.task_info import ALLOCATED_STATUSES
@@ -69,7 +69,9 @@ def water_fill(attrs: list[QueueAttr], total: Resources) -> None:
             grown = min_dims(grown, attr.real_capability)
             grown = Resources({k: min(v, attr.request.get_nanos(k)) for k, v in grown.items()})
             attr.deserved = grown.max(attr.guarantee)
-            if less_equal(attr.request, attr.deserved) or less_equal(attr.real_capability, attr.deserved):
+            if less_equal(attr.request, attr.deserved) or less_equal(
+                attr.real_capability, attr.deserved
+            ):
                 met.add(attr.name)
             for k in set(old) | set(attr.deserved):
                 gained[k] = gained.get(k, 0) + attr.deserved.get_nanos(k) - old.get_nanos(k)
@@ -97,7 +99,9 @@ class ProportionPlugin(Plugin):
                 real = (total - total_guarantee + queue.guarantee).clamp_nonnegative()
                 if queue.capability is not None:
                     real = min_dims(real, queue.capability)
-                attr = attrs[queue.name] = QueueAttr(queue.name, queue.weight, real, queue.guarantee)
+                attr = attrs[queue.name] = QueueAttr(
+                    queue.name, queue.weight, real, queue.guarantee
+                )
             requested: list[Resources] = [attr.request]
             allocated: list[Resources] = [attr.allocated]
             for status, tasks in job.task_status_index.items():
@@ -110,7 +114,9 @@ class ProportionPlugin(Plugin):
             attr.request = sum_resources(requested)
             attr.allocated = sum_resources(allocated)
             if job.phase is PodGroupPhase.INQUEUE:
-                attr.inqueue = attr.inqueue + (job.min_request() - job.allocated).clamp_nonnegative()
+                attr.inqueue = (
+                    attr.inqueue + (job.min_request() - job.allocated).clamp_nonnegative()
+                )
         water_fill(list(attrs.values()), total)
         self.attrs = attrs
 
@@ -128,7 +134,9 @@ class ProportionPlugin(Plugin):
             attr = attrs.get(queue.name)
             if attr is None:
                 return True
-            return less_equal_in_dims(attr.allocated + task.resreq, attr.real_capability, task.resreq)
+            return less_equal_in_dims(
+                add(attr.allocated, task.resreq), attr.real_capability, task.resreq
+            )
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
             victims = []
@@ -152,7 +160,11 @@ class ProportionPlugin(Plugin):
             if attr is None or queue.capability is None or job.min_resources is None:
                 return Vote.PERMIT
             need = job.min_request() + attr.allocated + attr.inqueue
-            return Vote.PERMIT if less_equal_in_dims(need, attr.real_capability, job.min_request()) else Vote.REJECT
+            return (
+                Vote.PERMIT
+                if less_equal_in_dims(need, attr.real_capability, job.min_request())
+                else Vote.REJECT
+            )
 
         def enqueued(job: JobInfo) -> None:
             attr = attrs.get(job.queue)

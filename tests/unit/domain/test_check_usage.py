@@ -106,7 +106,9 @@ def test_every_quota_on_the_path_is_checked_up_to_the_root() -> None:
         quota("l3", {"cpu": 100}, "l2"),
         quota("l4", {"cpu": 100}, "l3"),
     )
-    assert t.check("u", "l4", res(cpu=2)) == QuotaExceeded("u", "l1", "cpu", ("l4", "l3", "l2", "l1"))
+    assert t.check("u", "l4", res(cpu=2)) == QuotaExceeded(
+        "u", "l1", "cpu", ("l4", "l3", "l2", "l1")
+    )
 
 
 def test_root_quota_max_is_not_checked() -> None:
@@ -116,7 +118,7 @@ def test_root_quota_max_is_not_checked() -> None:
 
 def test_own_quota_is_reported_before_an_ancestor_when_both_are_full() -> None:
     t = tree(quota("org", {"cpu": 1}), quota("leaf", {"cpu": 1}, "org"))
-    assert t.check("u", "leaf", res(cpu=2)).quota == "leaf"  # type: ignore[union-attr]
+    assert t.check("u", "leaf", res(cpu=2)) == QuotaExceeded("u", "leaf", "cpu", ("leaf", "org"))
 
 
 def test_resource_absent_from_max_is_not_limited() -> None:
@@ -275,7 +277,9 @@ def test_self_parent_reports_a_cycle_with_exact_message() -> None:
 
 
 def test_cycle_between_ancestors_reports_the_revisited_quota_and_the_visited_path() -> None:
-    t = tree(quota("leaf", {"cpu": 10}, "x"), quota("x", {"cpu": 10}, "y"), quota("y", {"cpu": 10}, "x"))
+    t = tree(
+        quota("leaf", {"cpu": 10}, "x"), quota("x", {"cpu": 10}, "y"), quota("y", {"cpu": 10}, "x")
+    )
     decision = t.check("ns/job", "leaf", res(cpu=1))
     assert decision == QuotaCycleError("ns/job", "x", ("leaf", "x", "y"))
     assert decision.message == (

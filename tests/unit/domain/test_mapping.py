@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from koordqueue.domain import QuotaName, Unresolved, UnresolvedReason, queue_name_for, quota_name_for
+from koordqueue.domain import (
+    QuotaName,
+    Unresolved,
+    UnresolvedReason,
+    queue_name_for,
+    quota_name_for,
+)
 from koordqueue.domain.names import MSG_NO_QUOTA_LABEL, QUOTA_NAME_LABEL
 
 

@@ -47,7 +47,10 @@ def test_queue_not_found_message_is_exact() -> None:
 
 
 def test_rejection_message_formats_are_exact() -> None:
-    assert names.MSG_LIMITED.format(quota="q", resource="cpu") == "limited quotaName:q, limited resKey:cpu,"
+    assert (
+        names.MSG_LIMITED.format(quota="q", resource="cpu")
+        == "limited quotaName:q, limited resKey:cpu,"
+    )
     assert names.MSG_CYCLE.format(unit="u", quota="q", visited="a,b") == (
         "CheckUsage found cycle reference, item:u, quotaName:q, visited quota: a,b"
     )

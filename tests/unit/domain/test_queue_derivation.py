@@ -87,8 +87,11 @@ def test_koord_queue_annotations_are_synced_except_the_policy_key() -> None:
 
 def test_manifest_has_exactly_the_owned_fields() -> None:
     manifest = derive_queue(
-        elastic_quota("q", labels={QUEUE_POLICY_KEY: "Block", QUOTA_PARENT_LABEL: "p"},
-                      annotations={"koord-queue/a": "1"})
+        elastic_quota(
+            "q",
+            labels={QUEUE_POLICY_KEY: "Block", QUOTA_PARENT_LABEL: "p"},
+            annotations={"koord-queue/a": "1"},
+        )
     ).to_manifest()
     assert manifest == {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
@@ -162,7 +165,9 @@ def test_merge_adds_and_updates_synced_annotations() -> None:
 
 def test_merge_never_deletes_annotations_it_did_not_sync() -> None:
     existing = _existing_queue()
-    merged = merge_queue(existing, derive_queue(elastic_quota()), previously_synced=["koord-queue/x"])
+    merged = merge_queue(
+        existing, derive_queue(elastic_quota()), previously_synced=["koord-queue/x"]
+    )
     assert merged["metadata"]["annotations"] == existing["metadata"]["annotations"]
 
 

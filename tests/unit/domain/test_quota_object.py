@@ -1,4 +1,4 @@
-"""SPEC 2.5 parent resolution and ElasticQuota parsing: bad quotas give typed, field-naming errors."""
+"""SPEC 2.5 parent resolution and ElasticQuota parsing: bad quotas give typed field errors."""
 
 from __future__ import annotations
 

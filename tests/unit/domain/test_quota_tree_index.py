@@ -123,7 +123,9 @@ def test_root_has_no_parent() -> None:
 
 
 def test_path_walks_from_quota_up_to_but_excluding_root() -> None:
-    t = tree(quota(ROOT_QUOTA), quota("org"), quota("team", parent="org"), quota("leaf", parent="team"))
+    t = tree(
+        quota(ROOT_QUOTA), quota("org"), quota("team", parent="org"), quota("leaf", parent="team")
+    )
     assert t.path("leaf") == ("leaf", "team", "org")
 
 
@@ -155,7 +157,9 @@ def test_parent_appearing_later_repairs_the_chain() -> None:
 
 
 def test_reparenting_changes_which_ancestors_are_checked() -> None:
-    t = tree(quota("small", {"cpu": 1}), quota("big", {"cpu": 10}), quota("leaf", {"cpu": 10}, "small"))
+    t = tree(
+        quota("small", {"cpu": 1}), quota("big", {"cpu": 10}), quota("leaf", {"cpu": 10}, "small")
+    )
     assert not t.check("u", "leaf", res(cpu=5)).admitted
     t.upsert(quota("leaf", {"cpu": 10}, "big"))
     assert t.check("u", "leaf", res(cpu=5)).admitted

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import ClusterSnapshot, SchedulerConfig, parse_config
-from koordqueue.scheduler.api import JobInfo, NodeInfo, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api import (
+    JobInfo,
+    NodeInfo,
+    PodGroupPhase,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+)
 
 
 def res(cpu: str = "0", memory: str = "0", **extra: str) -> Resources:
@@ -15,9 +23,9 @@ def res(cpu: str = "0", memory: str = "0", **extra: str) -> Resources:
     return Resources.of({k: v for k, v in raw.items() if v not in ("0", "")})
 
 
-def node(name: str, cpu: str = "4", memory: str = "8Gi", **kwargs: object) -> NodeInfo:
+def node(name: str, cpu: str = "4", memory: str = "8Gi", **kwargs: Any) -> NodeInfo:
     """A ready node."""
-    return NodeInfo(name, res(cpu, memory), **kwargs)  # type: ignore[arg-type]
+    return NodeInfo(name, res(cpu, memory), **kwargs)
 
 
 def task(
@@ -27,13 +35,17 @@ def task(
     *,
     status: TaskStatus = TaskStatus.PENDING,
     node_name: str | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> TaskInfo:
     """A task (pod); uid = name."""
-    return TaskInfo(name, name, resreq=res(cpu, memory), status=status, node_name=node_name, **kwargs)  # type: ignore[arg-type]
+    return TaskInfo(
+        name, name, resreq=res(cpu, memory), status=status, node_name=node_name, **kwargs
+    )
 
 
-def running(name: str, node_name: str, cpu: str = "1", memory: str = "1Gi", **kwargs: object) -> TaskInfo:
+def running(
+    name: str, node_name: str, cpu: str = "1", memory: str = "1Gi", **kwargs: Any
+) -> TaskInfo:
     """A running task on a node."""
     return task(name, cpu, memory, status=TaskStatus.RUNNING, node_name=node_name, **kwargs)
 
@@ -45,10 +57,12 @@ def job(
     min_available: int = 1,
     queue: str = "default",
     phase: PodGroupPhase = PodGroupPhase.INQUEUE,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> JobInfo:
     """A PodGroup with its tasks."""
-    return JobInfo(uid, queue=queue, min_available=min_available, phase=phase, tasks=tasks, **kwargs)  # type: ignore[arg-type]
+    return JobInfo(
+        uid, queue=queue, min_available=min_available, phase=phase, tasks=tasks, **kwargs
+    )
 
 
 def snapshot(

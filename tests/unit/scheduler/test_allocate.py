@@ -43,8 +43,14 @@ def test_discarded_gang_leaves_node_resources_untouched() -> None:
 
 def test_pre_predicate_failure_on_one_task_still_binds_the_job_when_min_available_is_met() -> None:
     broken = NodeAffinity((NodeSelectorTerm((NodeSelectorRequirement("zone", "Bogus", ("a",)),)),))
-    tasks = [task("bad", affinity=broken, creation=0.0), task("ok1", creation=1.0), task("ok2", creation=2.0)]
-    result = run_session(snapshot([node("n1", cpu="4")], [job("j", tasks, min_available=2)]), ALLOCATE)
+    tasks = [
+        task("bad", affinity=broken, creation=0.0),
+        task("ok1", creation=1.0),
+        task("ok2", creation=2.0),
+    ]
+    result = run_session(
+        snapshot([node("n1", cpu="4")], [job("j", tasks, min_available=2)]), ALLOCATE
+    )
     assert sorted(b.task for b in result.binds) == ["ok1", "ok2"]
     assert "invalid node affinity operator" in result.fit_errors["bad"].message()
 
@@ -68,7 +74,9 @@ def test_overused_queue_is_skipped() -> None:
     # qa holds 6 cpu / 6Gi; its share is 4 cpu / 6Gi (its request), so it is overused.
     more = job("a-more", [task("a-new", memory="0")], queue="qa")
     other = job("b", [task("b-new", cpu="4", node_selector={"zone": "nowhere"})], queue="qb")
-    result = run_session(snapshot([node("n1", cpu="8", memory="32Gi")], [holder, more, other], queues), ALLOCATE)
+    result = run_session(
+        snapshot([node("n1", cpu="8", memory="32Gi")], [holder, more, other], queues), ALLOCATE
+    )
     assert "a-new" not in result.bound_nodes()
     assert "a-new" not in result.fit_errors
 
@@ -126,7 +134,23 @@ def test_not_ready_nodes_are_not_used() -> None:
 
 
 def test_session_records_action_and_plugin_durations() -> None:
-    result = run_session(snapshot([node("n1")], [job("j", [task("t")])]), ALLOCATE, profile_callbacks=True)
+    result = run_session(
+        snapshot([node("n1")], [job("j", [task("t")])]), ALLOCATE, profile_callbacks=True
+    )
     assert set(result.action_durations) == {"enqueue", "allocate", "backfill"}
     assert set(result.plugin_durations) == {p for tier in DEFAULT_TIERS for p in tier}
     assert result.plugin_durations["nodeorder"].callbacks > 0
+
+
+def test_role_minimums_hold_back_a_gang_missing_a_role() -> None:
+    tasks = [task("ps", cpu="8", role="ps"), task("w1", role="worker"), task("w2", role="worker")]
+    gang = job("j", tasks, min_available=2, task_min_available={"ps": 1, "worker": 1})
+    result = run_session(snapshot([node("n1", cpu="4")], [gang]), ALLOCATE)
+    assert result.binds == ()
+
+
+def test_role_minimums_are_ignored_when_min_available_is_below_their_sum() -> None:
+    tasks = [task("ps", cpu="8", role="ps"), task("w1", role="worker"), task("w2", role="worker")]
+    gang = job("j", tasks, min_available=1, task_min_available={"ps": 1, "worker": 1})
+    result = run_session(snapshot([node("n1", cpu="4")], [gang]), ALLOCATE)
+    assert sorted(result.bound_nodes()) == ["w1", "w2"]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from koordqueue.scheduler import parse_config, run_session
+from koordqueue.scheduler import SchedulerConfig, parse_config, run_session
 from koordqueue.scheduler.api import QueueInfo
 
 from .builders import job, node, res, running, snapshot, task
 
 
-def _config(hierarchy: bool = False) -> object:
+def _config(hierarchy: bool = False) -> SchedulerConfig:
     return parse_config(f"""
 actions: "allocate, reclaim"
 tiers:
@@ -27,14 +27,14 @@ tiers:
 def test_capacity_stops_a_queue_at_its_capability() -> None:
     queues = [QueueInfo("q", capability=res("2"))]
     jobs = [job(f"j{i}", [task(f"t{i}")], queue="q") for i in range(4)]
-    result = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())  # type: ignore[arg-type]
+    result = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())
     assert len(result.binds) == 2
 
 
 def test_capacity_lets_a_queue_grow_past_deserved_up_to_capability() -> None:
     queues = [QueueInfo("q", deserved=res("1"), capability=res("3"))]
     jobs = [job(f"j{i}", [task(f"t{i}")], queue="q") for i in range(4)]
-    result = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())  # type: ignore[arg-type]
+    result = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())
     assert len(result.binds) == 3
 
 
@@ -45,8 +45,8 @@ def test_parent_capability_limits_children_when_hierarchy_is_enabled() -> None:
         QueueInfo("b", parent="parent"),
     ]
     jobs = [job(f"j{i}", [task(f"t{i}")], queue="ab"[i % 2]) for i in range(4)]
-    flat = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())  # type: ignore[arg-type]
-    tree = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config(hierarchy=True))  # type: ignore[arg-type]
+    flat = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())
+    tree = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config(hierarchy=True))
     assert len(flat.binds) == 4
     assert len(tree.binds) == 2
 
@@ -54,7 +54,7 @@ def test_parent_capability_limits_children_when_hierarchy_is_enabled() -> None:
 def test_guarantee_of_another_queue_is_reserved() -> None:
     queues = [QueueInfo("greedy"), QueueInfo("guaranteed", guarantee=res("3"))]
     jobs = [job(f"j{i}", [task(f"t{i}")], queue="greedy") for i in range(4)]
-    result = run_session(snapshot([node("n1", cpu="4")], jobs, queues), _config())  # type: ignore[arg-type]
+    result = run_session(snapshot([node("n1", cpu="4")], jobs, queues), _config())
     assert len(result.binds) == 1
 
 
@@ -64,6 +64,6 @@ def test_capacity_reclaims_only_beyond_deserved() -> None:
         job("a", [running(f"r{i}", "n1") for i in range(4)], queue="qa"),
         job("b", [task("b0"), task("b1"), task("b2")], queue="qb"),
     ]
-    result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], jobs, queues), _config())  # type: ignore[arg-type]
+    result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], jobs, queues), _config())
     assert len(result.evictions) == 2
     assert len(result.pipelined) == 2

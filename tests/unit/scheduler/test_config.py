@@ -29,7 +29,10 @@ tiers:
 def test_config_parses_actions_and_tiers_in_order() -> None:
     cfg = parse_config(CONFIG)
     assert cfg.actions == ("enqueue", "allocate", "preempt")
-    assert [[p.name for p in t.plugins] for t in cfg.tiers] == [["priority", "gang"], ["binpack", "capacity"]]
+    assert [[p.name for p in t.plugins] for t in cfg.tiers] == [
+        ["priority", "gang"],
+        ["binpack", "capacity"],
+    ]
 
 
 def test_plugin_arguments_are_kept() -> None:
@@ -51,7 +54,7 @@ def test_unset_switches_mean_enabled_except_hierarchy() -> None:
 
 
 def test_volcano_enabled_spelling_is_accepted() -> None:
-    cfg = parse_config('tiers:\n- plugins:\n  - name: proportion\n    enabledOverused: false\n')
+    cfg = parse_config("tiers:\n- plugins:\n  - name: proportion\n    enabledOverused: false\n")
     assert not cfg.tiers[0].plugins[0].enabled(ExtensionPoint.OVERUSED)
 
 
@@ -103,7 +106,7 @@ def test_watcher_reloads_the_file_when_it_changes(tmp_path: Path) -> None:
     assert watcher.poll() is False
     _write(path, 'actions: "enqueue, allocate"\ntiers: []\n', 5)
     assert watcher.poll() is True
-    assert watcher.current.actions == ("enqueue", "allocate")
+    assert list(watcher.current.actions) == ["enqueue", "allocate"]
 
 
 def test_watcher_keeps_the_old_config_on_bad_yaml_and_reports_it(tmp_path: Path) -> None:
@@ -125,3 +128,16 @@ def test_watcher_starts_from_the_default_when_the_file_is_missing(tmp_path: Path
     watcher = ConfigWatcher(tmp_path / "absent.yaml")
     assert watcher.current == default_config()
     assert watcher.last_error is not None and "cannot read" in str(watcher.last_error)
+
+
+def test_watcher_clears_the_error_when_a_bad_edit_is_reverted(tmp_path: Path) -> None:
+    path = tmp_path / "scheduler.yaml"
+    good = 'actions: "allocate"\ntiers: []\n'
+    _write(path, good, 0)
+    watcher = ConfigWatcher(path)
+    _write(path, "actions: [unclosed\n", 5)
+    watcher.poll()
+    _write(path, good, 10)
+    assert watcher.poll() is False
+    assert watcher.last_error is None
+    assert watcher.generation == 1

@@ -33,5 +33,7 @@ def test_proportion_rejects_job_beyond_queue_capability() -> None:
 
 def test_pending_podgroup_is_not_allocated_when_enqueue_is_configured() -> None:
     held = job("j", [task("t")], phase=PodGroupPhase.PENDING, min_resources=res("100"))
-    result = run_session(snapshot([node("n1")], [held]), config("enqueue, allocate", *DEFAULT_TIERS))
+    result = run_session(
+        snapshot([node("n1")], [held]), config("enqueue, allocate", *DEFAULT_TIERS)
+    )
     assert result.binds == ()

@@ -8,19 +8,22 @@ from koordqueue.scheduler import run_session
 from koordqueue.scheduler.api import (
     HostPort,
     NodeAffinity,
+    NodeInfo,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Taint,
+    TaskInfo,
     Toleration,
 )
+from koordqueue.scheduler.plugins.predicates import term_matches
 
 from .builders import config, job, node, running, snapshot, task
 
 PREDICATES = config("allocate", ["gang"], ["predicates"])
 
 
-def _place(nodes: list, pending: object) -> dict[str, str]:  # type: ignore[type-arg]
-    return run_session(snapshot(nodes, [job("j", [pending])]), PREDICATES).bound_nodes()  # type: ignore[list-item]
+def _place(nodes: list[NodeInfo], pending: TaskInfo) -> dict[str, str]:
+    return run_session(snapshot(nodes, [job("j", [pending])]), PREDICATES).bound_nodes()
 
 
 def test_node_selector_picks_the_labelled_node() -> None:
@@ -31,12 +34,17 @@ def test_node_selector_picks_the_labelled_node() -> None:
 def test_untolerated_taint_blocks_the_node() -> None:
     nodes = [node("tainted", taints=[Taint("gpu", "true", "NoSchedule")])]
     result = run_session(snapshot(nodes, [job("j", [task("t")])]), PREDICATES)
-    assert result.fit_errors["t"].message() == "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}."
+    assert (
+        result.fit_errors["t"].message()
+        == "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}."
+    )
 
 
 def test_matching_toleration_allows_the_tainted_node() -> None:
     nodes = [node("tainted", taints=[Taint("gpu", "true", "NoSchedule")])]
-    assert _place(nodes, task("t", tolerations=(Toleration("gpu", "Equal", "true"),))) == {"t": "tainted"}
+    assert _place(nodes, task("t", tolerations=(Toleration("gpu", "Equal", "true"),))) == {
+        "t": "tainted"
+    }
 
 
 def test_exists_toleration_with_empty_key_tolerates_everything() -> None:
@@ -49,30 +57,31 @@ def test_prefer_no_schedule_taint_does_not_block() -> None:
     assert _place(nodes, task("t")) == {"t": "soft"}
 
 
+LABELS = {"n1": {"rank": "1"}, "n3": {"rank": "3"}, "bare": {}}
+
+
 @pytest.mark.parametrize(
-    ("operator", "values", "expected"),
+    ("operator", "values", "matching"),
     [
-        ("In", ("2", "3"), "n3"),
-        ("NotIn", ("1", "2"), "n3"),
-        ("Exists", (), "n1"),
-        ("DoesNotExist", (), "bare"),
-        ("Gt", ("2",), "n3"),
-        ("Lt", ("2",), "n1"),
+        ("In", ("2", "3"), {"n3"}),
+        ("NotIn", ("1", "2"), {"n3", "bare"}),
+        ("Exists", (), {"n1", "n3"}),
+        ("DoesNotExist", (), {"bare"}),
+        ("Gt", ("2",), {"n3"}),
+        ("Lt", ("2",), {"n1"}),
     ],
 )
-def test_required_node_affinity_operators(operator: str, values: tuple[str, ...], expected: str) -> None:
-    nodes = [node("n1", labels={"rank": "1"}), node("n3", labels={"rank": "3"}), node("bare")]
-    # fill the nodes that must not win, so the only feasible node is the expected one
-    affinity = NodeAffinity((NodeSelectorTerm((NodeSelectorRequirement("rank", operator, values),)),))
-    bound = run_session(
-        snapshot(nodes, [job("j", [task("t", affinity=affinity)])]), PREDICATES
-    ).bound_nodes()
-    feasible = {
-        "In": {"n3"}, "NotIn": {"n3", "bare"}, "Exists": {"n1", "n3"}, "DoesNotExist": {"bare"},
-        "Gt": {"n3"}, "Lt": {"n1"},
-    }[operator]
-    assert expected in feasible
-    assert bound["t"] in feasible
+def test_required_node_affinity_operators_select_the_matching_nodes(
+    operator: str, values: tuple[str, ...], matching: set[str]
+) -> None:
+    term = NodeSelectorTerm((NodeSelectorRequirement("rank", operator, values),))
+    assert {name for name, labels in LABELS.items() if term_matches(term, labels)} == matching
+
+
+def test_required_node_affinity_places_the_task_on_a_matching_node() -> None:
+    nodes = [node(name, labels=labels) for name, labels in LABELS.items()]
+    term = NodeSelectorTerm((NodeSelectorRequirement("rank", "Gt", ("2",)),))
+    assert _place(nodes, task("t", affinity=NodeAffinity((term,)))) == {"t": "n3"}
 
 
 def test_affinity_terms_are_ored() -> None:
@@ -97,10 +106,23 @@ def test_host_port_in_use_excludes_the_node() -> None:
 def test_two_tasks_with_the_same_host_port_land_on_different_nodes() -> None:
     nodes = [node("a", cpu="8"), node("b", cpu="8")]
     tasks = [task("t1", host_ports=(HostPort(8080),)), task("t2", host_ports=(HostPort(8080),))]
-    bound = run_session(snapshot(nodes, [job("j", tasks, min_available=2)]), PREDICATES).bound_nodes()
+    bound = run_session(
+        snapshot(nodes, [job("j", tasks, min_available=2)]), PREDICATES
+    ).bound_nodes()
     assert sorted(bound.values()) == ["a", "b"]
 
 
 def test_cordoned_node_is_skipped() -> None:
     nodes = [node("cordoned", unschedulable=True), node("ok", cpu="1")]
     assert _place(nodes, task("t")) == {"t": "ok"}
+
+
+def test_node_with_all_pod_slots_taken_is_skipped() -> None:
+    from koordqueue.domain.resources import Resources
+    from koordqueue.scheduler.api import NodeInfo
+
+    full = NodeInfo("full", Resources.of(cpu="8", memory="8Gi", pods="1"))
+    roomy = NodeInfo("roomy", Resources.of(cpu="1", memory="8Gi", pods="10"))
+    jobs = [job("old", [running("r", "full", cpu="100m")]), job("j", [task("t", cpu="100m")])]
+    result = run_session(snapshot([full, roomy], jobs), PREDICATES)
+    assert result.bound_nodes() == {"t": "roomy"}

@@ -22,7 +22,10 @@ def test_preempt_evicts_only_lower_priority_tasks() -> None:
 
 
 def test_preempt_evicts_nothing_when_all_running_tasks_have_higher_priority() -> None:
-    jobs = [job("high", [running("h", "n1", cpu="2")], priority=10), job("new", [task("p", cpu="2")], priority=5)]
+    jobs = [
+        job("high", [running("h", "n1", cpu="2")], priority=10),
+        job("new", [task("p", cpu="2")], priority=5),
+    ]
     result = run_session(snapshot([node("n1", cpu="2")], jobs), PREEMPT)
     assert result.evictions == ()
     assert result.pipelined == ()

@@ -15,7 +15,11 @@ from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, Tas
 from .builders import DEFAULT_TIERS, config
 
 # KQ_HYPOTHESIS_EXAMPLES raises the budget for a deeper local run; CI keeps the suite fast.
-SETTINGS = settings(max_examples=int(os.environ.get("KQ_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("KQ_HYPOTHESIS_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 DEFAULT = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
 WITH_PREEMPT = config("enqueue, allocate, backfill, preempt, reclaim", *DEFAULT_TIERS)
 CAPACITY = parse_config("""
@@ -45,12 +49,18 @@ class Cluster:
 
 
 @st.composite
-def clusters(draw: st.DrawFn, with_capability: bool = False) -> Cluster:
+def clusters(
+    draw: st.DrawFn, with_capability: bool = False, max_nodes: int = 5, max_jobs: int = 6
+) -> Cluster:
     """Random nodes, queues and gang jobs; some tasks already running (always fitting)."""
     nodes = []
-    for i in range(draw(st.integers(1, 5))):
-        alloc = Resources.from_milli({"cpu": draw(st.sampled_from([1000, 2000, 4000, 8000])),
-                                      "memory": draw(st.sampled_from([2048, 8192])) * 2**20 * 1000})
+    for i in range(draw(st.integers(1, max_nodes))):
+        alloc = Resources.from_milli(
+            {
+                "cpu": draw(st.sampled_from([1000, 2000, 4000, 8000])),
+                "memory": draw(st.sampled_from([2048, 8192])) * 2**20 * 1000,
+            }
+        )
         labels = {"zone": draw(st.sampled_from(["a", "b"]))}
         nodes.append(NodeInfo(f"n{i}", alloc, labels=labels))
     queues = []
@@ -63,16 +73,26 @@ def clusters(draw: st.DrawFn, with_capability: bool = False) -> Cluster:
     running_on: dict[str, Resources] = {n.name: Resources() for n in nodes}
     used_by_queue: dict[str, Resources] = {q.name: Resources() for q in queues}
     jobs = []
-    for j in range(draw(st.integers(1, 6))):
+    for j in range(draw(st.integers(1, max_jobs))):
         queue = draw(st.sampled_from(queues))
         tasks = []
         count = draw(st.integers(1, 5))
         for t in range(count):
-            req = Resources.from_milli({"cpu": draw(cpu_milli), "memory": draw(mem_mi) * 2**20 * 1000}).nonzero()
+            req = Resources.from_milli(
+                {"cpu": draw(cpu_milli), "memory": draw(mem_mi) * 2**20 * 1000}
+            ).nonzero()
             selector = {"zone": "a"} if draw(st.integers(0, 4)) == 0 else {}
-            task = TaskInfo(f"j{j}t{t}", f"j{j}t{t}", resreq=req, priority=draw(st.integers(0, 3)), node_selector=selector)
+            task = TaskInfo(
+                f"j{j}t{t}",
+                f"j{j}t{t}",
+                resreq=req,
+                priority=draw(st.integers(0, 3)),
+                node_selector=selector,
+            )
             host = draw(st.sampled_from([None, *free]))
-            within_cap = queue.capability is None or (used_by_queue[queue.name] + req).fits_within(queue.capability)
+            within_cap = queue.capability is None or (used_by_queue[queue.name] + req).fits_within(
+                queue.capability
+            )
             if host is not None and within_cap and req.less_equal(free[host]):
                 task.status = TaskStatus.RUNNING
                 task.node_name = host
@@ -81,8 +101,16 @@ def clusters(draw: st.DrawFn, with_capability: bool = False) -> Cluster:
                 running_on[host] = running_on[host] + req
                 used_by_queue[queue.name] = used_by_queue[queue.name] + req
             tasks.append(task)
-        jobs.append(JobInfo(f"j{j}", queue=queue.name, min_available=draw(st.integers(1, count)),
-                            priority=draw(st.integers(0, 3)), tasks=tasks, creation=float(j)))
+        jobs.append(
+            JobInfo(
+                f"j{j}",
+                queue=queue.name,
+                min_available=draw(st.integers(1, count)),
+                priority=draw(st.integers(0, 3)),
+                tasks=tasks,
+                creation=float(j),
+            )
+        )
     return Cluster(ClusterSnapshot(nodes, jobs, queues), running_on)
 
 
@@ -153,7 +181,35 @@ def test_evictions_and_reservations_never_overcommit_future_idle(cluster: Cluste
 @SETTINGS
 @given(clusters())
 def test_session_never_mutates_the_snapshot(cluster: Cluster) -> None:
-    before = [(t.uid, t.status, t.node_name) for j in cluster.snapshot.jobs for t in j.tasks.values()]
+    before = [
+        (t.uid, t.status, t.node_name) for j in cluster.snapshot.jobs for t in j.tasks.values()
+    ]
     run_session(cluster.snapshot, WITH_PREEMPT)
-    after = [(t.uid, t.status, t.node_name) for j in cluster.snapshot.jobs for t in j.tasks.values()]
+    after = [
+        (t.uid, t.status, t.node_name) for j in cluster.snapshot.jobs for t in j.tasks.values()
+    ]
     assert before == after
+
+
+SCORING = config(
+    "enqueue, allocate, backfill, preempt",
+    ("priority", "gang"),
+    ("drf", "predicates", "proportion", "nodeorder", "binpack"),
+)
+
+
+@SETTINGS
+@given(clusters(max_nodes=40, max_jobs=12))
+def test_incremental_placement_cache_decides_like_a_full_recompute(cluster: Cluster) -> None:
+    from koordqueue.scheduler.framework import placement
+
+    cached = run_session(cluster.snapshot, SCORING)
+    original = placement._CACHE_SIZE
+    placement._CACHE_SIZE = 0  # every lookup recomputes all nodes with the numpy path
+    try:
+        fresh = run_session(cluster.snapshot, SCORING)
+    finally:
+        placement._CACHE_SIZE = original
+    assert cached.binds == fresh.binds
+    assert cached.pipelined == fresh.pipelined
+    assert cached.evictions == fresh.evictions

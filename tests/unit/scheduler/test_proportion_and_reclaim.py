@@ -34,7 +34,10 @@ def test_proportion_splits_deserved_by_weight() -> None:
         job("a", [task(f"a{i}") for i in range(20)], queue="qa"),
         job("b", [task(f"b{i}") for i in range(20)], queue="qb"),
     ]
-    session = open_session(snapshot([node("n1", cpu="8", memory="64Gi")], jobs, queues), config("allocate", *DEFAULT_TIERS))
+    session = open_session(
+        snapshot([node("n1", cpu="8", memory="64Gi")], jobs, queues),
+        config("allocate", *DEFAULT_TIERS),
+    )
     plugin = session.plugins["proportion"]
     assert _deserved_cpu(plugin, "qa") == 6000
     assert _deserved_cpu(plugin, "qb") == 2000
@@ -46,7 +49,10 @@ def test_proportion_gives_what_a_small_queue_does_not_need_to_the_others() -> No
         job("a", [task(f"a{i}") for i in range(20)], queue="qa"),
         job("b", [task("b0")], queue="qb"),
     ]
-    session = open_session(snapshot([node("n1", cpu="8", memory="64Gi")], jobs, queues), config("allocate", *DEFAULT_TIERS))
+    session = open_session(
+        snapshot([node("n1", cpu="8", memory="64Gi")], jobs, queues),
+        config("allocate", *DEFAULT_TIERS),
+    )
     plugin = session.plugins["proportion"]
     assert _deserved_cpu(plugin, "qb") == 1000
     assert _deserved_cpu(plugin, "qa") == 7000
@@ -58,7 +64,10 @@ def test_proportion_caps_deserved_at_capability() -> None:
         job("a", [task(f"a{i}") for i in range(20)], queue="qa"),
         job("b", [task(f"b{i}") for i in range(20)], queue="qb"),
     ]
-    session = open_session(snapshot([node("n1", cpu="8", memory="64Gi")], jobs, queues), config("allocate", *DEFAULT_TIERS))
+    session = open_session(
+        snapshot([node("n1", cpu="8", memory="64Gi")], jobs, queues),
+        config("allocate", *DEFAULT_TIERS),
+    )
     plugin = session.plugins["proportion"]
     assert _deserved_cpu(plugin, "qa") == 2000
     assert _deserved_cpu(plugin, "qb") == 6000
@@ -68,7 +77,9 @@ def test_reclaim_takes_back_resources_beyond_deserved() -> None:
     queues = [QueueInfo("qa"), QueueInfo("qb")]
     holder = job("a", [running(f"r{i}", "n1") for i in range(4)], queue="qa")
     wanting = job("b", [task("b0"), task("b1")], queue="qb")
-    result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], [holder, wanting], queues), RECLAIM)
+    result = run_session(
+        snapshot([node("n1", cpu="4", memory="16Gi")], [holder, wanting], queues), RECLAIM
+    )
     assert len(result.evictions) == 2
     assert {e.reason for e in result.evictions} == {"reclaim"}
     assert {e.job for e in result.evictions} == {"a"}
@@ -79,7 +90,9 @@ def test_reclaim_leaves_non_reclaimable_queues_alone() -> None:
     queues = [QueueInfo("qa", reclaimable=False), QueueInfo("qb")]
     holder = job("a", [running(f"r{i}", "n1") for i in range(4)], queue="qa")
     wanting = job("b", [task("b0"), task("b1")], queue="qb")
-    result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], [holder, wanting], queues), RECLAIM)
+    result = run_session(
+        snapshot([node("n1", cpu="4", memory="16Gi")], [holder, wanting], queues), RECLAIM
+    )
     assert result.evictions == ()
 
 
@@ -87,5 +100,7 @@ def test_reclaim_does_not_take_from_a_queue_within_its_deserved_share() -> None:
     queues = [QueueInfo("qa"), QueueInfo("qb")]
     holder = job("a", [running("r0", "n1")], queue="qa")  # deserved 1 cpu, holds 1 cpu
     wanting = job("b", [task(f"b{i}", cpu="2") for i in range(4)], queue="qb")
-    result = run_session(snapshot([node("n1", cpu="2", memory="16Gi")], [holder, wanting], queues), RECLAIM)
+    result = run_session(
+        snapshot([node("n1", cpu="2", memory="16Gi")], [holder, wanting], queues), RECLAIM
+    )
     assert result.evictions == ()

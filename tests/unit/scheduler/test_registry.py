@@ -11,7 +11,10 @@ import pytest
 from koordqueue.scheduler import ConfigError, parse_config, run_session
 from koordqueue.scheduler.api import TaskInfo
 from koordqueue.scheduler.framework import Arguments, Plugin, Session
-from koordqueue.scheduler.framework.registry import load_entry_point_plugins, unregister_plugin_builder
+from koordqueue.scheduler.framework.registry import (
+    load_entry_point_plugins,
+    unregister_plugin_builder,
+)
 
 from .builders import job, node, snapshot, task
 
@@ -66,7 +69,9 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.usefixtures("fake_entry_points")
 def test_entry_point_plugin_is_loaded_and_used() -> None:
-    cfg = parse_config('actions: "allocate"\ntiers:\n- plugins:\n  - name: only-n2\n    arguments: {label: x}\n')
+    cfg = parse_config(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: only-n2\n    arguments: {label: x}\n'
+    )
     result = run_session(snapshot([node("n1"), node("n2")], [job("j", [task("t")])]), cfg)
     assert OPENED == ["x"]
     assert result.bound_nodes() == {"t": "n2"}

@@ -10,7 +10,9 @@ from .builders import config, job, node, running, snapshot, task
 def test_binpack_prefers_the_fuller_node() -> None:
     nodes = [node("empty", cpu="4"), node("busy", cpu="4")]
     jobs = [job("old", [running("r", "busy", cpu="2")]), job("new", [task("t")])]
-    result = run_session(snapshot(nodes, jobs), config("allocate", ["gang"], ["predicates", "binpack"]))
+    result = run_session(
+        snapshot(nodes, jobs), config("allocate", ["gang"], ["predicates", "binpack"])
+    )
     assert result.bound_nodes() == {"t": "busy"}
 
 
@@ -37,7 +39,9 @@ tiers:
 def test_least_allocated_nodeorder_prefers_the_emptier_node() -> None:
     nodes = [node("empty", cpu="4"), node("busy", cpu="4")]
     jobs = [job("old", [running("r", "busy", cpu="2")]), job("new", [task("t")])]
-    result = run_session(snapshot(nodes, jobs), config("allocate", ["gang"], ["predicates", "nodeorder"]))
+    result = run_session(
+        snapshot(nodes, jobs), config("allocate", ["gang"], ["predicates", "nodeorder"])
+    )
     assert result.bound_nodes() == {"t": "empty"}
 
 
@@ -46,7 +50,10 @@ def test_drf_orders_jobs_by_dominant_share() -> None:
         job("big", [running("b-run", "n1", cpu="2"), task("b-new")], creation=0.0),
         job("small", [running("s-run", "n1", cpu="1"), task("s-new")], creation=1.0),
     ]
-    result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], jobs), config("allocate", ["drf"], ["predicates"]))
+    result = run_session(
+        snapshot([node("n1", cpu="4", memory="16Gi")], jobs),
+        config("allocate", ["drf"], ["predicates"]),
+    )
     assert result.bound_nodes() == {"s-new": "n1"}
 
 
@@ -55,5 +62,7 @@ def test_without_drf_the_older_job_goes_first() -> None:
         job("big", [running("b-run", "n1", cpu="2"), task("b-new")], creation=0.0),
         job("small", [running("s-run", "n1", cpu="1"), task("s-new")], creation=1.0),
     ]
-    result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], jobs), config("allocate", ["predicates"]))
+    result = run_session(
+        snapshot([node("n1", cpu="4", memory="16Gi")], jobs), config("allocate", ["predicates"])
+    )
     assert result.bound_nodes() == {"b-new": "n1"}

@@ -31,13 +31,16 @@ class Recorder(Plugin):
     def on_session_open(self, session: Session) -> None:
         session.add_event_handler(
             self.name,
-            EventHandler(lambda t: EVENTS.append(("allocate", t.uid)), lambda t: EVENTS.append(("deallocate", t.uid))),
+            EventHandler(
+                lambda t: EVENTS.append(("allocate", t.uid)),
+                lambda t: EVENTS.append(("deallocate", t.uid)),
+            ),
         )
 
 
 @pytest.fixture
 def session() -> Iterator[Session]:
-    register_plugin_builder("recorder", lambda args: Recorder(args))
+    register_plugin_builder("recorder", Recorder)
     EVENTS.clear()
     jobs = [job("old", [running("r", "n1")]), job("new", [task("a"), task("b")])]
     yield open_session(snapshot([node("n1"), node("n2")], jobs), config("allocate", ["recorder"]))
@@ -60,7 +63,9 @@ def test_statement_discard_restores_state_and_fires_events_in_reverse(session: S
     assert EVENTS == [("allocate", "r"), ("deallocate", "b"), ("deallocate", "a")]
     assert {name: (n.idle, n.releasing, n.pipelined) for name, n in session.nodes.items()} == before
     assert (tasks["a"].status, tasks["b"].status, tasks["r"].status) == (
-        TaskStatus.PENDING, TaskStatus.PENDING, TaskStatus.RUNNING,
+        TaskStatus.PENDING,
+        TaskStatus.PENDING,
+        TaskStatus.RUNNING,
     )
     assert tasks["a"].node_name is None
 
@@ -73,7 +78,9 @@ def test_statement_operations_fire_events_in_order(session: Session) -> None:
     assert EVENTS == [("allocate", "a"), ("deallocate", "r")]
 
 
-def test_commit_binds_allocations_and_sends_evictions_but_keeps_pipelines_internal(session: Session) -> None:
+def test_commit_binds_allocations_and_sends_evictions_but_keeps_pipelines_internal(
+    session: Session,
+) -> None:
     tasks = _tasks(session)
     stmt = Statement(session)
     stmt.allocate(tasks["a"], session.nodes["n2"])
@@ -113,7 +120,8 @@ def test_arguments_reach_the_plugin_builder() -> None:
     try:
         from koordqueue.scheduler import parse_config
 
-        cfg = parse_config('actions: "allocate"\ntiers:\n- plugins:\n  - name: recorder\n    arguments: {x.weight: 3}\n')
+        text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: recorder\n'
+        cfg = parse_config(text + "    arguments: {x.weight: 3}\n")
         open_session(snapshot([node("n1")], []), cfg)
     finally:
         unregister_plugin_builder("recorder")

@@ -1,0 +1,228 @@
+"""The admission engine: rounds, queue lookup, restart rebuild, rollback, preemption."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from koordqueue.domain.admission import QuotaExceeded
+from koordqueue.domain.engine import AdmissionEngine
+from koordqueue.domain.mapping import UnresolvedReason
+from koordqueue.domain.names import (
+    ENABLE_PREEMPTION_ANNOTATION,
+    QUOTA_NAME_LABEL,
+    WAIT_FOR_PODS_RUNNING_ANNOTATION,
+)
+from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.resources import Resources
+
+
+def unit(name: str, quota: str | None, cpu: str = "1", priority: int = 0, created: float = 0.0,
+         phase: Phase = Phase.ENQUEUED) -> QueueUnit:
+    labels = {QUOTA_NAME_LABEL: quota} if quota is not None else {}
+    return QueueUnit("ns", name, uid=name, resource=Resources.of(cpu=cpu), priority=priority,
+                     labels=labels, created=created, phase=phase)
+
+
+def engine_with(*quotas: QuotaSpec, policy: str = "Priority", annotations: dict[str, str] | None = None,
+                rate: str = "1") -> AdmissionEngine:
+    engine = AdmissionEngine(oversell_rate=rate)
+    for q in quotas:
+        engine.upsert_quota(q)
+        engine.upsert_queue(q.name, policy, annotations)
+    return engine
+
+
+def test_units_are_admitted_up_to_the_quota_in_priority_order() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")))
+    for u in (unit("low", "q", priority=1), unit("high", "q", priority=5), unit("mid", "q", priority=3)):
+        engine.upsert_unit(u)
+    result = engine.run_round(0.0)
+    assert [u.name for u, _ in result.admitted] == ["high", "mid"]
+    assert [u.name for u, _ in result.rejected] == ["low"]
+    assert isinstance(result.rejected[0][1], QuotaExceeded)
+
+
+def test_unit_without_label_is_unmapped_and_never_admitted() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="10")))
+    engine.upsert_unit(unit("stray", None))
+    for step in range(3):
+        result = engine.run_round(float(step))
+        assert result.admitted == []
+        assert [(u.name, r.reason) for u, r in result.unmapped] == [("stray", UnresolvedReason.NO_LABEL)]
+
+
+def test_unknown_quota_is_queue_not_found_until_it_appears() -> None:
+    engine = AdmissionEngine()
+    engine.upsert_unit(unit("early", "later"))
+    result = engine.run_round(0.0)
+    assert [(u.name, q) for u, q in result.queue_not_found] == [("early", "later")]
+    assert result.queue_not_found_message(result.queue_not_found[0][0], "later") == (
+        "queue later not found for queueUnit ns/early")
+    engine.upsert_quota(QuotaSpec("later", max=Resources.of(cpu="1")))
+    engine.upsert_queue("later")
+    assert [u.name for u, _ in engine.run_round(1.0).admitted] == ["early"]
+
+
+def test_quota_without_its_queue_is_still_queue_not_found() -> None:
+    engine = AdmissionEngine()
+    engine.upsert_quota(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("u", "q"))
+    assert engine.run_round(0.0).queue_not_found
+
+
+def test_unregistered_policy_queue_is_not_served() -> None:
+    engine = AdmissionEngine()
+    engine.upsert_quota(QuotaSpec("q", max=Resources.of(cpu="1")))
+    error = engine.upsert_queue("q", "Round")
+    assert error is not None and "Round" in error
+    engine.upsert_unit(unit("u", "q"))
+    result = engine.run_round(0.0)
+    assert result.admitted == [] and "q" in result.unserved_queues
+    assert engine.upsert_queue("q", "Priority") is None
+    assert len(engine.run_round(1.0).admitted) == 1
+
+
+def test_admitted_phases_rebuild_usage_after_a_restart() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")))
+    engine.upsert_unit(unit("was-running", "q", cpu="2", phase=Phase.RUNNING))
+    engine.upsert_unit(unit("new", "q"))
+    result = engine.run_round(0.0)
+    assert result.admitted == []  # the restart remembered the running unit's usage
+    assert engine.tree.used("q") == Resources.of(cpu="2")
+
+
+def test_a_stale_waiting_event_does_not_undo_an_admission() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("a", "q"))
+    assert len(engine.run_round(0.0).admitted) == 1
+    engine.upsert_unit(unit("a", "q"))  # the watch event from before our write
+    assert engine.is_admitted("a")
+    assert engine.run_round(1.0).admitted == []
+
+
+def test_finished_unit_releases_its_quota() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("a", "q"))
+    engine.upsert_unit(unit("b", "q"))
+    engine.run_round(0.0)
+    engine.upsert_unit(unit("a", "q", phase=Phase.SUCCEED))
+    assert [u.name for u, _ in engine.run_round(1.0).admitted] == ["b"]
+
+
+def test_removed_unit_releases_its_quota() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("a", "q"))
+    engine.run_round(0.0)
+    engine.remove_unit("a")
+    assert engine.tree.used("q") == Resources()
+
+
+def test_rollback_returns_quota_and_unit_is_tried_again() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("a", "q"))
+    engine.run_round(0.0)
+    engine.rollback("a")
+    assert not engine.is_admitted("a")
+    assert [u.name for u, _ in engine.run_round(1.0).admitted] == ["a"]
+
+
+def test_deferred_unit_waits_for_its_backoff() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("a", "q"))
+    engine.defer("a", until=10.0)
+    assert engine.run_round(5.0).admitted == []
+    assert len(engine.run_round(10.0).admitted) == 1
+
+
+def test_block_policy_holds_the_queue_behind_its_head() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")), policy="Block")
+    engine.upsert_unit(unit("big", "q", cpu="3", priority=5))
+    engine.upsert_unit(unit("small", "q", cpu="1"))
+    result = engine.run_round(0.0)
+    assert result.admitted == []
+    assert [u.name for u, _ in result.rejected] == ["big"]
+    assert [u.name for u in result.waiting["q"]] == ["big", "small"]
+
+
+def test_wait_for_pods_running_pauses_the_queue_until_admitted_units_run() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="4")),
+                         annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true"})
+    engine.upsert_unit(unit("a", "q"))
+    engine.upsert_unit(unit("b", "q", created=1.0))
+    assert [u.name for u, _ in engine.run_round(0.0).admitted] == ["a", "b"]
+    engine.upsert_unit(unit("c", "q", created=2.0))
+    assert engine.run_round(1.0).admitted == []  # a and b are Dequeued, not Running yet
+    engine.upsert_unit(unit("a", "q", phase=Phase.RUNNING))
+    engine.upsert_unit(unit("b", "q", created=1.0, phase=Phase.RUNNING))
+    assert [u.name for u, _ in engine.run_round(2.0).admitted] == ["c"]
+
+
+def test_preemption_evicts_lower_not_yet_running_units_and_requeues_them() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="2")),
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+    )
+    engine.upsert_unit(unit("low1", "q", priority=1))
+    engine.upsert_unit(unit("low2", "q", priority=1, created=1.0))
+    engine.run_round(0.0)
+    engine.upsert_unit(unit("urgent", "q", cpu="1", priority=9, created=2.0))
+    result = engine.run_round(1.0)
+    assert [u.name for u, _ in result.admitted] == ["urgent"]
+    assert [[v.name for v in p.victims] for p in result.preempted] == [["low2"]]  # the last in order
+    assert not engine.is_admitted("low2") and engine.is_admitted("low1")
+    victim = engine.unit("low2")
+    assert victim is not None and victim.phase is Phase.ENQUEUED
+
+
+def test_preemption_never_takes_running_units() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="1")),
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+    )
+    engine.upsert_unit(unit("low", "q", priority=1))
+    engine.run_round(0.0)
+    engine.upsert_unit(replace(unit("low", "q", priority=1), phase=Phase.RUNNING))
+    engine.upsert_unit(unit("urgent", "q", priority=9, created=1.0))
+    result = engine.run_round(1.0)
+    assert result.admitted == [] and result.preempted == []
+
+
+def test_preemption_is_undone_when_victims_would_not_free_enough() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="2")),
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+    )
+    engine.upsert_unit(unit("low", "q", priority=1))
+    engine.run_round(0.0)
+    engine.upsert_unit(unit("huge", "q", cpu="3", priority=9, created=1.0))
+    result = engine.run_round(1.0)
+    assert result.preempted == [] and engine.is_admitted("low")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=25),
+    st.sampled_from(["Priority", "Block", "Intelligent"]),
+    st.lists(st.integers(0, 24), max_size=10),
+)
+def test_no_policy_ever_admits_past_any_quota_limit(
+    units: list[tuple[int, int, str]], policy: str, finish: list[int]
+) -> None:
+    parent = QuotaSpec("org", max=Resources.of(cpu="6"))
+    engine = engine_with(parent, QuotaSpec("a", parent="org", max=Resources.of(cpu="4")),
+                         QuotaSpec("b", parent="org", max=Resources.of(cpu="4")), policy=policy)
+    for i, (cpu, prio, quota) in enumerate(units):
+        engine.upsert_unit(unit(f"u{i}", quota, cpu=str(cpu), priority=prio, created=float(i)))
+        if i in finish and engine.unit(f"u{finish[0]}") is not None:
+            done = engine.unit(f"u{finish[0]}")
+            assert done is not None
+            engine.upsert_unit(replace(done, phase=Phase.SUCCEED))
+        engine.run_round(float(i))
+        for name, limit in (("org", 6), ("a", 4), ("b", 4)):
+            assert engine.tree.used(name).get_nanos("cpu") <= limit * 10**9
+        admitted = [u for u in engine.units() if engine.is_admitted(u.uid)]
+        assert sum(u.resource.get_nanos("cpu") for u in admitted) == engine.tree.used("org").get_nanos("cpu")

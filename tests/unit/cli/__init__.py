@@ -1,0 +1,1 @@
+"""Tests of the `koordqueue` command line: simulate, explain, golden outputs, docs in sync."""
