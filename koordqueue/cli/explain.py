@@ -48,7 +48,8 @@ def add_explain_parser(sub: Any) -> None:
     parser.add_argument("--step", type=int, default=None,
                         help="with --scenario: explain the state after this step (default: last)")
     parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
+                        help="kubeconfig file (default: in-cluster, then $KUBECONFIG, "
+                             "~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context to use")
     parser.add_argument("--queue-namespace", default=QUEUE_NAMESPACE,
                         help=f"namespace that holds the Queues (default: {QUEUE_NAMESPACE})")
@@ -80,7 +81,9 @@ def run_explain(args: argparse.Namespace) -> int:
     """Build a view from the chosen source, explain, print; exit code as documented above."""
     key = _unit_key(args)
     if key is None:
-        return _bad_input(f"unit must be NAME or NAMESPACE/NAME (with a matching -n), got {args.unit!r}")
+        return _bad_input(
+            f"unit must be NAME or NAMESPACE/NAME (with a matching -n), got {args.unit!r}"
+        )
     job: dict[str, Any] | None = None
     if args.scenario is not None:
         if args.kubeconfig or args.context:
@@ -134,8 +137,15 @@ def read_cluster(
     """
     from kubernetes.config import ConfigException
 
-    from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, ApiError, KubeApi
-    from koordqueue.kube.api import load_api_client
+    from koordqueue.kube.api import (
+        ELASTIC_QUOTA,
+        JOB,
+        QUEUE,
+        QUEUE_UNIT,
+        ApiError,
+        KubeApi,
+        load_api_client,
+    )
 
     try:
         api_client = load_api_client(kubeconfig, context)
@@ -151,10 +161,10 @@ def read_cluster(
     except ApiError as exc:
         raise LiveReadError(f"cannot read the cluster: {exc}", EXIT_NOT_FOUND) from exc
     finally:
-        api_client.close()
+        api_client.close()  # type: ignore[no-untyped-call]
     try:
         view = ClusterView.from_objects(
-            quotas, queues, units, oversell_rate, queue_namespace,
+            quotas, queues, units, oversell_rate=oversell_rate, queue_namespace=queue_namespace,
             source=f"cluster {api_client.configuration.host}",
         )
     except ValueError as exc:  # a bad --oversellrate

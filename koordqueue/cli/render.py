@@ -15,14 +15,19 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     lines = ["   ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += [
+        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
     return "\n".join(lines)
 
 
 def simulation_table(result: SimulationResult) -> str:
     scenario = result.scenario
-    out = [f"scenario {scenario.name}: {len(scenario.quotas)} quotas, "
-           f"{len(scenario.units)} units, {scenario.steps} steps, oversellrate {scenario.oversell_rate}"]
+    out = [
+        f"scenario {scenario.name}: {len(scenario.quotas)} quotas, "
+        f"{len(scenario.units)} units, {scenario.steps} steps, "
+        f"oversellrate {scenario.oversell_rate}"
+    ]
     if scenario.description:
         out.append(scenario.description.strip())
     for record in result.steps:

@@ -36,9 +36,13 @@ def configure_logging(fmt: str, level: str) -> None:
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer,
-        ])
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                renderer,
+            ],
+        )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -49,6 +53,7 @@ def configure_logging(fmt: str, level: str) -> None:
 
 def login_handler(api: KubeApi) -> Any:
     """kopf's watches use the same credentials as our API client."""
+
     def login(**_: Any) -> kopf.ConnectionInfo:
         cfg = api.api_client.configuration
         keys: dict[str, str] = dict(cfg.api_key or {})
@@ -66,6 +71,7 @@ def login_handler(api: KubeApi) -> Any:
             scheme=scheme,
             token=token or None,
         )
+
     return login
 
 
@@ -82,8 +88,10 @@ def run_controller(args: argparse.Namespace) -> int:
     configure_logging(settings.log_format, settings.log_level)
     log = structlog.get_logger("koordqueue")
     if settings.enable_parent_limit:
-        log.info("--enableParentLimit is accepted and has no effect; parent quotas are always checked")
-    controller, registry = build_operator(settings)
+        log.info(
+            "--enableParentLimit is accepted and has no effect; parent quotas are always checked"
+        )
+    _controller, registry = build_operator(settings)
     metrics.serve(settings.metrics_port)
     log.info("starting", settings=repr(settings))
     asyncio.run(

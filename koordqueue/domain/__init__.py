@@ -10,7 +10,13 @@ from koordqueue.domain.admission import (
     QuotaNotFoundError,
     Rejection,
 )
-from koordqueue.domain.mapping import QuotaName, Unresolved, UnresolvedReason, queue_name_for, quota_name_for
+from koordqueue.domain.mapping import (
+    QuotaName,
+    Unresolved,
+    UnresolvedReason,
+    queue_name_for,
+    quota_name_for,
+)
 from koordqueue.domain.quantity import InvalidQuantityError, format_nanos, parse_quantity
 from koordqueue.domain.queue_derivation import DesiredQueue, derive_queue, merge_queue
 from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
@@ -42,6 +48,6 @@ __all__ = [
     "merge_queue",
     "parse_quantity",
     "queue_name_for",
-    "quota_name_for",
     "quota_from_object",
+    "quota_name_for",
 ]

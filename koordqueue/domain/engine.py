@@ -22,8 +22,6 @@ from koordqueue.domain.policies import (
     make_policy,
     order_key,
 )
-from koordqueue.domain.quota import QuotaSpec
-from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
 from koordqueue.domain.queue_unit import (
     ADMITTED_PHASES,
     FINISHED_PHASES,
@@ -31,6 +29,8 @@ from koordqueue.domain.queue_unit import (
     Phase,
     QueueUnit,
 )
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
 
 
 @dataclass(slots=True)
@@ -145,6 +145,14 @@ class AdmissionEngine:
         """Keep a unit out of rounds until `until` (exponential backoff after a failure)."""
         self._not_before[uid] = until
 
+    def requeue(self, uid: str, until: float) -> None:
+        """A unit failed downstream (SchedFailed): give its quota back, retry after `until`."""
+        self.tree.release(uid)
+        unit = self._units.get(uid)
+        if unit is not None:
+            self._units[uid] = replace(unit, phase=Phase.BACKOFF)
+        self._not_before[uid] = until
+
     def rollback(self, uid: str) -> None:
         """An admission could not be persisted: give the quota back, keep the unit waiting."""
         self.tree.release(uid)
@@ -200,9 +208,11 @@ class AdmissionEngine:
                 continue
             ordered = sorted(waiting, key=lambda u: order_key(u, self._first_attempt[u.uid]))
             admitted_here = admitted_by_queue.get(queue_name, [])
-            if queue.settings.wait_for_pods_running and any(
-                u.phase in NOT_YET_RUNNING for u in admitted_here
-            ) and not queue.settings.enable_preemption:
+            if (
+                queue.settings.wait_for_pods_running
+                and any(u.phase in NOT_YET_RUNNING for u in admitted_here)
+                and not queue.settings.enable_preemption
+            ):
                 result.waiting[queue_name] = ordered
                 continue
             self._serve(queue, ordered, admitted_here, now, result)
@@ -245,9 +255,7 @@ class AdmissionEngine:
         untried = [u for u in ordered if u.uid not in tried]
         result.waiting[queue.name] = still_waiting + untried
 
-    def _preempt_for(
-        self, unit: QueueUnit, admitted_here: list[QueueUnit]
-    ) -> Preemption | None:
+    def _preempt_for(self, unit: QueueUnit, admitted_here: list[QueueUnit]) -> Preemption | None:
         """Free quota from admitted, not-yet-running units that sort after `unit`, lowest first."""
         key = order_key(unit, self._first_attempt.get(unit.uid, unit.created))
         candidates = sorted(

@@ -103,7 +103,9 @@ def queue_unit_for_job(
     class_name = pod_spec.get("priorityClassName") or ""
     priority = pod_spec.get("priority")
     if priority is None:
-        priority = (priority_of_class(class_name) if class_name and priority_of_class else None) or 0
+        priority = (
+            priority_of_class(class_name) if class_name and priority_of_class else None
+        ) or 0
     resource = job_resource(job)
     unit_spec: dict[str, Any] = {
         "consumerRef": {

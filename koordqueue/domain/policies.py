@@ -33,7 +33,8 @@ class UnknownPolicyError(ValueError):
     def __init__(self, policy: str) -> None:
         self.policy = policy
         super().__init__(
-            f"queue policy {policy!r} is not registered (registered: {', '.join(REGISTERED_POLICIES)})"
+            f"queue policy {policy!r} is not registered "
+            f"(registered: {', '.join(REGISTERED_POLICIES)})"
         )
 
 

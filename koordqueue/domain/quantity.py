@@ -7,6 +7,7 @@ float drift, and sums/comparisons are plain integer arithmetic, which keeps admi
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -19,7 +20,18 @@ MILLI_NANO: Final = 10**6
 """Nano-units per milli-unit."""
 
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL_EXP: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_EXP: Final = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
 _QUANTITY_RE: Final = re.compile(
     r"^(?P<sign>[+-]?)(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE]?)$"
@@ -57,7 +69,7 @@ def parse_quantity(value: object, field: str = "quantity") -> ParsedQuantity:
     if isinstance(value, float):
         # YAML turns "0.5" without quotes into a float; accept it only when it is exact in
         # decimal (repr round-trips), so no binary float error sneaks into the arithmetic.
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             raise InvalidQuantityError(field, value, "not a finite number")
         return parse_quantity(repr(value), field)
     if not isinstance(value, str):
@@ -76,8 +88,9 @@ def parse_quantity(value: object, field: str = "quantity") -> ParsedQuantity:
     if len(int_part) + len(frac_part) > _MAX_DIGITS:
         raise InvalidQuantityError(field, value, f"more than {_MAX_DIGITS} digits")
     suffix = match["suffix"]
-    mantissa = Fraction(int(int_part or "0") * 10 ** len(frac_part) + int(frac_part or "0"),
-                        10 ** len(frac_part))
+    mantissa = Fraction(
+        int(int_part or "0") * 10 ** len(frac_part) + int(frac_part or "0"), 10 ** len(frac_part)
+    )
     fmt: Format
     if suffix in _BINARY:
         scaled = mantissa * _BINARY[suffix]

@@ -52,7 +52,7 @@ class DesiredQueue:
 
 
 def policy_for(labels: Mapping[str, object], annotations: Mapping[str, object]) -> str:
-    """The quota's policy label (annotation as a fallback) if it is a known policy, else Priority."""
+    """The quota's policy label (annotation as fallback) if it is a known policy, else Priority."""
     raw = labels.get(QUEUE_POLICY_KEY, annotations.get(QUEUE_POLICY_KEY))
     return raw if isinstance(raw, str) and raw in KNOWN_POLICIES else DEFAULT_POLICY
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Final
 
 from koordqueue.domain.names import PREEMPTIBLE_ANNOTATION
@@ -13,7 +13,7 @@ from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     """QueueUnit phases as written to `status.phase`."""
 
     ENQUEUED = "Enqueued"

@@ -34,9 +34,13 @@ class QuotaSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise InvalidQuotaError(str(self.name or ""), "metadata.name", "must be a non-empty string")
+            raise InvalidQuotaError(
+                str(self.name or ""), "metadata.name", "must be a non-empty string"
+            )
         if not isinstance(self.parent, str) or not self.parent:
-            raise InvalidQuotaError(self.name, f"labels[{QUOTA_PARENT_LABEL}]", "must be a non-empty string")
+            raise InvalidQuotaError(
+                self.name, f"labels[{QUOTA_PARENT_LABEL}]", "must be a non-empty string"
+            )
 
 
 def parent_from_labels(labels: Mapping[str, object] | None) -> str:

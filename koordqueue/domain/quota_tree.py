@@ -86,6 +86,8 @@ class QuotaTree:
         self._chains: dict[str, _Chain] = {}
         self._units: dict[str, _Admission] = {}
         self._unit_count: dict[str, int] = {}
+        self._broken: set[str] = set()
+        """Admitted units whose chain is broken (missing ancestor): a new quota may repair them."""
 
     # --- structure ----------------------------------------------------------------------
     @property
@@ -132,7 +134,11 @@ class QuotaTree:
             for res, amount in quota.max.items()
         )
         self._used.setdefault(name, {})
-        if previous is None or previous.parent != quota.parent:
+        if previous is None and not self._broken:
+            # A brand-new quota cannot be on any admitted unit's (intact) path: only the
+            # cached chains that ended at this missing name change. O(1), not O(units).
+            self._chains.clear()
+        elif previous is None or previous.parent != quota.parent:
             self._invalidate_structure()
 
     def _invalidate_structure(self) -> None:
@@ -141,8 +147,11 @@ class QuotaTree:
         for used in self._used.values():
             used.clear()
         self._unit_count.clear()
+        self._broken.clear()
         for uid, adm in list(self._units.items()):
             path = self._reachable_path(adm.quota)
+            if self._chain(adm.quota).broken_at is not None:
+                self._broken.add(uid)
             self._units[uid] = _Admission(adm.quota, adm.request, path)
             self._apply(path, adm.request, 1)
             self._unit_count[adm.quota] = self._unit_count.get(adm.quota, 0) + 1
@@ -243,6 +252,8 @@ class QuotaTree:
             return False
         items = tuple((k, v) for k, v in request.items() if v)
         path = self._reachable_path(quota)
+        if self._chain(quota).broken_at is not None:
+            self._broken.add(uid)
         self._units[uid] = _Admission(quota, items, path)
         self._apply(path, items, 1)
         self._unit_count[quota] = self._unit_count.get(quota, 0) + 1
@@ -253,6 +264,7 @@ class QuotaTree:
         adm = self._units.pop(uid, None)
         if adm is None:
             return False
+        self._broken.discard(uid)
         self._apply(adm.path, adm.request, -1)
         count = self._unit_count.get(adm.quota, 0) - 1
         if count > 0:

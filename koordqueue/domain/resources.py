@@ -7,9 +7,9 @@ there is one definition of "fits" in the whole code base.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from enum import Enum
-from typing import Final
+from typing import Any, Final
 
 from koordqueue.domain.quantity import (
     MILLI_NANO,
@@ -74,8 +74,10 @@ class Resources(Mapping[str, int]):
         return cls(amounts)
 
     @classmethod
-    def of(cls, raw: Mapping[str, str | int] | None = None, /, **quantities: str | int) -> Resources:
-        """Convenience: Resources.of(cpu="1", memory="1Gi") or Resources.of({"nvidia.com/gpu": 1})."""
+    def of(
+        cls, raw: Mapping[str, str | int] | None = None, /, **quantities: str | int
+    ) -> Resources:
+        """Convenience: Resources.of(cpu="1") or Resources.of({"nvidia.com/gpu": 1})."""
         merged: dict[str, str | int] = dict(raw or {})
         merged.update(quantities)
         return cls.parse(merged)
@@ -100,6 +102,22 @@ class Resources(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._amounts)
+
+    # Delegate the hot Mapping methods to the dict (the generic mixins go through __getitem__).
+    def __contains__(self, name: object) -> bool:
+        return name in self._amounts
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._amounts.get(name, default)
+
+    def items(self) -> ItemsView[str, int]:
+        return self._amounts.items()
+
+    def keys(self) -> KeysView[str]:
+        return self._amounts.keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._amounts.values()
 
     def get_nanos(self, name: str) -> int:
         """Amount in nano-units, 0 when absent."""
@@ -197,7 +215,8 @@ class Resources(Mapping[str, int]):
     def to_quantities(self) -> dict[str, str]:
         """Kubernetes-style quantity strings (binary suffixes for byte-valued resources)."""
         return {
-            name: format_nanos(amount, _format_for(name)) for name, amount in sorted(self._amounts.items())
+            name: format_nanos(amount, _format_for(name))
+            for name, amount in sorted(self._amounts.items())
         }
 
     def __repr__(self) -> str:

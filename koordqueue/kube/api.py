@@ -54,7 +54,10 @@ class Kind:
 
 
 ELASTIC_QUOTA: Final = Kind(
-    names.ELASTIC_QUOTA_GROUP, names.ELASTIC_QUOTA_VERSION, names.ELASTIC_QUOTA_PLURAL, "ElasticQuota"
+    names.ELASTIC_QUOTA_GROUP,
+    names.ELASTIC_QUOTA_VERSION,
+    names.ELASTIC_QUOTA_PLURAL,
+    "ElasticQuota",
 )
 QUEUE: Final = Kind(names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL, "Queue")
 QUEUE_UNIT: Final = Kind(
@@ -65,9 +68,15 @@ EVENT: Final = Kind("", "v1", "events", "Event")
 POD: Final = Kind("", "v1", "pods", "Pod")
 NODE: Final = Kind("", "v1", "nodes", "Node", namespaced=False)
 PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
-POD_GROUP: Final = Kind(names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup")
+POD_GROUP: Final = Kind(
+    names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup"
+)
 VOLCANO_QUEUE: Final = Kind(
-    names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.VOLCANO_QUEUE_PLURAL, "Queue", namespaced=False
+    names.VOLCANO_GROUP,
+    names.VOLCANO_VERSION,
+    names.VOLCANO_QUEUE_PLURAL,
+    "Queue",
+    namespaced=False,
 )
 
 
@@ -93,7 +102,9 @@ class ApiError(Exception):
         return self.status in (0, 429, 500, 502, 503, 504)
 
 
-def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> k8s_client.ApiClient:
+def load_api_client(
+    kubeconfig: str | None = None, context: str | None = None
+) -> k8s_client.ApiClient:
     """An ApiClient from the given kubeconfig, $KUBECONFIG/~/.kube/config, or in-cluster config."""
     configuration = k8s_client.Configuration()
     # one pooled connection per concurrent writer (handlers + admission writers), not 10
@@ -180,7 +191,9 @@ class KubeApi:
             if not token:
                 return items
 
-    def create(self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    def create(
+        self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         return self.request(
             "POST", kind.path(namespace), body=dict(body), query=[("fieldManager", FIELD_MANAGER)]
         )

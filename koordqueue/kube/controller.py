@@ -24,6 +24,7 @@ from koordqueue.domain.admission import Admitted, Rejection
 from koordqueue.domain.engine import AdmissionEngine, Preemption, RoundResult
 from koordqueue.domain.job_extension import (
     InvalidJobError,
+    backoff_delay,
     is_created_suspended,
     phase_from_job,
     queue_unit_for_job,
@@ -120,7 +121,9 @@ class Controller:
         obj = self._quotas.get((winner.namespace, winner.name))
         if obj is not None:
             self.recorder.record(
-                obj, WARNING, names.REASON_DUPLICATE_QUOTA,
+                obj,
+                WARNING,
+                names.REASON_DUPLICATE_QUOTA,
                 f"quota name {winner.name} is also defined in namespace {previous.namespace}; "
                 f"quotas are indexed by name, this definition ({winner.namespace}) now wins",
             )
@@ -134,13 +137,18 @@ class Controller:
                 self.engine.remove_quota(name, namespace)
                 survivor = self.engine.tree.get(name)
             if survivor is None:
-                self._safely("delete queue", lambda: delete_queue(self.api, name, self.settings.namespace))
+                self._safely(
+                    "delete queue", lambda: delete_queue(self.api, name, self.settings.namespace)
+                )
                 with self.lock:
                     self.engine.remove_queue(name)
             else:
                 remaining = self._quotas.get((survivor.namespace, name))
                 if remaining is not None:
-                    self._safely("apply queue", lambda: apply_queue(self.api, remaining, self.settings.namespace))
+                    self._safely(
+                        "apply queue",
+                        lambda: apply_queue(self.api, remaining, self.settings.namespace),
+                    )
             return
         self._quotas[(namespace, name)] = obj
         try:
@@ -168,7 +176,9 @@ class Controller:
         quota = self._quota_object(name)
         if event_type == "DELETED":
             if quota is not None:  # deleted by hand while its quota lives: put it back
-                self._safely("apply queue", lambda: apply_queue(self.api, quota, self.settings.namespace))
+                self._safely(
+                    "apply queue", lambda: apply_queue(self.api, quota, self.settings.namespace)
+                )
             else:
                 with self.lock:
                     self.engine.remove_queue(name)
@@ -214,6 +224,9 @@ class Controller:
                 self._reported[uid] = str(exc)
                 self.recorder.record(obj, WARNING, "InvalidQueueUnit", str(exc))
             return
+        if unit.phase is Phase.SCHED_FAILED:
+            self._back_off(unit, obj)
+            return
         with self.lock:
             known = self.engine.unit(uid)
             if known is not None and self.engine.is_admitted(uid) and unit.phase in WAITING_PHASES:
@@ -224,6 +237,37 @@ class Controller:
             self._unit_by_key[key] = uid
         if known is None or unit.phase in FINISHED_PHASES:
             self.wake.set()
+
+    def _back_off(self, unit: QueueUnit, obj: dict[str, Any]) -> None:
+        """SchedFailed: release the quota, suspend the Job, retry after an exponential back-off."""
+        attempts = int((obj.get("status") or {}).get("attempts") or 0) + 1
+        delay = backoff_delay(attempts)
+        with self.lock:
+            self.engine.upsert_unit(replace(unit, phase=Phase.BACKOFF))
+            self.engine.requeue(unit.uid, self.clock() + delay)
+            self._units[unit.uid] = obj
+        message = f"scheduling failed; retry {attempts} in {delay:.0f}s"
+        patch = {
+            "status": {
+                "phase": Phase.BACKOFF.value,
+                "attempts": attempts,
+                "message": message,
+                "lastUpdateTime": _now(),
+            }
+        }
+        updated = self._safely(
+            "patch unit status",
+            lambda: self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status"),
+        )
+        ref = (obj.get("spec") or {}).get("consumerRef") or {}
+        if ref.get("kind") == "Job" and ref.get("name"):
+            job_name = str(ref["name"])
+            self._safely("suspend job", lambda: self._suspend_job(unit.namespace, job_name))
+        if updated is not None:
+            with self.lock:
+                self._units[unit.uid] = updated
+            self.recorder.record(updated, WARNING, "Backoff", message)
+        self.wake.set()
 
     # --- Job extension ------------------------------------------------------------------
     def _priority_of_class(self, name: str) -> int | None:
@@ -239,7 +283,11 @@ class Controller:
 
     def on_job(self, event_type: str | None, obj: dict[str, Any]) -> None:
         meta = _meta(obj)
-        namespace, name, job_uid = meta.get("namespace", "default"), meta.get("name", ""), meta.get("uid")
+        namespace, name, job_uid = (
+            meta.get("namespace", "default"),
+            meta.get("name", ""),
+            meta.get("uid"),
+        )
         key = f"{namespace}/{name}"
         with self.lock:
             unit_uid = self._unit_by_key.get(key)
@@ -251,7 +299,9 @@ class Controller:
             if unit_obj is not None and owned and unit_uid:
                 # Garbage collection would do this too; doing it here releases quota at once
                 # and works on clusters (and test planes) without kube-controller-manager.
-                self._safely("delete unit", lambda: self.api.delete(QUEUE_UNIT, name, namespace, unit_uid))
+                self._safely(
+                    "delete unit", lambda: self.api.delete(QUEUE_UNIT, name, namespace, unit_uid)
+                )
                 with self.lock:
                     self.engine.remove_unit(unit_uid)
             return
@@ -284,7 +334,9 @@ class Controller:
             self.recorder.record(job, WARNING, names.REASON_INVALID_JOB, str(exc))
             return
         try:
-            created = with_retries(lambda: self.api.create(QUEUE_UNIT, body, _meta(job).get("namespace")))
+            created = with_retries(
+                lambda: self.api.create(QUEUE_UNIT, body, _meta(job).get("namespace"))
+            )
         except ApiError as exc:
             if exc.status == 409:  # AlreadyExists: a previous run made it; its event will come
                 return
@@ -312,14 +364,18 @@ class Controller:
 
     def _resume_job(self, namespace: str, name: str) -> None:
         try:
-            with_retries(lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": False}}, namespace))
+            with_retries(
+                lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": False}}, namespace)
+            )
         except ApiError as exc:
             if not exc.not_found:
                 raise
 
     def _suspend_job(self, namespace: str, name: str) -> None:
         try:
-            with_retries(lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": True}}, namespace))
+            with_retries(
+                lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": True}}, namespace)
+            )
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -407,7 +463,9 @@ class Controller:
             if rv:
                 patch["metadata"] = {"resourceVersion": rv}
             try:
-                updated = self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
+                updated = self.api.merge_patch(
+                    QUEUE_UNIT, unit.name, patch, unit.namespace, "status"
+                )
             except ApiError as exc:
                 if exc.conflict:
                     fresh = self.api.get(QUEUE_UNIT, unit.name, unit.namespace)
@@ -431,7 +489,9 @@ class Controller:
             log.info("admitted", unit=unit.key, quota=decision.quota, path=",".join(decision.path))
             self._resume_consumer(updated)
             # the event is for humans; it must not delay the next admission's writes
-            self._events.submit(self.recorder.record, updated, NORMAL, names.REASON_ADMITTED, decision.message)
+            self._events.submit(
+                self.recorder.record, updated, NORMAL, names.REASON_ADMITTED, decision.message
+            )
             return
         with self.lock:
             self.engine.rollback(unit.uid)
@@ -449,9 +509,17 @@ class Controller:
     def _persist_preemption(self, preemption: Preemption) -> None:
         for victim in preemption.victims:
             message = f"preempted by {preemption.unit.key}; back in queue"
-            patch = {"status": {"phase": Phase.ENQUEUED.value, "message": message, "lastUpdateTime": _now()}}
+            patch = {
+                "status": {
+                    "phase": Phase.ENQUEUED.value,
+                    "message": message,
+                    "lastUpdateTime": _now(),
+                }
+            }
             try:
-                updated = self.api.merge_patch(QUEUE_UNIT, victim.name, patch, victim.namespace, "status")
+                updated = self.api.merge_patch(
+                    QUEUE_UNIT, victim.name, patch, victim.namespace, "status"
+                )
             except ApiError as exc:
                 metrics.API_ERRORS.labels("preempt").inc()
                 log.warning("preemption not persisted", unit=victim.key, error=str(exc))
@@ -481,7 +549,9 @@ class Controller:
     def _report_rejection(self, unit: QueueUnit, rejection: Rejection) -> None:
         obj = self._write_message(unit, rejection.message)
         if obj is not None:
-            metrics.REJECTIONS.labels(unit.labels.get(names.QUOTA_NAME_LABEL, ""), type(rejection).__name__).inc()
+            metrics.REJECTIONS.labels(
+                unit.labels.get(names.QUOTA_NAME_LABEL, ""), type(rejection).__name__
+            ).inc()
             self.recorder.record(obj, WARNING, names.REASON_FAILED_SCHEDULING, rejection.message)
 
     def _report_not_found(self, unit: QueueUnit, queue: str) -> None:
@@ -511,7 +581,12 @@ class Controller:
         reasons: dict[str, int] = {}
         for _, unresolved in result.unmapped:
             reasons[unresolved.reason.value] = reasons.get(unresolved.reason.value, 0) + 1
-        for reason in ("no quota label", "empty quota label", "quota label is not a string", "quota label is not a valid name"):
+        for reason in (
+            "no quota label",
+            "empty quota label",
+            "quota label is not a string",
+            "quota label is not a valid name",
+        ):
             metrics.UNITS_UNMAPPED.labels(reason).set(reasons.get(reason, 0))
         metrics.UNITS_QUEUE_NOT_FOUND.set(len(result.queue_not_found))
 

@@ -53,9 +53,7 @@ class EventRecorder:
         self._lock = threading.Lock()
         self._instance = f"{socket.gethostname()}-{os.getpid()}"
 
-    def record(
-        self, obj: Mapping[str, Any], event_type: str, reason: str, message: str
-    ) -> bool:
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> bool:
         """Record an event on `obj`; returns False if the API refused it (logged)."""
         ref = object_reference(obj)
         namespace = ref["namespace"] or "default"

@@ -9,11 +9,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 REGISTRY: Final = CollectorRegistry()
 
 UNITS_PENDING: Final = Gauge(
-    "koordqueue_units_pending", "QueueUnits waiting for admission, per queue.", ["queue"],
+    "koordqueue_units_pending",
+    "QueueUnits waiting for admission, per queue.",
+    ["queue"],
     registry=REGISTRY,
 )
 UNITS_ADMITTED: Final = Gauge(
-    "koordqueue_units_admitted", "QueueUnits admitted and holding quota, per queue.", ["queue"],
+    "koordqueue_units_admitted",
+    "QueueUnits admitted and holding quota, per queue.",
+    ["queue"],
     registry=REGISTRY,
 )
 UNITS_UNMAPPED: Final = Gauge(
@@ -23,14 +27,17 @@ UNITS_UNMAPPED: Final = Gauge(
     registry=REGISTRY,
 )
 UNITS_QUEUE_NOT_FOUND: Final = Gauge(
-    "koordqueue_units_queue_not_found", "QueueUnits whose quota/queue does not exist.",
+    "koordqueue_units_queue_not_found",
+    "QueueUnits whose quota/queue does not exist.",
     registry=REGISTRY,
 )
 ADMISSIONS: Final = Counter(
     "koordqueue_admissions_total", "Units admitted, per queue.", ["queue"], registry=REGISTRY
 )
 REJECTIONS: Final = Counter(
-    "koordqueue_rejections_total", "CheckUsage rejections, per queue and kind.", ["queue", "kind"],
+    "koordqueue_rejections_total",
+    "CheckUsage rejections, per queue and kind.",
+    ["queue", "kind"],
     registry=REGISTRY,
 )
 ADMISSION_LATENCY: Final = Histogram(
@@ -45,7 +52,10 @@ ROUND_DURATION: Final = Histogram(
     registry=REGISTRY,
 )
 API_ERRORS: Final = Counter(
-    "koordqueue_api_errors_total", "Failed API calls by operation.", ["operation"], registry=REGISTRY
+    "koordqueue_api_errors_total",
+    "Failed API calls by operation.",
+    ["operation"],
+    registry=REGISTRY,
 )
 
 

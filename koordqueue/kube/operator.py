@@ -36,22 +36,32 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     settings = controller.settings
     state: dict[str, asyncio.Task[None]] = {}
 
-    @kopf.on.event(names.ELASTIC_QUOTA_GROUP, names.ELASTIC_QUOTA_VERSION, names.ELASTIC_QUOTA_PLURAL,
-                   registry=registry)
+    @kopf.on.event(
+        names.ELASTIC_QUOTA_GROUP,
+        names.ELASTIC_QUOTA_VERSION,
+        names.ELASTIC_QUOTA_PLURAL,
+        registry=registry,
+    )
     async def quota_event(event: kopf.RawEvent, **_: Any) -> None:
         await asyncio.to_thread(controller.on_quota, _type(event), _obj(event))
 
-    @kopf.on.event(names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL,
-                   registry=registry)
+    @kopf.on.event(
+        names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL, registry=registry
+    )
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
         await asyncio.to_thread(controller.on_queue, _type(event), _obj(event))
 
-    @kopf.on.event(names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_UNIT_PLURAL,
-                   registry=registry)
+    @kopf.on.event(
+        names.KOORD_QUEUE_GROUP,
+        names.KOORD_QUEUE_VERSION,
+        names.QUEUE_UNIT_PLURAL,
+        registry=registry,
+    )
     async def unit_event(event: kopf.RawEvent, **_: Any) -> None:
         await asyncio.to_thread(controller.on_unit, _type(event), _obj(event))
 
     if settings.manage_jobs:
+
         @kopf.on.event("batch", "v1", "jobs", registry=registry)
         async def job_event(event: kopf.RawEvent, **_: Any) -> None:
             await asyncio.to_thread(controller.on_job, _type(event), _obj(event))

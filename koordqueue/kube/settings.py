@@ -14,7 +14,7 @@ class ControllerSettings:
     namespace: str = QUEUE_NAMESPACE
     oversell_rate: str = "1"
     enable_parent_limit: bool = False
-    """Accepted for compatibility with Koord-Queue and ignored: the parent chain is always checked."""
+    """Accepted for Koord-Queue compatibility and ignored: the parent chain is always checked."""
     admission_period: float = 1.0
     resync_period: float = 60.0
     queue_not_found_retry: float = 10.0
@@ -25,3 +25,13 @@ class ControllerSettings:
     kubeconfig: str | None = None
     context: str | None = None
     manage_jobs: bool = True
+    # --- scheduler (SPEC 3) ------------------------------------------------------------------
+    scheduler_name: str = "volcano"
+    schedule_period: float = 1.0
+    scheduler_conf: str | None = None
+    feature_gates: str = ""
+    gate_removal_worker_num: int = 5
+    webhook_port: int = 0
+    """Port of the pod mutating webhook (0: off)."""
+    webhook_cert: str | None = None
+    webhook_key: str | None = None

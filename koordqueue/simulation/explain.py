@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from koordqueue.domain.admission import (
@@ -48,7 +48,7 @@ from koordqueue.simulation.scenario import Scenario
 from koordqueue.simulation.simulator import SimulationResult, iter_simulation
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """The one-word answer; event reasons where an event exists, so operators can grep both."""
 
     ADMITTED = REASON_ADMITTED
@@ -214,11 +214,12 @@ class ClusterView:
         quotas: Iterable[Mapping[str, Any]],
         queues: Iterable[Mapping[str, Any]],
         units: Iterable[Mapping[str, Any]],
+        *,
         oversell_rate: float | int | str = 1,
         queue_namespace: str = QUEUE_NAMESPACE,
         source: str = "",
     ) -> ClusterView:
-        """Fold objects in the way the controller does; unreadable ones are remembered, not fatal."""
+        """Fold objects in as the controller does; unreadable ones are remembered, not fatal."""
         view = cls(AdmissionEngine(oversell_rate), queue_namespace=queue_namespace, source=source)
         for obj in quotas:
             meta = obj.get("metadata") or {}
@@ -309,7 +310,7 @@ def view_from_scenario(scenario: Scenario, step: int | None = None) -> ClusterVi
         quota_objects,
         queue_objects,
         unit_objects,
-        scenario.oversell_rate,
+        oversell_rate=scenario.oversell_rate,
         source=f"scenario {scenario.source} after step {upto}",
     )
 
@@ -429,7 +430,8 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         ex.resolution = resolution.message
 
     if unit.phase in FINISHED_PHASES:
-        ex.reason, ex.summary = Reason.FINISHED, f"finished (phase {unit.phase.value}); quota released"
+        ex.reason = Reason.FINISHED
+        ex.summary = f"finished (phase {unit.phase.value}); quota released"
         return ex
     if engine.is_admitted(unit.uid) or unit.phase in ADMITTED_PHASES:
         ex.reason = Reason.ADMITTED
@@ -456,6 +458,8 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
     ex.position, ex.queue_length = index + 1, len(waiting)
     ex.ahead = [u.key for u in waiting[:index]]
 
+    if unit.phase is Phase.BACKOFF:
+        ex.notes.append("phase Backoff: it failed before and is retried after a back-off delay")
     if not ex.quota_exists or not ex.queue_exists:
         ex.reason = Reason.QUEUE_NOT_FOUND
         ex.message = RoundResult.queue_not_found_message(unit, quota)
@@ -503,7 +507,9 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         ex.summary = f"quota {decision.quota} has an empty max, so it admits no requests"
         return ex
     if isinstance(decision, QuotaCycleError):
-        ex.reason, ex.message, ex.blocking_quota = Reason.QUOTA_CYCLE, decision.message, decision.quota
+        ex.reason, ex.message, ex.blocking_quota = (
+            Reason.QUOTA_CYCLE, decision.message, decision.quota
+        )
         ex.summary = (f"the parent chain of {quota} loops back to {decision.quota} "
                       f"({' -> '.join((*decision.visited, decision.quota))})")
         return ex
@@ -515,7 +521,7 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
                       f"exist ({' -> '.join((*decision.visited, decision.quota))})")
         return ex
     assert isinstance(decision, Admitted)
-    _explain_fitting(view, unit, info, waiting, index, ex)
+    _explain_fitting(view, unit, info, waiting[:index], ex)
     return ex
 
 
@@ -523,8 +529,7 @@ def _explain_fitting(
     view: ClusterView,
     unit: QueueUnit,
     info: QueueInfo | None,
-    waiting: list[QueueUnit],
-    index: int,
+    ahead: list[QueueUnit],
     ex: Explanation,
 ) -> None:
     """The quota has room: say which policy rule holds the unit back, if any."""
@@ -537,9 +542,9 @@ def _explain_fitting(
         ex.summary = (f"queue {quota} has koord-queue/wait-for-pods-running: it admits nothing "
                       f"until these admitted units run: {', '.join(sorted(not_running))}")
         return
-    if settings.max_depth > 0 and index >= settings.max_depth:
+    if settings.max_depth > 0 and len(ahead) >= settings.max_depth:
         ex.reason = Reason.BEYOND_MAX_DEPTH
-        ex.summary = (f"position {index + 1} is beyond koord-queue/max-depth "
+        ex.summary = (f"position {len(ahead) + 1} is beyond koord-queue/max-depth "
                       f"{settings.max_depth}: the policy scans only the first units")
         return
     policy = info.policy if info is not None else DEFAULT_POLICY
@@ -547,13 +552,13 @@ def _explain_fitting(
         policy == "Intelligent" and unit.priority >= settings.priority_threshold
     )
     if head_of_line:
-        for ahead in waiting[:index]:
-            if policy == "Intelligent" and ahead.priority < settings.priority_threshold:
+        for head in ahead:
+            if policy == "Intelligent" and head.priority < settings.priority_threshold:
                 continue
-            blocked = engine.tree.check(ahead.key, quota, ahead.resource)
+            blocked = engine.tree.check(head.key, quota, head.resource)
             if not blocked.admitted:
                 ex.reason = Reason.BLOCKED_BY_HEAD
-                ex.summary = (f"policy {policy} serves head-of-line: {ahead.key} ahead of it "
+                ex.summary = (f"policy {policy} serves head-of-line: {head.key} ahead of it "
                               f"does not fit ({blocked.message}) and holds the queue")
                 return
     if unit.phase is Phase.BACKOFF:

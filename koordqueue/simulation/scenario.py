@@ -127,17 +127,23 @@ def _str_map(source: str, obj: Mapping[str, Any], key: str, where: str) -> dict[
     out: dict[str, str] = {}
     for k, v in raw.items():
         if not isinstance(v, str):
-            raise ScenarioError(source, _line(raw, k), f"{where}.{key}.{k}", "values must be strings")
+            raise ScenarioError(
+                source, _line(raw, k), f"{where}.{key}.{k}", "values must be strings"
+            )
         out[k] = v
     return out
 
 
-def _int(source: str, obj: Mapping[str, Any], key: str, where: str, default: int | None) -> int | None:
+def _int(
+    source: str, obj: Mapping[str, Any], key: str, where: str, default: int | None
+) -> int | None:
     value = obj.get(key, default)
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ScenarioError(source, _line(obj, key), f"{where}.{key}", f"must be an integer >= 0, got {value!r}")
+        raise ScenarioError(
+            source, _line(obj, key), f"{where}.{key}", f"must be an integer >= 0, got {value!r}"
+        )
     return value
 
 
@@ -152,7 +158,9 @@ def _resources(source: str, obj: Mapping[str, Any], key: str, where: str) -> Res
 def _name(source: str, obj: Mapping[str, Any], where: str) -> str:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
-        raise ScenarioError(source, _line(obj, "name"), f"{where}.name", "must be a non-empty string")
+        raise ScenarioError(
+            source, _line(obj, "name"), f"{where}.name", "must be a non-empty string"
+        )
     return name
 
 
@@ -160,13 +168,24 @@ def _check_keys(source: str, obj: Mapping[str, Any], allowed: set[str], where: s
     for key in obj:
         if key not in allowed:
             raise ScenarioError(
-                source, _line(obj, key), f"{where}.{key}",
+                source,
+                _line(obj, key),
+                f"{where}.{key}",
                 f"unknown field (expected one of: {', '.join(sorted(allowed))})",
             )
 
 
 _QUOTA_KEYS = {"name", "parent", "min", "max", "policy", "annotations", "namespace"}
-_UNIT_KEYS = {"name", "namespace", "quota", "resource", "priority", "arrive", "duration", "annotations"}
+_UNIT_KEYS = {
+    "name",
+    "namespace",
+    "quota",
+    "resource",
+    "priority",
+    "arrive",
+    "duration",
+    "annotations",
+}
 _TOP_KEYS = {"name", "description", "steps", "oversellRate", "quotas", "units"}
 
 
@@ -200,7 +219,9 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         _check_keys(source, q, _QUOTA_KEYS, where)
         parent = q.get("parent", ROOT_QUOTA)
         if not isinstance(parent, str) or not parent:
-            raise ScenarioError(source, _line(q, "parent"), f"{where}.parent", "must be a non-empty string")
+            raise ScenarioError(
+                source, _line(q, "parent"), f"{where}.parent", "must be a non-empty string"
+            )
         policy = q.get("policy", DEFAULT_POLICY)
         if not isinstance(policy, str):
             raise ScenarioError(source, _line(q, "policy"), f"{where}.policy", "must be a string")
@@ -226,7 +247,9 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
             raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")
         priority = u.get("priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
-            raise ScenarioError(source, _line(u, "priority"), f"{where}.priority", "must be an integer")
+            raise ScenarioError(
+                source, _line(u, "priority"), f"{where}.priority", "must be an integer"
+            )
         units.append(
             UnitDef(
                 name=_name(source, u, where),

@@ -42,6 +42,7 @@ class StepRecord:
     events: list[StepEvent] = field(default_factory=list)
     usage: list[QuotaUsage] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
 
@@ -54,11 +55,15 @@ class SimulationResult:
 
     def final_phases(self) -> dict[str, str]:
         phases: dict[str, str] = {}
-        for record in self.steps:
-            for key in record.admitted:
-                phases[key] = Phase.DEQUEUED.value
+        for (
+            record
+        ) in self.steps:  # in a step: finishes first, then the round's preemptions/admissions
             for key in record.finished:
                 phases[key] = Phase.SUCCEED.value
+            for key in record.preempted:
+                phases[key] = Phase.ENQUEUED.value
+            for key in record.admitted:
+                phases[key] = Phase.DEQUEUED.value
         for unit in self.scenario.units:
             phases.setdefault(f"{unit.namespace}/{unit.name}", Phase.ENQUEUED.value)
         return phases
@@ -93,7 +98,9 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         record = StepRecord(step)
         for queue, error in sorted(result.queue_errors.items()):
             if step == 0:
-                record.events.append(StepEvent(step, f"queue/{queue}", REASON_ADD_QUEUE_FAIL, error, "Warning"))
+                record.events.append(
+                    StepEvent(step, f"queue/{queue}", REASON_ADD_QUEUE_FAIL, error, "Warning")
+                )
         for key, at in sorted(admitted_at.items()):
             duration = durations[key]
             if duration is not None and step - at >= duration:
@@ -125,28 +132,43 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         for preemption in outcome.preempted:
             for victim in preemption.victims:
                 admitted_at.pop(victim.uid, None)
+                record.preempted.append(victim.key)
                 record.events.append(
-                    StepEvent(step, victim.key, "Preempted", f"preempted by {preemption.unit.key}", "Warning")
+                    StepEvent(
+                        step,
+                        victim.key,
+                        "Preempted",
+                        f"preempted by {preemption.unit.key}",
+                        "Warning",
+                    )
                 )
         for unit, rejection in outcome.rejected:
             if last_message.get(unit.uid) != rejection.message:
                 last_message[unit.uid] = rejection.message
                 record.events.append(
-                    StepEvent(step, unit.key, REASON_FAILED_SCHEDULING, rejection.message, "Warning")
+                    StepEvent(
+                        step, unit.key, REASON_FAILED_SCHEDULING, rejection.message, "Warning"
+                    )
                 )
         for unit, queue in outcome.queue_not_found:
             if unit.uid not in reported_not_found:
                 reported_not_found.add(unit.uid)
                 record.events.append(
-                    StepEvent(step, unit.key, REASON_QUEUE_NOT_FOUND,
-                              outcome.queue_not_found_message(unit, queue), "Warning")
+                    StepEvent(
+                        step,
+                        unit.key,
+                        REASON_QUEUE_NOT_FOUND,
+                        outcome.queue_not_found_message(unit, queue),
+                        "Warning",
+                    )
                 )
         for unit, unresolved in outcome.unmapped:
             if last_message.get(unit.uid) != unresolved.message:
                 last_message[unit.uid] = unresolved.message
                 record.events.append(StepEvent(step, unit.key, "Unmapped", unresolved.message))
         record.waiting = sorted(
-            u.key for u in engine.units()
+            u.key
+            for u in engine.units()
             if not engine.is_admitted(u.uid) and u.phase is not Phase.SUCCEED
         )
         record.usage = engine.tree.report()

@@ -231,3 +231,70 @@ def test_oversell_rate_flag_scales_limits(kubectl: Any, kubeconfig: Path) -> Non
         kq.wait_for(lambda: sum(kq.phase(kubectl, ns, f"o{i}") == "Dequeued" for i in range(4)) == 3,
                     what="3 CPU admitted against max 2 × 1.5")
         assert sum(kq.phase(kubectl, ns, f"o{i}") == "Dequeued" for i in range(4)) == 3
+
+
+def test_unmapped_units_are_visible_in_the_metric(kubectl: Any, controller: RunningController, ns: str) -> None:
+    from koordqueue.kube.metrics import REGISTRY
+
+    kubectl.apply(kq.job("nolabel-metric", ns, None))
+    value = kq.wait_for(
+        lambda: REGISTRY.get_sample_value("koordqueue_units_unmapped", {"reason": "no quota label"}),
+        what="koordqueue_units_unmapped{reason='no quota label'} > 0",
+    )
+    assert value >= 1
+
+
+def test_block_policy_holds_later_units_behind_an_oversized_head(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
+    quota = kq.unique("block")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "2"}, policy="Block"))
+    kubectl.apply(kq.job("holder", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "holder") == "Dequeued", what="holder admitted")
+    pc = kq.unique("block-pc")
+    kubectl.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                   "metadata": {"name": pc}, "value": 10})
+    kubectl.apply(kq.job("head", ns, quota, cpu="2", priority_class=pc))
+    kq.wait_for(lambda: kq.events_for(kubectl, ns, "head", "FailedScheduling"), what="head rejected")
+    kubectl.apply(kq.job("small", ns, quota, cpu="1"))
+    kq.wait_for(lambda: _unit(kubectl, ns, "small"), what="small unit")
+    import time as _time
+
+    _time.sleep(2)  # several rounds: Block must keep `small` behind `head` although it fits
+    assert kq.phase(kubectl, ns, "small") == "Enqueued"
+    kubectl("delete", "job", "holder", "-n", ns)
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "head") == "Dequeued", what="head admitted first")
+    assert kq.phase(kubectl, ns, "small") == "Enqueued"
+
+
+def test_priority_policy_lets_a_small_unit_pass_an_oversized_one(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
+    quota = kq.unique("prio")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "2"}, policy="Priority"))
+    kubectl.apply(kq.job("big", ns, quota, cpu="3"))
+    kubectl.apply(kq.job("small", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "small") == "Dequeued", what="small admitted")
+    ev = kq.wait_for(lambda: kq.events_for(kubectl, ns, "big", "FailedScheduling"), what="big rejected")
+    assert ev[0]["message"] == f"limited quotaName:{quota}, limited resKey:cpu,"
+    assert kq.phase(kubectl, ns, "big") == "Enqueued"
+
+
+def test_sched_failed_unit_backs_off_releases_quota_and_suspends_its_job(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
+    quota = kq.unique("backoff")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "1"}))
+    kubectl.apply(kq.job("flaky", ns, quota, cpu="1"))
+    kq.wait_for(lambda: _suspended(kubectl, ns, "flaky") is False, what="flaky resumed")
+    kubectl.apply(kq.job("patient", ns, quota, cpu="1"))
+    kq.wait_for(lambda: _unit(kubectl, ns, "patient"), what="patient unit")
+    kubectl("patch", QU, "flaky", "-n", ns, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"phase": "SchedFailed", "message": "pods unschedulable"}}))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "flaky") == "Backoff", what="Backoff phase")
+    unit = _unit(kubectl, ns, "flaky")
+    assert unit is not None and unit["status"]["attempts"] == 1
+    assert "retry 1 in" in unit["status"]["message"]
+    kq.wait_for(lambda: _suspended(kubectl, ns, "flaky") is True, what="flaky suspended again")
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "patient") == "Dequeued", what="released quota reused")
+    assert kq.events_for(kubectl, ns, "flaky", "Backoff")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from koordqueue.scheduler.api import FitErrors, JobInfo, QueueInfo, TaskInfo
+from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueInfo, TaskInfo
+from koordqueue.scheduler.api.task_info import PlacementKey
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
@@ -25,6 +26,33 @@ def schedulable_jobs(session: Session) -> list[JobInfo]:
             continue
         jobs.append(job)
     return jobs
+
+
+def need_continue(
+    job: JobInfo, failed: dict[PlacementKey, FitErrors], tasks: PriorityQueue[TaskInfo]
+) -> bool:
+    """After a task failed, is it still worth trying the job's other pending tasks?
+
+    Only when the job does not need every task, and the ready tasks plus the untried tasks
+    that differ from every failed one can still reach minAvailable (and each role minimum,
+    when those apply). Otherwise the statement is doomed and the scan would be wasted.
+    """
+    if job.min_available >= len(job.tasks):
+        return False
+    left = [t for t in tasks.items() if t.placement_key() not in failed]
+    if job.ready_task_num() + len(left) < job.min_available:
+        return False
+    roles = job.task_min_available
+    if roles and job.min_available >= sum(roles.values()):
+        have: dict[str, int] = {}
+        for t in job.tasks.values():
+            if t.status in READY_STATUSES:
+                have[t.role] = have.get(t.role, 0) + 1
+        for t in left:
+            have[t.role] = have.get(t.role, 0) + 1
+        if any(have.get(role, 0) < need for role, need in roles.items()):
+            return False
+    return True
 
 
 class AllocateAction(Action):
@@ -81,20 +109,31 @@ class AllocateAction(Action):
         tasks: PriorityQueue[TaskInfo],
         jobs: PriorityQueue[JobInfo],
     ) -> None:
+        failed: dict[PlacementKey, FitErrors] = {}
         while not tasks.empty():
             task = tasks.pop()
             if not session.allocatable(queue, task):
                 continue
+            known = failed.get(task.placement_key())
+            if known is not None:
+                # Same request and constraints as a task that found no node: skip the scan.
+                session.fit_errors[task.uid] = known
+                continue
             reason = session.pre_predicate(task)
             if reason is not None:
-                # One task's pre-predicate failure must not sink the others: the gang may
-                # still reach minAvailable without it.
+                # One task's pre-predicate failure must not sink the others while the gang
+                # can still reach minAvailable without it.
                 session.fit_errors[task.uid] = FitErrors.all_nodes(session.nodes, reason)
+                if not need_continue(job, failed, tasks):
+                    break
                 continue
             choice = session.select_node(task)
             if isinstance(choice, FitErrors):
                 session.fit_errors[task.uid] = choice
-                break
+                failed[task.placement_key()] = choice
+                if not need_continue(job, failed, tasks):
+                    break
+                continue
             node, pipelined = choice
             if pipelined:
                 statement.pipeline(task, node)
@@ -106,4 +145,4 @@ class AllocateAction(Action):
                 break
 
 
-__all__ = ["AllocateAction", "schedulable_jobs"]
+__all__ = ["AllocateAction", "need_continue", "schedulable_jobs"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from koordqueue.scheduler.actions.allocate import schedulable_jobs
-from koordqueue.scheduler.api import TaskInfo, TaskStatus, names
+from koordqueue.scheduler.api import JobInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
@@ -66,8 +66,8 @@ class PreemptAction(Action):
     name = "preempt"
 
     def execute(self, session: Session) -> None:
-        starving: dict[str, PriorityQueue] = {}  # type: ignore[type-arg]
-        under_request = []
+        starving: dict[str, PriorityQueue[JobInfo]] = {}
+        under_request: list[JobInfo] = []
         for job in schedulable_jobs(session):
             if not job.pending_tasks() or not session.job_starving(job):
                 continue

@@ -97,11 +97,11 @@ class Arguments(Mapping[str, object]):
     def get_float(self, key: str, default: float) -> float:
         """A number argument; strings like "1.5" are accepted."""
         value = self._raw.get(key)
-        if value is None or isinstance(value, bool):
+        if not isinstance(value, int | float | str) or isinstance(value, bool):
             return default
         try:
-            return float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            return float(value)
+        except ValueError:
             return default
 
     def get_int(self, key: str, default: int) -> int:

@@ -38,6 +38,10 @@ class PriorityQueue(Generic[T]):
         """Remove and return the first item."""
         return heapq.heappop(self._heap).item
 
+    def items(self) -> list[T]:
+        """The queued items, in no particular order."""
+        return [entry.item for entry in self._heap]
+
     def empty(self) -> bool:
         """True when nothing is queued."""
         return not self._heap

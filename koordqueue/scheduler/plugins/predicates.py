@@ -151,7 +151,9 @@ class PredicatesPlugin(Plugin):
         static: dict[object, BoolArray] = {}
 
         def static_mask(task: TaskInfo) -> BoolArray:
-            key = (tuple(sorted(task.node_selector.items())), task.tolerations, task.affinity)
+            # The placement key includes the selector, tolerations and affinity, and is
+            # cached on the task; a few extra entries (one per request shape) are cheap.
+            key = task.placement_key()
             mask = static.get(key)
             if mask is None:
                 if not task.node_selector and not task.tolerations and task.affinity is None:

@@ -154,3 +154,30 @@ def test_role_minimums_are_ignored_when_min_available_is_below_their_sum() -> No
     gang = job("j", tasks, min_available=1, task_min_available={"ps": 1, "worker": 1})
     result = run_session(snapshot([node("n1", cpu="4")], [gang]), ALLOCATE)
     assert sorted(result.bound_nodes()) == ["w1", "w2"]
+
+
+def test_unplaceable_task_does_not_stop_other_tasks_when_min_available_can_still_be_met() -> None:
+    tasks = [
+        task("picky", node_selector={"zone": "x"}, creation=0.0),
+        task("s1", creation=1.0),
+        task("s2", creation=2.0),
+    ]
+    result = run_session(
+        snapshot([node("n1", cpu="4")], [job("j", tasks, min_available=2)]), ALLOCATE
+    )
+    assert sorted(result.bound_nodes()) == ["s1", "s2"]
+    assert result.fit_errors["picky"].message() == (
+        "0/1 nodes are available: 1 node(s) didn't match node selector."
+    )
+
+
+def test_tasks_identical_to_a_failed_one_share_its_fit_error() -> None:
+    picky = [task(f"p{i}", node_selector={"zone": "x"}, creation=float(i)) for i in range(3)]
+    tasks = [task("ok", creation=-1.0), *picky]
+    result = run_session(
+        snapshot([node("n1", cpu="4")], [job("j", tasks, min_available=1)]), ALLOCATE
+    )
+    assert result.bound_nodes() == {"ok": "n1"}
+    assert {t: e.message() for t, e in result.fit_errors.items()} == {
+        f"p{i}": "0/1 nodes are available: 1 node(s) didn't match node selector." for i in range(3)
+    }

@@ -1,0 +1,1 @@
+"""Queue admission through scheduling gates, Kubernetes side: gate manager and webhook."""

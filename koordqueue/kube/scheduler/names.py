@@ -1,0 +1,23 @@
+"""Annotations, condition types, reasons and defaults of the scheduler adapter, spelled once."""
+
+from __future__ import annotations
+
+from typing import Final
+
+DEFAULT_SCHEDULER_NAME: Final = "volcano"
+GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+"""Pods join a PodGroup (in their namespace) through this annotation, as in Volcano."""
+QUEUE_NAME_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+"""Queue of a pod that belongs to no PodGroup (default: the default queue)."""
+DEFAULT_QUEUE: Final = "default"
+DEFAULT_QUEUE_WEIGHT: Final = 1
+
+POD_SCHEDULED: Final = "PodScheduled"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+REASON_EVICT: Final = "Evict"
+EVICT_MESSAGE: Final = "Evicted by the scheduler ({reason})"
+SCHEDULED_MESSAGE: Final = "Successfully assigned {namespace}/{name} to {node}"
+STANDALONE_JOB_PREFIX: Final = "pod/"
+"""Job uid of a pod without PodGroup: the pod is its own job of minAvailable 1."""

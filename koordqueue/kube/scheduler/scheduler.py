@@ -1,0 +1,327 @@
+"""Scheduler: every period, snapshot the cache, run a session, apply its decisions.
+
+Applying: binds through the pods/binding subresource (in parallel, each assumed in the cache
+until the pod update arrives), evictions by delete (uid-guarded), `PodScheduled=False,
+reason=Unschedulable` with the aggregated fit errors on pods left unplaced (only when the
+condition changes), PodGroup `status.phase`, and, with the SchedulingGatesQueueAdmission
+feature gate, gate removals for pods that passed the queue capacity check.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from koordqueue.kube.api import POD, POD_GROUP, VOLCANO_QUEUE, ApiError, KubeApi
+from koordqueue.kube.events import EventRecorder
+from koordqueue.kube.gates.manager import GateManager, GateOp
+from koordqueue.kube.scheduler import convert, metrics, names
+from koordqueue.kube.scheduler.cache import Built, Kind, SchedulerCache
+from koordqueue.kube.scheduler.features import parse_feature_gates
+from koordqueue.kube.settings import ControllerSettings
+from koordqueue.scheduler import SchedulerConfig, SessionResult
+from koordqueue.scheduler.framework import (
+    Arguments,
+    ConfigWatcher,
+    PluginOption,
+    Tier,
+    default_config,
+    open_session,
+    register_plugin_builder,
+    run_actions,
+)
+from koordqueue.scheduler.gates import FEATURE_GATE, GateView
+from koordqueue.scheduler.gates import names as gate_names
+from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
+
+log = structlog.get_logger(__name__)
+register_plugin_builder(gate_names.PLUGIN_NAME, QueueAllocationGatePlugin)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class Round:
+    """What one scheduling round decided and did (tests and the benchmark read it)."""
+
+    result: SessionResult
+    released: list[str] = field(default_factory=list)
+    bound: int = 0
+    bind_errors: int = 0
+    conditions_written: int = 0
+    seconds: float = 0.0
+
+
+def with_gate_plugin(config: SchedulerConfig, view: GateView) -> SchedulerConfig:
+    """The configuration plus a last tier holding the gate plugin with this session's view."""
+    option = PluginOption(gate_names.PLUGIN_NAME, Arguments({"view": view}))
+    return SchedulerConfig(config.actions, (*config.tiers, Tier((option,))))
+
+
+def unschedulable_message(pod: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(status, reason, message) of the pod's PodScheduled condition, if any."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == names.POD_SCHEDULED:
+            return (
+                str(cond.get("status", "")), str(cond.get("reason", "")),
+                str(cond.get("message", "")),
+            )
+    return None
+
+
+class Scheduler:
+    """The session loop's body; thread-safe to call `run_once` from one thread at a time."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: ControllerSettings | None = None,
+        *,
+        cache: SchedulerCache | None = None,
+        recorder: EventRecorder | None = None,
+        gates: GateManager | None = None,
+        binders: int = 16,
+    ) -> None:
+        self.api = api
+        self.settings = settings or ControllerSettings()
+        self.cache = cache or SchedulerCache(self.settings.scheduler_name)
+        self.recorder = recorder or EventRecorder(api)
+        features = parse_feature_gates(self.settings.feature_gates)
+        self.gates_enabled = features[FEATURE_GATE]
+        if self.gates_enabled and gates is None:
+            gates = GateManager(api, self.settings.gate_removal_worker_num)
+        self.gates = gates
+        self._watcher = (
+            ConfigWatcher(self.settings.scheduler_conf) if self.settings.scheduler_conf else None
+        )
+        self._pool = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="kq-bind")
+        self._written: dict[str, str] = {}  # pod uid -> Unschedulable message we last wrote
+        self._warned: set[str] = set()
+        self._last_warnings: set[str] = set()
+        self.ready = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Ensure the default queue exists, fill the cache, start the gate workers."""
+        self.ensure_default_queue()
+        self.relist()
+        if self.gates is not None:
+            self.gates.start()
+        self.ready.set()
+
+    def close(self) -> None:
+        if self.gates is not None:
+            self.gates.stop()
+        self._pool.shutdown(wait=True)
+
+    def ensure_default_queue(self) -> None:
+        """Jobs default to the queue "default"; create it (weight 1) when missing."""
+        if self.api.get(VOLCANO_QUEUE, names.DEFAULT_QUEUE) is not None:
+            return
+        body = {
+            "apiVersion": VOLCANO_QUEUE.api_version, "kind": VOLCANO_QUEUE.kind,
+            "metadata": {"name": names.DEFAULT_QUEUE},
+            "spec": {"weight": names.DEFAULT_QUEUE_WEIGHT, "reclaimable": True},
+        }
+        try:
+            self.api.create(VOLCANO_QUEUE, body)
+            log.info("created the default queue")
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+
+    def relist(self) -> None:
+        """Replace the cache's contents with fresh listings (repairs missed events)."""
+        self.cache.replace(Kind.NODE, self.api.list_objects(convert_kind(Kind.NODE)))
+        self.cache.replace(Kind.QUEUE, self.api.list_objects(VOLCANO_QUEUE))
+        self.cache.replace(Kind.POD_GROUP, self.api.list_objects(POD_GROUP))
+        self.cache.replace(Kind.POD, self.api.list_objects(POD))
+
+    def config(self, view: GateView) -> SchedulerConfig:
+        if self._watcher is not None:
+            self._watcher.poll()
+            base = self._watcher.current
+        else:
+            base = default_config()
+        return with_gate_plugin(base, view) if self.gates_enabled else base
+
+    # --- one round --------------------------------------------------------------------------
+    def run_once(self) -> Round:
+        started = time.perf_counter()
+        built = self.cache.build(gates_enabled=self.gates_enabled)
+        for key in built.gate_without_opt_in:
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(gate_names.WARN_GATE_WITHOUT_OPT_IN.format(pod=key))
+        session = open_session(built.snapshot, self.config(built.view))
+        run_actions(session)
+        result = session.close()
+        plugin = session.plugins.get(gate_names.PLUGIN_NAME)
+        released = list(plugin.released) if isinstance(plugin, QueueAllocationGatePlugin) else []
+        self._observe(result)
+        outcome = Round(result, released)
+        apply_start = time.perf_counter()
+        self.apply(built, result, released, outcome)
+        metrics.APPLY_DURATION.observe(time.perf_counter() - apply_start)
+        outcome.seconds = time.perf_counter() - started
+        return outcome
+
+    def _observe(self, result: SessionResult) -> None:
+        metrics.SESSION_DURATION.observe(result.duration)
+        for action, seconds in result.action_durations.items():
+            metrics.ACTION_DURATION.labels(action).observe(seconds)
+        for plugin, timing in result.plugin_durations.items():
+            metrics.PLUGIN_DURATION.labels(plugin, "open").observe(timing.open)
+            metrics.PLUGIN_DURATION.labels(plugin, "close").observe(timing.close)
+            metrics.PLUGIN_DURATION.labels(plugin, "callbacks").observe(timing.callbacks)
+        warnings = set(result.warnings)
+        for warning in warnings - self._last_warnings:
+            log.warning(warning)
+        self._last_warnings = warnings
+
+    # --- applying decisions ----------------------------------------------------------------
+    def apply(self, built: Built, result: SessionResult, released: list[str], out: Round) -> None:
+        futures = []
+        for bind in result.binds:
+            self.cache.assume(bind.task, bind.node)
+            futures.append((bind, self._pool.submit(self._bind, bind.namespace, bind.name,
+                                                    bind.task, bind.node)))
+        for ev in result.evictions:
+            futures.append((ev, self._pool.submit(self._evict, ev.namespace, ev.name, ev.task,
+                                                  ev.reason)))
+        bound_now = {b.task for b in result.binds}
+        unplaced = 0
+        for uid, pod in built.pods.items():
+            message = self._unschedulable(built, result, uid, pod, bound_now)
+            if message is None:
+                continue
+            unplaced += 1
+            if self._written.get(uid) == message:
+                continue
+            current = unschedulable_message(pod)
+            if current == ("False", names.REASON_UNSCHEDULABLE, message):
+                self._written[uid] = message
+                continue
+            futures.append((uid, self._pool.submit(self._set_unschedulable, pod, message)))
+            out.conditions_written += 1
+        metrics.UNSCHEDULABLE.set(unplaced)
+        for update in result.phase_updates:
+            if update.job in built.groups:
+                futures.append((update, self._pool.submit(
+                    self._set_phase, update.namespace, update.name, update.new.value)))
+        if self.gates is not None:
+            for uid in released:
+                pod = built.pods.get(uid)
+                if pod is not None:
+                    m = convert.meta(pod)
+                    self.gates.enqueue(GateOp(str(m.get("namespace")), str(m.get("name")), uid))
+            out.released = released
+        for what, future in futures:
+            ok = future.result()
+            if what in result.binds:
+                if ok:
+                    out.bound += 1
+                else:
+                    out.bind_errors += 1
+        for uid in list(self._written):
+            if uid not in built.pods:
+                del self._written[uid]
+
+    def _unschedulable(
+        self, built: Built, result: SessionResult, uid: str, pod: dict[str, Any],
+        bound_now: set[str],
+    ) -> str | None:
+        """The Unschedulable message for a pod left pending, or None."""
+        if uid in bound_now or (pod.get("spec") or {}).get("nodeName"):
+            return None
+        if (pod.get("spec") or {}).get("schedulingGates"):
+            return None  # gated pods wait for their gate, never "Unschedulable" (SPEC 3.5)
+        if convert.pod_status(pod).value != "Pending":
+            return None
+        errors = result.fit_errors.get(uid)
+        if errors is not None:
+            return errors.message()
+        for job in built.snapshot.jobs:
+            if uid in job.tasks:
+                return result.job_conditions.get(job.uid)
+        return None
+
+    def _bind(self, namespace: str, name: str, uid: str, node: str) -> bool:
+        body = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            self.api.request("POST", POD.path(namespace, name, "binding"), body=body)
+        except ApiError as exc:
+            self.cache.forget(uid)
+            metrics.BINDS.labels("error").inc()
+            log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
+            return False
+        metrics.BINDS.labels("ok").inc()
+        self._written.pop(uid, None)
+        return True
+
+    def _evict(self, namespace: str, name: str, uid: str, reason: str) -> bool:
+        pod = self.cache.get(Kind.POD, uid)
+        try:
+            self.api.delete(POD, name, namespace, uid=uid)
+        except ApiError as exc:
+            log.warning("eviction failed", pod=f"{namespace}/{name}", error=str(exc))
+            return False
+        metrics.EVICTIONS.labels(reason).inc()
+        if pod is not None:
+            self.recorder.record(
+                pod, "Warning", names.REASON_EVICT, names.EVICT_MESSAGE.format(reason=reason)
+            )
+        return True
+
+    def _set_unschedulable(self, pod: dict[str, Any], message: str) -> bool:
+        m = convert.meta(pod)
+        namespace, name, uid = str(m.get("namespace")), str(m.get("name")), str(m.get("uid"))
+        patch = {"status": {"conditions": [{
+            "type": names.POD_SCHEDULED, "status": "False",
+            "reason": names.REASON_UNSCHEDULABLE, "message": message,
+            "lastTransitionTime": _now(),
+        }]}}
+        try:
+            # strategic merge: conditions merge by type, others' conditions are kept
+            self.api.request(
+                "PATCH", POD.path(namespace, name, "status"), body=patch,
+                content_type="application/strategic-merge-patch+json",
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                log.warning("condition not written", pod=f"{namespace}/{name}", error=str(exc))
+            return False
+        self._written[uid] = message
+        self.recorder.record(pod, "Warning", names.REASON_FAILED_SCHEDULING, message)
+        return True
+
+    def _set_phase(self, namespace: str, name: str, phase: str) -> bool:
+        try:
+            self.api.merge_patch(POD_GROUP, name, {"status": {"phase": phase}}, namespace,
+                                 subresource="status")
+        except ApiError as exc:
+            if not exc.not_found:
+                log.warning("PodGroup phase not written", podgroup=f"{namespace}/{name}",
+                            error=str(exc))
+            return False
+        return True
+
+
+def convert_kind(kind: Kind) -> Any:
+    """The REST kind of a cache kind."""
+    from koordqueue.kube.api import NODE
+
+    return {Kind.POD: POD, Kind.NODE: NODE, Kind.POD_GROUP: POD_GROUP,
+            Kind.QUEUE: VOLCANO_QUEUE}[kind]

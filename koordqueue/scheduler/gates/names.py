@@ -1,0 +1,27 @@
+"""Names of queue admission through scheduling gates (SPEC 3.5), spelled once.
+
+Why here (pure package): the webhook, the gate manager, the reservation bookkeeping and the
+tests all agree on these strings; the Kubernetes side imports them from this module.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+FEATURE_GATE: Final = "SchedulingGatesQueueAdmission"
+GATE_NAME: Final = "scheduling.volcano.sh/queue-allocation-gate"
+"""The scheduling gate the webhook adds and the gate manager removes."""
+OPT_IN_ANNOTATION: Final = "scheduling.volcano.sh/queue-allocation-gate"
+"""Pods opt in with this annotation set to "true"."""
+OPT_IN_VALUE: Final = "true"
+PLUGIN_NAME: Final = "queueallocationgate"
+"""Scheduler plugin keeping reservations and choosing which gated pods to release."""
+
+DEFAULT_WORKERS: Final = 5
+QUEUE_PER_WORKER: Final = 200
+
+WARN_GATE_WITHOUT_OPT_IN: Final = (
+    "pod {pod} carries gate " + GATE_NAME + " but not the opt-in annotation "
+    + OPT_IN_ANNOTATION + '="true"; it will never be un-gated by the scheduler'
+)
+WARN_QUEUE_FULL: Final = "gate removal queue full; {pod} retried next session"
