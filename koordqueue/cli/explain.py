@@ -14,9 +14,11 @@ from typing import Any
 
 from koordqueue.cli.render import table
 from koordqueue.domain.names import DEFAULT_OVERSELL_RATE, QUEUE_NAMESPACE
+from koordqueue.domain.quota_tree import parse_oversell_rate
 from koordqueue.simulation.explain import (
     ClusterView,
     Explanation,
+    add_job_notes,
     explain,
     explain_missing,
     fmt,
@@ -97,13 +99,18 @@ def run_explain(args: argparse.Namespace) -> int:
         if args.step is not None:
             return _bad_input("--step needs --scenario")
         try:
+            parse_oversell_rate(args.oversellrate)
+        except ValueError as exc:
+            return _bad_input(str(exc))
+        try:
             view, job = read_cluster(
                 key, args.kubeconfig, args.context, args.queue_namespace, args.oversellrate
             )
         except LiveReadError as exc:
             print(f"koordqueue explain: error: {exc}", file=sys.stderr)
             return exc.exit_code
-    result = explain(view, key) or explain_missing(view, key, job)
+    found = explain(view, key)
+    result = add_job_notes(found, job) if found else explain_missing(view, key, job)
     if result is None:
         where = view.source or "the cluster"
         print(f"koordqueue explain: QueueUnit {key} not found in {where}", file=sys.stderr)

@@ -62,6 +62,8 @@ def simulation_json(result: SimulationResult) -> str:
                 ],
                 "admitted": record.admitted,
                 "finished": record.finished,
+                "running": record.running,
+                "placements": record.placements,
                 "waiting": record.waiting,
                 "usage": {
                     u.name: {

@@ -401,6 +401,22 @@ def explain_missing(
     )
 
 
+def add_job_notes(ex: Explanation, job: Mapping[str, Any] | None) -> Explanation:
+    """Add what the unit's Job shows: an admitted unit whose Job is still suspended is a fault."""
+    if job is None or ex.reason is Reason.NO_QUEUE_UNIT:
+        return ex
+    suspended = bool((job.get("spec") or {}).get("suspend"))
+    if ex.reason is Reason.ADMITTED and suspended:
+        ex.notes.append(
+            "the Job is still suspended although its unit is admitted: the controller could not "
+            'resume it (see koordqueue_api_errors_total{operation="resume job"}); it retries on '
+            "the next Job event or resync"
+        )
+    elif ex.reason not in (Reason.ADMITTED, Reason.FINISHED) and not suspended:
+        ex.notes.append("the Job is not suspended: it runs without waiting for admission")
+    return ex
+
+
 def explain(view: ClusterView, key: str) -> Explanation | None:
     """Why the unit `namespace/name` is (not) admitted; None when there is no such unit."""
     engine = view.engine
@@ -458,6 +474,13 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
     ex.position, ex.queue_length = index + 1, len(waiting)
     ex.ahead = [u.key for u in waiting[:index]]
 
+    if info is not None and info.policy == "Intelligent" and (
+        unit.priority < info.settings.priority_threshold
+    ):
+        ex.notes.append(
+            "below koord-queue/priority-threshold: served after the high sub-queue, in round "
+            "robin, so the position is the priority order rather than the exact next turn"
+        )
     if unit.phase is Phase.BACKOFF:
         ex.notes.append("phase Backoff: it failed before and is retried after a back-off delay")
     if not ex.quota_exists or not ex.queue_exists:

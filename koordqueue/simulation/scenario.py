@@ -101,6 +101,21 @@ class UnitDef:
     duration: int | None = None
     """Steps the workload runs once admitted; None runs forever."""
     annotations: Mapping[str, str] = field(default_factory=dict)
+    pods: int = 1
+    """Pods of the workload; each requests resource / pods (a gang: all or nothing)."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+    def pod_request(self) -> Resources:
+        return Resources({k: v // self.pods for k, v in self.resource.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDef:
+    """A node the scheduler may place admitted units' pods on."""
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +127,8 @@ class Scenario:
     quotas: tuple[QuotaDef, ...]
     units: tuple[UnitDef, ...]
     description: str = ""
+    nodes: tuple[NodeDef, ...] = ()
+    """With nodes, admitted units are also placed by the scheduler core, pod by pod."""
 
 
 def _line(obj: object, key: str | None = None) -> int | None:
@@ -185,8 +202,11 @@ _UNIT_KEYS = {
     "arrive",
     "duration",
     "annotations",
+    "pods",
+    "nodeSelector",
 }
-_TOP_KEYS = {"name", "description", "steps", "oversellRate", "quotas", "units"}
+_NODE_KEYS = {"name", "allocatable", "labels"}
+_TOP_KEYS = {"name", "description", "steps", "oversellRate", "quotas", "units", "nodes"}
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
@@ -250,16 +270,45 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
             raise ScenarioError(
                 source, _line(u, "priority"), f"{where}.priority", "must be an integer"
             )
+        pods = _int(source, u, "pods", where, 1) or 0
+        if pods < 1:
+            raise ScenarioError(source, _line(u, "pods"), f"{where}.pods", "must be >= 1")
+        resource = _resources(source, u, "resource", where)
+        if any(v % pods for v in resource.values()):
+            raise ScenarioError(
+                source,
+                _line(u, "resource"),
+                f"{where}.resource",
+                f"must divide evenly into {pods} pods",
+            )
         units.append(
             UnitDef(
                 name=_name(source, u, where),
                 namespace=str(u.get("namespace") or "default"),
                 quota=quota,
-                resource=_resources(source, u, "resource", where),
+                resource=resource,
                 priority=priority,
                 arrive=_int(source, u, "arrive", where, 0) or 0,
                 duration=_int(source, u, "duration", where, None),
                 annotations=_str_map(source, u, "annotations", where),
+                pods=pods,
+                node_selector=_str_map(source, u, "nodeSelector", where),
+            )
+        )
+    nodes_raw = doc.get("nodes") or []
+    if not isinstance(nodes_raw, list):
+        raise ScenarioError(source, _line(doc, "nodes"), "nodes", "must be a list")
+    nodes: list[NodeDef] = []
+    for i, n in enumerate(nodes_raw):
+        where = f"nodes[{i}]"
+        if not isinstance(n, Mapping):
+            raise ScenarioError(source, _line(doc, "nodes"), where, "must be a map")
+        _check_keys(source, n, _NODE_KEYS, where)
+        nodes.append(
+            NodeDef(
+                name=_name(source, n, where),
+                allocatable=_resources(source, n, "allocatable", where),
+                labels=_str_map(source, n, "labels", where),
             )
         )
     steps = _int(source, doc, "steps", "scenario", None)
@@ -277,6 +326,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         quotas=tuple(quotas),
         units=tuple(units),
         description=str(doc.get("description") or ""),
+        nodes=tuple(nodes),
     )
 
 

@@ -22,7 +22,9 @@ from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import quota_from_object
 from koordqueue.domain.quota_tree import QuotaUsage
-from koordqueue.simulation.scenario import Scenario
+from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.framework import ClusterSnapshot, run_session
+from koordqueue.simulation.scenario import Scenario, UnitDef
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,10 @@ class StepRecord:
     admitted: list[str] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    """Units whose every pod the scheduler bound this step (scenarios with nodes)."""
+    placements: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Unit -> pod -> node, for pods bound this step."""
     waiting: list[str] = field(default_factory=list)
 
 
@@ -64,6 +70,8 @@ class SimulationResult:
                 phases[key] = Phase.ENQUEUED.value
             for key in record.admitted:
                 phases[key] = Phase.DEQUEUED.value
+            for key in record.running:
+                phases[key] = Phase.RUNNING.value
         for unit in self.scenario.units:
             phases.setdefault(f"{unit.namespace}/{unit.name}", Phase.ENQUEUED.value)
         return phases
@@ -93,6 +101,8 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
     admitted_at: dict[str, int] = {}
     durations = {f"{u.namespace}/{u.name}": u.duration for u in scenario.units}
     reported_not_found: set[str] = set()
+    unit_defs = {f"{u.namespace}/{u.name}": u for u in scenario.units}
+    placed: dict[str, dict[str, str]] = {}  # unit -> pod -> node, pods bound so far
     last_message: dict[str, str] = {}
     for step in range(scenario.steps):
         record = StepRecord(step)
@@ -109,6 +119,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                     engine.upsert_unit(replace(unit, phase=Phase.SUCCEED))
                 record.finished.append(key)
                 del admitted_at[key]
+                placed.pop(key, None)
         for u in scenario.units:
             if u.arrive == step:
                 labels = {QUOTA_NAME_LABEL: u.quota} if u.quota is not None else {}
@@ -132,6 +143,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         for preemption in outcome.preempted:
             for victim in preemption.victims:
                 admitted_at.pop(victim.uid, None)
+                placed.pop(victim.uid, None)
                 record.preempted.append(victim.key)
                 record.events.append(
                     StepEvent(
@@ -166,6 +178,8 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
             if last_message.get(unit.uid) != unresolved.message:
                 last_message[unit.uid] = unresolved.message
                 record.events.append(StepEvent(step, unit.key, "Unmapped", unresolved.message))
+        if scenario.nodes:
+            _place(scenario, engine, unit_defs, placed, record, last_message)
         record.waiting = sorted(
             u.key
             for u in engine.units()
@@ -173,3 +187,82 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         )
         record.usage = engine.tree.report()
         yield record
+
+
+def _place(
+    scenario: Scenario,
+    engine: AdmissionEngine,
+    unit_defs: dict[str, UnitDef],
+    placed: dict[str, dict[str, str]],
+    record: StepRecord,
+    last_message: dict[str, str],
+) -> None:
+    """Admitted units' pods through one scheduler session (gang: a unit's pods all or none)."""
+    jobs: list[JobInfo] = []
+    for unit in engine.units():
+        if not engine.is_admitted(unit.uid):
+            continue
+        spec = unit_defs[unit.uid]
+        bound = placed.get(unit.uid, {})
+        tasks = []
+        for i in range(spec.pods):
+            pod = f"{spec.name}-{i}"
+            node = bound.get(pod)
+            tasks.append(
+                TaskInfo(
+                    uid=f"{unit.uid}/{pod}",
+                    name=pod,
+                    namespace=spec.namespace,
+                    resreq=spec.pod_request(),
+                    priority=spec.priority,
+                    status=TaskStatus.RUNNING if node else TaskStatus.PENDING,
+                    node_name=node,
+                    node_selector=dict(spec.node_selector),
+                    creation=float(spec.arrive),
+                )
+            )
+        jobs.append(
+            JobInfo(
+                unit.uid,
+                spec.name,
+                namespace=spec.namespace,
+                priority=spec.priority,
+                min_available=spec.pods,
+                creation=float(spec.arrive),
+                tasks=tasks,
+            )
+        )
+    if not jobs:
+        return
+    nodes = [NodeInfo(n.name, n.allocatable, labels=dict(n.labels)) for n in scenario.nodes]
+    result = run_session(ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo("default")]))
+    for bind in result.binds:
+        placed.setdefault(bind.job, {})[bind.name] = bind.node
+        record.placements.setdefault(bind.job, {})[bind.name] = bind.node
+    for job_uid, pods in sorted(record.placements.items()):
+        spec = unit_defs[job_uid]
+        where = ", ".join(f"{pod}->{node}" for pod, node in sorted(pods.items()))
+        record.events.append(
+            StepEvent(record.step, job_uid, "Scheduled", f"bound {len(pods)} pod(s): {where}")
+        )
+        if len(placed.get(job_uid, {})) == spec.pods:
+            admitted_unit = engine.unit(job_uid)
+            if admitted_unit is not None:
+                engine.upsert_unit(replace(admitted_unit, phase=Phase.RUNNING))
+            record.running.append(job_uid)
+    for job_uid, message in sorted(result.job_conditions.items()):
+        if job_uid in record.placements:
+            continue
+        reasons = sorted(
+            {
+                str(errs.message())
+                for uid, errs in result.fit_errors.items()
+                if uid.startswith(job_uid + "/")
+            }
+        )
+        if reasons:
+            message = f"{message}; {' '.join(reasons)}"
+        if last_message.get(job_uid) == message:
+            continue
+        last_message[job_uid] = message
+        record.events.append(StepEvent(record.step, job_uid, "Unschedulable", message, "Warning"))

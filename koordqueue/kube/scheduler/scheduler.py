@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,7 +25,7 @@ from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.cache import Built, Kind, SchedulerCache
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.settings import ControllerSettings
-from koordqueue.scheduler import SchedulerConfig, SessionResult
+from koordqueue.scheduler import Bind, SchedulerConfig, SessionResult
 from koordqueue.scheduler.framework import (
     Arguments,
     ConfigWatcher,
@@ -189,7 +189,7 @@ class Scheduler:
 
     # --- applying decisions ----------------------------------------------------------------
     def apply(self, built: Built, result: SessionResult, released: list[str], out: Round) -> None:
-        futures = []
+        futures: list[tuple[object, Future[bool]]] = []
         for bind in result.binds:
             self.cache.assume(bind.task, bind.node)
             futures.append((bind, self._pool.submit(self._bind, bind.namespace, bind.name,
@@ -198,9 +198,12 @@ class Scheduler:
             futures.append((ev, self._pool.submit(self._evict, ev.namespace, ev.name, ev.task,
                                                   ev.reason)))
         bound_now = {b.task for b in result.binds}
+        job_of: dict[str, str] = {}
+        if result.job_conditions:
+            job_of = {t: job.uid for job in built.snapshot.jobs for t in job.tasks}
         unplaced = 0
         for uid, pod in built.pods.items():
-            message = self._unschedulable(built, result, uid, pod, bound_now)
+            message = self._unschedulable(result, uid, pod, bound_now, job_of)
             if message is None:
                 continue
             unplaced += 1
@@ -219,14 +222,14 @@ class Scheduler:
                     self._set_phase, update.namespace, update.name, update.new.value)))
         if self.gates is not None:
             for uid in released:
-                pod = built.pods.get(uid)
-                if pod is not None:
-                    m = convert.meta(pod)
+                gated = built.pods.get(uid)
+                if gated is not None:
+                    m = convert.meta(gated)
                     self.gates.enqueue(GateOp(str(m.get("namespace")), str(m.get("name")), uid))
             out.released = released
         for what, future in futures:
             ok = future.result()
-            if what in result.binds:
+            if isinstance(what, Bind):
                 if ok:
                     out.bound += 1
                 else:
@@ -236,8 +239,8 @@ class Scheduler:
                 del self._written[uid]
 
     def _unschedulable(
-        self, built: Built, result: SessionResult, uid: str, pod: dict[str, Any],
-        bound_now: set[str],
+        self, result: SessionResult, uid: str, pod: dict[str, Any],
+        bound_now: set[str], job_of: dict[str, str],
     ) -> str | None:
         """The Unschedulable message for a pod left pending, or None."""
         if uid in bound_now or (pod.get("spec") or {}).get("nodeName"):
@@ -249,10 +252,8 @@ class Scheduler:
         errors = result.fit_errors.get(uid)
         if errors is not None:
             return errors.message()
-        for job in built.snapshot.jobs:
-            if uid in job.tasks:
-                return result.job_conditions.get(job.uid)
-        return None
+        job = job_of.get(uid)
+        return result.job_conditions.get(job) if job is not None else None
 
     def _bind(self, namespace: str, name: str, uid: str, node: str) -> bool:
         body = {

@@ -12,6 +12,7 @@ from koordqueue.domain.names import MSG_NO_QUOTA_LABEL, QUOTA_NAME_LABEL, QUOTA_
 from koordqueue.simulation.explain import (
     ClusterView,
     Reason,
+    add_job_notes,
     explain,
     explain_missing,
     view_from_scenario,
@@ -317,3 +318,20 @@ def test_unreachable_cluster_exits_1(capsys: pytest.CaptureFixture[str], tmp_pat
     )
     result = run(capsys, "explain", "--kubeconfig", kubeconfig, "-n", "ns", "job")
     assert result.code == 1 and "cannot read the cluster" in result.err
+
+
+def test_bad_oversell_rate_is_bad_input_before_any_cluster_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    result = run(capsys, "explain", "--oversellrate", "-1", "-n", "ns", "job")
+    assert result.code == 2 and "oversell rate" in result.err
+
+
+def test_admitted_unit_whose_job_is_still_suspended_gets_a_note() -> None:
+    view = ClusterView.from_objects(
+        [_quota("q", "2")], [_queue("q")], [_unit("u", "q", "1", "Dequeued")]
+    )
+    ex = explain(view, "ns/u")
+    assert ex is not None and ex.reason is Reason.ADMITTED
+    add_job_notes(ex, {"metadata": {"name": "u"}, "spec": {"suspend": True}})
+    assert any("still suspended" in note for note in ex.notes)

@@ -33,6 +33,8 @@ EXPLAIN_CASES = [
     ("quota-errors", "ops/nothing-allowed", None),  # empty max
     ("quota-errors", "ops/unserved", None),  # AddQueueFail
     ("quota-errors", "ops/typo", None),  # invalid label value
+    ("pipeline", "ml/gpu-job", 1),  # waits for the org quota while train and etl run
+    ("pipeline", "ml/train", None),  # admitted and placed, then finished
 ]
 
 

@@ -1,0 +1,110 @@
+"""kopf wiring of the scheduler: raw watch events into the cache, the session loop, probes.
+
+Only `@kopf.on.event` (level-triggered, no progress annotations or finalizers on pods). The
+cache is also relisted every `resync_period`, so a missed event is repaired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import kopf
+import structlog
+
+from koordqueue.domain import names as domain_names
+from koordqueue.kube.api import KubeApi
+from koordqueue.kube.scheduler.cache import Kind
+from koordqueue.kube.scheduler.scheduler import Scheduler
+
+log = structlog.get_logger(__name__)
+
+
+def _obj(event: kopf.RawEvent) -> dict[str, Any]:
+    raw: dict[str, Any] = dict(event.get("object") or {})
+    return raw
+
+
+def _type(event: kopf.RawEvent) -> str | None:
+    value = event.get("type")
+    return str(value) if value else None
+
+
+def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
+    """kopf's watches use the same credentials as our API client."""
+    cfg = api.api_client.configuration
+    keys: dict[str, str] = dict(cfg.api_key or {})
+    raw = keys.get("authorization") or keys.get("BearerToken") or ""
+    scheme, token = (raw.split(" ", 1) if " " in raw else ("Bearer", raw)) if raw else (None, "")
+    return kopf.ConnectionInfo(
+        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+        scheme=scheme, token=token or None,
+    )
+
+
+def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
+    """Add the scheduler's handlers to `registry` (alone, or next to the quota controller's)."""
+    cache = scheduler.cache
+    state: dict[str, asyncio.Task[None]] = {}
+    vg, vv = domain_names.VOLCANO_GROUP, domain_names.VOLCANO_VERSION
+
+    @kopf.on.event("", "v1", "pods", registry=registry)
+    async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(Kind.POD, _type(event), _obj(event))
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(Kind.NODE, _type(event), _obj(event))
+
+    @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)
+    async def group_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(Kind.POD_GROUP, _type(event), _obj(event))
+
+    @kopf.on.event(vg, vv, domain_names.VOLCANO_QUEUE_PLURAL, registry=registry)
+    async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(Kind.QUEUE, _type(event), _obj(event))
+
+    @kopf.on.startup(registry=registry)
+    async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.peering.standalone = True
+        settings.posting.enabled = False
+        await asyncio.to_thread(scheduler.start)
+        state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
+        log.info("scheduler ready", scheduler_name=scheduler.settings.scheduler_name,
+                 gates=scheduler.gates_enabled)
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_scheduler(**_: Any) -> None:
+        task = state.pop("loop", None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(scheduler.close)
+
+    @kopf.on.probe(id="scheduler", registry=registry)
+    def scheduler_ready(**_: Any) -> bool:
+        if not scheduler.ready.is_set():
+            raise kopf.TemporaryError("scheduler not started")
+        return True
+
+
+async def scheduling_loop(scheduler: Scheduler) -> None:
+    """A session every `schedule_period`, a relist every `resync_period`; never dies."""
+    settings = scheduler.settings
+    loop = asyncio.get_running_loop()
+    last_relist = loop.time()
+    while True:
+        started = loop.time()
+        try:
+            await asyncio.to_thread(scheduler.run_once)
+            if loop.time() - last_relist >= settings.resync_period:
+                last_relist = loop.time()
+                await asyncio.to_thread(scheduler.relist)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("scheduling round failed; continuing")
+        await asyncio.sleep(max(0.01, settings.schedule_period - (loop.time() - started)))
