@@ -19,6 +19,7 @@ from typing import Any, Final
 import kopf
 import structlog
 
+from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler.gates import names
 from koordqueue.scheduler.gates.reservation import opted_in
@@ -46,12 +47,16 @@ def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": names.GATE_NAME}]}]
 
 
-def review(request: Mapping[str, Any]) -> dict[str, Any]:
-    """An AdmissionReview response for an AdmissionReview request (always allowed)."""
+def review(request: Mapping[str, Any], *, enabled: bool = True) -> dict[str, Any]:
+    """An AdmissionReview response for an AdmissionReview request (always allowed).
+
+    With the feature gate off (`enabled` False) nothing is ever patched.
+    """
     payload = request.get("request") or {}
     response: dict[str, Any] = {"uid": payload.get("uid", ""), "allowed": True}
     kind = (payload.get("kind") or {}).get("kind")
-    if kind == "Pod" and payload.get("operation") == "CREATE" and not payload.get("subResource"):
+    creating = payload.get("operation") == "CREATE" and not payload.get("subResource")
+    if enabled and kind == "Pod" and creating:
         ops = gate_patch(payload.get("object") or {})
         if ops:
             response["patchType"] = "JSONPatch"
@@ -63,22 +68,27 @@ def review(request: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _handle(request: Any, **_: Any) -> Any:
-    try:
-        return review(request)
-    except Exception:  # never fail the pod's creation because of us
-        log.exception("webhook review failed; allowing unchanged")
-        uid = ((request or {}).get("request") or {}).get("uid", "")
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True}}
+def _handler(enabled: bool) -> Callable[..., Awaitable[Any]]:
+    async def handle(request: Any, **_: Any) -> Any:
+        try:
+            return review(request, enabled=enabled)
+        except Exception:  # never fail the pod's creation because of us
+            log.exception("webhook review failed; allowing unchanged")
+            uid = ((request or {}).get("request") or {}).get("uid", "")
+            return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": uid, "allowed": True}}
+
+    return handle
 
 
 async def serve(
     server: kopf.WebhookServer,
     on_ready: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
+    *,
+    enabled: bool = True,
 ) -> None:
     """Serve reviews until cancelled; `on_ready` gets the client config (url, caBundle)."""
-    async for client_config in server(_handle):
+    async for client_config in server(_handler(enabled)):
         log.info("pod webhook serving", url=client_config.get("url"))
         if on_ready is not None:
             result = on_ready(dict(client_config))
@@ -97,10 +107,17 @@ def webhook_server(settings: ControllerSettings, addr: str = "0.0.0.0") -> kopf.
 def register_webhook(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> None:
     """Serve the webhook for the operator's lifetime (startup to cleanup)."""
     tasks: list[asyncio.Task[None]] = []
+    enabled = parse_feature_gates(settings.feature_gates)[names.FEATURE_GATE]
+    ready = asyncio.Event()
+
+    def on_ready(_config: dict[str, Any]) -> None:
+        ready.set()
 
     @kopf.on.startup(registry=registry)
     async def start_webhook(**_: Any) -> None:
-        tasks.append(asyncio.create_task(serve(webhook_server(settings))))
+        server = webhook_server(settings)
+        tasks.append(asyncio.create_task(serve(server, on_ready, enabled=enabled)))
+        await asyncio.wait_for(ready.wait(), timeout=30)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_webhook(**_: Any) -> None:
