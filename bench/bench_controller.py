@@ -37,32 +37,39 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
-def watch_resumed(kubectl: Kubectl, ns: str, expected: int, resumed: dict[str, float]) -> None:
-    """Record when each Job is first seen resumed, from a watch stream (no polling load)."""
-    proc = subprocess.Popen(
-        [str(kubectl.binary), f"--kubeconfig={kubectl.kubeconfig}", "get", "jobs", "-n", ns,
-         "--watch", "-o", "json"], stdout=subprocess.PIPE, text=True)
+def watch_resumed(
+    kubectl: Kubectl, ns: str, expected: int, resumed: dict[str, float], deadline: float
+) -> None:
+    """Record when each Job is first seen resumed, from a watch stream (no polling load).
+
+    The watch is restarted if it ends (server-side timeout) until every Job was seen.
+    """
     decoder = json.JSONDecoder()
-    buffer = ""
-    assert proc.stdout is not None
-    try:
-        while len(resumed) < expected:
-            chunk = proc.stdout.readline()
-            if not chunk:
-                return
-            buffer += chunk
-            while True:
-                stripped = buffer.lstrip()
-                try:
-                    obj, end = decoder.raw_decode(stripped)
-                except ValueError:
+    while len(resumed) < expected and time.time() < deadline:
+        proc = subprocess.Popen(
+            [str(kubectl.binary), f"--kubeconfig={kubectl.kubeconfig}", "get", "jobs", "-n", ns,
+             "--watch", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        buffer = ""
+        try:
+            for line in proc.stdout:
+                buffer += line
+                while True:
+                    stripped = buffer.lstrip()
+                    try:
+                        obj, end = decoder.raw_decode(stripped)
+                    except ValueError:
+                        break
+                    buffer = stripped[end:]
+                    for item in obj.get("items", [obj]):
+                        name = item.get("metadata", {}).get("name")
+                        if name and item.get("spec", {}).get("suspend") is False:
+                            resumed.setdefault(name, time.time())
+                if len(resumed) >= expected or time.time() > deadline:
                     break
-                buffer = stripped[end:]
-                name = obj["metadata"]["name"]
-                if obj["spec"].get("suspend") is False and name not in resumed:
-                    resumed[name] = time.time()
-    finally:
-        proc.terminate()
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -112,14 +119,16 @@ def main() -> int:
                 api.create(JOB, body, ns)
 
             resumed: dict[str, float] = {}
-            watcher = threading.Thread(target=watch_resumed, args=(kubectl, ns, args.jobs, resumed), daemon=True)
+            watcher = threading.Thread(
+                target=watch_resumed, args=(kubectl, ns, args.jobs, resumed, time.time() + 600), daemon=True
+            )
             watcher.start()
             time.sleep(1)
             t0 = time.time()
             with ThreadPoolExecutor(args.clients) as pool:
                 list(pool.map(create, range(args.jobs)))
             create_s = time.time() - t0
-            watcher.join(300)
+            watcher.join(620)
             total_s = max(resumed.values(), default=time.time()) - t0
             cpu = cpu_seconds(proc.pid) - cpu_before
         finally:

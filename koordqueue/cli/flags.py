@@ -115,6 +115,52 @@ FLAGS: tuple[Flag, ...] = (
         _DEFAULTS.manage_jobs,
         _bool,
     ),
+    Flag(
+        "--scheduler-name",
+        "scheduler_name",
+        "the scheduler places pods whose spec.schedulerName is this",
+        _DEFAULTS.scheduler_name,
+    ),
+    Flag(
+        "--schedule-period",
+        "schedule_period",
+        "seconds between scheduling sessions",
+        _DEFAULTS.schedule_period,
+        _positive,
+    ),
+    Flag(
+        "--scheduler-conf",
+        "scheduler_conf",
+        "scheduler configuration YAML (actions, tiers; hot-reloaded; default: built-in)",
+        None,
+    ),
+    Flag(
+        "--feature-gates",
+        "feature_gates",
+        "comma-separated Name=true|false (known: SchedulingGatesQueueAdmission, default false)",
+        _DEFAULTS.feature_gates,
+    ),
+    Flag(
+        "--gate-removal-worker-num",
+        "gate_removal_worker_num",
+        "workers removing scheduling gates (200 queued operations each)",
+        _DEFAULTS.gate_removal_worker_num,
+        int,
+    ),
+    Flag(
+        "--webhook-port",
+        "webhook_port",
+        "port of the pod mutating webhook (TLS; 0: off)",
+        _DEFAULTS.webhook_port,
+        int,
+    ),
+    Flag(
+        "--webhook-cert",
+        "webhook_cert",
+        "webhook serving certificate (PEM; default: self-signed with the openssl CLI)",
+        None,
+    ),
+    Flag("--webhook-key", "webhook_key", "webhook serving private key (PEM)", None),
 )
 
 

@@ -159,3 +159,14 @@ def test_startup_resync_fixes_queues_changed_while_down(kubectl: Any, kubeconfig
     with RunningController(kubeconfig):
         assert (_queue(kubectl, name) or {})["spec"]["queuePolicy"] == "Block"
         kq.wait_for(lambda: _queue(kubectl, gone) is None, what="orphan queue deleted")
+
+
+def test_operator_can_list_queues_by_short_name_and_category(kubectl: Any, controller: RunningController) -> None:
+    name = kq.unique("short")
+    kubectl.apply(kq.quota(name))
+    kq.wait_for(lambda: _queue(kubectl, name), what="queue")
+    # `kubectl get queues` is Volcano's cluster-scoped Queue; ours answers to kq / the category
+    assert name in kubectl("get", "kq", "-n", "koord-queue").stdout
+    listing = kubectl("get", "koordqueue", "-A").stdout
+    assert f"queue.scheduling.x-k8s.io/{name}" in listing
+    assert f"elasticquota.scheduling.sigs.k8s.io/{name}" in listing

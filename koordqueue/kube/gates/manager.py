@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -38,6 +38,9 @@ class GateOp:
     namespace: str
     name: str
     uid: str
+    pod: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+    """The pod as the scheduler last saw it: the first attempt patches against it without a
+    GET (a stale copy only costs one failed `test` and a re-read)."""
 
 
 class Outcome:
@@ -111,11 +114,17 @@ class GateManager:
         try:
             worker.put_nowait(op)
         except queue.Full:
+            # the caller logs once per session (names.WARN_QUEUE_FULL); the pod is still
+            # gated and passes the check again next session
             self._done(op.uid)
             metrics.GATE_QUEUE_FULL.inc()
-            log.warning(names.WARN_QUEUE_FULL.format(pod=f"{op.namespace}/{op.name}"))
             return False
         return True
+
+    def queued(self, uid: str) -> bool:
+        """An operation for this pod is queued or running."""
+        with self._lock:
+            return uid in self._inflight
 
     def pending(self) -> int:
         with self._lock:
@@ -149,8 +158,10 @@ class GateManager:
     def remove(self, op: GateOp) -> str:
         """Remove our gate from one pod, re-reading on conflict; returns the outcome."""
         key = f"{op.namespace}/{op.name}"
+        known = op.pod
         for attempt in range(MAX_ATTEMPTS):
-            pod = self.api.get(POD, op.name, op.namespace)
+            pod = known if known is not None else self.api.get(POD, op.name, op.namespace)
+            known = None
             if pod is None or (pod.get("metadata") or {}).get("uid") != op.uid:
                 return Outcome.GONE
             patch = removal_patch(pod)
@@ -174,7 +185,7 @@ class GateManager:
                 if exc.not_found:
                     return Outcome.GONE
                 raise
-            log.info("gate removed", pod=key)
+            log.debug("gate removed", pod=key)
             return Outcome.REMOVED
         log.warning("gate not removed: pod kept changing", pod=key)
         return Outcome.CONFLICT

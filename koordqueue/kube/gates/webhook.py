@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 import kopf
 import structlog
 
+from koordqueue.kube.gates.certs import self_signed
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler.gates import names
@@ -96,11 +99,26 @@ async def serve(
                 await result
 
 
+SERVICE_HOSTS: Final = (
+    "koordqueue-webhook.koord-queue.svc",
+    "koordqueue-webhook.koord-queue.svc.cluster.local",
+    "localhost",
+    "127.0.0.1",
+)
+"""Names a generated certificate is valid for (the Service in deploy/webhook.yaml, loopback)."""
+
+
 def webhook_server(settings: ControllerSettings, addr: str = "0.0.0.0") -> kopf.WebhookServer:
-    """kopf's TLS server on `webhook_port` with the configured (or given) certificate."""
+    """kopf's TLS server on `webhook_port` with the given certificate, or a self-signed one
+    generated with the openssl CLI (its PEM must then be put into the caBundle)."""
+    certfile, keyfile = settings.webhook_cert, settings.webhook_key
+    if not certfile:
+        cert = self_signed(Path(tempfile.mkdtemp(prefix="kq-webhook-")), SERVICE_HOSTS)
+        certfile, keyfile = str(cert.certfile), str(cert.keyfile)
+        log.warning("webhook uses a generated self-signed certificate", certfile=certfile)
     return kopf.WebhookServer(
         addr=addr, port=settings.webhook_port, path=WEBHOOK_PATH,
-        certfile=settings.webhook_cert, pkeyfile=settings.webhook_key,
+        certfile=certfile, pkeyfile=keyfile,
     )
 
 

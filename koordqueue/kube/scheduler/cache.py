@@ -19,7 +19,7 @@ import structlog
 
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.scheduler import ClusterSnapshot
-from koordqueue.scheduler.api import JobInfo, NodeInfo, TaskStatus
+from koordqueue.scheduler.api import JobInfo, NodeInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opted_in
 
 log = structlog.get_logger(__name__)
@@ -68,6 +68,10 @@ class SchedulerCache:
         self._lock = threading.Lock()
         self._objs: dict[Kind, dict[str, dict[str, Any]]] = {k: {} for k in Kind}
         self._assumed: dict[str, tuple[str, float]] = {}
+        self._converted: dict[str, tuple[str, TaskInfo]] = {}
+        self._nodes: dict[str, tuple[str, NodeInfo]] = {}
+        """uid -> (resourceVersion, converted task): parsing requests dominates a build, and
+        most pods do not change between sessions."""
 
     # --- feeding -------------------------------------------------------------------------
     def _key(self, kind: Kind, obj: Mapping[str, Any]) -> str:
@@ -146,10 +150,19 @@ class SchedulerCache:
             assumed = dict(self._assumed)
 
         nodes: dict[str, NodeInfo] = {}
+        node_protos: dict[str, tuple[str, NodeInfo]] = {}
         for raw in nodes_raw:
             if convert.node_ready(raw):
-                info = convert.node_info(raw)
-                nodes[info.name] = info
+                m = convert.meta(raw)
+                name, version = str(m.get("name", "")), str(m.get("resourceVersion", ""))
+                cached = self._nodes.get(name)
+                if cached is not None and version and cached[0] == version:
+                    proto = cached[1]
+                else:
+                    proto = convert.node_info(raw)
+                node_protos[name] = (version, proto)
+                nodes[name] = proto.clone()
+        self._nodes = node_protos
         jobs: dict[str, JobInfo] = {}
         groups: dict[str, dict[str, Any]] = {}
         by_key: dict[str, JobInfo] = {}
@@ -159,11 +172,12 @@ class SchedulerCache:
             groups[job.uid] = raw
             by_key[f"{job.namespace}/{job.name}"] = job
         built = Built(ClusterSnapshot(), groups=groups)
+        converted: dict[str, tuple[str, TaskInfo]] = {}
         candidates: set[str] = set()
         reserved: set[str] = set()
         for pod in pods:
             ours = (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
-            task = convert.task_info(pod)
+            task = self._task(pod, converted)
             if not ours:
                 host = nodes.get(task.node_name or "")
                 if host is not None and task.uid not in host.tasks:
@@ -199,4 +213,17 @@ class SchedulerCache:
             queues=[convert.queue_info(q) for q in queues_raw],
         )
         built.view = GateView(frozenset(candidates), frozenset(reserved))
+        self._converted = converted
         return built
+
+    def _task(self, pod: Mapping[str, Any], converted: dict[str, tuple[str, TaskInfo]]) -> TaskInfo:
+        """A fresh TaskInfo for the pod, converted again only when its resourceVersion moved."""
+        m = convert.meta(pod)
+        uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
+        cached = self._converted.get(uid)
+        if cached is not None and version and cached[0] == version:
+            proto = cached[1]
+        else:
+            proto = convert.task_info(pod)
+        converted[uid] = (version, proto)
+        return proto.clone()

@@ -22,11 +22,11 @@ def build_scheduler_operator(
     api = KubeApi(load_api_client(settings.kubeconfig, settings.context))
     scheduler = Scheduler(api, settings)
     registry = kopf.OperatorRegistry()
-    register_scheduler(registry, scheduler)
-    if settings.webhook_port:
+    if settings.webhook_port:  # first: serving before the scheduler reports ready
         from koordqueue.kube.gates.webhook import register_webhook
 
         register_webhook(registry, settings)
+    register_scheduler(registry, scheduler)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:

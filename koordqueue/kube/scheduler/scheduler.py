@@ -18,7 +18,8 @@ from typing import Any
 
 import structlog
 
-from koordqueue.kube.api import POD, POD_GROUP, VOLCANO_QUEUE, ApiError, KubeApi
+from koordqueue.kube.api import NODE, POD, POD_GROUP, VOLCANO_QUEUE, ApiError, KubeApi
+from koordqueue.kube.api import Kind as RestKind
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp
 from koordqueue.kube.scheduler import convert, metrics, names
@@ -135,15 +136,25 @@ class Scheduler:
             self.api.create(VOLCANO_QUEUE, body)
             log.info("created the default queue")
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.not_found:  # the Queue CRD is not installed: nothing can be scheduled
+                log.warning("scheduling.volcano.sh Queues are not served; install crds/")
+            elif exc.status != 409:
                 raise
 
     def relist(self) -> None:
-        """Replace the cache's contents with fresh listings (repairs missed events)."""
-        self.cache.replace(Kind.NODE, self.api.list_objects(convert_kind(Kind.NODE)))
-        self.cache.replace(Kind.QUEUE, self.api.list_objects(VOLCANO_QUEUE))
-        self.cache.replace(Kind.POD_GROUP, self.api.list_objects(POD_GROUP))
-        self.cache.replace(Kind.POD, self.api.list_objects(POD))
+        """Replace the cache's contents with fresh listings (repairs missed events).
+
+        A kind the server does not serve (Volcano CRDs not installed) lists as empty.
+        """
+        for kind in (Kind.NODE, Kind.QUEUE, Kind.POD_GROUP, Kind.POD):
+            try:
+                objs = self.api.list_objects(convert_kind(kind))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                log.warning("resource not served; treated as empty", kind=kind.value)
+                objs = []
+            self.cache.replace(kind, objs)
 
     def config(self, view: GateView) -> SchedulerConfig:
         if self._watcher is not None:
@@ -221,11 +232,15 @@ class Scheduler:
                 futures.append((update, self._pool.submit(
                     self._set_phase, update.namespace, update.name, update.new.value)))
         if self.gates is not None:
+            refused = 0
             for uid in released:
                 gated = built.pods.get(uid)
                 if gated is not None:
                     m = convert.meta(gated)
-                    self.gates.enqueue(GateOp(str(m.get("namespace")), str(m.get("name")), uid))
+                    op = GateOp(str(m.get("namespace")), str(m.get("name")), uid, gated)
+                    refused += not self.gates.enqueue(op) and not self.gates.queued(uid)
+            if refused:
+                log.warning(gate_names.WARN_QUEUE_FULL.format(count=refused))
             out.released = released
         for what, future in futures:
             ok = future.result()
@@ -320,9 +335,7 @@ class Scheduler:
         return True
 
 
-def convert_kind(kind: Kind) -> Any:
+def convert_kind(kind: Kind) -> RestKind:
     """The REST kind of a cache kind."""
-    from koordqueue.kube.api import NODE
-
     return {Kind.POD: POD, Kind.NODE: NODE, Kind.POD_GROUP: POD_GROUP,
             Kind.QUEUE: VOLCANO_QUEUE}[kind]

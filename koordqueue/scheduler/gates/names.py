@@ -24,4 +24,6 @@ WARN_GATE_WITHOUT_OPT_IN: Final = (
     "pod {pod} carries gate " + GATE_NAME + " but not the opt-in annotation "
     + OPT_IN_ANNOTATION + '="true"; it will never be un-gated by the scheduler'
 )
-WARN_QUEUE_FULL: Final = "gate removal queue full; {pod} retried next session"
+WARN_QUEUE_FULL: Final = (
+    "{count} gate removals refused by full worker queues; those pods are retried next session"
+)

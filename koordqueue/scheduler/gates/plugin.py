@@ -8,12 +8,27 @@ the session closed.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler.api import TaskInfo, TaskStatus
+from koordqueue.scheduler.api import QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.interface import Arguments, Plugin
 from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.gates import names
 from koordqueue.scheduler.gates.reservation import GateView, ReservationLedger
+
+
+def queue_limits(session: Session) -> dict[str, Resources | None]:
+    """Each queue's effective capability: the capacity plugin's real capability (capability
+    capped by the cluster minus others' guarantees) when it is configured, else the spec's."""
+    capacity = session.plugins.get("capacity")
+    attrs = getattr(capacity, "attrs", None)
+    limits: dict[str, Resources | None] = {}
+    for name, queue in session.queues.items():
+        attr = attrs.get(name) if isinstance(attrs, dict) else None
+        real = getattr(attr, "real_capability", None)
+        limits[name] = real if isinstance(real, Resources) else queue.capability
+    return limits
 
 
 class QueueAllocationGatePlugin(Plugin):
@@ -26,47 +41,55 @@ class QueueAllocationGatePlugin(Plugin):
         view = self.arguments.get("view")
         self.view = view if isinstance(view, GateView) else GateView()
         self.ledger = ReservationLedger({})
-        self._candidates: list[TaskInfo] = []
+        self._candidates: list[tuple[tuple[int, int, float, str], str, TaskInfo]] = []
         self.released: list[str] = []
         """Task uids that passed the capacity check this session, in check order."""
 
     def on_session_open(self, session: Session) -> None:
         view = self.view
-        self.ledger = ledger = ReservationLedger(
-            {name: q.capability for name, q in session.queues.items()}
-        )
+        limits = queue_limits(session)
+        capped = {name for name, cap in limits.items() if cap is not None}
+        self.ledger = ledger = ReservationLedger(limits)
         reserved: list[tuple[str, str, Resources]] = []
         allocated: list[tuple[str, Resources]] = []
-        candidates: list[TaskInfo] = []
+        candidates: list[tuple[tuple[int, int, float, str], str, TaskInfo]] = []
+        watched = view.reserved | view.candidates
         for job in session.jobs.values():
-            allocated.append((job.queue, job.allocated))
+            if job.queue in capped and job.ready_task_num():
+                allocated.append((job.queue, job.allocated))
+            if not watched:
+                continue
             for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
                 if task.uid in view.reserved:
                     reserved.append((job.queue, task.uid, task.resreq))
                 elif task.uid in view.candidates:
-                    candidates.append(task)
+                    order = (-job.priority, -task.priority, task.creation, task.name)
+                    candidates.append((order, job.queue, task))
         ledger.rebuild(allocated, reserved)
         self._candidates = candidates
+        jobs = session.jobs
 
-        def queue_of(task: TaskInfo) -> str:
-            return session.jobs[task.job].queue
+        # Only queues with a capability need bookkeeping; the others answer at once.
+        def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
+            return queue.name not in capped or ledger.fits(queue.name, task.uid, task.resreq)
 
-        def allocatable(queue: object, task: TaskInfo) -> bool:
-            return ledger.fits(queue_of(task), task.uid, task.resreq)
+        def allocated_fn(task: TaskInfo) -> None:
+            queue = jobs[task.job].queue
+            if queue in capped:
+                ledger.on_allocate(queue, task.uid, task.resreq)
+
+        def deallocated_fn(task: TaskInfo) -> None:
+            queue = jobs[task.job].queue
+            if queue in capped:
+                ledger.on_deallocate(queue, task.uid, task.resreq)
 
         session.add_allocatable_fn(self.name, allocatable)
-        session.add_event_handler(
-            self.name,
-            EventHandler(
-                lambda t: ledger.on_allocate(queue_of(t), t.uid, t.resreq),
-                lambda t: ledger.on_deallocate(queue_of(t), t.uid, t.resreq),
-            ),
-        )
+        session.add_event_handler(self.name, EventHandler(allocated_fn, deallocated_fn))
 
     def on_session_close(self, session: Session) -> None:
-        candidates = [t for t in self._candidates if t.status is TaskStatus.PENDING]
-        jobs = session.jobs
-        candidates.sort(key=lambda t: (-jobs[t.job].priority, -t.priority, t.creation, t.name))
-        for task in candidates:
-            if self.ledger.admit(jobs[task.job].queue, task.uid, task.resreq):
+        """Check still-pending candidates in (job priority, priority, creation) order."""
+        self._candidates.sort(key=itemgetter(0))
+        admit = self.ledger.admit
+        for _order, queue, task in self._candidates:
+            if task.status is TaskStatus.PENDING and admit(queue, task.uid, task.resreq):
                 self.released.append(task.uid)

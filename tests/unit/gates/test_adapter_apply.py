@@ -1,0 +1,102 @@
+"""The scheduler adapter's round against a recording fake API (binds, conditions, releases)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from koordqueue.kube.scheduler.cache import Kind
+from koordqueue.kube.scheduler.scheduler import Scheduler
+from koordqueue.kube.settings import ControllerSettings
+from koordqueue.scheduler.gates import GATE_NAME, OPT_IN_ANNOTATION
+
+
+class RecordingApi:
+    """Answers every write with {} and records (method, path, body)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> dict[str, Any]:
+        self.calls.append((method, path, body))
+        return {}
+
+    def create(self, kind: Any, body: Any, namespace: str | None = None) -> dict[str, Any]:
+        self.calls.append(("POST", kind.path(namespace), body))
+        return {"metadata": {"name": "e"}}
+
+    def merge_patch(self, kind: Any, name: str, patch: Any, namespace: str | None = None,
+                    subresource: str | None = None) -> dict[str, Any]:
+        self.calls.append(("PATCH", kind.path(namespace, name, subresource), patch))
+        return {}
+
+    def paths(self, suffix: str) -> list[str]:
+        return [p for _m, p, _b in self.calls if p.endswith(suffix)]
+
+
+NODE = {"metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}}
+QUEUE = {"metadata": {"name": "default"}, "spec": {"weight": 1}}
+
+
+def pod(name: str, cpu: str = "1", selector: dict[str, str] | None = None,
+        gates: list[str] | None = None, opt_in: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": name,
+                     "annotations": {OPT_IN_ANNOTATION: "true"} if opt_in else {}},
+        "spec": {"schedulerName": "volcano", "nodeSelector": selector or {},
+                 "schedulingGates": [{"name": g} for g in gates or []],
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def scheduler(*pods: dict[str, Any], gates: bool = False) -> tuple[Scheduler, RecordingApi]:
+    api = RecordingApi()
+    settings = ControllerSettings(
+        feature_gates=f"SchedulingGatesQueueAdmission={'true' if gates else 'false'}")
+    sched = Scheduler(api, settings)  # type: ignore[arg-type]
+    sched.cache.replace(Kind.NODE, [NODE])
+    sched.cache.replace(Kind.QUEUE, [QUEUE])
+    sched.cache.replace(Kind.POD, pods)
+    return sched, api
+
+
+def test_a_placed_pod_is_bound_through_the_binding_subresource() -> None:
+    sched, api = scheduler(pod("a"))
+    sched.run_once()
+    [(method, path, body)] = [c for c in api.calls if c[1].endswith("/binding")]
+    assert (method, path) == ("POST", "/api/v1/namespaces/ns/pods/a/binding")
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+
+
+def test_a_sent_bind_is_assumed_so_the_next_round_does_not_bind_again() -> None:
+    sched, api = scheduler(pod("a"))
+    sched.run_once()
+    sched.run_once()
+    assert len(api.paths("/binding")) == 1
+
+
+def test_the_unschedulable_condition_is_written_only_when_it_changes() -> None:
+    sched, api = scheduler(pod("a", selector={"zone": "nowhere"}))
+    sched.run_once()
+    sched.run_once()
+    [(_m, _p, body)] = [c for c in api.calls if c[1].endswith("/pods/a/status")]
+    cond = body["status"]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == (
+        "PodScheduled", "False", "Unschedulable")
+    assert "didn't match node selector" in cond["message"]
+
+
+def test_a_gated_pod_never_gets_the_unschedulable_condition() -> None:
+    sched, api = scheduler(pod("g", cpu="64", gates=[GATE_NAME], opt_in=True), gates=True)
+    sched.run_once()
+    assert api.paths("/status") == []
+
+
+def test_a_passing_gated_pod_is_released_not_bound() -> None:
+    sched, api = scheduler(pod("g", gates=[GATE_NAME], opt_in=True), gates=True)
+    assert sched.gates is not None
+    outcome = sched.run_once()
+    assert (outcome.released, api.paths("/binding")) == (["g"], [])
+    assert sched.gates.queued("g")
