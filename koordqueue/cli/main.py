@@ -63,6 +63,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_controller(args)
 
 
+def _cmd_schedule(args: argparse.Namespace) -> int:
+    from koordqueue.cli.run import run_scheduler  # kube imports only when needed
+
+    return run_scheduler(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="koordqueue",
@@ -92,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_flags(run)
     run.set_defaults(func=_cmd_run)
+
+    schedule = sub.add_parser(
+        "schedule", help="run only the scheduler (and its pod webhook) against the kubeconfig"
+    )
+    add_run_flags(schedule)
+    schedule.set_defaults(func=_cmd_schedule)
     return parser
 
 

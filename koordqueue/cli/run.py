@@ -16,6 +16,8 @@ from koordqueue.kube import metrics
 from koordqueue.kube.api import KubeApi, load_api_client
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.operator import build_registry
+from koordqueue.kube.scheduler.operator import register_scheduler
+from koordqueue.kube.scheduler.scheduler import Scheduler
 
 
 def configure_logging(fmt: str, level: str) -> None:
@@ -75,10 +77,19 @@ def login_handler(api: KubeApi) -> Any:
     return login
 
 
-def build_operator(settings: Any) -> tuple[Controller, kopf.OperatorRegistry]:
+def build_operator(
+    settings: Any, *, with_scheduler: bool = False
+) -> tuple[Controller, kopf.OperatorRegistry]:
+    """The quota controller's registry; with the scheduler (and its webhook) when asked."""
     api = KubeApi(load_api_client(settings.kubeconfig, settings.context))
     controller = Controller(api, settings)
     registry = build_registry(controller)
+    if with_scheduler:
+        if settings.webhook_port:  # serving before the scheduler reports ready
+            from koordqueue.kube.gates.webhook import register_webhook
+
+            register_webhook(registry, settings)
+        register_scheduler(registry, Scheduler(api, settings))
     kopf.on.login(registry=registry)(login_handler(api))
     return controller, registry
 
@@ -91,9 +102,29 @@ def run_controller(args: argparse.Namespace) -> int:
         log.info(
             "--enableParentLimit is accepted and has no effect; parent quotas are always checked"
         )
-    _controller, registry = build_operator(settings)
+    _controller, registry = build_operator(settings, with_scheduler=True)
     metrics.serve(settings.metrics_port)
     log.info("starting", settings=repr(settings))
+    asyncio.run(
+        kopf.operator(
+            registry=registry,
+            clusterwide=True,
+            standalone=True,
+            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+        )
+    )
+    return 0
+
+
+def run_scheduler(args: argparse.Namespace) -> int:
+    """`koordqueue schedule`: only the scheduler (and, with --webhook-port, its webhook)."""
+    from koordqueue.kube.scheduler.runner import build_scheduler_operator
+
+    settings = settings_from_args(args)
+    configure_logging(settings.log_format, settings.log_level)
+    _scheduler, registry = build_scheduler_operator(settings)
+    metrics.serve(settings.metrics_port)
+    structlog.get_logger("koordqueue").info("starting scheduler", settings=repr(settings))
     asyncio.run(
         kopf.operator(
             registry=registry,

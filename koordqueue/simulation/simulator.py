@@ -189,7 +189,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         yield record
 
 
-def _place(
+def _place(  # noqa: PLR0917 - private helper threading the step's state through
     scenario: Scenario,
     engine: AdmissionEngine,
     unit_defs: dict[str, UnitDef],
@@ -250,7 +250,7 @@ def _place(
             if admitted_unit is not None:
                 engine.upsert_unit(replace(admitted_unit, phase=Phase.RUNNING))
             record.running.append(job_uid)
-    for job_uid, message in sorted(result.job_conditions.items()):
+    for job_uid, condition in sorted(result.job_conditions.items()):
         if job_uid in record.placements:
             continue
         reasons = sorted(
@@ -260,8 +260,7 @@ def _place(
                 if uid.startswith(job_uid + "/")
             }
         )
-        if reasons:
-            message = f"{message}; {' '.join(reasons)}"
+        message = f"{condition}; {' '.join(reasons)}" if reasons else condition
         if last_message.get(job_uid) == message:
             continue
         last_message[job_uid] = message

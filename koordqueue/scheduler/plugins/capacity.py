@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo, TaskInfo, names
+from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.api.resource import (
     add,
     fits,
@@ -23,6 +23,12 @@ from koordqueue.scheduler.api.resource import (
 )
 from koordqueue.scheduler.framework.interface import Plugin, Vote
 from koordqueue.scheduler.framework.session import EventHandler, Session
+from koordqueue.scheduler.gates.reservation import (
+    GateState,
+    GateView,
+    ReservationLedger,
+    gated_resources,
+)
 
 
 @dataclass(slots=True)
@@ -84,14 +90,33 @@ class CapacityPlugin(Plugin):
                 chains[name] = found
             return found
 
+        # SPEC 3.5: reserved capacity of un-gated, still-pending opt-in pods, kept per queue
+        # of the chain (key "<queue>/<uid>") so parents see their subtree's reservations.
+        raw_view = self.arguments.get("gateView")
+        view = raw_view if isinstance(raw_view, GateView) else GateView()
+        reservations = ReservationLedger({})
+        reservations.rebuild((), ())
         for job in session.jobs.values():
             allocated = job.allocated
+            pending = job.task_status_index.get(TaskStatus.PENDING, {}).values()
+            # gated demand excludes only-our-gate pods: they take part in the capacity check
+            foreign_gated = gated_resources(
+                (GateState.OURS_ONLY if t.uid in view.candidates else GateState.OTHERS_ONLY,
+                 t.resreq)
+                for t in pending
+                if t.scheduling_gated
+            )
             for attr in chain(job.queue):
                 attr.allocated = attr.allocated + allocated
                 if job.phase is PodGroupPhase.INQUEUE:
                     attr.inqueue = (
-                        attr.inqueue + (job.min_request() - allocated).clamp_nonnegative()
+                        attr.inqueue
+                        + (job.min_request() - allocated - foreign_gated).clamp_nonnegative()
                     )
+                for task in pending:
+                    if task.uid in view.reserved:
+                        reservations.add(attr.name, f"{attr.name}/{task.uid}", task.resreq)
+        self.reservations = reservations
         for attr in attrs.values():
             attr.update_share()
         self.attrs = attrs
@@ -103,8 +128,10 @@ class CapacityPlugin(Plugin):
         def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
             for attr in chain(queue.name):
                 cap = attr.real_capability
+                # the candidate's own reservation is not counted twice
+                held = reservations.reserved(attr.name, excluding=f"{attr.name}/{task.uid}")
                 if cap is not None and not less_equal_in_dims(
-                    add(attr.allocated, task.resreq), cap, task.resreq
+                    add(add(attr.allocated, held), task.resreq), cap, task.resreq
                 ):
                     return False
             return True
@@ -147,6 +174,12 @@ class CapacityPlugin(Plugin):
                     else subtract(attr.allocated, task.resreq)
                 )
                 attr.update_share()
+                # remove the reservation on allocate, restore it on rollback
+                key = f"{attr.name}/{task.uid}"
+                if sign > 0:
+                    reservations.on_allocate(attr.name, key, task.resreq)
+                else:
+                    reservations.on_deallocate(attr.name, key, task.resreq)
 
         session.add_queue_order_fn(self.name, queue_order)
         session.add_allocatable_fn(self.name, allocatable)
