@@ -10,11 +10,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koordqueue.cli.render import table
 from koordqueue.domain.names import DEFAULT_OVERSELL_RATE, QUEUE_NAMESPACE
 from koordqueue.domain.quota_tree import parse_oversell_rate
+from koordqueue.kube.settings import ControllerSettings
+from koordqueue.scheduler.gates.names import FEATURE_GATE
 from koordqueue.simulation.explain import (
     ClusterView,
     Explanation,
@@ -26,6 +28,10 @@ from koordqueue.simulation.explain import (
 )
 from koordqueue.simulation.scenario import load_scenario
 
+if TYPE_CHECKING:  # the kube modules are imported only when a pod is explained
+    from koordqueue.kube.scheduler.cache import SchedulerCache
+    from koordqueue.kube.scheduler.explain_pod import PodExplanation
+
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_BAD_INPUT = 2
@@ -35,16 +41,35 @@ def add_explain_parser(sub: Any) -> None:
     """Register the `explain` subcommand on the top-level subparsers."""
     parser = sub.add_parser(
         "explain",
-        help="why is a QueueUnit (or its Job) pending: from a scenario or a live cluster",
+        help="why is a QueueUnit (or its Job) or a pod pending: from a scenario or a cluster",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Explain the admission state of one QueueUnit: quota resolution, queue and policy, "
-            "position in the queue, and the parent chain check. Exit codes: 0 explained, "
-            "1 not found (or the cluster could not be read), 2 bad input."
+            "Explain the admission state of one QueueUnit: quota resolution, queue and\n"
+            "policy, position in the queue, and the parent chain check.\n"
+            "\n"
+            "With pod/NAME (or --pod NAME), explain why a pod is pending instead (live\n"
+            "cluster only): its scheduler name, scheduling gates, PodGroup and queue,\n"
+            "whether it is bound, and otherwise which predicates fail on which node and\n"
+            "whether the gang's minAvailable holds it back. The cluster is read with the\n"
+            "scheduler's own cache and a DRY scheduling session runs (default scheduler\n"
+            "configuration unless --scheduler-conf): nothing is written to the cluster.\n"
+            "\n"
+            "Exit codes: 0 explained, 1 not found (or the cluster could not be read),\n"
+            "2 bad input."
+        ),
+        epilog=(
+            "examples:\n"
+            "  koordqueue explain -n team-a my-job\n"
+            "  koordqueue explain -n team-a pod/my-job-0\n"
+            "  koordqueue explain -n team-a --pod my-job-0 --scheduler-conf sched.yaml -o json"
         ),
     )
-    parser.add_argument("unit", metavar="NAME", help="unit name, or NAMESPACE/NAME")
+    parser.add_argument(
+        "unit", metavar="NAME", nargs="?", default=None,
+        help="unit name, or NAMESPACE/NAME; pod/NAME (also pods/NAME, po/NAME) explains a pod",
+    )
     parser.add_argument("-n", "--namespace", default=None,
-                        help="namespace of the unit (default: 'default')")
+                        help="namespace of the unit or pod (default: 'default')")
     parser.add_argument("--scenario", type=Path, default=None,
                         help="replay this scenario instead of reading a cluster")
     parser.add_argument("--step", type=int, default=None,
@@ -58,6 +83,18 @@ def add_explain_parser(sub: Any) -> None:
     parser.add_argument("--oversellrate", default=str(DEFAULT_OVERSELL_RATE),
                         help="the controller's --oversellrate (live only; default: 1)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    pod = parser.add_argument_group("pods (why is my pod pending)")
+    pod.add_argument("--pod", default=None, metavar="NAME",
+                     help="explain this pod (in -n NAMESPACE) instead of a QueueUnit")
+    pod.add_argument("--scheduler-conf", default=None, metavar="FILE",
+                     help="scheduler configuration for the dry session "
+                          "(default: the built-in default configuration)")
+    pod.add_argument("--scheduler-name", default=ControllerSettings().scheduler_name,
+                     help="the scheduler name koordqueue runs as "
+                          f"(default: {ControllerSettings().scheduler_name})")
+    pod.add_argument("--feature-gates", default="", metavar="GATES",
+                     help="as given to the scheduler, e.g. "
+                          f"{FEATURE_GATE}=true to evaluate queue admission through gates")
     parser.set_defaults(func=run_explain)
 
 
@@ -79,8 +116,29 @@ def _unit_key(args: argparse.Namespace) -> str | None:
     return f"{namespace}/{name}"
 
 
+POD_PREFIXES = ("pod/", "pods/", "po/")
+
+
+def _pod_name(args: argparse.Namespace) -> str | None:
+    """The pod to explain (from --pod or pod/NAME), or None for a unit."""
+    if args.pod is not None:
+        return str(args.pod)
+    raw: str = args.unit or ""
+    for prefix in POD_PREFIXES:
+        if raw.startswith(prefix):
+            return raw[len(prefix):]
+    return None
+
+
 def run_explain(args: argparse.Namespace) -> int:
     """Build a view from the chosen source, explain, print; exit code as documented above."""
+    if args.pod is not None and args.unit is not None:
+        return _bad_input("give either NAME or --pod NAME, not both")
+    pod_name = _pod_name(args)
+    if pod_name is not None:
+        return run_explain_pod(args, pod_name)
+    if args.unit is None:
+        return _bad_input("a unit NAME, pod/NAME or --pod NAME is required")
     key = _unit_key(args)
     if key is None:
         return _bad_input(
@@ -253,4 +311,131 @@ def render_table(ex: Explanation, view: ClusterView) -> str:
         lines.append("")
         lines.append(table(rows, ["level", "quota", "resource", "max*rate", "used", "request",
                                   "free", "fits"]))
+    return "\n".join(lines)
+
+
+# --- pods: why is my pod pending -------------------------------------------------------------
+
+
+def run_explain_pod(args: argparse.Namespace, name: str) -> int:
+    """Read the cluster, run a dry session, print the pod's explanation."""
+    from koordqueue.kube.scheduler.features import FeatureGateError, parse_feature_gates
+    from koordqueue.scheduler.framework import ConfigError, default_config, load_config
+
+    namespace: str = args.namespace or "default"
+    if not name or "/" in name:
+        return _bad_input(f"pod must be pod/NAME or --pod NAME (with -n NAMESPACE), got {name!r}")
+    if args.scenario is not None or args.step is not None:
+        return _bad_input("explaining a pod needs a live cluster; --scenario/--step are for units")
+    if not args.scheduler_name:
+        return _bad_input("--scheduler-name must not be empty")
+    try:
+        gates_enabled = parse_feature_gates(args.feature_gates)[FEATURE_GATE]
+    except FeatureGateError as exc:
+        return _bad_input(str(exc))
+    try:
+        config = load_config(args.scheduler_conf) if args.scheduler_conf else default_config()
+    except ConfigError as exc:
+        return _bad_input(str(exc))
+    try:
+        found = read_pod(namespace, name, args.kubeconfig, args.context, args.scheduler_name)
+    except LiveReadError as exc:
+        print(f"koordqueue explain: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if found is None:
+        print(f"koordqueue explain: pod {namespace}/{name} not found", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    pod, cache, source = found
+    from koordqueue.kube.scheduler.explain_pod import explain_pod
+
+    result = explain_pod(pod, cache, config, gates_enabled=gates_enabled)
+    conf = args.scheduler_conf or "default"
+    if args.output == "json":
+        doc = result.to_dict()
+        doc["source"] = source
+        doc["scheduler_conf"] = conf
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        print(render_pod_table(result, source, conf))
+    return EXIT_OK
+
+
+def read_pod(
+    namespace: str, name: str, kubeconfig: str | None, context: str | None, scheduler_name: str
+) -> tuple[dict[str, Any], SchedulerCache, str] | None:
+    """(pod, filled SchedulerCache, source) or None when the pod does not exist. Read-only."""
+    from kubernetes.config import ConfigException
+
+    from koordqueue.kube.api import ApiError, KubeApi, load_api_client
+    from koordqueue.kube.scheduler.explain_pod import read_cluster
+
+    try:
+        api_client = load_api_client(kubeconfig, context)
+    except (ConfigException, OSError) as exc:
+        raise LiveReadError(f"cannot load kubeconfig: {exc}", EXIT_BAD_INPUT) from exc
+    try:
+        pod, cache = read_cluster(KubeApi(api_client, timeout=15.0), namespace, name,
+                                  scheduler_name)
+    except ApiError as exc:
+        raise LiveReadError(f"cannot read the cluster: {exc}", EXIT_NOT_FOUND) from exc
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+    if pod is None:
+        return None
+    return pod, cache, f"cluster {api_client.configuration.host}"
+
+
+def render_pod_table(ex: PodExplanation, source: str, conf: str) -> str:
+    """A kubectl-describe-like block, then one row per node (why it does not fit)."""
+    gates = ", ".join(ex.gates) if ex.gates else "-"
+    if ex.gates:
+        gates += f" (opt-in annotation: {'yes' if ex.opted_in else 'no'})"
+    scheduler = ex.scheduler_name
+    if ex.scheduler_name != ex.expected_scheduler:
+        scheduler += f" (not ours: koordqueue runs as {ex.expected_scheduler})"
+    group = "-"
+    if ex.pod_group is not None:
+        group = ex.pod_group if ex.pod_group_exists else f"{ex.pod_group} (does not exist)"
+        if ex.pod_group_phase:
+            group += f" (phase {ex.pod_group_phase})"
+    queue = "-"
+    if ex.queue is not None:
+        queue = ex.queue if ex.queue_exists else f"{ex.queue} (does not exist: job dropped)"
+    fields: list[tuple[str, str]] = [
+        ("Pod", ex.pod),
+        ("Source", f"{source} (dry session, scheduler conf: {conf})"),
+        ("Phase", ex.phase),
+        ("Scheduler", scheduler),
+        ("Node", ex.node_name or "-"),
+        ("Gates", gates),
+        ("PodGroup", group),
+        ("Queue", queue),
+        ("Request", ", ".join(f"{k}={v}" for k, v in sorted(ex.request.items())) or "-"),
+        ("Reason", ex.verdict.value),
+        ("Why", ex.summary),
+    ]
+    if ex.message:
+        fields.append(("Message", ex.message))
+    if ex.gang is not None and (ex.gang.min_available > 1 or ex.gang.condition):
+        g = ex.gang
+        fields.append(("Gang", f"minAvailable {g.min_available}, {g.tasks} pod(s), {g.ready} "
+                               f"ready, {g.placed_in_dry_run} placed by the dry session"))
+        if g.condition:
+            fields.append(("Gang status", g.condition))
+    if ex.condition:
+        c = ex.condition
+        fields.append(("PodScheduled", f"{c['status']} {c['reason']}: {c['message']}".strip()))
+    fields += [("Note", note) for note in ex.notes]
+    width = max(len(label) for label, _ in fields) + 2
+    lines = [f"{label + ':':<{width}}{value}" for label, value in fields]
+    if ex.nodes:
+        rows = []
+        for n in ex.nodes:
+            if n.fits:
+                verdict = "fits (once releasing pods are gone)" if n.future_only else "fits"
+                rows.append([n.node, "yes", verdict])
+            else:
+                rows.append([n.node, "NO", "; ".join(n.reasons)])
+        lines.append("")
+        lines.append(table(rows, ["node", "fits", "reason"]))
     return "\n".join(lines)

@@ -1,0 +1,435 @@
+"""Why is my pod pending: a dry scheduling session over the adapter's own cache and snapshot.
+
+Read-only. The cluster is read into a `SchedulerCache` (the scheduler's own relisting), the
+snapshot is built by `SchedulerCache.build` and a session runs the configured actions
+exactly as the scheduler would; nothing is bound, patched or un-gated. The verdict is then
+read from the session: the pod's scheduler name, its gates, its PodGroup and queue, whether
+it is bound, and otherwise the reasons every node rejects it (the same fit errors the
+scheduler writes into `PodScheduled=False, reason=Unschedulable`) and whether the gang's
+minAvailable keeps it from binding.
+
+`explain_pod` takes the pod and a filled cache, so it is tested without a cluster;
+`read_cluster` is the only part that talks to the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from koordqueue.kube.api import POD, KubeApi
+from koordqueue.kube.scheduler import convert, names
+from koordqueue.kube.scheduler.cache import Kind, SchedulerCache, gate_names
+from koordqueue.kube.scheduler.scheduler import (
+    Scheduler,
+    unschedulable_message,
+    with_gate_plugin,
+)
+from koordqueue.kube.settings import ControllerSettings
+from koordqueue.scheduler import SchedulerConfig
+from koordqueue.scheduler.api import FitErrors, JobInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.framework import Session, open_session, run_actions
+from koordqueue.scheduler.gates import GATE_NAME, OPT_IN_ANNOTATION, GateState, classify_gates
+from koordqueue.scheduler.gates import names as gate_consts
+from koordqueue.scheduler.gates import opted_in as has_opt_in
+from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
+
+DEFAULT_POD_SCHEDULER = "default-scheduler"
+"""What Kubernetes puts into an unset `spec.schedulerName`."""
+
+
+class PodVerdict(StrEnum):
+    """The one answer to "why is my pod pending" (the first that applies, in this order)."""
+
+    OTHER_SCHEDULER = "OtherScheduler"
+    FINISHED = "Finished"
+    TERMINATING = "Terminating"
+    BOUND = "Bound"
+    FOREIGN_GATES = "ForeignSchedulingGates"
+    GATE_WITHOUT_OPT_IN = "GateWithoutOptIn"
+    GATE_RELEASE = "GateWouldBeRemoved"
+    WAITING_FOR_QUEUE = "GatedWaitingForQueueCapacity"
+    GATED = "Gated"
+    POD_GROUP_NOT_FOUND = "PodGroupNotFound"
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    JOB_INVALID = "GangNotEnoughTasks"
+    NOT_ENQUEUED = "PodGroupNotEnqueued"
+    WOULD_BIND = "WouldBind"
+    PIPELINED = "WaitingForReleasingResources"
+    BEST_EFFORT = "BestEffortBackfill"
+    PRE_PREDICATE = "PrePredicateFailed"
+    UNSCHEDULABLE = "Unschedulable"
+    GANG_NOT_READY = "GangMinAvailable"
+    QUEUE_OVERUSED = "QueueOverused"
+    QUEUE_REFUSED = "QueueNotAllocatable"
+    UNKNOWN = "NotPlaced"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node: does the pod fit, and if not, why (a node fitting only future-idle
+    resources, i.e. resources of pods being evicted, is `fits` with `future_only`)."""
+
+    node: str
+    fits: bool
+    reasons: tuple[str, ...] = ()
+    future_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GangInfo:
+    """The pod's job as the gang plugin sees it."""
+
+    min_available: int
+    tasks: int
+    ready: int
+    """Bound, Binding, Running, Allocated and Succeeded tasks (before the dry session)."""
+    placed_in_dry_run: int
+    """Tasks the dry session bound or pipelined."""
+    condition: str | None = None
+    """The job condition the scheduler writes (gang unschedulable / not enough tasks)."""
+
+
+@dataclass(slots=True)
+class PodExplanation:
+    """Everything `koordqueue explain pod/NAME` reports; `to_dict` is the JSON form."""
+
+    pod: str
+    verdict: PodVerdict
+    summary: str
+    uid: str = ""
+    phase: str = "Pending"
+    scheduler_name: str = ""
+    expected_scheduler: str = ""
+    node_name: str | None = None
+    gates: list[str] = field(default_factory=list)
+    our_gate: bool = False
+    foreign_gates: list[str] = field(default_factory=list)
+    opted_in: bool = False
+    gates_feature: bool = False
+    pod_group: str | None = None
+    pod_group_exists: bool | None = None
+    pod_group_phase: str | None = None
+    queue: str | None = None
+    queue_exists: bool | None = None
+    request: dict[str, str] = field(default_factory=dict)
+    message: str | None = None
+    """The aggregated "0/N nodes are available: ..." message (when nodes were evaluated)."""
+    nodes: list[NodeVerdict] = field(default_factory=list)
+    gang: GangInfo | None = None
+    dry_run_node: str | None = None
+    condition: dict[str, str] | None = None
+    """The pod's current PodScheduled condition (status, reason, message)."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fitting_nodes(self) -> list[str]:
+        return [n.node for n in self.nodes if n.fits]
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["verdict"] = self.verdict.value
+        doc["nodes"] = [
+            {"node": n.node, "fits": n.fits, "reasons": list(n.reasons),
+             "future_only": n.future_only}
+            for n in self.nodes
+        ]
+        return doc
+
+
+# --- reading the cluster ----------------------------------------------------------------
+
+
+def read_cluster(
+    api: KubeApi, namespace: str, name: str, scheduler_name: str
+) -> tuple[dict[str, Any] | None, SchedulerCache]:
+    """The pod (None when it does not exist) and a cache filled the way the scheduler fills
+    its own (the scheduler's `relist`: nodes, queues, PodGroups, pods; unserved kinds are
+    empty). Only GET/LIST requests are sent. ApiError propagates."""
+    pod = api.get(POD, name, namespace)
+    cache = SchedulerCache(scheduler_name)
+    if pod is None:
+        return None, cache
+    scheduler = Scheduler(api, ControllerSettings(scheduler_name=scheduler_name), cache=cache)
+    try:
+        scheduler.relist()
+    finally:
+        scheduler.close()
+    return pod, cache
+
+
+# --- the explanation --------------------------------------------------------------------
+
+
+def _quantities(task: TaskInfo) -> dict[str, str]:
+    return task.resreq.to_quantities()
+
+
+def _job_uid(pod: Mapping[str, Any], group: Mapping[str, Any] | None, uid: str) -> str:
+    if group is None:
+        return names.STANDALONE_JOB_PREFIX + uid
+    return str(convert.meta(group).get("uid", ""))
+
+
+def node_verdicts(
+    session: Session, task: TaskInfo, decided: FitErrors | None = None
+) -> tuple[list[NodeVerdict], FitErrors]:
+    """Every node of the session for `task`: fits (idle or only future idle) or the reasons.
+
+    Uses the session's own predicates through the placement engine (`fit_errors`,
+    `candidates`) and the pre-predicates, so the reasons are those the scheduler reports.
+    `decided`, the fit errors a session's actions recorded for the task, takes precedence:
+    it also reflects room other jobs took earlier in that session.
+    """
+    reason = session.pre_predicate(task)
+    if decided is not None:
+        errors = decided
+    elif reason is not None:
+        errors = FitErrors.all_nodes(session.nodes, reason)
+    else:
+        errors = session.placement.fit_errors(task)
+    idle = {session.node_list[i].name for i in session.placement.candidates(task)[0].tolist()}
+    out: list[NodeVerdict] = []
+    for node in session.node_list:
+        reasons = errors.node_reasons.get(node.name)
+        if reasons:
+            out.append(NodeVerdict(node.name, False, tuple(reasons)))
+        else:
+            out.append(NodeVerdict(node.name, True, (), future_only=node.name not in idle))
+    return out, errors
+
+
+def _gang(job: JobInfo, before: JobInfo | None, placed: int, condition: str | None) -> GangInfo:
+    ready = (before or job).ready_task_num()
+    return GangInfo(job.min_available, len(job.tasks), ready, placed, condition)
+
+
+def explain_pod(
+    pod: Mapping[str, Any],
+    cache: SchedulerCache,
+    config: SchedulerConfig,
+    *,
+    gates_enabled: bool = False,
+) -> PodExplanation:
+    """Explain one pod against the cache's contents with a dry session of `config`."""
+    m = convert.meta(pod)
+    spec = pod.get("spec") or {}
+    key = convert.pod_key(pod)
+    uid = str(m.get("uid", ""))
+    annotations = m.get("annotations") or {}
+    gates = gate_names(pod)
+    state = classify_gates(gates)
+    ex = PodExplanation(
+        pod=key,
+        verdict=PodVerdict.UNKNOWN,
+        summary="",
+        uid=uid,
+        phase=str((pod.get("status") or {}).get("phase") or "Pending"),
+        scheduler_name=str(spec.get("schedulerName") or DEFAULT_POD_SCHEDULER),
+        expected_scheduler=cache.scheduler_name,
+        node_name=spec.get("nodeName") or None,
+        gates=gates,
+        our_gate=GATE_NAME in gates,
+        foreign_gates=[g for g in gates if g != GATE_NAME],
+        opted_in=has_opt_in(annotations),
+        gates_feature=gates_enabled,
+    )
+    current = unschedulable_message(dict(pod))
+    if current is not None:
+        ex.condition = dict(zip(("status", "reason", "message"), current, strict=True))
+    ex.request = _quantities(convert.task_info(pod))
+
+    def done(verdict: PodVerdict, summary: str) -> PodExplanation:
+        ex.verdict, ex.summary = verdict, summary
+        return ex
+
+    if ex.scheduler_name != cache.scheduler_name:
+        return done(PodVerdict.OTHER_SCHEDULER, (
+            f"spec.schedulerName is {ex.scheduler_name!r}, not {cache.scheduler_name!r}: "
+            "koordqueue does not schedule this pod (ask that scheduler, or set "
+            "--scheduler-name if koordqueue runs under another name)"
+        ))
+    status = convert.pod_status(pod)
+    if status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+        return done(PodVerdict.FINISHED, f"the pod has finished (phase {ex.phase})")
+    if status is TaskStatus.RELEASING:
+        return done(PodVerdict.TERMINATING, "the pod is being deleted")
+    if ex.node_name:
+        return done(PodVerdict.BOUND, (
+            f"already bound to node {ex.node_name} (phase {ex.phase}); scheduling is done, "
+            "anything left is the kubelet's"
+        ))
+
+    # --- PodGroup and queue (the snapshot silently skips what is missing) -----------------
+    group_name = convert.group_name(pod)
+    group: dict[str, Any] | None = None
+    if group_name is not None:
+        ex.pod_group = f"{m.get('namespace', 'default')}/{group_name}"
+        group = cache.get(Kind.POD_GROUP, ex.pod_group)
+        ex.pod_group_exists = group is not None
+        if group is not None:
+            ex.pod_group_phase = str((group.get("status") or {}).get("phase") or "Pending")
+            ex.queue = str((group.get("spec") or {}).get("queue") or names.DEFAULT_QUEUE)
+    else:
+        ex.queue = str(annotations.get(names.QUEUE_NAME_ANNOTATION) or names.DEFAULT_QUEUE)
+    if ex.queue is not None:
+        ex.queue_exists = cache.get(Kind.QUEUE, ex.queue) is not None
+    if ex.our_gate and not ex.opted_in:
+        ex.notes.append(gate_consts.WARN_GATE_WITHOUT_OPT_IN.format(pod=key))
+
+    # --- the dry session ----------------------------------------------------------------------
+    built = cache.build(gates_enabled=gates_enabled)
+    effective = with_gate_plugin(config, built.view) if gates_enabled else config
+    # Two sessions on the same snapshot: `probe` stays as the cluster is now (per-node
+    # reasons), `session` runs the actions (what the scheduler would decide). Neither is
+    # applied: a session only changes its own copies.
+    probe = open_session(built.snapshot, effective)
+    session = open_session(built.snapshot, effective)
+    before = {job.uid: job for job in built.snapshot.jobs}
+    run_actions(session)
+    result = session.close()
+    plugin = session.plugins.get(gate_consts.PLUGIN_NAME)
+    released = (
+        set(plugin.released) if isinstance(plugin, QueueAllocationGatePlugin) else set[str]()
+    )
+    job_uid = _job_uid(pod, group, uid)
+    job = session.jobs.get(job_uid)
+    task = job.tasks.get(uid) if job is not None else None
+    probe_job = probe.jobs.get(job_uid)
+    probe_task = probe_job.tasks.get(uid) if probe_job is not None else None
+    if job is not None and task is not None and probe_task is not None:
+        ex.nodes, errors = node_verdicts(probe, probe_task, result.fit_errors.get(uid))
+        if not ex.fitting_nodes:  # "0/N nodes are available" only when no node fits
+            ex.message = errors.message()
+        placed = sum(1 for b in result.binds if b.job == job_uid) + sum(
+            1 for r in result.pipelined if r.job == job_uid
+        )
+        ex.gang = _gang(job, before.get(job_uid), placed, result.job_conditions.get(job_uid))
+        if group is not None:
+            ex.pod_group_phase = job.phase.value if ex.pod_group_phase is None else (
+                ex.pod_group_phase
+            )
+
+    # --- gates ----------------------------------------------------------------------------------
+    if state in (GateState.OTHERS_ONLY, GateState.OURS_AND_OTHERS):
+        return done(PodVerdict.FOREIGN_GATES, (
+            f"waits for scheduling gate(s) {', '.join(ex.foreign_gates)} that koordqueue never "
+            "removes; whoever added them must remove them"
+        ))
+    if state is GateState.OURS_ONLY:
+        if not ex.opted_in:
+            return done(PodVerdict.GATE_WITHOUT_OPT_IN, (
+                f"carries gate {GATE_NAME} without the opt-in annotation "
+                f'{OPT_IN_ANNOTATION}="true": the scheduler never removes it (add the '
+                "annotation, or remove the gate)"
+            ))
+        if not gates_enabled:
+            return done(PodVerdict.GATED, (
+                f"gated by {GATE_NAME}; the gate is removed only by a scheduler running with "
+                f"--feature-gates {gate_consts.FEATURE_GATE}=true (evaluate that with "
+                "--feature-gates here)"
+            ))
+        if uid in released:
+            return done(PodVerdict.GATE_RELEASE, (
+                f"gated by {GATE_NAME} and its queue {ex.queue} has room now: the scheduler "
+                "removes the gate, then places the pod in a later session"
+            ))
+        if ex.pod_group_exists is False or ex.queue_exists is False:
+            pass  # the missing object below is the reason
+        else:
+            return done(PodVerdict.WAITING_FOR_QUEUE, (
+                f"gated by {GATE_NAME}: waits until queue {ex.queue} has capacity for its "
+                "request (it stays gated and gets no Unschedulable condition meanwhile)"
+            ))
+
+    if ex.pod_group_exists is False:
+        return done(PodVerdict.POD_GROUP_NOT_FOUND, (
+            f"its PodGroup {ex.pod_group} (annotation {names.GROUP_NAME_ANNOTATION}) does "
+            "not exist: the scheduler ignores the pod until it does"
+        ))
+    if job is None or task is None:
+        if ex.queue_exists is False:
+            return done(PodVerdict.QUEUE_NOT_FOUND, (
+                f"queue {ex.queue} does not exist: the job is dropped from every session "
+                "(create the Queue, or fix the PodGroup's spec.queue / the pod's "
+                f"{names.QUEUE_NAME_ANNOTATION} annotation)"
+            ))
+        return done(PodVerdict.UNKNOWN, "the pod is not part of the scheduling snapshot")
+
+    # --- decisions of the dry session --------------------------------------------------------
+    bound = {b.task: b.node for b in result.binds}
+    piped = {r.task: r.node for r in result.pipelined}
+    assert ex.gang is not None
+    gang = ex.gang
+    if uid in bound:
+        ex.dry_run_node = bound[uid]
+        return done(PodVerdict.WOULD_BIND, (
+            f"a scheduling session now binds it to node {bound[uid]}: if it stays pending, "
+            f"check that koordqueue's scheduler runs (with --scheduler-name "
+            f"{cache.scheduler_name}) and its logs"
+        ))
+    if uid in piped:
+        ex.dry_run_node = piped[uid]
+        return done(PodVerdict.PIPELINED, (
+            f"reserved on node {piped[uid]} whose resources are being released (evicted pods); "
+            "it binds once they are gone"
+        ))
+    if job.is_pending() and "enqueue" in session.config.actions:
+        return done(PodVerdict.NOT_ENQUEUED, (
+            f"its PodGroup is Pending and enqueue does not admit it: queue {job.queue} cannot "
+            "take the PodGroup's minResources yet"
+        ))
+    invalid = session.job_valid(job)
+    if invalid is not None:
+        return done(PodVerdict.JOB_INVALID, (
+            f"the gang cannot start: {invalid.message} (minAvailable {job.min_available}, "
+            f"{len(job.tasks)} pod(s) exist)"
+        ))
+    if task.best_effort:
+        return done(PodVerdict.BEST_EFFORT, (
+            "the pod requests no resources: only backfill places it"
+        ))
+    pre = session.pre_predicate(task)
+    if pre is not None:
+        return done(PodVerdict.PRE_PREDICATE, f"rejected before any node is tried: {pre}")
+    if not ex.fitting_nodes:
+        summary = f"no node fits: {ex.message}" if ex.message else "there are no ready nodes"
+        if gang.min_available > 1:
+            summary += (
+                f" (and the gang needs {gang.min_available} pods placed together)"
+            )
+        return done(PodVerdict.UNSCHEDULABLE, summary)
+    queue = session.queues[job.queue]
+    if gang.min_available > 1 and gang.ready + gang.placed_in_dry_run < gang.min_available:
+        return done(PodVerdict.GANG_NOT_READY, (
+            f"the pod fits on {len(ex.fitting_nodes)} node(s), but its gang needs "
+            f"minAvailable {gang.min_available} and only {gang.ready} are running or bound; "
+            "the other members do not all fit at once, so none is bound"
+            + (f" ({gang.condition})" if gang.condition else "")
+        ))
+    if session.overused(queue):
+        return done(PodVerdict.QUEUE_OVERUSED, (
+            f"queue {job.queue} is over its deserved share; allocate skips it this session"
+        ))
+    if not session.allocatable(queue, task):
+        return done(PodVerdict.QUEUE_REFUSED, (
+            f"queue {job.queue} cannot take the request (capability reached)"
+        ))
+    return done(PodVerdict.UNKNOWN, (
+        "the pod fits but was not placed in this session (other jobs ran first); it should "
+        "be placed in a later one"
+    ))
+
+
+__all__ = [
+    "DEFAULT_POD_SCHEDULER",
+    "GangInfo",
+    "NodeVerdict",
+    "PodExplanation",
+    "PodVerdict",
+    "explain_pod",
+    "node_verdicts",
+    "read_cluster",
+]
