@@ -7,34 +7,16 @@ finalizers on users' objects, which a queueing controller has no business adding
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
 import structlog
 
 from koordqueue.domain import names
+from koordqueue.kube import kopf_support
 from koordqueue.kube.controller import Controller
 
 log = structlog.get_logger(__name__)
-
-
-class EventOnlyDiffBase(kopf.DiffBaseStorage):
-    """No diff base: with only `on.event` handlers there are no field diffs to compute.
-
-    kopf otherwise deep-copies every watched body to build an "essence" per event, which
-    profiling showed to be the controller's largest CPU cost under a burst of Jobs.
-    """
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
 
 
 def _obj(event: kopf.RawEvent) -> dict[str, Any]:
@@ -85,26 +67,14 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.peering.standalone = True
-        settings.posting.enabled = False  # we write our own, precise events
-        settings.persistence.diffbase_storage = EventOnlyDiffBase()
-        settings.watching.server_timeout = 300
-        # handlers hop to threads for their (blocking) API calls; size the pool for bursts
-        asyncio.get_running_loop().set_default_executor(
-            ThreadPoolExecutor(max_workers=32, thread_name_prefix="kq-handler")
-        )
+        kopf_support.configure(settings)
         await asyncio.to_thread(controller.resync)
         state["loop"] = asyncio.create_task(admission_loop(controller))
         log.info("controller ready", namespace=controller.settings.namespace)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        task = state.pop("loop", None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await asyncio.to_thread(controller.close)
+        await kopf_support.stop_background(state, "loop", controller.close)
 
     @kopf.on.probe(id="ready", registry=registry)
     def ready(**_: Any) -> bool:

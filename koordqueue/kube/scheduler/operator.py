@@ -7,13 +7,13 @@ cache is also relisted every `resync_period`, so a missed event is repaired.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import kopf
 import structlog
 
 from koordqueue.domain import names as domain_names
+from koordqueue.kube import kopf_support
 from koordqueue.kube.api import KubeApi
 from koordqueue.kube.scheduler.cache import Kind
 from koordqueue.kube.scheduler.scheduler import Scheduler
@@ -68,8 +68,7 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
 
     @kopf.on.startup(registry=registry)
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.peering.standalone = True
-        settings.posting.enabled = False
+        kopf_support.configure(settings)
         await asyncio.to_thread(scheduler.start)
         state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
         log.info("scheduler ready", scheduler_name=scheduler.settings.scheduler_name,
@@ -77,12 +76,7 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
 
     @kopf.on.cleanup(registry=registry)
     async def stop_scheduler(**_: Any) -> None:
-        task = state.pop("loop", None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await asyncio.to_thread(scheduler.close)
+        await kopf_support.stop_background(state, "loop", scheduler.close)
 
     @kopf.on.probe(id="scheduler", registry=registry)
     def scheduler_ready(**_: Any) -> bool:
