@@ -416,7 +416,7 @@ def render_pod_table(ex: PodExplanation, source: str, conf: str) -> str:
     ]
     if ex.message:
         fields.append(("Message", ex.message))
-    if ex.gang is not None and (ex.gang.min_available > 1 or ex.gang.condition):
+    if ex.gang is not None and ex.gang.min_available > 1:
         g = ex.gang
         fields.append(("Gang", f"minAvailable {g.min_available}, {g.tasks} pod(s), {g.ready} "
                                f"ready, {g.placed_in_dry_run} placed by the dry session"))

@@ -29,7 +29,7 @@ from koordqueue.domain.job_extension import (
     phase_from_job,
     queue_unit_for_job,
 )
-from koordqueue.domain.mapping import Unresolved
+from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import (
     ADMITTED_PHASES,
@@ -69,6 +69,12 @@ NORMAL = "Normal"
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _queue_label(unit: QueueUnit) -> str:
+    """The unit's queue for metric labels ("" when it has none or an unusable one)."""
+    resolution = queue_name_for(unit.labels)
+    return resolution.name if isinstance(resolution, QuotaName) else ""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -550,7 +556,7 @@ class Controller:
         obj = self._write_message(unit, rejection.message)
         if obj is not None:
             metrics.REJECTIONS.labels(
-                unit.labels.get(names.QUOTA_NAME_LABEL, ""), type(rejection).__name__
+                _queue_label(unit), type(rejection).__name__
             ).inc()
             self.recorder.record(obj, WARNING, names.REASON_FAILED_SCHEDULING, rejection.message)
 
@@ -569,7 +575,7 @@ class Controller:
             pending: dict[str, int] = {}
             admitted: dict[str, int] = {}
             for unit in units:
-                queue = unit.labels.get(names.QUOTA_NAME_LABEL)
+                queue = _queue_label(unit)
                 if not queue or unit.phase in FINISHED_PHASES:
                     continue
                 target = admitted if self.engine.is_admitted(unit.uid) else pending

@@ -276,7 +276,7 @@ def explain_pod(
         ex.queue = str(annotations.get(names.QUEUE_NAME_ANNOTATION) or names.DEFAULT_QUEUE)
     if ex.queue is not None:
         ex.queue_exists = cache.get(Kind.QUEUE, ex.queue) is not None
-    if ex.our_gate and not ex.opted_in:
+    if state is GateState.OURS_AND_OTHERS and not ex.opted_in:
         ex.notes.append(gate_consts.WARN_GATE_WITHOUT_OPT_IN.format(pod=key))
 
     # --- the dry session ----------------------------------------------------------------------
@@ -407,7 +407,6 @@ def explain_pod(
             f"the pod fits on {len(ex.fitting_nodes)} node(s), but its gang needs "
             f"minAvailable {gang.min_available} and only {gang.ready} are running or bound; "
             "the other members do not all fit at once, so none is bound"
-            + (f" ({gang.condition})" if gang.condition else "")
         ))
     if session.overused(queue):
         return done(PodVerdict.QUEUE_OVERUSED, (

@@ -215,6 +215,12 @@ def test_our_gate_without_opt_in() -> None:
     ex = explain_one(pod("p", gates=[GATE_NAME]), [node("n1")], gates_enabled=True)
     assert ex.verdict is PodVerdict.GATE_WITHOUT_OPT_IN
     assert not ex.opted_in
+    assert "never removes it" in ex.summary
+
+
+def test_foreign_and_our_gate_without_opt_in_notes_both() -> None:
+    ex = explain_one(pod("p", gates=[GATE_NAME, "example.com/wait"]), [node("n1")])
+    assert ex.verdict is PodVerdict.FOREIGN_GATES
     assert any("never be un-gated" in n for n in ex.notes)
 
 
@@ -284,6 +290,22 @@ def test_gang_that_fits_would_bind() -> None:
     ex = explain_one(members[0], [node("n1", "4")], members[1:], groups=[pod_group("g", 2)])
     assert ex.verdict is PodVerdict.WOULD_BIND
     assert ex.gang is not None and ex.gang.placed_in_dry_run == 2
+
+
+def test_pod_group_not_enqueued_when_the_queue_cannot_take_min_resources() -> None:
+    group = pod_group("g", 1)
+    group["spec"]["minResources"] = {"cpu": "4"}
+    ex = explain_one(pod("m0", group="g"), [node("n1", "8")], groups=[group],
+                     queues=[queue(capability={"cpu": "1"})])
+    assert ex.verdict is PodVerdict.NOT_ENQUEUED
+    assert ex.pod_group_phase == "Pending"
+
+
+def test_queue_capability_refuses_a_pod_that_fits_a_node() -> None:
+    ex = explain_one(pod("p", cpu="2"), [node("n1", "8")],
+                     queues=[queue(capability={"cpu": "1"})])
+    assert ex.verdict is PodVerdict.QUEUE_REFUSED
+    assert ex.fitting_nodes == ["n1"] and ex.message is None
 
 
 # --- reading is read-only ------------------------------------------------------------------
@@ -447,3 +469,9 @@ def test_cli_bad_kubeconfig_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_pa
     r = run(capsys, "explain", "pod/p", "--kubeconfig", tmp_path / "missing")
     assert r.code == 2
     assert "cannot load kubeconfig" in r.err
+
+
+def test_troubleshooting_covers_every_pod_verdict() -> None:
+    text = (Path(__file__).resolve().parents[3] / "docs" / "troubleshooting.md").read_text("utf-8")
+    missing = [v.value for v in PodVerdict if f"`{v.value}`" not in text]
+    assert not missing
