@@ -14,7 +14,12 @@ from dataclasses import dataclass, field, replace
 
 from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
 from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
-from koordqueue.domain.names import DEFAULT_POLICY, MSG_QUEUE_NOT_FOUND, MSG_UNKNOWN_POLICY
+from koordqueue.domain.names import (
+    DEFAULT_POLICY,
+    MSG_QUEUE_NOT_FOUND,
+    MSG_UNKNOWN_POLICY,
+    QUOTA_NAME_LABEL,
+)
 from koordqueue.domain.policies import (
     QueuePolicy,
     QueueSettings,
@@ -175,6 +180,40 @@ class AdmissionEngine:
             queue = self._queues.get(resolution.name)
             if queue is not None and queue.policy is not None:
                 queue.policy.forget(unit.uid)
+
+    def admit_if_queue_idle(self, uid: str, now: float) -> Admitted | None:
+        """Fast path for a newly arrived unit: admit it at once if nothing waits before it.
+
+        With no other unit waiting in its queue, every policy would offer this unit first,
+        so admitting it outside a round changes no decision; it only saves a round trip.
+        Returns None (and changes nothing) whenever a round must decide instead.
+        """
+        unit = self._units.get(uid)
+        if unit is None or self.tree.is_admitted(uid) or self._not_before.get(uid, 0.0) > now:
+            return None
+        resolution = queue_name_for(unit.labels)
+        if not isinstance(resolution, QuotaName):
+            return None
+        queue = self._queues.get(resolution.name)
+        if queue is None or queue.policy is None or resolution.name not in self.tree:
+            return None
+        label = unit.labels.get(QUOTA_NAME_LABEL)
+        for other in self._units.values():
+            if other.uid == uid or other.labels.get(QUOTA_NAME_LABEL) != label:
+                continue
+            if other.phase in FINISHED_PHASES:
+                continue
+            admitted = self.tree.is_admitted(other.uid)
+            if not admitted:
+                return None  # someone is waiting: the policy decides the order in a round
+            if queue.settings.wait_for_pods_running and other.phase in NOT_YET_RUNNING:
+                return None
+        decision = self.tree.try_admit(uid, unit.key, resolution.name, unit.resource)
+        if not isinstance(decision, Admitted):
+            return None
+        queue.policy.feedback(unit, True, now)
+        self._units[uid] = replace(unit, phase=Phase.DEQUEUED)
+        return decision
 
     # --- the round ------------------------------------------------------------------------
     def run_round(self, now: float) -> RoundResult:

@@ -351,6 +351,20 @@ class Controller:
             log.warning("could not create QueueUnit", job=key, error=str(exc))
             return
         log.info("queue unit created", unit=key, resource=body["spec"]["resource"])
+        # Fast path: nothing waits in its queue, so admit now and write the status once.
+        try:
+            fresh = queue_unit_from_object(created)
+        except InvalidQueueUnitError:
+            fresh = None
+        if fresh is not None:
+            with self.lock:
+                self._units[fresh.uid] = created
+                self._unit_by_key[key] = fresh.uid
+                self.engine.upsert_unit(fresh)
+                decision = self.engine.admit_if_queue_idle(fresh.uid, self.clock())
+            if decision is not None:
+                self._persist_admission(fresh, decision)
+                return
         # status is a subresource: the create ignored it, so the initial phase is a second write
         # (guarded by the created resourceVersion: if an admission already wrote the status,
         # that write wins and this one is dropped)

@@ -128,7 +128,9 @@ def get(kubectl: Any, kind: str, name: str, namespace: str | None = None) -> dic
     return result
 
 
-def events_for(kubectl: Any, namespace: str, name: str, reason: str | None = None) -> list[dict[str, Any]]:
+def events_for(
+    kubectl: Any, namespace: str, name: str, reason: str | None = None
+) -> list[dict[str, Any]]:
     """Events whose involvedObject is `name` in `namespace`, as `kubectl get events` lists them."""
     doc = kubectl.json(
         "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}"

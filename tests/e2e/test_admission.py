@@ -46,15 +46,36 @@ def _complete_job(kubectl: Any, ns: str, name: str) -> None:
             "completionTime": now,
             "succeeded": 1,
             "conditions": [
-                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now,
-                 "lastProbeTime": now, "reason": "CompletionsReached", "message": "done"},
-                {"type": "Complete", "status": "True", "lastTransitionTime": now,
-                 "lastProbeTime": now, "reason": "CompletionsReached", "message": "done"},
+                {
+                    "type": "SuccessCriteriaMet",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "lastProbeTime": now,
+                    "reason": "CompletionsReached",
+                    "message": "done",
+                },
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "lastProbeTime": now,
+                    "reason": "CompletionsReached",
+                    "message": "done",
+                },
             ],
         }
     }
-    kubectl("patch", "job", name, "-n", ns, "--subresource=status", "--type=merge",
-            "-p", json.dumps(status))
+    kubectl(
+        "patch",
+        "job",
+        name,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
 
 
 def test_suspended_job_gets_queue_unit_with_owner_metadata_resources_and_priority(
@@ -62,11 +83,27 @@ def test_suspended_job_gets_queue_unit_with_owner_metadata_resources_and_priorit
 ) -> None:
     quota = kq.unique("jobext")
     pc = kq.unique("pc")
-    kubectl.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                   "metadata": {"name": pc}, "value": 7})
+    kubectl.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": pc},
+            "value": 7,
+        }
+    )
     kubectl.apply(kq.quota(quota, max_={"cpu": "1"}))  # too small: the unit stays Enqueued
-    kubectl.apply(kq.job("train", ns, quota, cpu="750m", memory="1Gi", parallelism=2,
-                         priority_class=pc, annotations={"team": "ml"}))
+    kubectl.apply(
+        kq.job(
+            "train",
+            ns,
+            quota,
+            cpu="750m",
+            memory="1Gi",
+            parallelism=2,
+            priority_class=pc,
+            annotations={"team": "ml"},
+        )
+    )
     unit = kq.wait_for(lambda: _unit(kubectl, ns, "train"), what="queue unit")
     job = kq.get(kubectl, "job", "train", ns)
     assert job is not None
@@ -81,14 +118,18 @@ def test_suspended_job_gets_queue_unit_with_owner_metadata_resources_and_priorit
     kq.wait_for(lambda: kq.phase(kubectl, ns, "train") == "Enqueued" or None, timeout=5)
 
 
-def test_job_not_created_suspended_gets_no_unit(kubectl: Any, controller: RunningController, ns: str) -> None:
+def test_job_not_created_suspended_gets_no_unit(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
     kubectl.apply(kq.job("free", ns, "whatever", suspend=False))
     kubectl.apply(kq.job("queued", ns, "whatever"))
     kq.wait_for(lambda: _unit(kubectl, ns, "queued"), what="unit for the suspended job")
     assert _unit(kubectl, ns, "free") is None
 
 
-def test_admitted_job_is_resumed_and_unit_dequeued(kubectl: Any, controller: RunningController, ns: str) -> None:
+def test_admitted_job_is_resumed_and_unit_dequeued(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
     quota = kq.unique("admit")
     kubectl.apply(kq.quota(quota, max_={"cpu": "2", "memory": "4Gi"}))
     kubectl.apply(kq.job("fits", ns, quota, cpu="1"))
@@ -98,13 +139,17 @@ def test_admitted_job_is_resumed_and_unit_dequeued(kubectl: Any, controller: Run
     assert events and quota in events[0]["message"]
 
 
-def test_units_are_admitted_only_up_to_quota(kubectl: Any, controller: RunningController, ns: str) -> None:
+def test_units_are_admitted_only_up_to_quota(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
     quota = kq.unique("upto")
     kubectl.apply(kq.quota(quota, max_={"cpu": "2"}))
     for i in range(3):
         kubectl.apply(kq.job(f"j{i}", ns, quota, cpu="1"))
-    kq.wait_for(lambda: sum(kq.phase(kubectl, ns, f"j{i}") == "Dequeued" for i in range(3)) == 2,
-                what="two admitted")
+    kq.wait_for(
+        lambda: sum(kq.phase(kubectl, ns, f"j{i}") == "Dequeued" for i in range(3)) == 2,
+        what="two admitted",
+    )
     waiting = [f"j{i}" for i in range(3) if kq.phase(kubectl, ns, f"j{i}") != "Dequeued"]
     assert len(waiting) == 1
     assert _suspended(kubectl, ns, waiting[0]) is True
@@ -124,7 +169,9 @@ def test_unknown_quota_reports_queue_not_found_then_maps_when_quota_appears(
     assert events[0]["message"] == f"queue {quota} not found for queueUnit {ns}/early"
     assert kq.phase(kubectl, ns, "early") in (None, "Enqueued")
     kubectl.apply(kq.quota(quota))
-    kq.wait_for(lambda: kq.phase(kubectl, ns, "early") == "Dequeued", what="admitted after quota appears")
+    kq.wait_for(
+        lambda: kq.phase(kubectl, ns, "early") == "Dequeued", what="admitted after quota appears"
+    )
     # exactly one QueueNotFound event object (repeats aggregate, none after mapping)
     assert len(kq.events_for(kubectl, ns, "early", "QueueNotFound")) == 1
 
@@ -134,7 +181,9 @@ def test_unit_without_quota_label_is_never_admitted_and_says_why(
 ) -> None:
     kubectl.apply(kq.job("nolabel", ns, None))
     unit = kq.wait_for(
-        lambda: (u := _unit(kubectl, ns, "nolabel")) and (u.get("status") or {}).get("message") and u,
+        lambda: (
+            (u := _unit(kubectl, ns, "nolabel")) and (u.get("status") or {}).get("message") and u
+        ),
         what="status message",
     )
     assert "no quota label" in unit["status"]["message"]
@@ -153,7 +202,9 @@ def test_ancestor_exhausted_blocks_unit_whose_own_quota_has_room(
     kubectl.apply(kq.job("first", ns, a, cpu="2"))
     kq.wait_for(lambda: kq.phase(kubectl, ns, "first") == "Dequeued", what="first admitted")
     kubectl.apply(kq.job("second", ns, b, cpu="1"))
-    ev = kq.wait_for(lambda: kq.events_for(kubectl, ns, "second", "FailedScheduling"), what="rejection")
+    ev = kq.wait_for(
+        lambda: kq.events_for(kubectl, ns, "second", "FailedScheduling"), what="rejection"
+    )
     assert ev[0]["message"] == f"limited quotaName:{parent}, limited resKey:cpu,"
     assert _suspended(kubectl, ns, "second") is True
 
@@ -171,7 +222,9 @@ def test_cycle_and_missing_ancestor_are_reported_verbatim(
     assert loop[0]["message"] == (
         f"CheckUsage found cycle reference, item:{ns}/loop, quotaName:{x}, visited quota: {x},{y}"
     )
-    lost = kq.wait_for(lambda: kq.events_for(kubectl, ns, "lost", "FailedScheduling"), what="missing")
+    lost = kq.wait_for(
+        lambda: kq.events_for(kubectl, ns, "lost", "FailedScheduling"), what="missing"
+    )
     assert lost[0]["message"] == (
         f"CheckUsage found quota not exist, item:{ns}/lost, quotaName:{ghost}, visited quota: {orphan}"
     )
@@ -179,7 +232,9 @@ def test_cycle_and_missing_ancestor_are_reported_verbatim(
     assert unit is not None and unit["status"]["message"] == lost[0]["message"]
 
 
-def test_job_completion_releases_quota(kubectl: Any, controller: RunningController, ns: str) -> None:
+def test_job_completion_releases_quota(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
     quota = kq.unique("release")
     kubectl.apply(kq.quota(quota, max_={"cpu": "1"}))
     kubectl.apply(kq.job("one", ns, quota, cpu="1"))
@@ -188,7 +243,9 @@ def test_job_completion_releases_quota(kubectl: Any, controller: RunningControll
     kq.wait_for(lambda: kq.events_for(kubectl, ns, "two", "FailedScheduling"), what="two waits")
     _complete_job(kubectl, ns, "one")
     kq.wait_for(lambda: kq.phase(kubectl, ns, "one") == "Succeed", what="one succeeded")
-    kq.wait_for(lambda: kq.phase(kubectl, ns, "two") == "Dequeued", what="two admitted after release")
+    kq.wait_for(
+        lambda: kq.phase(kubectl, ns, "two") == "Dequeued", what="two admitted after release"
+    )
 
 
 def test_job_deletion_deletes_unit_and_releases_quota(
@@ -218,7 +275,9 @@ def test_quota_deleted_while_units_wait_reports_queue_not_found_until_it_returns
     ev = kq.wait_for(lambda: kq.events_for(kubectl, ns, "b", "QueueNotFound"), what="QueueNotFound")
     assert ev[0]["message"] == f"queue {quota} not found for queueUnit {ns}/b"
     kubectl.apply(kq.quota(quota, max_={"cpu": "2"}))
-    kq.wait_for(lambda: kq.phase(kubectl, ns, "b") == "Dequeued", what="b admitted after quota returns")
+    kq.wait_for(
+        lambda: kq.phase(kubectl, ns, "b") == "Dequeued", what="b admitted after quota returns"
+    )
 
 
 def test_oversell_rate_flag_scales_limits(kubectl: Any, kubeconfig: Path) -> None:
@@ -228,17 +287,23 @@ def test_oversell_rate_flag_scales_limits(kubectl: Any, kubeconfig: Path) -> Non
     with RunningController(kubeconfig, oversell_rate="1.5"):
         for i in range(4):
             kubectl.apply(kq.job(f"o{i}", ns, quota, cpu="1"))
-        kq.wait_for(lambda: sum(kq.phase(kubectl, ns, f"o{i}") == "Dequeued" for i in range(4)) == 3,
-                    what="3 CPU admitted against max 2 × 1.5")
+        kq.wait_for(
+            lambda: sum(kq.phase(kubectl, ns, f"o{i}") == "Dequeued" for i in range(4)) == 3,
+            what="3 CPU admitted against max 2 × 1.5",
+        )
         assert sum(kq.phase(kubectl, ns, f"o{i}") == "Dequeued" for i in range(4)) == 3
 
 
-def test_unmapped_units_are_visible_in_the_metric(kubectl: Any, controller: RunningController, ns: str) -> None:
+def test_unmapped_units_are_visible_in_the_metric(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
     from koordqueue.kube.metrics import REGISTRY
 
     kubectl.apply(kq.job("nolabel-metric", ns, None))
     value = kq.wait_for(
-        lambda: REGISTRY.get_sample_value("koordqueue_units_unmapped", {"reason": "no quota label"}),
+        lambda: REGISTRY.get_sample_value(
+            "koordqueue_units_unmapped", {"reason": "no quota label"}
+        ),
         what="koordqueue_units_unmapped{reason='no quota label'} > 0",
     )
     assert value >= 1
@@ -252,10 +317,18 @@ def test_block_policy_holds_later_units_behind_an_oversized_head(
     kubectl.apply(kq.job("holder", ns, quota, cpu="1"))
     kq.wait_for(lambda: kq.phase(kubectl, ns, "holder") == "Dequeued", what="holder admitted")
     pc = kq.unique("block-pc")
-    kubectl.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                   "metadata": {"name": pc}, "value": 10})
+    kubectl.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": pc},
+            "value": 10,
+        }
+    )
     kubectl.apply(kq.job("head", ns, quota, cpu="2", priority_class=pc))
-    kq.wait_for(lambda: kq.events_for(kubectl, ns, "head", "FailedScheduling"), what="head rejected")
+    kq.wait_for(
+        lambda: kq.events_for(kubectl, ns, "head", "FailedScheduling"), what="head rejected"
+    )
     kubectl.apply(kq.job("small", ns, quota, cpu="1"))
     kq.wait_for(lambda: _unit(kubectl, ns, "small"), what="small unit")
     import time as _time
@@ -275,7 +348,9 @@ def test_priority_policy_lets_a_small_unit_pass_an_oversized_one(
     kubectl.apply(kq.job("big", ns, quota, cpu="3"))
     kubectl.apply(kq.job("small", ns, quota, cpu="1"))
     kq.wait_for(lambda: kq.phase(kubectl, ns, "small") == "Dequeued", what="small admitted")
-    ev = kq.wait_for(lambda: kq.events_for(kubectl, ns, "big", "FailedScheduling"), what="big rejected")
+    ev = kq.wait_for(
+        lambda: kq.events_for(kubectl, ns, "big", "FailedScheduling"), what="big rejected"
+    )
     assert ev[0]["message"] == f"limited quotaName:{quota}, limited resKey:cpu,"
     assert kq.phase(kubectl, ns, "big") == "Enqueued"
 
@@ -289,12 +364,23 @@ def test_sched_failed_unit_backs_off_releases_quota_and_suspends_its_job(
     kq.wait_for(lambda: _suspended(kubectl, ns, "flaky") is False, what="flaky resumed")
     kubectl.apply(kq.job("patient", ns, quota, cpu="1"))
     kq.wait_for(lambda: _unit(kubectl, ns, "patient"), what="patient unit")
-    kubectl("patch", QU, "flaky", "-n", ns, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": {"phase": "SchedFailed", "message": "pods unschedulable"}}))
+    kubectl(
+        "patch",
+        QU,
+        "flaky",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": "SchedFailed", "message": "pods unschedulable"}}),
+    )
     kq.wait_for(lambda: kq.phase(kubectl, ns, "flaky") == "Backoff", what="Backoff phase")
     unit = _unit(kubectl, ns, "flaky")
     assert unit is not None and unit["status"]["attempts"] == 1
     assert "retry 1 in" in unit["status"]["message"]
     kq.wait_for(lambda: _suspended(kubectl, ns, "flaky") is True, what="flaky suspended again")
-    kq.wait_for(lambda: kq.phase(kubectl, ns, "patient") == "Dequeued", what="released quota reused")
+    kq.wait_for(
+        lambda: kq.phase(kubectl, ns, "patient") == "Dequeued", what="released quota reused"
+    )
     assert kq.events_for(kubectl, ns, "flaky", "Backoff")

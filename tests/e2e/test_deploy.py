@@ -21,7 +21,9 @@ SA = "system:serviceaccount:koord-queue:koordqueue"
 
 
 def _sa_kubeconfig(kubectl: Any, admin_kubeconfig: Path, out: Path) -> Path:
-    token = kubectl("create", "token", "koordqueue", "-n", "koord-queue", "--duration=1h").stdout.strip()
+    token = kubectl(
+        "create", "token", "koordqueue", "-n", "koord-queue", "--duration=1h"
+    ).stdout.strip()
     admin = yaml.safe_load(admin_kubeconfig.read_text())
     cluster = admin["clusters"][0]["cluster"]
     config = {
@@ -70,21 +72,34 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
             args += ["--subresource", sub[1]]
         assert kubectl(*args, check=False).stdout.strip() == "yes", (verb, resource)
     for verb, resource in refused:
-        assert kubectl("auth", "can-i", verb, resource, "--as", SA, "-A", check=False).stdout.strip() == "no", (
-            verb, resource)
+        assert (
+            kubectl("auth", "can-i", verb, resource, "--as", SA, "-A", check=False).stdout.strip()
+            == "no"
+        ), (verb, resource)
 
 
-def test_controller_runs_with_the_service_account_token(kubectl: Any, kubeconfig: Path, tmp_path: Path) -> None:
+def test_controller_runs_with_the_service_account_token(
+    kubectl: Any, kubeconfig: Path, tmp_path: Path
+) -> None:
     kubectl("apply", "-k", str(ROOT / "deploy"))
     sa_config = _sa_kubeconfig(kubectl, kubeconfig, tmp_path / "sa.kubeconfig")
     ns = kq.namespace(kubectl, kq.unique("rbac"))
     quota = kq.unique("rbac")
     pc = kq.unique("rbac-pc")
-    kubectl.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                   "metadata": {"name": pc}, "value": 3})
+    kubectl.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": pc},
+            "value": 3,
+        }
+    )
     with RunningController(sa_config):
         kubectl.apply(kq.quota(quota, max_={"cpu": "1"}))
-        kq.wait_for(lambda: kq.get(kubectl, "queues.scheduling.x-k8s.io", quota, "koord-queue"), what="queue")
+        kq.wait_for(
+            lambda: kq.get(kubectl, "queues.scheduling.x-k8s.io", quota, "koord-queue"),
+            what="queue",
+        )
         kubectl.apply(kq.job("a", ns, quota, cpu="1", priority_class=pc))
         kubectl.apply(kq.job("b", ns, quota, cpu="1"))
         kq.wait_for(lambda: kq.phase(kubectl, ns, "a") == "Dequeued", what="a admitted")
@@ -94,10 +109,17 @@ def test_controller_runs_with_the_service_account_token(kubectl: Any, kubeconfig
         ev = kq.wait_for(lambda: kq.events_for(kubectl, ns, "b", "FailedScheduling"), what="event")
         assert ev[0]["message"] == f"limited quotaName:{quota}, limited resKey:cpu,"
         kubectl("delete", "job", "a", "-n", ns)
-        kq.wait_for(lambda: kq.phase(kubectl, ns, "b") == "Dequeued", what="b admitted after a is gone")
+        kq.wait_for(
+            lambda: kq.phase(kubectl, ns, "b") == "Dequeued", what="b admitted after a is gone"
+        )
         kubectl("delete", "elasticquotas.scheduling.sigs.k8s.io", quota, "-n", "default")
-        kq.wait_for(lambda: kq.get(kubectl, "queues.scheduling.x-k8s.io", quota, "koord-queue") is None)
+        kq.wait_for(
+            lambda: kq.get(kubectl, "queues.scheduling.x-k8s.io", quota, "koord-queue") is None
+        )
     # the token really is the service account's (not admin): it cannot read secrets
-    who = json.loads(base64.urlsafe_b64decode(
-        yaml.safe_load(sa_config.read_text())["users"][0]["user"]["token"].split(".")[1] + "=="))
+    who = json.loads(
+        base64.urlsafe_b64decode(
+            yaml.safe_load(sa_config.read_text())["users"][0]["user"]["token"].split(".")[1] + "=="
+        )
+    )
     assert who["sub"] == SA

@@ -26,11 +26,22 @@ def _queue(kubectl: Any, name: str) -> dict[str, Any] | None:
     return kq.get(kubectl, Q, name, "koord-queue")
 
 
-def test_quota_create_makes_queue_with_derived_fields(kubectl: Any, controller: RunningController) -> None:
+def test_quota_create_makes_queue_with_derived_fields(
+    kubectl: Any, controller: RunningController
+) -> None:
     name = kq.unique("derive")
-    kubectl.apply(kq.quota(name, parent="org", policy="Block",
-                           annotations={"koord-queue/max-depth": "3", "other/x": "y",
-                                        "koord-queue/queue-policy": "Intelligent"}))
+    kubectl.apply(
+        kq.quota(
+            name,
+            parent="org",
+            policy="Block",
+            annotations={
+                "koord-queue/max-depth": "3",
+                "other/x": "y",
+                "koord-queue/queue-policy": "Intelligent",
+            },
+        )
+    )
     queue = kq.wait_for(lambda: _queue(kubectl, name), what="queue")
     assert queue["spec"] == {"priority": 1000, "queuePolicy": "Block"}
     assert queue["metadata"]["labels"][QUOTA_PARENT_LABEL] == "org"
@@ -42,7 +53,9 @@ def test_quota_create_makes_queue_with_derived_fields(kubectl: Any, controller: 
     assert name in listing
 
 
-def test_unknown_policy_label_falls_back_to_priority(kubectl: Any, controller: RunningController) -> None:
+def test_unknown_policy_label_falls_back_to_priority(
+    kubectl: Any, controller: RunningController
+) -> None:
     name = kq.unique("fallback")
     kubectl.apply(kq.quota(name, policy="Weird"))
     queue = kq.wait_for(lambda: _queue(kubectl, name), what="queue")
@@ -61,10 +74,20 @@ def test_hand_edited_policy_is_reverted(kubectl: Any, controller: RunningControl
     name = kq.unique("revert")
     kubectl.apply(kq.quota(name, policy="Block"))
     kq.wait_for(lambda: _queue(kubectl, name), what="queue")
-    kubectl("patch", Q, name, "-n", "koord-queue", "--type=merge", "-p",
-            '{"spec":{"queuePolicy":"Priority"}}')
-    kq.wait_for(lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Block",
-                what="policy reverted to Block")
+    kubectl(
+        "patch",
+        Q,
+        name,
+        "-n",
+        "koord-queue",
+        "--type=merge",
+        "-p",
+        '{"spec":{"queuePolicy":"Priority"}}',
+    )
+    kq.wait_for(
+        lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Block",
+        what="policy reverted to Block",
+    )
 
 
 def test_foreign_annotation_on_queue_is_kept(kubectl: Any, controller: RunningController) -> None:
@@ -87,19 +110,25 @@ def test_policy_label_change_reconciles(kubectl: Any, controller: RunningControl
     name = kq.unique("relabel")
     kubectl.apply(kq.quota(name, policy="Priority"))
     kq.wait_for(lambda: _queue(kubectl, name), what="queue")
-    kubectl("label", EQ, name, "-n", "default", "--overwrite", "koord-queue/queue-policy=Intelligent")
+    kubectl(
+        "label", EQ, name, "-n", "default", "--overwrite", "koord-queue/queue-policy=Intelligent"
+    )
     kq.wait_for(
         lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Intelligent",
         what="policy Intelligent",
     )
 
 
-def test_unregistered_policy_gets_add_queue_fail_event(kubectl: Any, controller: RunningController) -> None:
+def test_unregistered_policy_gets_add_queue_fail_event(
+    kubectl: Any, controller: RunningController
+) -> None:
     name = kq.unique("round")
     kubectl.apply(kq.quota(name, policy="Round"))
     kq.wait_for(lambda: _queue(kubectl, name), what="queue")
-    events = kq.wait_for(lambda: kq.events_for(kubectl, "koord-queue", name, "AddQueueFail"),
-                         what="AddQueueFail event")
+    events = kq.wait_for(
+        lambda: kq.events_for(kubectl, "koord-queue", name, "AddQueueFail"),
+        what="AddQueueFail event",
+    )
     assert events[0]["type"] == "Warning"
     assert "Round" in events[0]["message"]
     # fixing the quota's label fixes the queue: it is served (a unit gets admitted)
@@ -115,13 +144,17 @@ def test_queue_deleted_by_hand_is_recreated(kubectl: Any, controller: RunningCon
     first = kq.wait_for(lambda: _queue(kubectl, name), what="queue")
     kubectl("delete", Q, name, "-n", "koord-queue")
     again = kq.wait_for(
-        lambda: (q := _queue(kubectl, name)) and q["metadata"]["uid"] != first["metadata"]["uid"] and q,
+        lambda: (
+            (q := _queue(kubectl, name)) and q["metadata"]["uid"] != first["metadata"]["uid"] and q
+        ),
         what="queue recreated",
     )
     assert again["spec"]["priority"] == 1000
 
 
-def test_same_name_quotas_in_two_namespaces_share_one_queue(kubectl: Any, controller: RunningController) -> None:
+def test_same_name_quotas_in_two_namespaces_share_one_queue(
+    kubectl: Any, controller: RunningController
+) -> None:
     name = kq.unique("twin")
     ns_a = kq.namespace(kubectl, kq.unique("twin-a"))
     ns_b = kq.namespace(kubectl, kq.unique("twin-b"))
@@ -134,8 +167,9 @@ def test_same_name_quotas_in_two_namespaces_share_one_queue(kubectl: Any, contro
     )
     queues = kubectl.json("get", Q, "-n", "koord-queue")["items"]
     assert sum(1 for q in queues if q["metadata"]["name"] == name) == 1
-    events = kq.wait_for(lambda: kq.events_for(kubectl, ns_b, name, "DuplicateQuotaName"),
-                         what="duplicate warning")
+    events = kq.wait_for(
+        lambda: kq.events_for(kubectl, ns_b, name, "DuplicateQuotaName"), what="duplicate warning"
+    )
     assert ns_a in events[0]["message"]
     # deleting the winner leaves the other definition in charge; the queue survives
     kubectl("delete", EQ, name, "-n", ns_b)
@@ -153,7 +187,16 @@ def test_startup_resync_fixes_queues_changed_while_down(kubectl: Any, kubeconfig
         kubectl.apply(kq.quota(gone))
         kq.wait_for(lambda: _queue(kubectl, name) and _queue(kubectl, gone), what="queues")
     # controller down: hand-edit one queue, delete the other quota
-    kubectl("patch", Q, name, "-n", "koord-queue", "--type=merge", "-p", '{"spec":{"queuePolicy":"Priority"}}')
+    kubectl(
+        "patch",
+        Q,
+        name,
+        "-n",
+        "koord-queue",
+        "--type=merge",
+        "-p",
+        '{"spec":{"queuePolicy":"Priority"}}',
+    )
     kubectl("delete", EQ, gone, "-n", "default")
     assert _queue(kubectl, gone) is not None
     with RunningController(kubeconfig):
@@ -161,7 +204,9 @@ def test_startup_resync_fixes_queues_changed_while_down(kubectl: Any, kubeconfig
         kq.wait_for(lambda: _queue(kubectl, gone) is None, what="orphan queue deleted")
 
 
-def test_operator_can_list_queues_by_short_name_and_category(kubectl: Any, controller: RunningController) -> None:
+def test_operator_can_list_queues_by_short_name_and_category(
+    kubectl: Any, controller: RunningController
+) -> None:
     name = kq.unique("short")
     kubectl.apply(kq.quota(name))
     kq.wait_for(lambda: _queue(kubectl, name), what="queue")

@@ -26,29 +26,48 @@ def _admission_times(kubectl: Any, ns: str) -> dict[str, str]:
     }
 
 
-def test_controller_restart_loses_nothing_and_admits_nothing_twice(kubectl: Any, kubeconfig: Path) -> None:
+def test_controller_restart_loses_nothing_and_admits_nothing_twice(
+    kubectl: Any, kubeconfig: Path
+) -> None:
     ns = kq.namespace(kubectl, kq.unique("restart"))
     quota = kq.unique("restart")
     kubectl.apply(kq.quota(quota, max_={"cpu": "3"}))
     with RunningController(kubeconfig):
         for i in range(3):
             kubectl.apply(kq.job(f"before{i}", ns, quota, cpu="1"))
-        kq.wait_for(lambda: list(_phases(kubectl, ns).values()).count("Dequeued") == 3, what="3 admitted")
+        kq.wait_for(
+            lambda: list(_phases(kubectl, ns).values()).count("Dequeued") == 3, what="3 admitted"
+        )
     admitted_before = _admission_times(kubectl, ns)
     # while the controller is down, more Jobs arrive; the quota is full
     for i in range(3):
         kubectl.apply(kq.job(f"during{i}", ns, quota, cpu="1"))
     with RunningController(kubeconfig):
-        kq.wait_for(lambda: len(_phases(kubectl, ns)) == 6, what="units for Jobs created while down")
-        kq.wait_for(lambda: all(kq.events_for(kubectl, ns, f"during{i}", "FailedScheduling")
-                                for i in range(3)), what="all new units rejected: quota full")
+        kq.wait_for(
+            lambda: len(_phases(kubectl, ns)) == 6, what="units for Jobs created while down"
+        )
+        kq.wait_for(
+            lambda: all(
+                kq.events_for(kubectl, ns, f"during{i}", "FailedScheduling") for i in range(3)
+            ),
+            what="all new units rejected: quota full",
+        )
         phases = _phases(kubectl, ns)
-        assert sorted(n for n, p in phases.items() if p == "Dequeued") == ["before0", "before1", "before2"]
+        assert sorted(n for n, p in phases.items() if p == "Dequeued") == [
+            "before0",
+            "before1",
+            "before2",
+        ]
         assert _admission_times(kubectl, ns) == admitted_before  # nothing re-admitted
         # the rebuilt usage is exact: releasing one admits exactly one more
         kubectl("delete", "job", "before0", "-n", ns)
-        kq.wait_for(lambda: list(_phases(kubectl, ns).values()).count("Dequeued") == 3
-                    and "before0" not in _phases(kubectl, ns), what="one more admitted")
+        kq.wait_for(
+            lambda: (
+                list(_phases(kubectl, ns).values()).count("Dequeued") == 3
+                and "before0" not in _phases(kubectl, ns)
+            ),
+            what="one more admitted",
+        )
         phases = _phases(kubectl, ns)
         assert sum(p == "Dequeued" for n, p in phases.items() if n.startswith("during")) == 1
 
@@ -61,11 +80,17 @@ def test_unsuspend_lost_in_a_crash_is_repaired_on_restart(kubectl: Any, kubeconf
     with RunningController(kubeconfig):
         kubectl.apply(kq.job("j", ns, quota, cpu="1"))
         kq.wait_for(lambda: kq.phase(kubectl, ns, "j") == "Dequeued", what="admitted")
-        kq.wait_for(lambda: (kq.get(kubectl, "job", "j", ns) or {}).get("spec", {}).get("suspend") is False)
-    kubectl("patch", "job", "j", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"suspend": True}}))
+        kq.wait_for(
+            lambda: (kq.get(kubectl, "job", "j", ns) or {}).get("spec", {}).get("suspend") is False
+        )
+    kubectl(
+        "patch", "job", "j", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"suspend": True}})
+    )
     with RunningController(kubeconfig):
-        kq.wait_for(lambda: (kq.get(kubectl, "job", "j", ns) or {}).get("spec", {}).get("suspend") is False,
-                    what="job resumed again by the level-triggered reconcile")
+        kq.wait_for(
+            lambda: (kq.get(kubectl, "job", "j", ns) or {}).get("spec", {}).get("suspend") is False,
+            what="job resumed again by the level-triggered reconcile",
+        )
 
 
 def test_200_jobs_created_at_once_are_all_mapped_and_admitted_up_to_quota(
@@ -79,9 +104,12 @@ def test_200_jobs_created_at_once_are_all_mapped_and_admitted_up_to_quota(
     with RunningController(kubeconfig):
         kubectl.apply({"apiVersion": "v1", "kind": "List", "items": jobs})
         kq.wait_for(lambda: len(_phases(kubectl, ns)) == 200, timeout=90, what="200 units")
-        kq.wait_for(lambda: list(_phases(kubectl, ns).values()).count("Dequeued") == 160,
-                    timeout=90, what="160 admitted (4 quotas × 40 CPU)",
-                    state=lambda: sorted(_phases(kubectl, ns).items()))
+        kq.wait_for(
+            lambda: list(_phases(kubectl, ns).values()).count("Dequeued") == 160,
+            timeout=90,
+            what="160 admitted (4 quotas × 40 CPU)",
+            state=lambda: sorted(_phases(kubectl, ns).items()),
+        )
         units = kubectl.json("get", QU, "-n", ns)["items"]
         per_quota: dict[str, int] = {}
         for u in units:
@@ -89,5 +117,9 @@ def test_200_jobs_created_at_once_are_all_mapped_and_admitted_up_to_quota(
                 q = u["metadata"]["labels"]["quota.scheduling.koordinator.sh/name"]
                 per_quota[q] = per_quota.get(q, 0) + 1
         assert per_quota == {q: 40 for q in quotas}
-        resumed = [j for j in kubectl.json("get", "jobs", "-n", ns)["items"] if not j["spec"].get("suspend")]
+        resumed = [
+            j
+            for j in kubectl.json("get", "jobs", "-n", ns)["items"]
+            if not j["spec"].get("suspend")
+        ]
         assert len(resumed) == 160

@@ -167,7 +167,7 @@ def _quantities(task: TaskInfo) -> dict[str, str]:
     return task.resreq.to_quantities()
 
 
-def _job_uid(pod: Mapping[str, Any], group: Mapping[str, Any] | None, uid: str) -> str:
+def _job_uid(group: Mapping[str, Any] | None, uid: str) -> str:
     if group is None:
         return names.STANDALONE_JOB_PREFIX + uid
     return str(convert.meta(group).get("uid", ""))
@@ -294,7 +294,7 @@ def explain_pod(
     released = (
         set(plugin.released) if isinstance(plugin, QueueAllocationGatePlugin) else set[str]()
     )
-    job_uid = _job_uid(pod, group, uid)
+    job_uid = _job_uid(group, uid)
     job = session.jobs.get(job_uid)
     task = job.tasks.get(uid) if job is not None else None
     probe_job = probe.jobs.get(job_uid)

@@ -20,15 +20,33 @@ from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
 
 
-def unit(name: str, quota: str | None, cpu: str = "1", priority: int = 0, created: float = 0.0,
-         phase: Phase = Phase.ENQUEUED) -> QueueUnit:
+def unit(
+    name: str,
+    quota: str | None,
+    cpu: str = "1",
+    priority: int = 0,
+    created: float = 0.0,
+    phase: Phase = Phase.ENQUEUED,
+) -> QueueUnit:
     labels = {QUOTA_NAME_LABEL: quota} if quota is not None else {}
-    return QueueUnit("ns", name, uid=name, resource=Resources.of(cpu=cpu), priority=priority,
-                     labels=labels, created=created, phase=phase)
+    return QueueUnit(
+        "ns",
+        name,
+        uid=name,
+        resource=Resources.of(cpu=cpu),
+        priority=priority,
+        labels=labels,
+        created=created,
+        phase=phase,
+    )
 
 
-def engine_with(*quotas: QuotaSpec, policy: str = "Priority", annotations: dict[str, str] | None = None,
-                rate: str = "1") -> AdmissionEngine:
+def engine_with(
+    *quotas: QuotaSpec,
+    policy: str = "Priority",
+    annotations: dict[str, str] | None = None,
+    rate: str = "1",
+) -> AdmissionEngine:
     engine = AdmissionEngine(oversell_rate=rate)
     for q in quotas:
         engine.upsert_quota(q)
@@ -38,7 +56,11 @@ def engine_with(*quotas: QuotaSpec, policy: str = "Priority", annotations: dict[
 
 def test_units_are_admitted_up_to_the_quota_in_priority_order() -> None:
     engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")))
-    for u in (unit("low", "q", priority=1), unit("high", "q", priority=5), unit("mid", "q", priority=3)):
+    for u in (
+        unit("low", "q", priority=1),
+        unit("high", "q", priority=5),
+        unit("mid", "q", priority=3),
+    ):
         engine.upsert_unit(u)
     result = engine.run_round(0.0)
     assert [u.name for u, _ in result.admitted] == ["high", "mid"]
@@ -52,7 +74,9 @@ def test_unit_without_label_is_unmapped_and_never_admitted() -> None:
     for step in range(3):
         result = engine.run_round(float(step))
         assert result.admitted == []
-        assert [(u.name, r.reason) for u, r in result.unmapped] == [("stray", UnresolvedReason.NO_LABEL)]
+        assert [(u.name, r.reason) for u, r in result.unmapped] == [
+            ("stray", UnresolvedReason.NO_LABEL)
+        ]
 
 
 def test_unknown_quota_is_queue_not_found_until_it_appears() -> None:
@@ -61,7 +85,8 @@ def test_unknown_quota_is_queue_not_found_until_it_appears() -> None:
     result = engine.run_round(0.0)
     assert [(u.name, q) for u, q in result.queue_not_found] == [("early", "later")]
     assert result.queue_not_found_message(result.queue_not_found[0][0], "later") == (
-        "queue later not found for queueUnit ns/early")
+        "queue later not found for queueUnit ns/early"
+    )
     engine.upsert_quota(QuotaSpec("later", max=Resources.of(cpu="1")))
     engine.upsert_queue("later")
     assert [u.name for u, _ in engine.run_round(1.0).admitted] == ["early"]
@@ -149,8 +174,10 @@ def test_block_policy_holds_the_queue_behind_its_head() -> None:
 
 
 def test_wait_for_pods_running_pauses_the_queue_until_admitted_units_run() -> None:
-    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="4")),
-                         annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true"})
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="4")),
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true"},
+    )
     engine.upsert_unit(unit("a", "q"))
     engine.upsert_unit(unit("b", "q", created=1.0))
     assert [u.name for u, _ in engine.run_round(0.0).admitted] == ["a", "b"]
@@ -164,7 +191,10 @@ def test_wait_for_pods_running_pauses_the_queue_until_admitted_units_run() -> No
 def test_preemption_evicts_lower_not_yet_running_units_and_requeues_them() -> None:
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="2")),
-        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+        annotations={
+            WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+            ENABLE_PREEMPTION_ANNOTATION: "true",
+        },
     )
     engine.upsert_unit(unit("low1", "q", priority=1))
     engine.upsert_unit(unit("low2", "q", priority=1, created=1.0))
@@ -172,7 +202,9 @@ def test_preemption_evicts_lower_not_yet_running_units_and_requeues_them() -> No
     engine.upsert_unit(unit("urgent", "q", cpu="1", priority=9, created=2.0))
     result = engine.run_round(1.0)
     assert [u.name for u, _ in result.admitted] == ["urgent"]
-    assert [[v.name for v in p.victims] for p in result.preempted] == [["low2"]]  # the last in order
+    assert [[v.name for v in p.victims] for p in result.preempted] == [
+        ["low2"]
+    ]  # the last in order
     assert not engine.is_admitted("low2") and engine.is_admitted("low1")
     victim = engine.unit("low2")
     assert victim is not None and victim.phase is Phase.ENQUEUED
@@ -181,7 +213,10 @@ def test_preemption_evicts_lower_not_yet_running_units_and_requeues_them() -> No
 def test_preemption_never_takes_running_units() -> None:
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="1")),
-        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+        annotations={
+            WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+            ENABLE_PREEMPTION_ANNOTATION: "true",
+        },
     )
     engine.upsert_unit(unit("low", "q", priority=1))
     engine.run_round(0.0)
@@ -194,7 +229,10 @@ def test_preemption_never_takes_running_units() -> None:
 def test_preemption_is_undone_when_victims_would_not_free_enough() -> None:
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="2")),
-        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+        annotations={
+            WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+            ENABLE_PREEMPTION_ANNOTATION: "true",
+        },
     )
     engine.upsert_unit(unit("low", "q", priority=1))
     engine.run_round(0.0)
@@ -205,7 +243,9 @@ def test_preemption_is_undone_when_victims_would_not_free_enough() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(1, 4), st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=25),
+    st.lists(
+        st.tuples(st.integers(1, 4), st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=25
+    ),
     st.sampled_from(["Priority", "Block", "Intelligent"]),
     st.lists(st.integers(0, 24), max_size=10),
 )
@@ -213,8 +253,12 @@ def test_no_policy_ever_admits_past_any_quota_limit(
     units: list[tuple[int, int, str]], policy: str, finish: list[int]
 ) -> None:
     parent = QuotaSpec("org", max=Resources.of(cpu="6"))
-    engine = engine_with(parent, QuotaSpec("a", parent="org", max=Resources.of(cpu="4")),
-                         QuotaSpec("b", parent="org", max=Resources.of(cpu="4")), policy=policy)
+    engine = engine_with(
+        parent,
+        QuotaSpec("a", parent="org", max=Resources.of(cpu="4")),
+        QuotaSpec("b", parent="org", max=Resources.of(cpu="4")),
+        policy=policy,
+    )
     for i, (cpu, prio, quota) in enumerate(units):
         engine.upsert_unit(unit(f"u{i}", quota, cpu=str(cpu), priority=prio, created=float(i)))
         if i in finish and engine.unit(f"u{finish[0]}") is not None:
@@ -225,4 +269,42 @@ def test_no_policy_ever_admits_past_any_quota_limit(
         for name, limit in (("org", 6), ("a", 4), ("b", 4)):
             assert engine.tree.used(name).get_nanos("cpu") <= limit * 10**9
         admitted = [u for u in engine.units() if engine.is_admitted(u.uid)]
-        assert sum(u.resource.get_nanos("cpu") for u in admitted) == engine.tree.used("org").get_nanos("cpu")
+        assert sum(u.resource.get_nanos("cpu") for u in admitted) == engine.tree.used(
+            "org"
+        ).get_nanos("cpu")
+
+
+def test_fast_path_admits_a_new_unit_when_nothing_waits_in_its_queue() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")))
+    engine.upsert_unit(unit("a", "q"))
+    decision = engine.admit_if_queue_idle("a", 0.0)
+    assert decision is not None and decision.quota == "q"
+    assert engine.is_admitted("a")
+
+
+def test_fast_path_defers_to_the_round_when_a_unit_is_waiting() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")))
+    engine.upsert_unit(unit("big", "q", cpu="3", priority=9))
+    engine.run_round(0.0)  # big does not fit and waits
+    engine.upsert_unit(unit("small", "q", created=1.0))
+    assert engine.admit_if_queue_idle("small", 1.0) is None
+    assert not engine.is_admitted("small")
+
+
+def test_fast_path_never_records_a_rejection() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")))
+    engine.upsert_unit(unit("too-big", "q", cpu="2"))
+    assert engine.admit_if_queue_idle("too-big", 0.0) is None
+    result = engine.run_round(1.0)
+    assert [u.name for u, _ in result.rejected] == ["too-big"]
+
+
+def test_fast_path_respects_wait_for_pods_running() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="4")),
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true"},
+    )
+    engine.upsert_unit(unit("a", "q"))
+    assert engine.admit_if_queue_idle("a", 0.0) is not None
+    engine.upsert_unit(unit("b", "q", created=1.0))
+    assert engine.admit_if_queue_idle("b", 1.0) is None

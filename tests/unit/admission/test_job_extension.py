@@ -22,8 +22,12 @@ from koordqueue.domain.queue_unit import Phase, queue_unit_from_object
 from koordqueue.domain.resources import Resources
 
 
-def container(cpu: str | None = None, memory: str | None = None, limits: dict[str, str] | None = None,
-              **extra: Any) -> dict[str, Any]:
+def container(
+    cpu: str | None = None,
+    memory: str | None = None,
+    limits: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
     resources: dict[str, Any] = {"requests": requests}
     if limits:
@@ -31,9 +35,14 @@ def container(cpu: str | None = None, memory: str | None = None, limits: dict[st
     return {"name": "c", "resources": resources, **extra}
 
 
-def job(parallelism: int | None = 1, completions: int | None = None, succeeded: int = 0,
-        containers: list[dict[str, Any]] | None = None, init: list[dict[str, Any]] | None = None,
-        priority_class: str | None = None) -> dict[str, Any]:
+def job(
+    parallelism: int | None = 1,
+    completions: int | None = None,
+    succeeded: int = 0,
+    containers: list[dict[str, Any]] | None = None,
+    init: list[dict[str, Any]] | None = None,
+    priority_class: str | None = None,
+) -> dict[str, Any]:
     pod: dict[str, Any] = {"containers": containers or [container("1", "1Gi")]}
     if init:
         pod["initContainers"] = init
@@ -45,11 +54,17 @@ def job(parallelism: int | None = 1, completions: int | None = None, succeeded: 
     if completions is not None:
         spec["completions"] = completions
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "j", "namespace": "ns", "uid": "uid-1",
-                     "labels": {"quota.scheduling.koordinator.sh/name": "q", "x": "y"},
-                     "annotations": {"a": "b"}},
-        "spec": spec, "status": {"succeeded": succeeded},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "j",
+            "namespace": "ns",
+            "uid": "uid-1",
+            "labels": {"quota.scheduling.koordinator.sh/name": "q", "x": "y"},
+            "annotations": {"a": "b"},
+        },
+        "spec": spec,
+        "status": {"succeeded": succeeded},
     }
 
 
@@ -67,12 +82,18 @@ def test_containers_are_summed() -> None:
 
 
 def test_init_containers_follow_the_max_rule() -> None:
-    pod = {"containers": [container("1", "1Gi")], "initContainers": [container("2", "512Mi"), container("500m", "4Gi")]}
+    pod = {
+        "containers": [container("1", "1Gi")],
+        "initContainers": [container("2", "512Mi"), container("500m", "4Gi")],
+    }
     assert pod_requests(pod) == Resources.of(cpu="2", memory="4Gi")
 
 
 def test_sidecar_init_containers_add_to_the_app_containers() -> None:
-    pod = {"containers": [container("1")], "initContainers": [container("500m", restartPolicy="Always")]}
+    pod = {
+        "containers": [container("1")],
+        "initContainers": [container("500m", restartPolicy="Always")],
+    }
     assert pod_requests(pod) == Resources.of(cpu="1500m")
 
 
@@ -118,7 +139,9 @@ def test_priority_comes_from_the_pod_priority_class() -> None:
 
 
 def test_unknown_priority_class_means_priority_zero() -> None:
-    assert queue_unit_for_job(job(priority_class="ghost"), lambda name: None)["spec"]["priority"] == 0
+    assert (
+        queue_unit_for_job(job(priority_class="ghost"), lambda name: None)["spec"]["priority"] == 0
+    )
 
 
 def test_generated_unit_parses_back_into_the_domain_model() -> None:

@@ -19,16 +19,22 @@ from koordqueue.domain.policies import (
 from koordqueue.domain.queue_unit import QueueUnit
 
 
-def unit(name: str, priority: int = 0, created: float = 0.0, preemptible: bool = False) -> QueueUnit:
+def unit(
+    name: str, priority: int = 0, created: float = 0.0, preemptible: bool = False
+) -> QueueUnit:
     annotations = {PREEMPTIBLE_ANNOTATION: "true"} if preemptible else {}
-    return QueueUnit("ns", name, uid=name, priority=priority, created=created, annotations=annotations)
+    return QueueUnit(
+        "ns", name, uid=name, priority=priority, created=created, annotations=annotations
+    )
 
 
 def ordered(*units: QueueUnit) -> list[QueueUnit]:
     return sorted(units, key=lambda u: order_key(u, u.created))
 
 
-def run_round(policy: QueuePolicy, units: list[QueueUnit], fits: set[str], now: float = 0.0) -> list[str]:
+def run_round(
+    policy: QueuePolicy, units: list[QueueUnit], fits: set[str], now: float = 0.0
+) -> list[str]:
     """Drive a policy like the engine does; returns the names tried, in order."""
     tried = []
     for u in policy.candidates(units, now):
@@ -64,7 +70,10 @@ def test_at_equal_priority_non_preemptible_units_come_first() -> None:
 def test_priority_policy_tries_every_unit_and_a_misfit_blocks_nothing() -> None:
     units = ordered(unit("big", 9), unit("small", 1), unit("tiny", 0))
     assert run_round(PriorityPolicy(QueueSettings()), units, fits={"small", "tiny"}) == [
-        "big", "small", "tiny"]
+        "big",
+        "small",
+        "tiny",
+    ]
 
 
 def test_priority_policy_scans_at_most_max_depth_units() -> None:
@@ -84,10 +93,12 @@ def test_unparsable_max_depth_keeps_the_default() -> None:
 
 
 def test_boolean_annotations_are_on_only_when_exactly_true() -> None:
-    on = QueueSettings.from_annotations({
-        "koord-queue/wait-for-pods-running": "true",
-        "koord-queue/enable-queueunit-preemption": "true",
-    })
+    on = QueueSettings.from_annotations(
+        {
+            "koord-queue/wait-for-pods-running": "true",
+            "koord-queue/enable-queueunit-preemption": "true",
+        }
+    )
     assert on.wait_for_pods_running and on.enable_preemption and on.preemption
     for value in ("True", "yes", "1", "TRUE", ""):
         off = QueueSettings.from_annotations({"koord-queue/wait-for-pods-running": value})

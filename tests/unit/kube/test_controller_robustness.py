@@ -32,11 +32,18 @@ class MemoryApi:
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         return self.objects.get(self._key(kind, namespace, name))
 
-    def list_objects(self, kind: Kind, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return [o for (plural, ns, _), o in self.objects.items()
-                if plural == kind.plural and (namespace is None or ns == namespace)]
+    def list_objects(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        return [
+            o
+            for (plural, ns, _), o in self.objects.items()
+            if plural == kind.plural and (namespace is None or ns == namespace)
+        ]
 
-    def create(self, kind: Kind, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    def create(
+        self, kind: Kind, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         if kind.plural == "events":
             self.events.append(body)
             return {**body, "metadata": {**body["metadata"], "name": f"ev{len(self.events)}"}}
@@ -44,7 +51,14 @@ class MemoryApi:
         key = self._key(kind, namespace or meta.get("namespace"), meta["name"])
         if key in self.objects:
             raise ApiError(409, "AlreadyExists", "exists", "POST", kind.path())
-        obj = {**body, "metadata": {**meta, "uid": f"uid-{meta['name']}", "resourceVersion": str(next(self._rv))}}
+        obj = {
+            **body,
+            "metadata": {
+                **meta,
+                "uid": f"uid-{meta['name']}",
+                "resourceVersion": str(next(self._rv)),
+            },
+        }
         self.objects[key] = obj
         return obj
 
@@ -56,8 +70,14 @@ class MemoryApi:
         self.objects[key] = obj
         return obj
 
-    def merge_patch(self, kind: Kind, name: str, patch: dict[str, Any], namespace: str | None = None,
-                    subresource: str | None = None) -> dict[str, Any]:
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         if kind.plural == "events":
             return {}
         key = self._key(kind, namespace, name)
@@ -73,59 +93,103 @@ class MemoryApi:
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
         return obj
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None, uid: str | None = None) -> bool:
+    def delete(
+        self, kind: Kind, name: str, namespace: str | None = None, uid: str | None = None
+    ) -> bool:
         return self.objects.pop(self._key(kind, namespace, name), None) is not None
 
 
 junk = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 quantity = st.one_of(st.sampled_from(["1", "500m", "2Gi", "12xyz", "", "-1", "1e999"]), junk)
 labels = st.dictionaries(
-    st.sampled_from(["quota.scheduling.koordinator.sh/name", "quota.scheduling.koordinator.sh/parent",
-                     "koord-queue/queue-policy", "other"]),
+    st.sampled_from(
+        [
+            "quota.scheduling.koordinator.sh/name",
+            "quota.scheduling.koordinator.sh/parent",
+            "koord-queue/queue-policy",
+            "other",
+        ]
+    ),
     st.one_of(st.sampled_from(["q", "root", "Round", "Block", "", "bad name!"]), junk),
     max_size=3,
 )
 
 
 def meta(name: str, extra: Any) -> dict[str, Any]:
-    return {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1", "labels": extra}
+    return {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "resourceVersion": "1",
+        "labels": extra,
+    }
 
 
 quota_objects = st.builds(
     lambda l, mx, mn: {"metadata": meta("q", l), "spec": {"max": mx, "min": mn}},
-    labels, st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2) | junk,
+    labels,
+    st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2) | junk,
     st.dictionaries(st.sampled_from(["cpu"]), quantity, max_size=1) | junk,
 )
 unit_objects = st.builds(
     lambda l, res, prio, phase: {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "QueueUnit",
-        "metadata": meta("u", l), "spec": {"resource": res, "priority": prio}, "status": {"phase": phase}},
-    labels, st.dictionaries(st.sampled_from(["cpu"]), quantity, max_size=1) | junk,
-    st.one_of(st.integers(-5, 5), junk), st.one_of(st.sampled_from(["Enqueued", "Running", "Succeed", "SchedFailed", "Bogus"]), junk),
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "QueueUnit",
+        "metadata": meta("u", l),
+        "spec": {"resource": res, "priority": prio},
+        "status": {"phase": phase},
+    },
+    labels,
+    st.dictionaries(st.sampled_from(["cpu"]), quantity, max_size=1) | junk,
+    st.one_of(st.integers(-5, 5), junk),
+    st.one_of(st.sampled_from(["Enqueued", "Running", "Succeed", "SchedFailed", "Bogus"]), junk),
 )
 job_objects = st.builds(
     lambda l, par, req, suspend: {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": meta("j", l),
-        "spec": {"suspend": suspend, "parallelism": par,
-                 "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": req}}]}}}},
-    labels, st.one_of(st.integers(0, 4), st.none()),
-    st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2), st.booleans(),
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta("j", l),
+        "spec": {
+            "suspend": suspend,
+            "parallelism": par,
+            "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": req}}]}},
+        },
+    },
+    labels,
+    st.one_of(st.integers(0, 4), st.none()),
+    st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2),
+    st.booleans(),
 )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(["quota", "unit", "job"]),
-                          st.sampled_from(["ADDED", "MODIFIED", "DELETED", None]),
-                          st.one_of(quota_objects, unit_objects, job_objects)), max_size=6))
-def test_handlers_never_raise_on_any_object(events: list[tuple[str, str | None, dict[str, Any]]]) -> None:
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["quota", "unit", "job"]),
+            st.sampled_from(["ADDED", "MODIFIED", "DELETED", None]),
+            st.one_of(quota_objects, unit_objects, job_objects),
+        ),
+        max_size=6,
+    )
+)
+def test_handlers_never_raise_on_any_object(
+    events: list[tuple[str, str | None, dict[str, Any]]],
+) -> None:
     api = MemoryApi()
     controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
     try:
-        handlers = {"quota": controller.on_quota, "unit": controller.on_unit, "job": controller.on_job}
+        handlers = {
+            "quota": controller.on_quota,
+            "unit": controller.on_unit,
+            "job": controller.on_job,
+        }
         for kind, event_type, obj in events:
             handlers[kind](event_type, obj)
             controller.admission_round()
@@ -136,8 +200,15 @@ def test_handlers_never_raise_on_any_object(events: list[tuple[str, str | None, 
 def test_invalid_quota_is_reported_with_the_field() -> None:
     api = MemoryApi()
     controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
-    controller.on_quota("ADDED", {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
-                                  "metadata": meta("q", {}), "spec": {"max": {"cpu": "12xyz"}}})
+    controller.on_quota(
+        "ADDED",
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": meta("q", {}),
+            "spec": {"max": {"cpu": "12xyz"}},
+        },
+    )
     controller.close()
     assert [e["reason"] for e in api.events] == ["InvalidQuota"]
     assert "spec.max.cpu" in api.events[0]["message"] and "12xyz" in api.events[0]["message"]
@@ -146,21 +217,35 @@ def test_invalid_quota_is_reported_with_the_field() -> None:
 def test_invalid_job_template_is_reported_and_gets_no_unit() -> None:
     api = MemoryApi()
     controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("j", {}),
-           "spec": {"suspend": True, "template": {"spec": {"containers": [
-               {"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta("j", {}),
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}
+            },
+        },
+    }
     controller.on_job("ADDED", job)
     controller.close()
     assert [e["reason"] for e in api.events] == ["InvalidJob"]
     assert "containers[0].resources.requests.cpu" in api.events[0]["message"]
-    assert api.list_objects(Kind("scheduling.x-k8s.io", "v1alpha1", "queueunits", "QueueUnit")) == []
+    assert (
+        api.list_objects(Kind("scheduling.x-k8s.io", "v1alpha1", "queueunits", "QueueUnit")) == []
+    )
 
 
 def test_invalid_unit_is_reported_once() -> None:
     api = MemoryApi()
     controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
-    unit = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "QueueUnit", "metadata": meta("u", {}),
-            "spec": {"priority": "high"}}
+    unit = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "QueueUnit",
+        "metadata": meta("u", {}),
+        "spec": {"priority": "high"},
+    }
     controller.on_unit("ADDED", unit)
     controller.on_unit("MODIFIED", unit)
     controller.close()

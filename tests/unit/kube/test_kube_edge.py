@@ -16,7 +16,8 @@ from koordqueue.kube.queue_sync import desired_manifest, queue_drifted
 
 def test_paths_for_namespaced_cluster_and_core_resources() -> None:
     assert QUEUE_UNIT.path("ns", "u", "status") == (
-        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/queueunits/u/status")
+        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/queueunits/u/status"
+    )
     assert ELASTIC_QUOTA.path() == "/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas"
     assert EVENT.path("default") == "/api/v1/namespaces/default/events"
     assert NODE.path("ignored", "n1") == "/api/v1/nodes/n1"
@@ -56,7 +57,9 @@ def test_conflicts_are_retried_and_the_last_one_raised() -> None:
 
 
 def quota_obj(**labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": "q", "labels": labels, "annotations": {"koord-queue/max-depth": "3"}}}
+    return {
+        "metadata": {"name": "q", "labels": labels, "annotations": {"koord-queue/max-depth": "3"}}
+    }
 
 
 def test_live_queue_matching_the_quota_has_not_drifted() -> None:
@@ -80,12 +83,20 @@ class FakeApi:
         self.created: list[dict[str, Any]] = []
         self.patched: list[tuple[str, dict[str, Any]]] = []
 
-    def create(self, kind: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    def create(
+        self, kind: Any, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         self.created.append(body)
         return {**body, "metadata": {**body["metadata"], "name": f"ev{len(self.created)}"}}
 
-    def merge_patch(self, kind: Any, name: str, patch: dict[str, Any], namespace: str | None = None,
-                    subresource: str | None = None) -> dict[str, Any]:
+    def merge_patch(
+        self,
+        kind: Any,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
         self.patched.append((name, patch))
         return {}
 
@@ -93,10 +104,15 @@ class FakeApi:
 def test_repeated_events_are_aggregated_into_one_with_a_count() -> None:
     api = FakeApi()
     recorder = EventRecorder(api)  # type: ignore[arg-type]
-    unit = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "QueueUnit",
-            "metadata": {"name": "u", "namespace": "ns", "uid": "1"}}
+    unit = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "QueueUnit",
+        "metadata": {"name": "u", "namespace": "ns", "uid": "1"},
+    }
     for _ in range(3):
-        assert recorder.record(unit, "Warning", "FailedScheduling", "limited quotaName:q, limited resKey:cpu,")
+        assert recorder.record(
+            unit, "Warning", "FailedScheduling", "limited quotaName:q, limited resKey:cpu,"
+        )
     assert len(api.created) == 1
     assert [p["count"] for _, p in api.patched] == [2, 3]
     event = api.created[0]
@@ -115,7 +131,9 @@ def test_a_different_message_is_a_new_event() -> None:
 
 def test_event_api_failure_is_logged_not_raised() -> None:
     class Refusing(FakeApi):
-        def create(self, kind: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        def create(
+            self, kind: Any, body: dict[str, Any], namespace: str | None = None
+        ) -> dict[str, Any]:
             raise ApiError(403, "Forbidden", "events is forbidden", "POST", "/api/v1/events")
 
     recorder = EventRecorder(Refusing())  # type: ignore[arg-type]
@@ -126,7 +144,9 @@ def test_flags_parse_into_settings_with_env_fallback(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("KOORDQUEUE_ADMISSION_PERIOD", "2.5")
     parser = argparse.ArgumentParser()
     add_run_flags(parser)
-    settings = settings_from_args(parser.parse_args(["--oversellrate", "1.5", "--enableParentLimit", "true"]))
+    settings = settings_from_args(
+        parser.parse_args(["--oversellrate", "1.5", "--enableParentLimit", "true"])
+    )
     assert settings.oversell_rate == "1.5"
     assert settings.enable_parent_limit is True
     assert settings.admission_period == 2.5
