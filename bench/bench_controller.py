@@ -47,8 +47,21 @@ def watch_resumed(
     decoder = json.JSONDecoder()
     while len(resumed) < expected and time.time() < deadline:
         proc = subprocess.Popen(
-            [str(kubectl.binary), f"--kubeconfig={kubectl.kubeconfig}", "get", "jobs", "-n", ns,
-             "--watch", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            [
+                str(kubectl.binary),
+                f"--kubeconfig={kubectl.kubeconfig}",
+                "get",
+                "jobs",
+                "-n",
+                ns,
+                "--watch",
+                "-o",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         assert proc.stdout is not None
         buffer = ""
         try:
@@ -79,7 +92,9 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--quotas", type=int, default=50)
     parser.add_argument("--period", type=float, default=1.0)
@@ -90,20 +105,37 @@ def main() -> int:
         assert cp.kubeconfig is not None
         kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
         install_crds(kubectl)
-        kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koord-queue"}})
+        kubectl.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koord-queue"}}
+        )
         ns = kq.namespace(kubectl, "bench")
         api = KubeApi(load_api_client(str(cp.kubeconfig)))
         per_quota = -(-args.jobs // args.quotas)
         for i in range(args.quotas):  # every Job fits: the benchmark measures latency, not waiting
-            api.create(ELASTIC_QUOTA, kq.quota(f"bq{i}", max_={"cpu": str(per_quota), "memory": f"{per_quota}Gi"}), "default")
+            api.create(
+                ELASTIC_QUOTA,
+                kq.quota(f"bq{i}", max_={"cpu": str(per_quota), "memory": f"{per_quota}Gi"}),
+                "default",
+            )
 
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         log = open(Path(cp.dir or "/tmp") / "controller.log", "w")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-m", "koordqueue.cli.main", "run", f"--kubeconfig={cp.kubeconfig}",
-             f"--admission-period={args.period}", "--metrics-port=0", "--health-port=0",
-             "--log-level=warning"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "koordqueue.cli.main",
+                "run",
+                f"--kubeconfig={cp.kubeconfig}",
+                f"--admission-period={args.period}",
+                "--metrics-port=0",
+                "--health-port=0",
+                "--log-level=warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
         )
         try:
             time.sleep(3)  # start-up resync
@@ -120,7 +152,9 @@ def main() -> int:
 
             resumed: dict[str, float] = {}
             watcher = threading.Thread(
-                target=watch_resumed, args=(kubectl, ns, args.jobs, resumed, time.time() + 600), daemon=True
+                target=watch_resumed,
+                args=(kubectl, ns, args.jobs, resumed, time.time() + 600),
+                daemon=True,
             )
             watcher.start()
             time.sleep(1)
@@ -138,8 +172,12 @@ def main() -> int:
 
     latencies = [resumed[n] - created[n] for n in resumed]
     result = {
-        "jobs": args.jobs, "quotas": args.quotas, "admission_period_s": args.period,
-        "resumed": len(resumed), "create_phase_s": round(create_s, 2), "total_s": round(total_s, 2),
+        "jobs": args.jobs,
+        "quotas": args.quotas,
+        "admission_period_s": args.period,
+        "resumed": len(resumed),
+        "create_phase_s": round(create_s, 2),
+        "total_s": round(total_s, 2),
         "throughput_jobs_per_s": round(len(resumed) / total_s, 1),
         "latency_s": {
             "p50": round(statistics.median(latencies), 3),

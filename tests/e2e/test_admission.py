@@ -226,7 +226,8 @@ def test_cycle_and_missing_ancestor_are_reported_verbatim(
         lambda: kq.events_for(kubectl, ns, "lost", "FailedScheduling"), what="missing"
     )
     assert lost[0]["message"] == (
-        f"CheckUsage found quota not exist, item:{ns}/lost, quotaName:{ghost}, visited quota: {orphan}"
+        f"CheckUsage found quota not exist, item:{ns}/lost, quotaName:{ghost}, "
+        f"visited quota: {orphan}"
     )
     unit = _unit(kubectl, ns, "lost")
     assert unit is not None and unit["status"]["message"] == lost[0]["message"]

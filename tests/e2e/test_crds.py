@@ -379,7 +379,7 @@ def _set_path(obj: dict, path: str, value: Any) -> dict:
     INVALID,
     ids=[f"{c.split('.')[0]}-{p}={v!r}" for c, p, v, _ in INVALID],
 )
-def test_invalid_object_is_rejected_naming_the_field(  # noqa: PLR0917
+def test_invalid_object_is_rejected_naming_the_field(
     crd: str, path: str, value: Any, expected: str, kubectl: Kubectl, test_ns: str
 ) -> None:
     case = CASES[crd]
@@ -417,7 +417,7 @@ def test_invalid_object_is_rejected_naming_the_field(  # noqa: PLR0917
         ),
     ],
 )
-def test_invalid_status_is_rejected_naming_the_field(  # noqa: PLR0917
+def test_invalid_status_is_rejected_naming_the_field(
     crd: str, path: str, value: Any, expected: str, kubectl: Kubectl, test_ns: str
 ) -> None:
     case = CASES[crd]

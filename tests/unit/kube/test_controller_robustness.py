@@ -132,16 +132,16 @@ def meta(name: str, extra: Any) -> dict[str, Any]:
 
 
 quota_objects = st.builds(
-    lambda l, mx, mn: {"metadata": meta("q", l), "spec": {"max": mx, "min": mn}},
+    lambda lab, mx, mn: {"metadata": meta("q", lab), "spec": {"max": mx, "min": mn}},
     labels,
     st.dictionaries(st.sampled_from(["cpu", "memory"]), quantity, max_size=2) | junk,
     st.dictionaries(st.sampled_from(["cpu"]), quantity, max_size=1) | junk,
 )
 unit_objects = st.builds(
-    lambda l, res, prio, phase: {
+    lambda lab, res, prio, phase: {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "QueueUnit",
-        "metadata": meta("u", l),
+        "metadata": meta("u", lab),
         "spec": {"resource": res, "priority": prio},
         "status": {"phase": phase},
     },
@@ -151,10 +151,10 @@ unit_objects = st.builds(
     st.one_of(st.sampled_from(["Enqueued", "Running", "Succeed", "SchedFailed", "Bogus"]), junk),
 )
 job_objects = st.builds(
-    lambda l, par, req, suspend: {
+    lambda lab, par, req, suspend: {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": meta("j", l),
+        "metadata": meta("j", lab),
         "spec": {
             "suspend": suspend,
             "parallelism": par,

@@ -40,7 +40,7 @@ def test_does_not_retry_a_client_error() -> None:
     def invalid() -> None:
         raise ApiError(422, "Invalid", "spec.max.cpu: bad", "PATCH", "/x")
 
-    with pytest.raises(ApiError, match="spec.max.cpu"):
+    with pytest.raises(ApiError, match=r"spec\.max\.cpu"):
         with_retries(invalid, sleep=lambda s: None)
 
 

@@ -12,8 +12,7 @@ import pytest
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo
-from koordqueue.scheduler.framework import ClusterSnapshot, parse_config, run_session
-from koordqueue.scheduler.framework import registry
+from koordqueue.scheduler.framework import ClusterSnapshot, parse_config, registry, run_session
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples" / "plugins"
 CONFIG = """
@@ -41,7 +40,9 @@ def draining_entry_point(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def entry_points(**kwargs: Any) -> Any:
         if kwargs.get("group") == "koordqueue.plugins":
-            return [importlib.metadata.EntryPoint("draining", "draining:build", "koordqueue.plugins")]
+            return [
+                importlib.metadata.EntryPoint("draining", "draining:build", "koordqueue.plugins")
+            ]
         return real(**kwargs)
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
@@ -55,12 +56,17 @@ def draining_entry_point(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def snapshot(*nodes: NodeInfo) -> ClusterSnapshot:
     pod = TaskInfo("p", "p", resreq=Resources.of(cpu="1"))
-    return ClusterSnapshot(nodes=nodes, jobs=[JobInfo("j", tasks=[pod])], queues=[QueueInfo("default")])
+    return ClusterSnapshot(
+        nodes=nodes, jobs=[JobInfo("j", tasks=[pod])], queues=[QueueInfo("default")]
+    )
 
 
 def node(name: str, **labels: str) -> NodeInfo:
-    return NodeInfo(name, Resources.of(cpu="4", memory="8Gi"),
-                    labels={f"example.koordqueue.io/{k}": v for k, v in labels.items()})
+    return NodeInfo(
+        name,
+        Resources.of(cpu="4", memory="8Gi"),
+        labels={f"example.koordqueue.io/{k}": v for k, v in labels.items()},
+    )
 
 
 def test_draining_nodes_are_never_chosen(draining_entry_point: None) -> None:
@@ -75,6 +81,7 @@ def test_draining_reason_appears_in_the_fit_errors(draining_entry_point: None) -
 
 
 def test_preferred_tier_wins_the_score(draining_entry_point: None) -> None:
-    result = run_session(snapshot(node("a", tier="silver"), node("b", tier="gold"), node("c")),
-                         parse_config(CONFIG))
+    result = run_session(
+        snapshot(node("a", tier="silver"), node("b", tier="gold"), node("c")), parse_config(CONFIG)
+    )
     assert result.bound_nodes() == {"p": "b"}
