@@ -134,7 +134,8 @@ class Controller:
                 f"quotas are indexed by name, this definition ({winner.namespace}) now wins",
             )
 
-    def on_quota(self, event_type: str | None, obj: dict[str, Any]) -> None:
+    def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
+        """Fold a quota in and (unless a resync batches it) apply its Queue."""
         meta = _meta(obj)
         name, namespace = meta.get("name", ""), meta.get("namespace", "default")
         if event_type == "DELETED":
@@ -166,7 +167,8 @@ class Controller:
         with self.lock:
             self.engine.upsert_quota(spec)
         self.wake.set()
-        self._safely("apply queue", lambda: apply_queue(self.api, obj, self.settings.namespace))
+        if apply:
+            self._safely("apply queue", lambda: apply_queue(self.api, obj, self.settings.namespace))
 
     # --- Queue --------------------------------------------------------------------------
     def _quota_object(self, name: str) -> dict[str, Any] | None:
@@ -417,10 +419,26 @@ class Controller:
     def resync(self) -> None:
         """List everything and fold it in; fixes whatever changed while we were not watching."""
         quotas = self.api.list_objects(ELASTIC_QUOTA)
+        queues = self.api.list_objects(QUEUE, self.settings.namespace)
+        by_name = {str(_meta(q).get("name")): q for q in queues}
         for quota in quotas:
-            self.on_quota("ADDED", quota)
+            self.on_quota("ADDED", quota, apply=False)
         live = {_meta(q).get("name") for q in quotas}
-        for queue in self.api.list_objects(QUEUE, self.settings.namespace):
+        ns = self.settings.namespace
+        for name in sorted(str(n) for n in live):
+            # only the live (last reconciled) definition of a name; skip Queues that match
+            winner = self._quota_object(name)
+            current = by_name.get(name)
+            if winner is not None and (
+                current is None or queue_drifted(current, derive_queue(winner, ns))
+            ):
+                applied = self._safely(
+                    "apply queue",
+                    lambda w=winner: apply_queue(self.api, w, ns),  # type: ignore[misc]
+                )
+                if applied is not None:
+                    by_name[name] = applied
+        for queue in list(by_name.values()):
             qmeta = _meta(queue)
             managed = (qmeta.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
             if managed and qmeta.get("name") not in live:

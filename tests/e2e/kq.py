@@ -20,7 +20,7 @@ def unique(prefix: str) -> str:
 
 def wait_for(
     probe: Callable[[], T | None],
-    timeout: float = 20.0,
+    timeout: float = 45.0,
     interval: float = 0.2,
     what: str = "",
     state: Callable[[], Any] | None = None,

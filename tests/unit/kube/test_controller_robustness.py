@@ -7,103 +7,23 @@ invalid quota/unit/job is reported with an event naming the problem.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from koordqueue.kube.api import ApiError, Kind
+from koordqueue.kube.api import Kind
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.settings import ControllerSettings
+from tests.unit.kube.memory_api import MemoryApi
 
-
-class MemoryApi:
-    """Just enough of KubeApi, in memory, with resourceVersions and 404/409 like the server."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
-        self.events: list[dict[str, Any]] = []
-        self._rv = itertools.count(1)
-
-    def _key(self, kind: Kind, namespace: str | None, name: str) -> tuple[str, str | None, str]:
-        return (kind.plural, namespace if kind.namespaced else None, name)
-
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        return self.objects.get(self._key(kind, namespace, name))
-
-    def list_objects(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[dict[str, Any]]:
-        return [
-            o
-            for (plural, ns, _), o in self.objects.items()
-            if plural == kind.plural and (namespace is None or ns == namespace)
-        ]
-
-    def create(
-        self, kind: Kind, body: dict[str, Any], namespace: str | None = None
-    ) -> dict[str, Any]:
-        if kind.plural == "events":
-            self.events.append(body)
-            return {**body, "metadata": {**body["metadata"], "name": f"ev{len(self.events)}"}}
-        meta = body["metadata"]
-        key = self._key(kind, namespace or meta.get("namespace"), meta["name"])
-        if key in self.objects:
-            raise ApiError(409, "AlreadyExists", "exists", "POST", kind.path())
-        obj = {
-            **body,
-            "metadata": {
-                **meta,
-                "uid": f"uid-{meta['name']}",
-                "resourceVersion": str(next(self._rv)),
-            },
-        }
-        self.objects[key] = obj
-        return obj
-
-    def apply(self, kind: Kind, body: dict[str, Any], force: bool = True) -> dict[str, Any]:
-        meta = body["metadata"]
-        key = self._key(kind, meta.get("namespace"), meta["name"])
-        obj = {**self.objects.get(key, {}), **body}
-        obj["metadata"] = {**meta, "resourceVersion": str(next(self._rv))}
-        self.objects[key] = obj
-        return obj
-
-    def merge_patch(
-        self,
-        kind: Kind,
-        name: str,
-        patch: dict[str, Any],
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        if kind.plural == "events":
-            return {}
-        key = self._key(kind, namespace, name)
-        obj = self.objects.get(key)
-        if obj is None:
-            raise ApiError(404, "NotFound", "not found", "PATCH", kind.path())
-        want = (patch.get("metadata") or {}).get("resourceVersion")
-        if want and want != obj["metadata"].get("resourceVersion"):
-            raise ApiError(409, "Conflict", "modified", "PATCH", kind.path())
-        for field, value in patch.items():
-            if field != "metadata" and isinstance(value, dict):
-                obj[field] = {**(obj.get(field) or {}), **value}
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        return obj
-
-    def delete(
-        self, kind: Kind, name: str, namespace: str | None = None, uid: str | None = None
-    ) -> bool:
-        return self.objects.pop(self._key(kind, namespace, name), None) is not None
+def _nest(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
 
 
 junk = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
+    _nest,
     max_leaves=8,
 )
 quantity = st.one_of(st.sampled_from(["1", "500m", "2Gi", "12xyz", "", "-1", "1e999"]), junk)
