@@ -247,14 +247,13 @@ class AdmissionEngine:
                 continue
             ordered = sorted(waiting, key=lambda u: order_key(u, self._first_attempt[u.uid]))
             admitted_here = admitted_by_queue.get(queue_name, [])
-            if (
-                queue.settings.wait_for_pods_running
-                and any(u.phase in NOT_YET_RUNNING for u in admitted_here)
-                and not queue.settings.enable_preemption
-            ):
+            paused = queue.settings.wait_for_pods_running and any(
+                u.phase in NOT_YET_RUNNING for u in admitted_here
+            )
+            if paused and not queue.settings.enable_preemption:
                 result.waiting[queue_name] = ordered
                 continue
-            self._serve(queue, ordered, admitted_here, now, result)
+            self._serve(queue, ordered, admitted_here, now, result, paused)
         return result
 
     def _serve(
@@ -264,14 +263,26 @@ class AdmissionEngine:
         admitted_here: list[QueueUnit],
         now: float,
         result: RoundResult,
+        paused: bool = False,
     ) -> None:
+        """Offer the queue's candidates to CheckUsage.
+
+        `paused` (wait-for-pods-running with admitted units not running yet): a unit that
+        fits keeps waiting; only a unit that needs preemption may get in, by preempting.
+        """
         assert queue.policy is not None
         preempted_this_round = False
         still_waiting: list[QueueUnit] = []
         tried: set[str] = set()
         for unit in queue.policy.candidates(ordered, now):
             tried.add(unit.uid)
-            decision = self.tree.try_admit(unit.uid, unit.key, queue.name, unit.resource)
+            if paused:
+                decision = self.tree.check(unit.key, queue.name, unit.resource)
+                if decision.admitted:
+                    still_waiting.append(unit)  # room, but its queue waits for pods to run
+                    continue
+            else:
+                decision = self.tree.try_admit(unit.uid, unit.key, queue.name, unit.resource)
             if (
                 not decision.admitted
                 and isinstance(decision, QuotaExceeded)

@@ -385,3 +385,50 @@ def test_sched_failed_unit_backs_off_releases_quota_and_suspends_its_job(
         lambda: kq.phase(kubectl, ns, "patient") == "Dequeued", what="released quota reused"
     )
     assert kq.events_for(kubectl, ns, "flaky", "Backoff")
+
+
+def test_preemption_requeues_a_lower_not_yet_running_unit_for_a_higher_one(
+    kubectl: Any, controller: RunningController, ns: str
+) -> None:
+    quota = kq.unique("preempt")
+    kubectl.apply(
+        kq.quota(
+            quota,
+            max_={"cpu": "2"},
+            annotations={
+                "koord-queue/wait-for-pods-running": "true",
+                "koord-queue/enable-queueunit-preemption": "true",
+            },
+        )
+    )
+    kubectl.apply(kq.job("low-a", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "low-a") == "Dequeued", what="low-a admitted")
+    # wait-for-pods-running: low-b waits until low-a runs (no kubelet here: it never does)
+    kubectl.apply(kq.job("low-b", ns, quota, cpu="1"))
+    kq.wait_for(lambda: _unit(kubectl, ns, "low-b"), what="low-b unit")
+    pc = kq.unique("urgent-pc")
+    kubectl.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": pc},
+            "value": 100,
+        }
+    )
+    kubectl.apply(kq.job("urgent", ns, quota, cpu="2", priority_class=pc))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "urgent") == "Dequeued", what="urgent admitted")
+    kq.wait_for(lambda: _suspended(kubectl, ns, "urgent") is False, what="urgent resumed")
+    victim = kq.wait_for(
+        lambda: (
+            (u := _unit(kubectl, ns, "low-a"))
+            and (u.get("status") or {}).get("phase") == "Enqueued"
+            and u
+        ),
+        what="low-a preempted back to Enqueued",
+    )
+    assert victim["status"]["phase"] == "Enqueued"
+    kq.wait_for(lambda: _suspended(kubectl, ns, "low-a") is True, what="victim job suspended again")
+    events = kq.wait_for(lambda: kq.events_for(kubectl, ns, "low-a", "Preempted"), what="event")
+    assert events[0]["message"] == f"preempted by {ns}/urgent; back in queue"
+    # back in the queue, the victim now waits for quota like any other unit
+    assert kq.wait_for(lambda: kq.events_for(kubectl, ns, "low-a", "FailedScheduling"))

@@ -308,3 +308,20 @@ def test_fast_path_respects_wait_for_pods_running() -> None:
     assert engine.admit_if_queue_idle("a", 0.0) is not None
     engine.upsert_unit(unit("b", "q", created=1.0))
     assert engine.admit_if_queue_idle("b", 1.0) is None
+
+
+def test_with_preemption_on_a_paused_queue_still_holds_units_that_merely_fit() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="2")),
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+    )
+    engine.upsert_unit(unit("first", "q", priority=1))
+    engine.run_round(0.0)
+    engine.upsert_unit(unit("fits", "q", priority=1, created=1.0))
+    result = engine.run_round(1.0)
+    assert result.admitted == [] and result.rejected == []  # waits for first's pods to run
+    assert [u.name for u in result.waiting["q"]] == ["fits"]
+    engine.upsert_unit(unit("urgent", "q", cpu="2", priority=9, created=2.0))
+    result = engine.run_round(2.0)
+    assert [u.name for u, _ in result.admitted] == ["urgent"]
+    assert [[v.name for v in p.victims] for p in result.preempted] == [["first"]]
