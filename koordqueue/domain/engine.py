@@ -253,7 +253,7 @@ class AdmissionEngine:
             if paused and not queue.settings.enable_preemption:
                 result.waiting[queue_name] = ordered
                 continue
-            self._serve(queue, ordered, admitted_here, now, result, paused)
+            self._serve(queue, ordered, admitted_here, now, result, paused=paused)
         return result
 
     def _serve(
@@ -263,6 +263,7 @@ class AdmissionEngine:
         admitted_here: list[QueueUnit],
         now: float,
         result: RoundResult,
+        *,
         paused: bool = False,
     ) -> None:
         """Offer the queue's candidates to CheckUsage.

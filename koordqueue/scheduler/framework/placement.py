@@ -278,6 +278,8 @@ class PlacementEngine:
         are nodes that fit future-idle (releasing) resources considered (SPEC 3.4).
         """
         entry = self._entry(task)
+        if not len(entry.idle_eff):  # no ready node at all
+            return None
         best = int(np.argmax(entry.idle_eff))
         if entry.idle_eff[best] > _NEG_INF:
             return best, False

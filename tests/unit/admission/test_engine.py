@@ -313,7 +313,10 @@ def test_fast_path_respects_wait_for_pods_running() -> None:
 def test_with_preemption_on_a_paused_queue_still_holds_units_that_merely_fit() -> None:
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="2")),
-        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"},
+        annotations={
+            WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+            ENABLE_PREEMPTION_ANNOTATION: "true",
+        },
     )
     engine.upsert_unit(unit("first", "q", priority=1))
     engine.run_round(0.0)

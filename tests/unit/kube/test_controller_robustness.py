@@ -17,6 +17,7 @@ from koordqueue.kube.controller import Controller
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
 
+
 def _nest(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
 
