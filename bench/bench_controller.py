@@ -45,7 +45,11 @@ def watch_resumed(
     The watch is restarted if it ends (server-side timeout) until every Job was seen.
     """
     decoder = json.JSONDecoder()
+    starts = 0
     while len(resumed) < expected and time.time() < deadline:
+        starts += 1
+        if starts > 1:
+            print(f"watch restarted ({starts - 1}) at {len(resumed)} resumed", file=sys.stderr)
         proc = subprocess.Popen(
             [
                 str(kubectl.binary),
@@ -99,6 +103,7 @@ def main() -> int:
     parser.add_argument("--quotas", type=int, default=50)
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--clients", type=int, default=8, help="parallel Job creators")
+    parser.add_argument("--log", default="/tmp/bench_controller.log", help="controller log file")
     args = parser.parse_args()
 
     with ControlPlane() as cp:
@@ -119,7 +124,7 @@ def main() -> int:
             )
 
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        log = open(Path(cp.dir or "/tmp") / "controller.log", "w")  # noqa: SIM115
+        log = open(Path(args.log), "w")  # noqa: SIM115
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -130,7 +135,7 @@ def main() -> int:
                 f"--admission-period={args.period}",
                 "--metrics-port=0",
                 "--health-port=0",
-                "--log-level=warning",
+                "--log-level=info",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

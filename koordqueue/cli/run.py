@@ -49,6 +49,8 @@ def configure_logging(fmt: str, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # kopf logs every handler success at info (several lines per Job): keep it for debug only
+    logging.getLogger("kopf").setLevel("DEBUG" if level == "debug" else "WARNING")
     logging.getLogger("kubernetes").setLevel("WARNING")
     logging.getLogger("urllib3").setLevel("WARNING")
 
