@@ -38,55 +38,58 @@ def cpu_seconds(pid: int) -> float:
 
 
 def watch_resumed(
-    kubectl: Kubectl, ns: str, expected: int, resumed: dict[str, float], deadline: float
+    api: KubeApi, ns: str, expected: int, resumed: dict[str, float], deadline: float
 ) -> None:
     """Record when each Job is first seen resumed, from a watch stream (no polling load).
 
-    The watch is restarted if it ends (server-side timeout) until every Job was seen.
+    The stream is resumed from the last resourceVersion when the server ends it, so a
+    reconnect never re-lists (which would stamp Jobs resumed during the gap with the
+    reconnect time); only a 410 Gone forces a re-list, and that is reported.
     """
-    decoder = json.JSONDecoder()
-    starts = 0
+    rv = ""
+    restarts = 0
     while len(resumed) < expected and time.time() < deadline:
-        starts += 1
-        if starts > 1:
-            print(f"watch restarted ({starts - 1}) at {len(resumed)} resumed", file=sys.stderr)
-        proc = subprocess.Popen(
-            [
-                str(kubectl.binary),
-                f"--kubeconfig={kubectl.kubeconfig}",
-                "get",
-                "jobs",
-                "-n",
-                ns,
-                "--watch",
-                "-o",
-                "json",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
+        query = [("watch", "1"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "60")]
+        if rv:
+            query.append(("resourceVersion", rv))
+        method, url, headers, body, post = api.api_client.param_serialize(
+            "GET",
+            JOB.path(ns),
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
         )
-        assert proc.stdout is not None
-        buffer = ""
-        try:
-            for line in proc.stdout:
-                buffer += line
-                while True:
-                    stripped = buffer.lstrip()
-                    try:
-                        obj, end = decoder.raw_decode(stripped)
-                    except ValueError:
-                        break
-                    buffer = stripped[end:]
-                    for item in obj.get("items", [obj]):
-                        name = item.get("metadata", {}).get("name")
-                        if name and item.get("spec", {}).get("suspend") is False:
-                            resumed.setdefault(name, time.time())
-                if len(resumed) >= expected or time.time() > deadline:
+        response = api.api_client.call_api(
+            method, url, headers, body, post, _request_timeout=(5, 120)
+        )
+        buffer = b""
+        for chunk in response.response.stream(4096, decode_content=True):
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        print("watch expired (410): re-listing", file=sys.stderr)
+                        rv = ""
                     break
-        finally:
-            proc.terminate()
-            proc.wait(10)
+                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                if event.get("type") == "BOOKMARK":
+                    continue
+                name = (obj.get("metadata") or {}).get("name")
+                if name and (obj.get("spec") or {}).get("suspend") is False:
+                    resumed.setdefault(name, time.time())
+            if len(resumed) >= expected or time.time() > deadline:
+                break
+        response.response.release_conn()
+        restarts += 1
+        if len(resumed) < expected:
+            print(
+                f"watch reconnect {restarts} at {len(resumed)} resumed (rv {rv})", file=sys.stderr
+            )
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -158,7 +161,7 @@ def main() -> int:
             resumed: dict[str, float] = {}
             watcher = threading.Thread(
                 target=watch_resumed,
-                args=(kubectl, ns, args.jobs, resumed, time.time() + 600),
+                args=(api, ns, args.jobs, resumed, time.time() + 600),
                 daemon=True,
             )
             watcher.start()

@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from koordqueue.cli.run import build_operator
+from koordqueue.cli.run import build_operator, configure_logging
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.settings import ControllerSettings
 
@@ -34,6 +34,8 @@ class RunningController:
         self._error: BaseException | None = None
 
     def start(self, timeout: float = 60.0) -> RunningController:
+        # warnings and errors only: the controller thread outlives each test's output capture
+        configure_logging("console", "warning")
         controller, registry = build_operator(self.settings)
         self.controller = controller
         ready = threading.Event()
