@@ -12,7 +12,7 @@ import kopf
 import structlog
 
 from koordqueue.cli.flags import settings_from_args
-from koordqueue.kube import metrics
+from koordqueue.kube import kopf_support, metrics
 from koordqueue.kube.api import KubeApi, load_api_client
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.operator import build_registry
@@ -55,30 +55,6 @@ def configure_logging(fmt: str, level: str) -> None:
     logging.getLogger("urllib3").setLevel("WARNING")
 
 
-def login_handler(api: KubeApi) -> Any:
-    """kopf's watches use the same credentials as our API client."""
-
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        cfg = api.api_client.configuration
-        keys: dict[str, str] = dict(cfg.api_key or {})
-        raw = keys.get("authorization") or keys.get("BearerToken") or ""
-        scheme: str | None = None
-        token: str | None = None
-        if raw:
-            scheme, _sep, token = raw.partition(" ") if " " in raw else ("Bearer", "", raw)
-        return kopf.ConnectionInfo(
-            server=cfg.host,
-            ca_path=cfg.ssl_ca_cert,
-            insecure=not cfg.verify_ssl,
-            certificate_path=cfg.cert_file,
-            private_key_path=cfg.key_file,
-            scheme=scheme,
-            token=token or None,
-        )
-
-    return login
-
-
 def build_operator(
     settings: Any, *, with_scheduler: bool = False
 ) -> tuple[Controller, kopf.OperatorRegistry]:
@@ -92,7 +68,7 @@ def build_operator(
 
             register_webhook(registry, settings)
         register_scheduler(registry, Scheduler(api, settings))
-    kopf.on.login(registry=registry)(login_handler(api))
+    kopf_support.log_in_with(registry, api)
     return controller, registry
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
+
+from koordqueue.kube.api import KubeApi
 
 
 class EventOnlyDiffBase(kopf.DiffBaseStorage):
@@ -50,3 +54,90 @@ async def stop_background(
         with contextlib.suppress(asyncio.CancelledError):
             await task
     await asyncio.to_thread(close)
+
+
+def event_object(event: kopf.RawEvent) -> dict[str, Any]:
+    """The watched object of a raw event, as a plain dict."""
+    raw: dict[str, Any] = dict(event.get("object") or {})
+    return raw
+
+
+def event_type(event: kopf.RawEvent) -> str | None:
+    """ADDED / MODIFIED / DELETED, or None for objects of the initial listing."""
+    value = event.get("type")
+    return str(value) if value else None
+
+
+def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
+    """kopf's watches use the same credentials as our API client."""
+    cfg = api.api_client.configuration
+    keys: dict[str, str] = dict(cfg.api_key or {})
+    raw = keys.get("authorization") or keys.get("BearerToken") or ""
+    scheme: str | None = None
+    token: str | None = None
+    if raw:
+        scheme, _sep, token = raw.partition(" ") if " " in raw else ("Bearer", "", raw)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        scheme=scheme,
+        token=token or None,
+    )
+
+
+def log_in_with(registry: kopf.OperatorRegistry, api: KubeApi) -> None:
+    """Register a login handler that reuses `api`'s credentials."""
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info(api)
+
+
+class OperatorThread:
+    """A kopf operator in a background thread (embedding, e2e tests), started until `ready()`."""
+
+    def __init__(
+        self, registry: kopf.OperatorRegistry, ready: Callable[[], bool], name: str
+    ) -> None:
+        self._registry = registry
+        self._ready = ready
+        self._name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        def run() -> None:
+            try:
+                asyncio.run(
+                    kopf.operator(
+                        registry=self._registry,
+                        clusterwide=True,
+                        standalone=True,
+                        stop_flag=self._stop,
+                    )
+                )
+            except BaseException as exc:  # surfaced by start()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=self._name, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._ready():
+            if self._error is not None:
+                raise RuntimeError(
+                    f"{self._name} failed to start: {self._error!r}"
+                ) from self._error
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self._name} did not get ready within {timeout} s")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise RuntimeError(f"{self._name} thread did not stop")

@@ -19,16 +19,6 @@ from koordqueue.kube.controller import Controller
 log = structlog.get_logger(__name__)
 
 
-def _obj(event: kopf.RawEvent) -> dict[str, Any]:
-    raw: dict[str, Any] = dict(event.get("object") or {})
-    return raw
-
-
-def _type(event: kopf.RawEvent) -> str | None:
-    value = event.get("type")
-    return str(value) if value else None
-
-
 def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     """A kopf registry bound to one Controller (so tests can run several side by side)."""
     registry = kopf.OperatorRegistry()
@@ -42,13 +32,17 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         registry=registry,
     )
     async def quota_event(event: kopf.RawEvent, **_: Any) -> None:
-        await asyncio.to_thread(controller.on_quota, _type(event), _obj(event))
+        await asyncio.to_thread(
+            controller.on_quota, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
 
     @kopf.on.event(
         names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL, registry=registry
     )
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
-        await asyncio.to_thread(controller.on_queue, _type(event), _obj(event))
+        await asyncio.to_thread(
+            controller.on_queue, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
 
     @kopf.on.event(
         names.KOORD_QUEUE_GROUP,
@@ -57,13 +51,17 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         registry=registry,
     )
     async def unit_event(event: kopf.RawEvent, **_: Any) -> None:
-        await asyncio.to_thread(controller.on_unit, _type(event), _obj(event))
+        await asyncio.to_thread(
+            controller.on_unit, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
 
     if settings.manage_jobs:
 
         @kopf.on.event("batch", "v1", "jobs", registry=registry)
         async def job_event(event: kopf.RawEvent, **_: Any) -> None:
-            await asyncio.to_thread(controller.on_job, _type(event), _obj(event))
+            await asyncio.to_thread(
+                controller.on_job, kopf_support.event_type(event), kopf_support.event_object(event)
+            )
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -223,3 +223,12 @@ def api_client(kubeconfig: Path) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def controller(kubeconfig: Path) -> Iterator[Any]:
+    """The quota controller running in-process against the plane, fresh for each test."""
+    from tests.e2e.running_controller import RunningController
+
+    with RunningController(kubeconfig) as rc:
+        yield rc

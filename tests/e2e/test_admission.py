@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,6 @@ from tests.e2e.running_controller import RunningController
 
 QU = "queueunits.scheduling.x-k8s.io"
 EQ = "elasticquotas.scheduling.sigs.k8s.io"
-
-
-@pytest.fixture
-def controller(kubeconfig: Path) -> Iterator[RunningController]:
-    with RunningController(kubeconfig) as rc:
-        yield rc
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,6 @@ from tests.e2e.running_controller import RunningController
 
 QU = "queueunits.scheduling.x-k8s.io"
 KOORDQUEUE = Path(sys.executable).parent / "koordqueue"
-
-
-@pytest.fixture
-def controller(kubeconfig: Path) -> Iterator[RunningController]:
-    with RunningController(kubeconfig) as rc:
-        yield rc
 
 
 @pytest.fixture

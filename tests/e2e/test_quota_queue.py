@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from koordqueue.domain.names import QUOTA_PARENT_LABEL
 from tests.e2e import kq
@@ -14,12 +11,6 @@ from tests.e2e.running_controller import RunningController
 
 Q = "queues.scheduling.x-k8s.io"
 EQ = "elasticquotas.scheduling.sigs.k8s.io"
-
-
-@pytest.fixture
-def controller(kubeconfig: Path) -> Iterator[RunningController]:
-    with RunningController(kubeconfig) as rc:
-        yield rc
 
 
 def _queue(kubectl: Any, name: str) -> dict[str, Any] | None:

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import structlog
 
@@ -54,6 +55,19 @@ class Built:
     view: GateView = field(default_factory=GateView)
     gate_without_opt_in: list[str] = field(default_factory=list)
     """Pod keys with our gate but no opt-in annotation (to warn about)."""
+
+
+P = TypeVar("P")
+
+
+def _reuse(
+    previous: Mapping[str, tuple[str, P]], key: str, version: str, make: Callable[[], P]
+) -> P:
+    """The earlier conversion of an object while its resourceVersion has not moved."""
+    cached = previous.get(key)
+    if cached is not None and version and cached[0] == version:
+        return cached[1]
+    return make()
 
 
 class SchedulerCache:
@@ -155,11 +169,7 @@ class SchedulerCache:
             if convert.node_ready(raw):
                 m = convert.meta(raw)
                 name, version = str(m.get("name", "")), str(m.get("resourceVersion", ""))
-                cached = self._nodes.get(name)
-                if cached is not None and version and cached[0] == version:
-                    proto = cached[1]
-                else:
-                    proto = convert.node_info(raw)
+                proto = _reuse(self._nodes, name, version, partial(convert.node_info, raw))
                 node_protos[name] = (version, proto)
                 nodes[name] = proto.clone()
         self._nodes = node_protos
@@ -220,10 +230,6 @@ class SchedulerCache:
         """A fresh TaskInfo for the pod, converted again only when its resourceVersion moved."""
         m = convert.meta(pod)
         uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
-        cached = self._converted.get(uid)
-        if cached is not None and version and cached[0] == version:
-            proto = cached[1]
-        else:
-            proto = convert.task_info(pod)
+        proto = _reuse(self._converted, uid, version, partial(convert.task_info, pod))
         converted[uid] = (version, proto)
         return proto.clone()

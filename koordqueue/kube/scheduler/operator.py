@@ -14,34 +14,10 @@ import structlog
 
 from koordqueue.domain import names as domain_names
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import KubeApi
 from koordqueue.kube.scheduler.cache import Kind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
-
-
-def _obj(event: kopf.RawEvent) -> dict[str, Any]:
-    raw: dict[str, Any] = dict(event.get("object") or {})
-    return raw
-
-
-def _type(event: kopf.RawEvent) -> str | None:
-    value = event.get("type")
-    return str(value) if value else None
-
-
-def connection_info(api: KubeApi) -> kopf.ConnectionInfo:
-    """kopf's watches use the same credentials as our API client."""
-    cfg = api.api_client.configuration
-    keys: dict[str, str] = dict(cfg.api_key or {})
-    raw = keys.get("authorization") or keys.get("BearerToken") or ""
-    scheme, token = (raw.split(" ", 1) if " " in raw else ("Bearer", raw)) if raw else (None, "")
-    return kopf.ConnectionInfo(
-        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
-        certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
-        scheme=scheme, token=token or None,
-    )
 
 
 def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
@@ -52,27 +28,32 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
 
     @kopf.on.event("", "v1", "pods", registry=registry)
     async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
-        cache.on_event(Kind.POD, _type(event), _obj(event))
+        cache.on_event(Kind.POD, kopf_support.event_type(event), kopf_support.event_object(event))
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
-        cache.on_event(Kind.NODE, _type(event), _obj(event))
+        cache.on_event(Kind.NODE, kopf_support.event_type(event), kopf_support.event_object(event))
 
     @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)
     async def group_event(event: kopf.RawEvent, **_: Any) -> None:
-        cache.on_event(Kind.POD_GROUP, _type(event), _obj(event))
+        cache.on_event(
+            Kind.POD_GROUP, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
 
     @kopf.on.event(vg, vv, domain_names.VOLCANO_QUEUE_PLURAL, registry=registry)
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
-        cache.on_event(Kind.QUEUE, _type(event), _obj(event))
+        cache.on_event(Kind.QUEUE, kopf_support.event_type(event), kopf_support.event_object(event))
 
     @kopf.on.startup(registry=registry)
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
         await asyncio.to_thread(scheduler.start)
         state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
-        log.info("scheduler ready", scheduler_name=scheduler.settings.scheduler_name,
-                 gates=scheduler.gates_enabled)
+        log.info(
+            "scheduler ready",
+            scheduler_name=scheduler.settings.scheduler_name,
+            gates=scheduler.gates_enabled,
+        )
 
     @kopf.on.cleanup(registry=registry)
     async def stop_scheduler(**_: Any) -> None:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-from typing import Any
-
 import kopf
 
+from koordqueue.kube import kopf_support
 from koordqueue.kube.api import KubeApi, load_api_client
-from koordqueue.kube.scheduler.operator import connection_info, register_scheduler
+from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
 from koordqueue.kube.settings import ControllerSettings
 
@@ -27,11 +23,7 @@ def build_scheduler_operator(
 
         register_webhook(registry, settings)
     register_scheduler(registry, scheduler)
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection_info(api)
-
+    kopf_support.log_in_with(registry, api)
     return scheduler, registry
 
 
@@ -41,37 +33,20 @@ class SchedulerRunner:
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
         self.scheduler: Scheduler | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._thread: kopf_support.OperatorThread | None = None
 
     def start(self, timeout: float = 60.0) -> SchedulerRunner:
         scheduler, registry = build_scheduler_operator(self.settings)
         self.scheduler = scheduler
-
-        def run() -> None:
-            try:
-                asyncio.run(kopf.operator(
-                    registry=registry, clusterwide=True, standalone=True, stop_flag=self._stop,
-                ))
-            except BaseException as exc:  # surfaced by start()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="koordqueue-scheduler", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not scheduler.ready.is_set():
-            if self._error is not None:
-                raise RuntimeError(f"scheduler failed to start: {self._error!r}") from self._error
-            if time.monotonic() > deadline:
-                raise TimeoutError("scheduler did not start")
-            time.sleep(0.05)
+        self._thread = kopf_support.OperatorThread(
+            registry, scheduler.ready.is_set, "koordqueue-scheduler"
+        )
+        self._thread.start(timeout)
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.stop(timeout)
 
     def __enter__(self) -> SchedulerRunner:
         return self.start()
