@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from koordqueue.domain.names import QUOTA_PARENT_LABEL
-from koordqueue.domain.queue_derivation import DesiredQueue, derive_queue
+from koordqueue.domain.queue_derivation import DesiredQueue, derive_queue, queue_needs_update
 from koordqueue.kube.api import QUEUE, KubeApi, with_retries
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
@@ -27,17 +26,8 @@ def desired_manifest(desired: DesiredQueue) -> dict[str, Any]:
 
 def queue_drifted(queue: Mapping[str, Any], desired: DesiredQueue) -> bool:
     """True when the live Queue differs from the desired one in a field we own."""
-    spec = queue.get("spec") or {}
-    metadata = queue.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    annotations = metadata.get("annotations") or {}
-    return (
-        spec.get("priority") != desired.priority
-        or spec.get("queuePolicy") != desired.policy
-        or labels.get(QUOTA_PARENT_LABEL) != desired.parent
-        or labels.get(MANAGED_BY_LABEL) != MANAGED_BY
-        or any(annotations.get(k) != v for k, v in desired.annotations.items())
-    )
+    labels = (queue.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) != MANAGED_BY or queue_needs_update(queue, desired)
 
 
 def apply_queue(api: KubeApi, quota: Mapping[str, Any], namespace: str) -> dict[str, Any]:
