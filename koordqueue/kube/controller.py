@@ -263,17 +263,12 @@ class Controller:
                 "lastUpdateTime": _now(),
             }
         }
-        updated = self._safely(
-            "patch unit status",
-            lambda: self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status"),
-        )
+        updated = self._patch_unit_status(unit, patch)
         ref = (obj.get("spec") or {}).get("consumerRef") or {}
         if ref.get("kind") == "Job" and ref.get("name"):
             job_name = str(ref["name"])
             self._safely("suspend job", lambda: self._suspend_job(unit.namespace, job_name))
         if updated is not None:
-            with self.lock:
-                self._units[unit.uid] = updated
             self.recorder.record(updated, WARNING, "Backoff", message)
         self.wake.set()
 
@@ -404,16 +399,25 @@ class Controller:
 
     def _set_unit_phase(self, unit: QueueUnit, phase: Phase, message: str) -> None:
         patch = {"status": {"phase": phase.value, "message": message, "lastUpdateTime": _now()}}
-        updated = self._safely(
-            "patch unit status",
-            lambda: with_retries(
-                lambda: self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
-            ),
-        )
+        self._patch_unit_status(unit, patch, retry=True)
         with self.lock:
             self.engine.upsert_unit(replace(unit, phase=phase))
-            if updated is not None:
+
+    def _patch_unit_status(
+        self, unit: QueueUnit, patch: dict[str, Any], *, retry: bool = False
+    ) -> dict[str, Any] | None:
+        """Unconditional status merge patch; remembers the result (None if the API refused)."""
+
+        def call() -> dict[str, Any]:
+            return self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
+
+        updated: dict[str, Any] | None = self._safely(
+            "patch unit status", (lambda: with_retries(call)) if retry else call
+        )
+        if updated is not None:
+            with self.lock:
                 self._units[unit.uid] = updated
+        return updated
 
     # --- start-up and resync ------------------------------------------------------------
     def resync(self) -> None:
@@ -575,21 +579,13 @@ class Controller:
             return None
         self._reported[unit.uid] = message
         patch = {"status": {"message": message, "lastUpdateTime": _now()}}
-        updated = self._safely(
-            "patch unit status",
-            lambda: self.api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status"),
-        )
-        if updated is not None:
-            with self.lock:
-                self._units[unit.uid] = updated
+        updated = self._patch_unit_status(unit, patch)
         return updated or self._units.get(unit.uid)
 
     def _report_rejection(self, unit: QueueUnit, rejection: Rejection) -> None:
         obj = self._write_message(unit, rejection.message)
         if obj is not None:
-            metrics.REJECTIONS.labels(
-                _queue_label(unit), type(rejection).__name__
-            ).inc()
+            metrics.REJECTIONS.labels(_queue_label(unit), type(rejection).__name__).inc()
             self.recorder.record(obj, WARNING, names.REASON_FAILED_SCHEDULING, rejection.message)
 
     def _report_not_found(self, unit: QueueUnit, queue: str) -> None:
