@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,9 +38,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
-def watch_resumed(
-    api: KubeApi, ns: str, expected: int, resumed: dict[str, float], deadline: float
-) -> None:
+@dataclass
+class Seen:
+    """Wall times from the benchmark's own watch: each Job's ADDED event, and its resume."""
+
+    added: dict[str, float] = field(default_factory=dict)
+    resumed: dict[str, float] = field(default_factory=dict)
+
+
+def watch_resumed(api: KubeApi, ns: str, expected: int, seen: Seen, deadline: float) -> None:
     """Record when each Job is first seen resumed, from a watch stream (no polling load).
 
     The stream is resumed from the last resourceVersion when the server ends it, so a
@@ -48,6 +55,7 @@ def watch_resumed(
     """
     rv = ""
     restarts = 0
+    resumed = seen.resumed
     while len(resumed) < expected and time.time() < deadline:
         query = [("watch", "1"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "60")]
         if rv:
@@ -80,6 +88,8 @@ def watch_resumed(
                 if event.get("type") == "BOOKMARK":
                     continue
                 name = (obj.get("metadata") or {}).get("name")
+                if name and event.get("type") == "ADDED":
+                    seen.added.setdefault(name, time.time())
                 if name and (obj.get("spec") or {}).get("suspend") is False:
                     resumed.setdefault(name, time.time())
             if len(resumed) >= expected or time.time() > deadline:
@@ -107,6 +117,9 @@ def main() -> int:
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--clients", type=int, default=8, help="parallel Job creators")
     parser.add_argument("--log", default="/tmp/bench_controller.log", help="controller log file")
+    parser.add_argument(
+        "--dump", default="", help="write per-Job created/resumed wall times (JSON) here"
+    )
     args = parser.parse_args()
 
     with ControlPlane() as cp:
@@ -151,17 +164,20 @@ def main() -> int:
                 raise SystemExit(f"controller exited: see {log.name}")
             cpu_before = cpu_seconds(proc.pid)
             created: dict[str, float] = {}
+            accepted: dict[str, float] = {}
 
             def create(i: int) -> None:
                 name = f"job{i:05d}"
                 body = kq.job(name, ns, f"bq{i % args.quotas}", cpu="1", memory="1Gi")
                 created[name] = time.time()
                 api.create(JOB, body, ns)
+                accepted[name] = time.time()
 
-            resumed: dict[str, float] = {}
+            seen = Seen()
+            resumed = seen.resumed
             watcher = threading.Thread(
                 target=watch_resumed,
-                args=(api, ns, args.jobs, resumed, time.time() + 600),
+                args=(api, ns, args.jobs, seen, time.time() + 600),
                 daemon=True,
             )
             watcher.start()
@@ -179,6 +195,14 @@ def main() -> int:
             log.close()
 
     latencies = [resumed[n] - created[n] for n in resumed]
+    if args.dump:
+        times = {"created": created, "accepted": accepted, "added": seen.added, "resumed": resumed}
+        Path(args.dump).write_text(json.dumps(times))
+
+    def stage(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
+        spans = [end[n] - start[n] for n in end if n in start]
+        return {p: round(percentile(spans, q), 3) for p, q in (("p50", 50), ("p99", 99))}
+
     result = {
         "jobs": args.jobs,
         "quotas": args.quotas,
@@ -192,6 +216,13 @@ def main() -> int:
             "p90": round(percentile(latencies, 90), 3),
             "p99": round(percentile(latencies, 99), 3),
             "max": round(max(latencies), 3),
+        },
+        # where the time goes: the create call; the API server's watch delivery (this script's
+        # own watch sees the Job); the controller (its watch, unit create + admit, Job patch)
+        "stages_s": {
+            "create_call": stage(created, accepted),
+            "watch_delivery": stage(accepted, seen.added),
+            "controller_to_resume": stage(seen.added, resumed),
         },
         "p99_over_period": round(percentile(latencies, 99) / args.period, 2),
         "controller_cpu_s": round(cpu, 2),

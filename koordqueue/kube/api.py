@@ -174,6 +174,12 @@ class KubeApi:
     def list_objects(
         self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
+        return self.list_with_version(kind, namespace, label_selector)[0]
+
+    def list_with_version(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """All objects (following `continue` pages) and the list's resourceVersion to watch from."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -189,7 +195,8 @@ class KubeApi:
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
-                return items
+                # a paginated list is one consistent snapshot at the first page's version
+                return items, str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     def create(
         self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None

@@ -58,6 +58,19 @@ API_ERRORS: Final = Counter(
     registry=REGISTRY,
 )
 
+WATCH_RESTARTS: Final = Counter(
+    "koordqueue_watch_restarts_total",
+    "Informer watches restarted, per kind and reason (expired: re-listed after 410 Gone).",
+    ["kind", "reason"],
+    registry=REGISTRY,
+)
+HANDLER_ERRORS: Final = Counter(
+    "koordqueue_event_handler_errors_total",
+    "Watch events whose handler raised (the object is handled again at the next event or resync).",
+    ["kind"],
+    registry=REGISTRY,
+)
+
 
 def serve(port: int) -> None:
     """Expose /metrics on `port` (0 disables)."""

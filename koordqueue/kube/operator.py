@@ -1,7 +1,8 @@
 """kopf wiring: raw watch events to the Controller, start-up resync, the admission loop, probes.
 
 Only `@kopf.on.event` is used: it is level-triggered and stores no progress annotations or
-finalizers on users' objects, which a queueing controller has no business adding.
+finalizers on users' objects, which a queueing controller has no business adding. Jobs and
+QueueUnits, the kinds that arrive by the thousand, come through informers instead (informer.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import structlog
 
 from koordqueue.domain import names
 from koordqueue.kube import kopf_support
+from koordqueue.kube.api import JOB, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
+from koordqueue.kube.informer import Informer
 
 log = structlog.get_logger(__name__)
 
@@ -24,6 +27,12 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     settings = controller.settings
     state: dict[str, asyncio.Task[None]] = {}
+    # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
+    # (a Job's handler creates its unit and, on the fast path, admits it: three blocking
+    # writes, so that informer gets as many workers as kopf's handler pool had)
+    informers = [Informer(controller.api, QUEUE_UNIT, controller.on_unit, workers=8)]
+    if settings.manage_jobs:
+        informers.append(Informer(controller.api, JOB, controller.on_job, workers=32))
 
     @kopf.on.event(
         names.ELASTIC_QUOTA_GROUP,
@@ -44,40 +53,30 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
             controller.on_queue, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
-    @kopf.on.event(
-        names.KOORD_QUEUE_GROUP,
-        names.KOORD_QUEUE_VERSION,
-        names.QUEUE_UNIT_PLURAL,
-        registry=registry,
-    )
-    async def unit_event(event: kopf.RawEvent, **_: Any) -> None:
-        await asyncio.to_thread(
-            controller.on_unit, kopf_support.event_type(event), kopf_support.event_object(event)
-        )
-
-    if settings.manage_jobs:
-
-        @kopf.on.event("batch", "v1", "jobs", registry=registry)
-        async def job_event(event: kopf.RawEvent, **_: Any) -> None:
-            await asyncio.to_thread(
-                controller.on_job, kopf_support.event_type(event), kopf_support.event_object(event)
-            )
-
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
         await asyncio.to_thread(controller.resync)
+        for informer in informers:
+            informer.start()
         state["loop"] = asyncio.create_task(admission_loop(controller))
         log.info("controller ready", namespace=controller.settings.namespace)
 
+    def close() -> None:
+        for informer in informers:
+            informer.stop()
+        controller.close()
+
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        await kopf_support.stop_background(state, "loop", controller.close)
+        await kopf_support.stop_background(state, "loop", close)
 
     @kopf.on.probe(id="ready", registry=registry)
     def ready(**_: Any) -> bool:
         if not controller.ready.is_set():
             raise kopf.TemporaryError("initial resync not finished")
+        if not all(informer.synced.is_set() for informer in informers):
+            raise kopf.TemporaryError("Job/QueueUnit watches not listed yet")
         return True
 
     return registry
