@@ -84,6 +84,8 @@ class AdmissionEngine:
     ) -> None:
         self.tree = QuotaTree(oversell_rate, on_duplicate_quota)
         self._units: dict[str, QueueUnit] = {}
+        # uids by quota label value: the fast path looks at one queue, not every unit
+        self._by_label: dict[str | None, set[str]] = {}
         self._queues: dict[str, _Queue] = {}
         self._first_attempt: dict[str, float] = {}
         self._not_before: dict[str, float] = {}
@@ -125,6 +127,10 @@ class AdmissionEngine:
     # --- units ----------------------------------------------------------------------------
     def upsert_unit(self, unit: QueueUnit) -> None:
         """Track a unit as the API shows it (level-triggered, idempotent)."""
+        previous = self._units.get(unit.uid)
+        if previous is not None:
+            self._unindex(previous)
+        self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
         self._first_attempt.setdefault(unit.uid, unit.created)
         if unit.phase in FINISHED_PHASES:
@@ -143,8 +149,17 @@ class AdmissionEngine:
         self._first_attempt.pop(uid, None)
         self._not_before.pop(uid, None)
         if unit is not None:
+            self._unindex(unit)
             self._forget_in_policy(unit)
         return unit
+
+    def _unindex(self, unit: QueueUnit) -> None:
+        label = _label_key(unit)
+        same = self._by_label.get(label)
+        if same is not None:
+            same.discard(unit.uid)
+            if not same:
+                del self._by_label[label]
 
     def defer(self, uid: str, until: float) -> None:
         """Keep a unit out of rounds until `until` (exponential backoff after a failure)."""
@@ -197,9 +212,9 @@ class AdmissionEngine:
         queue = self._queues.get(resolution.name)
         if queue is None or queue.policy is None or resolution.name not in self.tree:
             return None
-        label = unit.labels.get(QUOTA_NAME_LABEL)
-        for other in self._units.values():
-            if other.uid == uid or other.labels.get(QUOTA_NAME_LABEL) != label:
+        for other_uid in self._by_label.get(_label_key(unit), ()):
+            other = self._units[other_uid]
+            if other_uid == uid:
                 continue
             if other.phase in FINISHED_PHASES:
                 continue
@@ -338,3 +353,9 @@ class AdmissionEngine:
             assert isinstance(victim_quota, QuotaName)
             self.tree.admit(victim.uid, victim_quota.name, victim.resource)
         return None
+
+
+def _label_key(unit: QueueUnit) -> str | None:
+    """The quota label as an index key (None when absent or not a string: never served)."""
+    value = unit.labels.get(QUOTA_NAME_LABEL)
+    return value if isinstance(value, str) else None

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from typing import Final
 
 from koordqueue.domain.names import MSG_NO_QUOTA_LABEL, QUOTA_NAME_LABEL
@@ -60,6 +61,13 @@ def quota_name_for(labels: Mapping[str, object] | None) -> Resolution:
     value = labels[QUOTA_NAME_LABEL]
     if not isinstance(value, str):
         return Unresolved(UnresolvedReason.NOT_A_STRING, value)
+    return _resolve_label_value(value)
+
+
+@lru_cache(maxsize=8192)
+def _resolve_label_value(value: str) -> Resolution:
+    # cached: every admission round and metrics export resolves every unit's label, and a
+    # cluster has few distinct quota names; the results are immutable, so sharing is safe
     if value == "":
         return Unresolved(UnresolvedReason.EMPTY, value)
     if not _LABEL_VALUE_RE.fullmatch(value):  # match() + $ accepted a trailing newline

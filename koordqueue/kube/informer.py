@@ -7,8 +7,10 @@ events queued for seconds behind it while the API server had already delivered t
 
 This is the informer shape client-go uses: list, then watch from the list's resourceVersion,
 resume from the last seen resourceVersion when the server ends a watch, re-list only on
-410 Gone. Events go to a fixed set of worker threads keyed by namespace/name, so the events
-of one object are handled in order and never concurrently, while different objects proceed
+410 Gone. A re-list hands over what exists, not what vanished during the gap: the
+controller's periodic resync (`--resync-period`) drops units whose objects are gone.
+Events go through a keyed work queue to a pool of worker threads: the events of one object
+(namespace/name) are handled in order and never concurrently, while other objects proceed
 in parallel (a handler may block on an API write).
 """
 
@@ -182,6 +184,9 @@ class Informer:
         """Stream events from `version` until the server ends the watch; the last version seen."""
         watch = Watch()  # type: ignore[no-untyped-call]
         self._watch = watch
+        if self._stop.is_set():  # stop() ran before it could see this watch
+            self._watch = None
+            return version
         try:
             for event in watch.stream(  # type: ignore[no-untyped-call]
                 self._open_watch,

@@ -15,7 +15,7 @@ from koordqueue.domain.names import (
     QUOTA_NAME_LABEL,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
-from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
 
@@ -328,3 +328,62 @@ def test_with_preemption_on_a_paused_queue_still_holds_units_that_merely_fit() -
     result = engine.run_round(2.0)
     assert [u.name for u, _ in result.admitted] == ["urgent"]
     assert [[v.name for v in p.victims] for p in result.preempted] == [["first"]]
+
+
+def test_fast_path_follows_a_unit_that_moved_to_another_queue() -> None:
+    engine = engine_with(QuotaSpec("a", max=Resources.of(cpu="2")), QuotaSpec("b"))
+    engine.upsert_unit(unit("big", "a", cpu="3"))
+    engine.run_round(0.0)  # waits in a
+    engine.upsert_unit(unit("new", "a", created=1.0))
+    assert engine.admit_if_queue_idle("new", 1.0) is None  # big waits before it
+    moved = engine.unit("big")
+    assert moved is not None
+    engine.upsert_unit(replace(moved, labels={QUOTA_NAME_LABEL: "b"}))  # relabelled away
+    assert engine.admit_if_queue_idle("new", 2.0) is not None
+    engine.remove_unit("new")
+    engine.upsert_unit(unit("newer", "b", created=3.0))
+    assert engine.admit_if_queue_idle("newer", 3.0) is None  # big now waits in b
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "relabel", "finish", "remove", "round", "fast"]),
+            st.integers(0, 5),
+            st.sampled_from(["a", "b"]),
+        ),
+        max_size=40,
+    )
+)
+def test_fast_path_admits_only_when_no_other_unit_waits_in_the_queue(
+    ops: list[tuple[str, int, str]],
+) -> None:
+    engine = engine_with(
+        QuotaSpec("a", max=Resources.of(cpu="3")), QuotaSpec("b", max=Resources.of(cpu="3"))
+    )
+    for step, (op, i, quota) in enumerate(ops):
+        uid, now = f"u{i}", float(step)
+        current = engine.unit(uid)
+        if op == "add" and current is None:
+            engine.upsert_unit(unit(uid, quota, created=now))
+        elif op == "relabel" and current is not None:
+            engine.upsert_unit(replace(current, labels={QUOTA_NAME_LABEL: quota}))
+        elif op == "finish" and current is not None:
+            engine.upsert_unit(replace(current, phase=Phase.SUCCEED))
+        elif op == "remove":
+            engine.remove_unit(uid)
+        elif op == "round":
+            engine.run_round(now)
+        elif op == "fast" and current is not None:
+            label = current.labels.get(QUOTA_NAME_LABEL)
+            waiting = [
+                u.uid
+                for u in engine.units()
+                if u.uid != uid
+                and u.labels.get(QUOTA_NAME_LABEL) == label
+                and u.phase not in FINISHED_PHASES
+                and not engine.is_admitted(u.uid)
+            ]
+            if engine.admit_if_queue_idle(uid, now) is not None:
+                assert not waiting, f"{uid} jumped ahead of {waiting}"
