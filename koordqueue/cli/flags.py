@@ -42,6 +42,13 @@ def _positive(value: str) -> float:
     return number
 
 
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value!r}")
+    return number
+
+
 FLAGS: tuple[Flag, ...] = (
     Flag(
         "--kubeconfig",
@@ -70,6 +77,14 @@ FLAGS: tuple[Flag, ...] = (
         "seconds between admission rounds",
         _DEFAULTS.admission_period,
         _positive,
+    ),
+    Flag(
+        "--job-workers",
+        "job_workers",
+        "Job events handled at once (each new Job costs up to three blocking API writes); "
+        "more absorbs longer bursts of Jobs at some CPU cost",
+        _DEFAULTS.job_workers,
+        _positive_int,
     ),
     Flag(
         "--resync-period",

@@ -59,7 +59,7 @@ def build_operator(
     settings: Any, *, with_scheduler: bool = False
 ) -> tuple[Controller, kopf.OperatorRegistry]:
     """The quota controller's registry; with the scheduler (and its webhook) when asked."""
-    api = KubeApi(load_api_client(settings.kubeconfig, settings.context))
+    api = KubeApi(load_api_client(settings.kubeconfig, settings.context, settings.api_connections))
     controller = Controller(api, settings)
     registry = build_registry(controller)
     if with_scheduler:

@@ -103,12 +103,15 @@ class ApiError(Exception):
 
 
 def load_api_client(
-    kubeconfig: str | None = None, context: str | None = None
+    kubeconfig: str | None = None, context: str | None = None, pool_size: int = 48
 ) -> k8s_client.ApiClient:
-    """An ApiClient from the given kubeconfig, $KUBECONFIG/~/.kube/config, or in-cluster config."""
+    """An ApiClient from the given kubeconfig, $KUBECONFIG/~/.kube/config, or in-cluster config.
+
+    `pool_size` caps the kept-alive connections: size it to the threads that call the API at
+    once (the client's default, 10, makes a busy controller re-open connections).
+    """
     configuration = k8s_client.Configuration()
-    # one pooled connection per concurrent writer (handlers + admission writers), not 10
-    configuration.connection_pool_maxsize = 48
+    configuration.connection_pool_maxsize = pool_size
     if kubeconfig:
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             kubeconfig, context=context, client_configuration=configuration

@@ -28,11 +28,12 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     settings = controller.settings
     state: dict[str, asyncio.Task[None]] = {}
     # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
-    # (a Job's handler creates its unit and, on the fast path, admits it: three blocking
-    # writes, so that informer gets as many workers as kopf's handler pool had)
+    # (a new Job's handler creates its unit and, on the fast path, admits it and resumes the
+    # Job: three blocking writes, hence many workers for Jobs, --job-workers)
     informers = [Informer(controller.api, QUEUE_UNIT, controller.on_unit, workers=8)]
     if settings.manage_jobs:
-        informers.append(Informer(controller.api, JOB, controller.on_job, workers=32))
+        workers = settings.job_workers
+        informers.append(Informer(controller.api, JOB, controller.on_job, workers=workers))
 
     @kopf.on.event(
         names.ELASTIC_QUOTA_GROUP,

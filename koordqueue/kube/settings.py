@@ -25,6 +25,8 @@ class ControllerSettings:
     kubeconfig: str | None = None
     context: str | None = None
     manage_jobs: bool = True
+    job_workers: int = 64
+    """Job events handled at once; a new Job's handler blocks on up to three API writes."""
     # --- scheduler (SPEC 3) ------------------------------------------------------------------
     scheduler_name: str = "volcano"
     schedule_period: float = 1.0
@@ -35,3 +37,10 @@ class ControllerSettings:
     """Port of the pod mutating webhook (0: off)."""
     webhook_cert: str | None = None
     webhook_key: str | None = None
+
+    @property
+    def api_connections(self) -> int:
+        """Pooled API connections: one per thread that may call the API at once (Job workers,
+        kopf handlers, unit workers, admission writers, binders, watches), so that none is
+        discarded and re-opened with a fresh TLS handshake under load."""
+        return self.job_workers + 80
