@@ -24,20 +24,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.watching import cpu_seconds, percentile, stage, watch_objects  # noqa: E402
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, KubeApi, load_api_client  # noqa: E402
 from tests.controlplane.harness import ControlPlane  # noqa: E402
 from tests.e2e import kq  # noqa: E402
 from tests.e2e.conftest import Kubectl, install_crds  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
 @dataclass
@@ -47,67 +43,14 @@ class Seen:
     added: dict[str, float] = field(default_factory=dict)
     resumed: dict[str, float] = field(default_factory=dict)
 
-
-def watch_resumed(api: KubeApi, ns: str, expected: int, seen: Seen, deadline: float) -> None:
-    """Record when each Job is first seen resumed, from a watch stream (no polling load).
-
-    The stream is resumed from the last resourceVersion when the server ends it, so a
-    reconnect never re-lists (which would stamp Jobs resumed during the gap with the
-    reconnect time); only a 410 Gone forces a re-list, and that is reported.
-    """
-    rv = ""
-    restarts = 0
-    resumed = seen.resumed
-    while len(resumed) < expected and time.time() < deadline:
-        query = [("watch", "1"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "60")]
-        if rv:
-            query.append(("resourceVersion", rv))
-        method, url, headers, body, post = api.api_client.param_serialize(
-            "GET",
-            JOB.path(ns),
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response = api.api_client.call_api(
-            method, url, headers, body, post, _request_timeout=(5, 120)
-        )
-        buffer = b""
-        for chunk in response.response.stream(4096, decode_content=True):
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    if obj.get("code") == 410:
-                        print("watch expired (410): re-listing", file=sys.stderr)
-                        rv = ""
-                    break
-                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
-                if event.get("type") == "BOOKMARK":
-                    continue
-                name = (obj.get("metadata") or {}).get("name")
-                if name and event.get("type") == "ADDED":
-                    seen.added.setdefault(name, time.time())
-                if name and (obj.get("spec") or {}).get("suspend") is False:
-                    resumed.setdefault(name, time.time())
-            if len(resumed) >= expected or time.time() > deadline:
-                break
-        response.response.release_conn()
-        restarts += 1
-        if len(resumed) < expected:
-            print(
-                f"watch reconnect {restarts} at {len(resumed)} resumed (rv {rv})", file=sys.stderr
-            )
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
-    return ordered[index]
+    def on_event(self, event_type: str, obj: dict[str, Any], at: float) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            return
+        if event_type == "ADDED":
+            self.added.setdefault(name, at)
+        if (obj.get("spec") or {}).get("suspend") is False:
+            self.resumed.setdefault(name, at)
 
 
 def main() -> int:
@@ -178,8 +121,9 @@ def main() -> int:
             seen = Seen()
             resumed = seen.resumed
             watcher = threading.Thread(
-                target=watch_resumed,
-                args=(api, ns, args.jobs, seen, time.time() + 600),
+                target=watch_objects,
+                args=(api, JOB, ns, seen.on_event),
+                kwargs={"done": lambda: len(resumed) >= args.jobs, "deadline": time.time() + 600},
                 daemon=True,
             )
             watcher.start()
@@ -200,10 +144,6 @@ def main() -> int:
     if args.dump:
         times = {"created": created, "accepted": accepted, "added": seen.added, "resumed": resumed}
         Path(args.dump).write_text(json.dumps(times))
-
-    def stage(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
-        spans = [end[n] - start[n] for n in end if n in start]
-        return {p: round(percentile(spans, q), 3) for p, q in (("p50", 50), ("p99", 99))}
 
     result = {
         "jobs": args.jobs,

@@ -1,12 +1,15 @@
 """kopf wiring of the scheduler: raw watch events into the cache, the session loop, probes.
 
-Only `@kopf.on.event` (level-triggered, no progress annotations or finalizers on pods). The
-cache is also relisted every `resync_period`, so a missed event is repaired.
+Only `@kopf.on.event` (level-triggered, no progress annotations or finalizers on pods), for
+PodGroups and Queues; pods and nodes, which change by the thousand, come through informers
+(koordqueue/kube/informer.py). The cache is also relisted every `resync_period`, so a missed
+event is repaired.
 """
 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 import kopf
@@ -14,6 +17,8 @@ import structlog
 
 from koordqueue.domain import names as domain_names
 from koordqueue.kube import kopf_support
+from koordqueue.kube.api import NODE, POD
+from koordqueue.kube.informer import Informer
 from koordqueue.kube.scheduler.cache import Kind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 
@@ -26,13 +31,11 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
     state: dict[str, asyncio.Task[None]] = {}
     vg, vv = domain_names.VOLCANO_GROUP, domain_names.VOLCANO_VERSION
 
-    @kopf.on.event("", "v1", "pods", registry=registry)
-    async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
-        cache.on_event(Kind.POD, kopf_support.event_type(event), kopf_support.event_object(event))
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(event: kopf.RawEvent, **_: Any) -> None:
-        cache.on_event(Kind.NODE, kopf_support.event_type(event), kopf_support.event_object(event))
+    # pods (and nodes, which carry heartbeats) are the high-volume kinds: informers, not kopf
+    informers = [
+        Informer(scheduler.api, POD, partial(cache.on_event, Kind.POD), workers=2),
+        Informer(scheduler.api, NODE, partial(cache.on_event, Kind.NODE), workers=1),
+    ]
 
     @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)
     async def group_event(event: kopf.RawEvent, **_: Any) -> None:
@@ -48,6 +51,8 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
         await asyncio.to_thread(scheduler.start)
+        for informer in informers:
+            informer.start()
         state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
         log.info(
             "scheduler ready",
@@ -55,14 +60,21 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
             gates=scheduler.gates_enabled,
         )
 
+    def close() -> None:
+        for informer in informers:
+            informer.stop()
+        scheduler.close()
+
     @kopf.on.cleanup(registry=registry)
     async def stop_scheduler(**_: Any) -> None:
-        await kopf_support.stop_background(state, "loop", scheduler.close)
+        await kopf_support.stop_background(state, "loop", close)
 
     @kopf.on.probe(id="scheduler", registry=registry)
     def scheduler_ready(**_: Any) -> bool:
         if not scheduler.ready.is_set():
             raise kopf.TemporaryError("scheduler not started")
+        if not all(informer.synced.is_set() for informer in informers):
+            raise kopf.TemporaryError("pod/node watches not listed yet")
         return True
 
 
