@@ -7,8 +7,9 @@ events queued for seconds behind it while the API server had already delivered t
 
 This is the informer shape client-go uses: list, then watch from the list's resourceVersion,
 resume from the last seen resourceVersion when the server ends a watch, re-list only on
-410 Gone. A re-list hands over what exists, not what vanished during the gap: the
-controller's periodic resync (`--resync-period`) drops units whose objects are gone.
+410 Gone. A re-list also reports what vanished during the gap: the informer remembers each
+object's identity (namespace, name, uid), and an object missing from the new listing, or
+listed with another uid (deleted and re-created), is handed over as DELETED first.
 Events go through a keyed work queue to a pool of worker threads: the events of one object
 (namespace/name) are handled in order and never concurrently, while other objects proceed
 in parallel (a handler may block on an API write).
@@ -119,6 +120,8 @@ class Informer:
         self._watch: Watch | None = None
         self._workers = workers
         self._queue = KeyedQueue()
+        # identity of every object seen, by key; only the watch thread touches it
+        self._known: dict[str, dict[str, Any]] = {}
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -175,6 +178,20 @@ class Informer:
 
     def _list(self) -> str:
         items, version = self.api.list_with_version(self.kind)
+        listed = {_key(item): _uid(item) for item in items}
+        gone = [
+            stub
+            for key, stub in self._known.items()
+            if key not in listed or listed[key] != _uid(stub)
+        ]
+        if gone:
+            log.info(
+                "re-list found deletions missed while not watching",
+                kind=self.kind.plural,
+                count=len(gone),
+            )
+        for stub in gone:
+            self._dispatch("DELETED", stub)
         for item in items:
             self._dispatch(None, item)
         self.synced.set()
@@ -229,8 +246,19 @@ class Informer:
 
     # --- workers ------------------------------------------------------------------------
     def _dispatch(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        self._queue.put(f"{meta.get('namespace', '')}/{meta.get('name', '')}", (event_type, obj))
+        key = _key(obj)
+        if event_type == "DELETED":
+            known = self._known.get(key)
+            if known is not None and _uid(known) == _uid(obj):
+                del self._known[key]
+        else:
+            meta = obj.get("metadata") or {}
+            self._known[key] = {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "metadata": {f: meta.get(f) for f in ("name", "namespace", "uid") if f in meta},
+            }
+        self._queue.put(key, (event_type, obj))
 
     def _work(self) -> None:
         while (item := self._queue.take()) is not None:
@@ -244,3 +272,13 @@ class Informer:
                         log.exception("event handler failed", kind=self.kind.plural, key=key)
             finally:
                 self._queue.done(key)
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _uid(obj: dict[str, Any]) -> str | None:
+    uid = (obj.get("metadata") or {}).get("uid")
+    return str(uid) if uid is not None else None

@@ -281,3 +281,43 @@ def test_stop_ends_workers_and_watch() -> None:
     informer.stop(timeout=5)
     assert time.monotonic() - started < 5
     assert not any(t.is_alive() for t in informer._threads)
+
+
+def _with_uid(name: str, uid: str, version: str = "1") -> dict[str, Any]:
+    obj = _obj(name, version)
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
+def test_relist_reports_objects_deleted_or_recreated_while_not_watching() -> None:
+    first = [_with_uid("a", "u1"), _with_uid("b", "u2"), _with_uid("c", "u3")]
+    second = [_with_uid("a", "u1"), _with_uid("b", "u9")]  # c deleted, b re-created
+    api = FakeApi([(first, "5"), (second, "9")])
+    received: list[tuple[str | None, str, str]] = []
+    informer = _informer(
+        api, lambda t, o: received.append((t, o["metadata"]["name"], o["metadata"]["uid"]))
+    )
+    informer._list()
+    informer._list()
+    informer._queue.close()
+    informer._work()
+    by_name: dict[str, list[tuple[str | None, str]]] = defaultdict(list)
+    for event_type, name, uid in received:
+        by_name[name].append((event_type, uid))
+    assert by_name == {
+        "a": [(None, "u1"), (None, "u1")],
+        "b": [(None, "u2"), ("DELETED", "u2"), (None, "u9")],
+        "c": [(None, "u3"), ("DELETED", "u3")],
+    }
+
+
+def test_a_deletion_seen_on_the_watch_is_not_reported_again_by_a_relist() -> None:
+    api = FakeApi([([_with_uid("a", "u1")], "5"), ([], "9")])
+    received: list[tuple[str | None, str]] = []
+    informer = _informer(api, lambda t, o: received.append((t, o["metadata"]["name"])))
+    informer._list()
+    informer._dispatch("DELETED", _with_uid("a", "u1", "6"))  # as the watch would
+    informer._list()
+    informer._queue.close()
+    informer._work()
+    assert received == [(None, "a"), ("DELETED", "a")]
