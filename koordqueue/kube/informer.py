@@ -54,9 +54,11 @@ class KeyedQueue:
         self._ready: deque[str] = deque()
         self._active: set[str] = set()
         self._closed = False
+        self._size = 0
 
     def put(self, key: str, event: Event) -> None:
         with self._cond:
+            self._size += 1
             events = self._pending.get(key)
             if events is None:
                 self._pending[key] = [event]
@@ -75,7 +77,9 @@ class KeyedQueue:
                 self._cond.wait()
             key = self._ready.popleft()
             self._active.add(key)
-            return key, self._pending.pop(key)
+            events = self._pending.pop(key)
+            self._size -= len(events)
+            return key, events
 
     def done(self, key: str) -> None:
         """Release `key`; events that arrived while it was held make it ready again."""
@@ -92,8 +96,8 @@ class KeyedQueue:
             self._cond.notify_all()
 
     def __len__(self) -> int:
-        with self._cond:
-            return sum(len(events) for events in self._pending.values())
+        """Events queued and not yet taken by a worker."""
+        return self._size
 
 
 class Informer:
@@ -122,6 +126,7 @@ class Informer:
         self._queue = KeyedQueue()
         # identity of every object seen, by key; only the watch thread touches it
         self._known: dict[str, dict[str, Any]] = {}
+        metrics.INFORMER_BACKLOG.labels(kind.plural).set_function(lambda: len(self._queue))
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle ----------------------------------------------------------------------

@@ -64,6 +64,12 @@ WATCH_RESTARTS: Final = Counter(
     ["kind", "reason"],
     registry=REGISTRY,
 )
+INFORMER_BACKLOG: Final = Gauge(
+    "koordqueue_informer_backlog",
+    "Watch events received and not yet handled, per kind (a growing value: handlers lag).",
+    ["kind"],
+    registry=REGISTRY,
+)
 HANDLER_ERRORS: Final = Counter(
     "koordqueue_event_handler_errors_total",
     "Watch events whose handler raised (the object is handled again at the next event or resync).",

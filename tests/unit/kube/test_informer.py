@@ -321,3 +321,21 @@ def test_a_deletion_seen_on_the_watch_is_not_reported_again_by_a_relist() -> Non
     informer._queue.close()
     informer._work()
     assert received == [(None, "a"), ("DELETED", "a")]
+
+
+def test_backlog_gauge_counts_events_not_yet_taken() -> None:
+    from koordqueue.kube import metrics
+
+    informer = _informer(FakeApi([]), lambda t, o: None)
+    gauge = metrics.REGISTRY.get_sample_value
+    for name in ("a", "a", "b"):
+        informer._dispatch("ADDED", _obj(name, "1"))
+    assert len(informer._queue) == 3
+    assert gauge("koordqueue_informer_backlog", {"kind": "jobs"}) == 3
+    item = informer._queue.take()
+    assert item is not None and item[0] == "ns/a"
+    assert gauge("koordqueue_informer_backlog", {"kind": "jobs"}) == 1
+    informer._queue.done("ns/a")
+    informer._queue.close()
+    informer._work()
+    assert gauge("koordqueue_informer_backlog", {"kind": "jobs"}) == 0
