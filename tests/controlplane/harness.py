@@ -381,6 +381,23 @@ class ControlPlane:
             if self._owns_dir and self.dir and not keep_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Stop kube-apiserver and start it again on the same port over the same etcd.
+
+        Clients see their connections and watches dropped, then the same server (and
+        kubeconfig) again: what a control-plane upgrade or crash looks like from outside.
+        """
+        with self._lock:
+            _terminate_group(self.procs["kube-apiserver"], 10.0)
+            time.sleep(down_seconds)
+            self._spawn("kube-apiserver", self._argv["kube-apiserver"])
+            self._wait_healthy(
+                "kube-apiserver",
+                f"{self.server}/readyz",
+                self._admin_context(),
+                lambda body: body.strip() == "ok",
+            )
+
     def __enter__(self) -> ControlPlane:
         return self.start()
 
@@ -537,13 +554,20 @@ class ControlPlane:
                 *self.extra_apiserver_flags,
             ],
         )
-        ctx = ssl.create_default_context(cafile=str(pki["ca.crt"]))
-        ctx.load_cert_chain(str(pki["admin.crt"]), str(pki["admin.key"]))
         self._wait_healthy(
-            "kube-apiserver", f"{self.server}/readyz", ctx, lambda body: body.strip() == "ok"
+            "kube-apiserver",
+            f"{self.server}/readyz",
+            self._admin_context(),
+            lambda body: body.strip() == "ok",
         )
         self.kubeconfig = self.dir / "kubeconfig"
         write_kubeconfig(self.kubeconfig, self.server, pki)
+
+
+    def _admin_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self._pki["ca.crt"]))
+        ctx.load_cert_chain(str(self._pki["admin.crt"]), str(self._pki["admin.key"]))
+        return ctx
 
 
 def _terminate_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
