@@ -23,6 +23,8 @@ from koordqueue.domain import names
 
 FIELD_MANAGER: Final = "koordqueue"
 T = TypeVar("T")
+Listing = tuple[list[dict[str, Any]], str]
+"""Objects of one kind and the list's resourceVersion, to watch from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +183,7 @@ class KubeApi:
 
     def list_with_version(
         self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> Listing:
         """All objects (following `continue` pages) and the list's resourceVersion to watch from."""
         items: list[dict[str, Any]] = []
         token: str | None = None
@@ -198,7 +200,7 @@ class KubeApi:
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
-                # a paginated list is one consistent snapshot at the first page's version
+                # every page of a paginated list carries the one snapshot's resourceVersion
                 return items, str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     def create(

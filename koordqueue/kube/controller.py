@@ -49,7 +49,9 @@ from koordqueue.kube.api import (
     QUEUE,
     QUEUE_UNIT,
     ApiError,
+    Kind,
     KubeApi,
+    Listing,
     with_retries,
 )
 from koordqueue.kube.events import EventRecorder
@@ -420,8 +422,12 @@ class Controller:
         return updated
 
     # --- start-up and resync ------------------------------------------------------------
-    def resync(self) -> None:
-        """List everything and fold it in; fixes whatever changed while we were not watching."""
+    def resync(self) -> dict[Kind, Listing]:
+        """List everything and fold it in; fixes whatever changed while we were not watching.
+
+        Returns the QueueUnit and Job listings, so that the watches started after the first
+        resync continue from them instead of listing again.
+        """
         quotas = self.api.list_objects(ELASTIC_QUOTA)
         queues = self.api.list_objects(QUEUE, self.settings.namespace)
         by_name = {str(_meta(q).get("name")): q for q in queues}
@@ -454,8 +460,9 @@ class Controller:
                 )
             else:
                 self.on_queue("ADDED", queue)
+        listings = {QUEUE_UNIT: self.api.list_with_version(QUEUE_UNIT)}
         seen_units = set()
-        for unit in self.api.list_objects(QUEUE_UNIT):
+        for unit in listings[QUEUE_UNIT][0]:
             seen_units.add(_meta(unit).get("uid"))
             self.on_unit("ADDED", unit)
         with self.lock:
@@ -463,9 +470,11 @@ class Controller:
                 self.engine.remove_unit(gone)
                 self._units.pop(gone, None)
         if self.settings.manage_jobs:
-            for job in self.api.list_objects(JOB):
+            listings[JOB] = self.api.list_with_version(JOB)
+            for job in listings[JOB][0]:
                 self.on_job("ADDED", job)
         self.ready.set()
+        return listings
 
     # --- admission ----------------------------------------------------------------------
     def admission_round(self) -> RoundResult:

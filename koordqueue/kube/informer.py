@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
 
 from koordqueue.kube import metrics
-from koordqueue.kube.api import ApiError, Kind, KubeApi
+from koordqueue.kube.api import ApiError, Kind, KubeApi, Listing
 
 log = structlog.get_logger(__name__)
 
@@ -124,13 +124,24 @@ class Informer:
         self._watch: Watch | None = None
         self._workers = workers
         self._queue = KeyedQueue()
-        # identity of every object seen, by key; only the watch thread touches it
-        self._known: dict[str, dict[str, Any]] = {}
+        # uid of every object seen, by key; only the watch thread touches it (after start())
+        self._known: dict[str, str | None] = {}
+        self._first_version: str | None = None
         metrics.INFORMER_BACKLOG.labels(kind.plural).set_function(lambda: len(self._queue))
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle ----------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, listing: Listing | None = None) -> None:
+        """Start the workers and the watch.
+
+        `listing`: one the caller has already handled (its start-up sync); the informer then
+        remembers those objects and watches from the listing's version instead of listing
+        and handing over everything a second time.
+        """
+        if listing is not None and listing[1]:
+            items, self._first_version = listing
+            self._known = {_key(item): _uid(item) for item in items}
+            self.synced.set()
         name = self.kind.plural
         self._threads = [
             threading.Thread(target=self._work, name=f"kq-{name}-{i}", daemon=True)
@@ -154,7 +165,7 @@ class Informer:
 
     # --- the watch loop -----------------------------------------------------------------
     def _run(self) -> None:
-        version: str | None = None
+        version = self._first_version
         failures = 0
         while not self._stop.is_set():
             try:
@@ -185,9 +196,9 @@ class Informer:
         items, version = self.api.list_with_version(self.kind)
         listed = {_key(item): _uid(item) for item in items}
         gone = [
-            stub
-            for key, stub in self._known.items()
-            if key not in listed or listed[key] != _uid(stub)
+            self._tombstone(key, uid)
+            for key, uid in self._known.items()
+            if key not in listed or listed[key] != uid
         ]
         if gone:
             log.info(
@@ -201,6 +212,14 @@ class Informer:
             self._dispatch(None, item)
         self.synced.set()
         return version
+
+    def _tombstone(self, key: str, uid: str | None) -> dict[str, Any]:
+        """What a DELETED event missed during a watch gap carries: the object's identity."""
+        namespace, name = key.split("/", 1)
+        meta: dict[str, Any] = {"name": name, "uid": uid}
+        if namespace:
+            meta["namespace"] = namespace
+        return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, "metadata": meta}
 
     def _watch_from(self, version: str) -> str:
         """Stream events from `version` until the server ends the watch; the last version seen."""
@@ -251,18 +270,11 @@ class Informer:
 
     # --- workers ------------------------------------------------------------------------
     def _dispatch(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        key = _key(obj)
-        if event_type == "DELETED":
-            known = self._known.get(key)
-            if known is not None and _uid(known) == _uid(obj):
-                del self._known[key]
-        else:
-            meta = obj.get("metadata") or {}
-            self._known[key] = {
-                "apiVersion": obj.get("apiVersion"),
-                "kind": obj.get("kind"),
-                "metadata": {f: meta.get(f) for f in ("name", "namespace", "uid") if f in meta},
-            }
+        key, uid = _key(obj), _uid(obj)
+        if event_type != "DELETED":
+            self._known[key] = uid
+        elif key in self._known and self._known[key] == uid:
+            del self._known[key]
         self._queue.put(key, (event_type, obj))
 
     def _work(self) -> None:

@@ -57,9 +57,9 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
-        await asyncio.to_thread(controller.resync)
-        for informer in informers:
-            informer.start()
+        listings = await asyncio.to_thread(controller.resync)
+        for informer in informers:  # the watches continue from the resync's listings
+            informer.start(listings.get(informer.kind))
         state["loop"] = asyncio.create_task(admission_loop(controller))
         log.info("controller ready", namespace=controller.settings.namespace)
 

@@ -50,9 +50,9 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
     @kopf.on.startup(registry=registry)
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
-        await asyncio.to_thread(scheduler.start)
-        for informer in informers:
-            informer.start()
+        listings = await asyncio.to_thread(scheduler.start)
+        for informer in informers:  # the watches continue from the cache's first listings
+            informer.start(listings.get(informer.kind))
         state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
         log.info(
             "scheduler ready",

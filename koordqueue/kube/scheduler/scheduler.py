@@ -18,7 +18,15 @@ from typing import Any
 
 import structlog
 
-from koordqueue.kube.api import NODE, POD, POD_GROUP, VOLCANO_QUEUE, ApiError, KubeApi
+from koordqueue.kube.api import (
+    NODE,
+    POD,
+    POD_GROUP,
+    VOLCANO_QUEUE,
+    ApiError,
+    KubeApi,
+    Listing,
+)
 from koordqueue.kube.api import Kind as RestKind
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp
@@ -110,13 +118,17 @@ class Scheduler:
         self.ready = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------
-    def start(self) -> None:
-        """Ensure the default queue exists, fill the cache, start the gate workers."""
+    def start(self) -> dict[RestKind, Listing]:
+        """Ensure the default queue exists, fill the cache, start the gate workers.
+
+        Returns the listings the cache was filled from, for watches to continue from.
+        """
         self.ensure_default_queue()
-        self.relist()
+        listings = self.relist()
         if self.gates is not None:
             self.gates.start()
         self.ready.set()
+        return listings
 
     def close(self) -> None:
         if self.gates is not None:
@@ -141,20 +153,23 @@ class Scheduler:
             elif exc.status != 409:
                 raise
 
-    def relist(self) -> None:
+    def relist(self) -> dict[RestKind, Listing]:
         """Replace the cache's contents with fresh listings (repairs missed events).
 
         A kind the server does not serve (Volcano CRDs not installed) lists as empty.
         """
+        listings: dict[RestKind, Listing] = {}
         for kind in (Kind.NODE, Kind.QUEUE, Kind.POD_GROUP, Kind.POD):
+            rest = convert_kind(kind)
             try:
-                objs = self.api.list_objects(convert_kind(kind))
+                listings[rest] = self.api.list_with_version(rest)
             except ApiError as exc:
                 if not exc.not_found:
                     raise
                 log.warning("resource not served; treated as empty", kind=kind.value)
-                objs = []
-            self.cache.replace(kind, objs)
+                listings[rest] = ([], "")
+            self.cache.replace(kind, listings[rest][0])
+        return listings
 
     def config(self, view: GateView) -> SchedulerConfig:
         if self._watcher is not None:

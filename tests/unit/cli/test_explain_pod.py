@@ -330,6 +330,11 @@ class FakeApi:
         self.calls.append(f"LIST {kind.plural}")
         return list(self.objects.get(kind.plural, []))
 
+    def list_with_version(
+        self, kind: Any, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        return self.list_objects(kind, namespace), "1"
+
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"explain must only read, but called {name}")
 

@@ -32,6 +32,11 @@ class MemoryApi:
             if plural == kind.plural and (namespace is None or ns == namespace)
         ]
 
+    def list_with_version(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        return self.list_objects(kind, namespace, label_selector), str(next(self._rv))
+
     def create(
         self, kind: Kind, body: dict[str, Any], namespace: str | None = None
     ) -> dict[str, Any]:

@@ -339,3 +339,29 @@ def test_backlog_gauge_counts_events_not_yet_taken() -> None:
     informer._queue.close()
     informer._work()
     assert gauge("koordqueue_informer_backlog", {"kind": "jobs"}) == 0
+
+
+def test_a_listing_handed_to_start_is_not_listed_or_handled_again() -> None:
+    api = FakeApi([([_with_uid("b", "u2")], "9")])  # the re-list, after a 410
+    received: list[tuple[str | None, str]] = []
+    informer = _informer(api, lambda t, o: received.append((t, o["metadata"]["name"])))
+    watched_from: list[str] = []
+    done = threading.Event()
+
+    def watch_from(version: str) -> str:
+        watched_from.append(version)
+        if len(watched_from) == 1:
+            raise ApiException(status=410, reason="Expired")
+        done.set()
+        informer._stop.wait(5)
+        return version
+
+    informer._watch_from = watch_from  # type: ignore[method-assign]
+    informer.start(([_with_uid("a", "u1"), _with_uid("b", "u2")], "5"))
+    assert informer.synced.is_set()  # at once: the caller handled that listing
+    assert done.wait(10)
+    informer.stop()
+    assert watched_from[:2] == ["5", "9"]
+    assert api.lists == 1  # only the re-list after the 410
+    # nothing of the handed-over listing is handled again; a's deletion is noticed
+    assert sorted(received, key=str) == [("DELETED", "a"), (None, "b")]
