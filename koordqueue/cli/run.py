@@ -83,15 +83,7 @@ def run_controller(args: argparse.Namespace) -> int:
     _controller, registry = build_operator(settings, with_scheduler=True)
     metrics.serve(settings.metrics_port)
     log.info("starting", settings=repr(settings))
-    asyncio.run(
-        kopf.operator(
-            registry=registry,
-            clusterwide=True,
-            standalone=True,
-            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
-        )
-    )
-    return 0
+    return _serve(registry, settings)
 
 
 def run_scheduler(args: argparse.Namespace) -> int:
@@ -103,6 +95,11 @@ def run_scheduler(args: argparse.Namespace) -> int:
     _scheduler, registry = build_scheduler_operator(settings)
     metrics.serve(settings.metrics_port)
     structlog.get_logger("koordqueue").info("starting scheduler", settings=repr(settings))
+    return _serve(registry, settings)
+
+
+def _serve(registry: kopf.OperatorRegistry, settings: Any) -> int:
+    """Run a kopf operator cluster-wide until stopped, with /healthz on the health port."""
     asyncio.run(
         kopf.operator(
             registry=registry,
