@@ -6,7 +6,7 @@ running for a number of steps; the simulator replays it through the real admissi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,6 +192,26 @@ def _check_keys(source: str, obj: Mapping[str, Any], allowed: set[str], where: s
             )
 
 
+
+def _list(source: str, doc: Mapping[str, Any], key: str) -> list[Any]:
+    raw = doc.get(key) or []
+    if not isinstance(raw, list):
+        raise ScenarioError(source, _line(doc, key), key, "must be a list")
+    return raw
+
+
+def _maps(
+    source: str, doc: Mapping[str, Any], key: str, raw: list[Any], allowed: set[str]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each entry of the list `doc[key]` as (its path, the map), checked one at a time."""
+    for i, item in enumerate(raw):
+        where = f"{key}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ScenarioError(source, _line(doc, key), where, "must be a map")
+        _check_keys(source, item, allowed, where)
+        yield where, item
+
+
 _QUOTA_KEYS = {"name", "parent", "min", "max", "policy", "annotations", "namespace"}
 _UNIT_KEYS = {
     "name",
@@ -225,18 +245,10 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     if not isinstance(doc, Mapping):
         raise ScenarioError(source, 1, "<document>", "must be a map with quotas and units")
     _check_keys(source, doc, _TOP_KEYS, "scenario")
-    quotas_raw = doc.get("quotas") or []
-    units_raw = doc.get("units") or []
-    if not isinstance(quotas_raw, list):
-        raise ScenarioError(source, _line(doc, "quotas"), "quotas", "must be a list")
-    if not isinstance(units_raw, list):
-        raise ScenarioError(source, _line(doc, "units"), "units", "must be a list")
+    quotas_raw = _list(source, doc, "quotas")
+    units_raw = _list(source, doc, "units")
     quotas: list[QuotaDef] = []
-    for i, q in enumerate(quotas_raw):
-        where = f"quotas[{i}]"
-        if not isinstance(q, Mapping):
-            raise ScenarioError(source, _line(doc, "quotas"), where, "must be a map")
-        _check_keys(source, q, _QUOTA_KEYS, where)
+    for where, q in _maps(source, doc, "quotas", quotas_raw, _QUOTA_KEYS):
         parent = q.get("parent", ROOT_QUOTA)
         if not isinstance(parent, str) or not parent:
             raise ScenarioError(
@@ -257,11 +269,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
             )
         )
     units: list[UnitDef] = []
-    for i, u in enumerate(units_raw):
-        where = f"units[{i}]"
-        if not isinstance(u, Mapping):
-            raise ScenarioError(source, _line(doc, "units"), where, "must be a map")
-        _check_keys(source, u, _UNIT_KEYS, where)
+    for where, u in _maps(source, doc, "units", units_raw, _UNIT_KEYS):
         quota = u.get("quota")
         if quota is not None and not isinstance(quota, str):
             raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")
@@ -295,15 +303,8 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 node_selector=_str_map(source, u, "nodeSelector", where),
             )
         )
-    nodes_raw = doc.get("nodes") or []
-    if not isinstance(nodes_raw, list):
-        raise ScenarioError(source, _line(doc, "nodes"), "nodes", "must be a list")
     nodes: list[NodeDef] = []
-    for i, n in enumerate(nodes_raw):
-        where = f"nodes[{i}]"
-        if not isinstance(n, Mapping):
-            raise ScenarioError(source, _line(doc, "nodes"), where, "must be a map")
-        _check_keys(source, n, _NODE_KEYS, where)
+    for where, n in _maps(source, doc, "nodes", _list(source, doc, "nodes"), _NODE_KEYS):
         nodes.append(
             NodeDef(
                 name=_name(source, n, where),
