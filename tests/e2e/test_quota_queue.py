@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -61,20 +62,17 @@ def test_quota_delete_deletes_queue(kubectl: Any, controller: RunningController)
     kq.wait_for(lambda: _queue(kubectl, name) is None, what="queue deleted")
 
 
+def _hand_edit_policy(kubectl: Any, queue: str, policy: str) -> None:
+    """What an operator's `kubectl patch` of the Queue's spec.queuePolicy does."""
+    patch = json.dumps({"spec": {"queuePolicy": policy}})
+    kubectl("patch", Q, queue, "-n", "koord-queue", "--type=merge", "-p", patch)
+
+
 def test_hand_edited_policy_is_reverted(kubectl: Any, controller: RunningController) -> None:
     name = kq.unique("revert")
     kubectl.apply(kq.quota(name, policy="Block"))
     kq.wait_for(lambda: _queue(kubectl, name), what="queue")
-    kubectl(
-        "patch",
-        Q,
-        name,
-        "-n",
-        "koord-queue",
-        "--type=merge",
-        "-p",
-        '{"spec":{"queuePolicy":"Priority"}}',
-    )
+    _hand_edit_policy(kubectl, name, "Priority")
     kq.wait_for(
         lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Block",
         what="policy reverted to Block",
@@ -178,16 +176,7 @@ def test_startup_resync_fixes_queues_changed_while_down(kubectl: Any, kubeconfig
         kubectl.apply(kq.quota(gone))
         kq.wait_for(lambda: _queue(kubectl, name) and _queue(kubectl, gone), what="queues")
     # controller down: hand-edit one queue, delete the other quota
-    kubectl(
-        "patch",
-        Q,
-        name,
-        "-n",
-        "koord-queue",
-        "--type=merge",
-        "-p",
-        '{"spec":{"queuePolicy":"Priority"}}',
-    )
+    _hand_edit_policy(kubectl, name, "Priority")
     kubectl("delete", EQ, gone, "-n", "default")
     assert _queue(kubectl, gone) is not None
     with RunningController(kubeconfig):
