@@ -33,7 +33,9 @@ def watch_objects(
 ) -> None:
     """Call `on_event(type, object, wall time)` for each event until `done()` or `deadline`.
 
-    The stream is resumed from the last resourceVersion when the server ends it, so a
+    Deliberately not koordqueue's Informer: the observer stamps each event as its line
+    arrives, with no work queue or worker thread in between, and shares no code with what it
+    measures. The stream is resumed from the last resourceVersion when the server ends it, so a
     reconnect never re-lists (which would stamp objects changed during the gap with the
     reconnect time); only a 410 Gone forces a re-list, and that is reported.
     """
