@@ -1,0 +1,1 @@
+"""Cases transcribed from the reference implementations' own tests (inputs and expected outcomes)."""
