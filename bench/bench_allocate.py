@@ -16,9 +16,14 @@ from __future__ import annotations
 import argparse
 import gc
 import random
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.calibration import calibrate
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import ClusterSnapshot, SessionResult, default_config, run_session
 from koordqueue.scheduler.api import JobInfo, NodeInfo, PodGroupPhase, QueueInfo, TaskInfo
@@ -91,11 +96,17 @@ def main() -> None:
     args = parser.parse_args()
     repeats = 2 if args.quick else 5
 
+    cal = calibrate()
+    print(cal.line())
     head = measure(5000, 10_000, repeats)
     print(
         f"headline: 5000 nodes x 10000 pods ({10_000 // GANG} gangs of {GANG}): "
         f"wall {head.wall:.3f} s, cpu {head.cpu:.3f} s (target < 1 s), "
         f"binds={len(head.result.binds)}"
+    )
+    print(
+        f"  headline in machine units: {cal.in_py_refs(head.cpu):.1f} py-ref "
+        f"({cal.in_np_refs(head.cpu):.1f} np-ref)"
     )
     actions = ", ".join(f"{k}={v:.3f}s" for k, v in head.result.action_durations.items())
     print(f"  actions: {actions}")

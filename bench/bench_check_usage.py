@@ -24,9 +24,14 @@ import os
 import pstats
 import random
 import statistics
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.calibration import calibrate
 from koordqueue.domain.names import ROOT_QUOTA
 from koordqueue.domain.quantity import NANO
 from koordqueue.domain.quota import QuotaSpec
@@ -184,6 +189,8 @@ def main() -> None:
     repeats = 1 if args.quick else 3
 
     print(f"CheckUsage benchmark ({pin_to_one_core()}); one decision = try_admit + release")
+    cal = calibrate()
+    print(cal.line())
     print(
         f"{decisions:,} decisions per run, median of {repeats} run(s), {UNITS:,} units admitted\n"
     )
@@ -230,6 +237,7 @@ def main() -> None:
     )
     verdict = "MET" if base >= TARGET else "MISSED"
     print(f"\nheadline: {base:,.0f} decisions/s (target {TARGET:,}/s): {verdict}")
+    print(f"  in machine units: {base * cal.python_s:,.0f} decisions per py-ref")
     if args.profile and headline_sc is not None:
         profile(headline_sc, decisions)
 

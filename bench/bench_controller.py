@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.burst import component, run_burst, summary  # noqa: E402
+from bench.calibration import calibrate  # noqa: E402
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, KubeApi, load_api_client  # noqa: E402
 from tests.controlplane.harness import ControlPlane  # noqa: E402
 from tests.e2e import kq  # noqa: E402
@@ -41,6 +42,7 @@ def main() -> int:
         "--dump", default="", help="write per-Job created/resumed wall times (JSON) here"
     )
     args = parser.parse_args()
+    cal = calibrate()  # before the control plane starts: the yardstick of an idle box
 
     with ControlPlane() as cp:
         assert cp.kubeconfig is not None
@@ -93,6 +95,10 @@ def main() -> int:
         "p99_over_period": round(p99 / args.period, 2),
         "controller_cpu_s": round(burst.cpu_s, 2),
         "controller_cpu_ms_per_admission": round(1000 * burst.cpu_s / max(resumed, 1), 2),
+        "controller_cpu_py_ref_per_admission": round(
+            cal.in_py_refs(burst.cpu_s / max(resumed, 1)), 3
+        ),
+        "calibration": cal.as_dict(),
         "target_p99_lt_2s": p99 < 2.0,
     }
     print(json.dumps(result, indent=2))

@@ -27,6 +27,7 @@ import structlog
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.calibration import calibrate  # noqa: E402
 from koordqueue.domain.resources import Resources  # noqa: E402
 from koordqueue.kube.scheduler.scheduler import with_gate_plugin  # noqa: E402
 from koordqueue.scheduler import ClusterSnapshot  # noqa: E402
@@ -167,6 +168,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-api", action="store_true", help="only the pure bookkeeping part")
     args = parser.parse_args()
+    print(calibrate().line())
     bench_bookkeeping(args.pods, args.nodes, args.repeat)
     if not args.skip_api:
         bench_removal(args.pods, args.workers)

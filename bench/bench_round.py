@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.calibration import calibrate
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import Phase, QueueUnit
@@ -57,6 +58,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     sizes = [int(n) for n in args.units.split(",")]
+    cal = calibrate()
+    print(cal.line())
     for policy in ("Priority", "Intelligent", "Block"):
         base = None
         for units in sizes:
@@ -69,7 +72,8 @@ def main() -> int:
             base = base or best
             print(
                 f"{policy:11s} {units:6d} waiting: {best * 1000:7.1f} ms per round "
-                f"({best / units * 1e6:.2f} µs per unit; {best / base:5.1f}x the smallest)"
+                f"({best / units * 1e6:.2f} µs per unit; {best / base:5.1f}x the smallest; "
+                f"{cal.in_py_refs(best):.2f} py-ref)"
             )
     return 0
 

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.burst import component, run_burst, summary  # noqa: E402
+from bench.calibration import calibrate  # noqa: E402
 from koordqueue.kube.api import NODE, POD, KubeApi, load_api_client  # noqa: E402
 from tests.controlplane.harness import ControlPlane  # noqa: E402
 from tests.e2e import kq  # noqa: E402
@@ -69,6 +70,7 @@ def main() -> int:
     parser.add_argument("--log", default="/tmp/bench_scheduler.log", help="scheduler log file")
     parser.add_argument("--dump", default="", help="write per-pod wall times (JSON) here")
     args = parser.parse_args()
+    cal = calibrate()  # before the control plane starts: the yardstick of an idle box
 
     with ControlPlane() as cp:
         assert cp.kubeconfig is not None
@@ -109,6 +111,10 @@ def main() -> int:
         "p99_over_period": round(stats["latency_s"]["p99"] / args.period, 2),
         "scheduler_cpu_s": round(burst.cpu_s, 2),
         "scheduler_cpu_ms_per_pod": round(1000 * burst.cpu_s / max(bound, 1), 2),
+        "scheduler_cpu_py_ref_per_pod": round(
+            cal.in_py_refs(burst.cpu_s / max(bound, 1)), 3
+        ),
+        "calibration": cal.as_dict(),
     }
     print(json.dumps(result, indent=2))
     return 0 if bound == args.pods else 1
