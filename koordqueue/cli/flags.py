@@ -139,8 +139,17 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--schedule-period",
         "schedule_period",
-        "seconds between scheduling sessions",
+        "at most this many seconds between scheduling sessions (a session also starts when "
+        "pending work arrives)",
         _DEFAULTS.schedule_period,
+        _positive,
+    ),
+    Flag(
+        "--schedule-batch-gap",
+        "schedule_batch_gap",
+        "seconds from the arrival of pending work (a new pod, freed room, a node or queue "
+        "change) to the session that places it; a burst arriving within it shares one session",
+        _DEFAULTS.schedule_batch_gap,
         _positive,
     ),
     Flag(

@@ -30,6 +30,9 @@ class ControllerSettings:
     # --- scheduler (SPEC 3) ------------------------------------------------------------------
     scheduler_name: str = "volcano"
     schedule_period: float = 1.0
+    """Upper bound between sessions (reclaim, preempt and backfill run at least this often)."""
+    schedule_batch_gap: float = 0.02
+    """A session starts this long after pending work arrives, so a burst shares one session."""
     scheduler_conf: str | None = None
     feature_gates: str = ""
     gate_removal_worker_num: int = 5
