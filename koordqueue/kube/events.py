@@ -8,6 +8,7 @@ the same reason every second does not flood etcd.
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import threading
 from collections.abc import Mapping
@@ -16,11 +17,20 @@ from typing import Any, Final
 
 import structlog
 from cachetools import TTLCache
+from prometheus_client import Counter
 
 from koordqueue.kube.api import EVENT, ApiError, KubeApi
+from koordqueue.kube.event_correlator import EventCorrelator
+from koordqueue.kube.metrics import REGISTRY
 
 COMPONENT: Final = "koord-queue"
 log = structlog.get_logger(__name__)
+EVENTS: Final = Counter(
+    "koordqueue_events_total",
+    "Events handed to an asynchronous recorder, by outcome: written, failed (API refused), "
+    "spam (dropped by the per-object rate limit), full (dropped: the write queue was full).",
+    ["outcome"], registry=REGISTRY,
+)
 
 
 def _now() -> str:
@@ -53,21 +63,30 @@ class EventRecorder:
         self._lock = threading.Lock()
         self._instance = f"{socket.gethostname()}-{os.getpid()}"
 
-    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> bool:
-        """Record an event on `obj`; returns False if the API refused it (logged)."""
+    def record(
+        self, obj: Mapping[str, Any], event_type: str, reason: str, message: str,
+        *, dedup_key: str | None = None,
+    ) -> bool:
+        """Record an event on `obj`; returns False if the API refused it (logged).
+
+        Events with the same object, reason and `dedup_key` (default: the message) are one
+        Event with a count; when the key is not the message, a repeat also updates the message.
+        """
         ref = object_reference(obj)
         namespace = ref["namespace"] or "default"
-        key = (ref["uid"] or f"{namespace}/{ref['name']}", ref["kind"], reason, message)
+        same = dedup_key if dedup_key is not None else message
+        key = (ref["uid"] or f"{namespace}/{ref['name']}", ref["kind"], reason, same)
         now = _now()
         with self._lock:
             previous = self._seen.get(key)
         try:
             if previous is not None:
                 name, ns, count = previous
+                patch: dict[str, Any] = {"count": count + 1, "lastTimestamp": now}
+                if same != message:
+                    patch["message"] = message[:1024]
                 try:
-                    self._api.merge_patch(
-                        EVENT, name, {"count": count + 1, "lastTimestamp": now}, ns
-                    )
+                    self._api.merge_patch(EVENT, name, patch, ns)
                     with self._lock:
                         self._seen[key] = (name, ns, count + 1)
                     return True
@@ -96,3 +115,70 @@ class EventRecorder:
         except ApiError as exc:
             log.warning("event not recorded", reason=reason, object=ref["name"], error=str(exc))
             return False
+
+
+class AsyncEventRecorder:
+    """Correlates events (aggregation, spam filter) and writes them from a background thread.
+
+    For hot paths such as binding, where an Event per pod must not add an API round trip to
+    the caller: `record` only enqueues. A full queue drops the event (counted), as client-go's
+    broadcaster does, rather than slowing the scheduler down.
+    """
+
+    def __init__(
+        self,
+        recorder: EventRecorder,
+        correlator: EventCorrelator | None = None,
+        *,
+        maxsize: int = 1000,
+    ) -> None:
+        self._recorder = recorder
+        self._correlator = correlator or EventCorrelator()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[Mapping[str, Any], str, str, str, str] | None] = (
+            queue.Queue(maxsize)
+        )
+        self._thread = threading.Thread(target=self._drain, name="kq-events", daemon=True)
+        self._thread.start()
+
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> bool:
+        """Queue an event; False when it was dropped (rate limit or full queue)."""
+        ref = object_reference(obj)
+        identity = ref["uid"] or f"{ref['namespace']}/{ref['name']}"
+        with self._lock:
+            correlated = self._correlator.correlate(
+                (identity, ref["kind"]), event_type, reason, message
+            )
+        if correlated is None:
+            EVENTS.labels("spam").inc()
+            return False
+        text, key = correlated
+        try:
+            self._queue.put_nowait((obj, event_type, reason, text, key))
+        except queue.Full:
+            EVENTS.labels("full").inc()
+            return False
+        return True
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                obj, event_type, reason, text, key = item
+                ok = self._recorder.record(obj, event_type, reason, text, dedup_key=key)
+                EVENTS.labels("written" if ok else "failed").inc()
+            except Exception:  # never let one event stop the writer
+                log.exception("event writer failed")
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Block until every queued event has been written (tests, shutdown)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """Write what is queued, then stop the writer thread."""
+        self._queue.put(None)
+        self._thread.join(timeout=10.0)

@@ -4,6 +4,10 @@ Level-triggered: watch events replace whole objects and a periodic relist replac
 kinds, so a missed event is repaired by the next relist. Binds the scheduler has sent but not
 yet seen come back are "assumed" (Volcano's binding state) so the next session does not give
 their room away.
+
+`work` is set by every event that may let a session place something it could not place before
+(a new pending pod, freed room, a node or queue change, a failed bind), so the loop runs a
+session then instead of at the next period. Our own binds coming back do not set it.
 """
 
 from __future__ import annotations
@@ -60,6 +64,26 @@ class Built:
 P = TypeVar("P")
 
 
+def _node_shape(node: Mapping[str, Any]) -> tuple[object, ...]:
+    """What of a node placement reads (not heartbeats or images, which change constantly)."""
+    status = node.get("status") or {}
+    metadata = node.get("metadata") or {}
+    return (
+        convert.node_ready(node), status.get("allocatable"), node.get("spec"),
+        metadata.get("labels"),
+    )
+
+
+def _finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _pod_shape(pod: Mapping[str, Any]) -> tuple[object, ...]:
+    """What of a pending pod placement reads (not its conditions, which we write ourselves)."""
+    metadata = pod.get("metadata") or {}
+    return (pod.get("spec"), metadata.get("labels"), metadata.get("annotations"))
+
+
 def _reuse(
     previous: Mapping[str, tuple[str, P]], key: str, version: str, make: Callable[[], P]
 ) -> P:
@@ -86,6 +110,8 @@ class SchedulerCache:
         self._nodes: dict[str, tuple[str, NodeInfo]] = {}
         """uid -> (resourceVersion, converted task): parsing requests dominates a build, and
         most pods do not change between sessions."""
+        self.work = threading.Event()
+        """Set when something may be placeable that was not; the session loop clears it."""
 
     # --- feeding -------------------------------------------------------------------------
     def _key(self, kind: Kind, obj: Mapping[str, Any]) -> str:
@@ -112,13 +138,34 @@ class SchedulerCache:
         with self._lock:
             store = self._objs[kind]
             if event_type == "DELETED" or not self._relevant(kind, obj):
-                store.pop(key, None)
+                old = store.pop(key, None)
+                new = None
                 if kind is Kind.POD:
                     self._assumed.pop(key, None)
             else:
-                store[key] = dict(obj)
+                old = store.get(key)
+                new = store[key] = dict(obj)
                 if kind is Kind.POD and (obj.get("spec") or {}).get("nodeName"):
                     self._assumed.pop(key, None)
+        if self._is_work(kind, old, new):
+            self.work.set()
+
+    def _is_work(
+        self, kind: Kind, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> bool:
+        """Could this change let a session place a pod it could not place before?"""
+        if kind is Kind.NODE:
+            return old is None or new is None or _node_shape(old) != _node_shape(new)
+        if kind is not Kind.POD:
+            return old != new  # PodGroups and Queues: few, and any change may matter
+        if new is None:  # deleted or finished: it held room only if it had a node
+            return old is not None and bool((old.get("spec") or {}).get("nodeName"))
+        spec = new.get("spec") or {}
+        if spec.get("nodeName"):  # a bind coming back takes room; a pod finishing frees it
+            return _finished(new) and (old is None or not _finished(old))
+        return spec.get("schedulerName") == self.scheduler_name and (
+            old is None or _pod_shape(old) != _pod_shape(new)
+        )
 
     def replace(self, kind: Kind, objs: Iterable[Mapping[str, Any]]) -> None:
         """A full listing of `kind` replaces what the cache had."""
@@ -140,6 +187,7 @@ class SchedulerCache:
         """A bind failed: the pod is pending again."""
         with self._lock:
             self._assumed.pop(uid, None)
+        self.work.set()
 
     def get(self, kind: Kind, key: str) -> dict[str, Any] | None:
         with self._lock:

@@ -63,6 +63,7 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
     def close() -> None:
         for informer in informers:
             informer.stop()
+        scheduler.cache.work.set()  # the loop's wait returns at once
         scheduler.close()
 
     @kopf.on.cleanup(registry=registry)
@@ -79,12 +80,24 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
 
 
 async def scheduling_loop(scheduler: Scheduler) -> None:
-    """A session every `schedule_period`, a relist every `resync_period`; never dies."""
+    """Sessions on pending work and at least every `schedule_period`; never dies.
+
+    A session starts `schedule_batch_gap` after the cache signals work (so a burst of pods
+    shares one session), and otherwise when `schedule_period` has passed since the last one,
+    for the periodic actions (reclaim, preempt, backfill). The signal is cleared before the
+    snapshot is taken, so work arriving during a session starts the next one. A relist runs
+    every `resync_period`.
+    """
     settings = scheduler.settings
+    work = scheduler.cache.work
     loop = asyncio.get_running_loop()
-    last_relist = loop.time()
+    last_relist = last_session = loop.time()
     while True:
-        started = loop.time()
+        remaining = settings.schedule_period - (loop.time() - last_session)
+        if remaining > 0 and await asyncio.to_thread(work.wait, remaining):
+            await asyncio.sleep(settings.schedule_batch_gap)
+        work.clear()
+        last_session = loop.time()
         try:
             await asyncio.to_thread(scheduler.run_once)
             if loop.time() - last_relist >= settings.resync_period:
@@ -94,4 +107,4 @@ async def scheduling_loop(scheduler: Scheduler) -> None:
             raise
         except Exception:
             log.exception("scheduling round failed; continuing")
-        await asyncio.sleep(max(0.01, settings.schedule_period - (loop.time() - started)))
+            await asyncio.sleep(min(settings.schedule_period, 1.0))  # no hot loop on a bug

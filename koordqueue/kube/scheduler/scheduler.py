@@ -1,10 +1,15 @@
-"""Scheduler: every period, snapshot the cache, run a session, apply its decisions.
+"""Scheduler: snapshot the cache, run a session, apply its decisions.
 
-Applying: binds through the pods/binding subresource (in parallel, each assumed in the cache
-until the pod update arrives), evictions by delete (uid-guarded), `PodScheduled=False,
-reason=Unschedulable` with the aggregated fit errors on pods left unplaced (only when the
-condition changes), PodGroup `status.phase`, and, with the SchedulingGatesQueueAdmission
-feature gate, gate removals for pods that passed the queue capacity check.
+Applying: binds through the pods/binding subresource, off the session's path: each placement
+is assumed in the cache when the session commits (the next session sees it as allocated), the
+HTTP bind runs in a worker pool and is never waited for; a failed bind forgets the assumption,
+records `FailedScheduling` and wakes the loop, so the pod is placed again (kube-scheduler's
+assume / bind cycle). A successful bind records `Scheduled`. Events go through an
+asynchronous, aggregating, rate-limited recorder. Evictions by delete (uid-guarded),
+`PodScheduled=False, reason=Unschedulable` with the aggregated fit errors on pods left
+unplaced (only when the condition changes), PodGroup `status.phase`, and, with the
+SchedulingGatesQueueAdmission feature gate, gate removals for pods that passed the queue
+capacity check; these are awaited before the next session.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from koordqueue.kube.api import (
     Listing,
 )
 from koordqueue.kube.api import Kind as RestKind
-from koordqueue.kube.events import EventRecorder
+from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp
 from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.cache import Built, Kind, SchedulerCache
@@ -63,10 +68,15 @@ class Round:
 
     result: SessionResult
     released: list[str] = field(default_factory=list)
-    bound: int = 0
-    bind_errors: int = 0
+    binds: list[Future[bool]] = field(default_factory=list)
+    """The binds this round sent; they complete after the round (`wait_for_binds`)."""
     conditions_written: int = 0
     seconds: float = 0.0
+
+    def wait_for_binds(self, timeout: float | None = None) -> tuple[int, int]:
+        """(bound, failed): waits for this round's binds (tests and benchmarks only)."""
+        results = [f.result(timeout) for f in self.binds]
+        return sum(results), len(results) - sum(results)
 
 
 def with_gate_plugin(config: SchedulerConfig, view: GateView) -> SchedulerConfig:
@@ -103,6 +113,8 @@ class Scheduler:
         self.settings = settings or ControllerSettings()
         self.cache = cache or SchedulerCache(self.settings.scheduler_name)
         self.recorder = recorder or EventRecorder(api)
+        self.events = AsyncEventRecorder(self.recorder)
+        """Scheduled / FailedScheduling / Evict events: written off the session's path."""
         features = parse_feature_gates(self.settings.feature_gates)
         self.gates_enabled = features[FEATURE_GATE]
         if self.gates_enabled and gates is None:
@@ -112,6 +124,8 @@ class Scheduler:
             ConfigWatcher(self.settings.scheduler_conf) if self.settings.scheduler_conf else None
         )
         self._pool = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="kq-bind")
+        self._inflight: set[Future[bool]] = set()
+        self._inflight_lock = threading.Lock()
         self._written: dict[str, str] = {}  # pod uid -> Unschedulable message we last wrote
         self._warned: set[str] = set()
         self._last_warnings: set[str] = set()
@@ -134,6 +148,16 @@ class Scheduler:
         if self.gates is not None:
             self.gates.stop()
         self._pool.shutdown(wait=True)
+        self.events.close()
+
+    def drain(self) -> None:
+        """Wait until every bind and event sent so far is written (tests, shutdown)."""
+        self._pool.submit(lambda: None).result()  # FIFO: earlier submissions have started
+        with self._inflight_lock:
+            pending = list(self._inflight)
+        for future in pending:
+            future.result()
+        self.events.flush()
 
     def ensure_default_queue(self) -> None:
         """Jobs default to the queue "default"; create it (weight 1) when missing."""
@@ -218,8 +242,11 @@ class Scheduler:
         futures: list[tuple[object, Future[bool]]] = []
         for bind in result.binds:
             self.cache.assume(bind.task, bind.node)
-            futures.append((bind, self._pool.submit(self._bind, bind.namespace, bind.name,
-                                                    bind.task, bind.node)))
+            sent = self._pool.submit(self._bind, bind, built.pods.get(bind.task))
+            with self._inflight_lock:
+                self._inflight.add(sent)
+            sent.add_done_callback(self._bind_done)
+            out.binds.append(sent)
         for ev in result.evictions:
             futures.append((ev, self._pool.submit(self._evict, ev.namespace, ev.name, ev.task,
                                                   ev.reason)))
@@ -257,13 +284,8 @@ class Scheduler:
             if refused:
                 log.warning(gate_names.WARN_QUEUE_FULL.format(count=refused))
             out.released = released
-        for what, future in futures:
-            ok = future.result()
-            if isinstance(what, Bind):
-                if ok:
-                    out.bound += 1
-                else:
-                    out.bind_errors += 1
+        for _what, future in futures:  # evictions, conditions, phases (binds are not awaited)
+            future.result()
         for uid in list(self._written):
             if uid not in built.pods:
                 del self._written[uid]
@@ -285,7 +307,12 @@ class Scheduler:
         job = job_of.get(uid)
         return result.job_conditions.get(job) if job is not None else None
 
-    def _bind(self, namespace: str, name: str, uid: str, node: str) -> bool:
+    def _bind_done(self, future: Future[bool]) -> None:
+        with self._inflight_lock:
+            self._inflight.discard(future)
+
+    def _bind(self, bind: Bind, pod: dict[str, Any] | None) -> bool:
+        namespace, name, uid, node = bind.namespace, bind.name, bind.task, bind.node
         body = {
             "apiVersion": "v1", "kind": "Binding",
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
@@ -294,12 +321,18 @@ class Scheduler:
         try:
             self.api.request("POST", POD.path(namespace, name, "binding"), body=body)
         except ApiError as exc:
-            self.cache.forget(uid)
+            self.cache.forget(uid)  # pending again: the woken loop places it anew
             metrics.BINDS.labels("error").inc()
             log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
+            if pod is not None:
+                self.events.record(pod, "Warning", names.REASON_FAILED_SCHEDULING,
+                                   names.BIND_FAILED_MESSAGE.format(node=node, error=exc))
             return False
         metrics.BINDS.labels("ok").inc()
         self._written.pop(uid, None)
+        if pod is not None:
+            message = names.SCHEDULED_MESSAGE.format(namespace=namespace, name=name, node=node)
+            self.events.record(pod, "Normal", names.REASON_SCHEDULED, message)
         return True
 
     def _evict(self, namespace: str, name: str, uid: str, reason: str) -> bool:
@@ -311,7 +344,7 @@ class Scheduler:
             return False
         metrics.EVICTIONS.labels(reason).inc()
         if pod is not None:
-            self.recorder.record(
+            self.events.record(
                 pod, "Warning", names.REASON_EVICT, names.EVICT_MESSAGE.format(reason=reason)
             )
         return True
@@ -335,7 +368,7 @@ class Scheduler:
                 log.warning("condition not written", pod=f"{namespace}/{name}", error=str(exc))
             return False
         self._written[uid] = message
-        self.recorder.record(pod, "Warning", names.REASON_FAILED_SCHEDULING, message)
+        self.events.record(pod, "Warning", names.REASON_FAILED_SCHEDULING, message)
         return True
 
     def _set_phase(self, namespace: str, name: str, phase: str) -> bool:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+from koordqueue.kube.api import ApiError
 from koordqueue.kube.scheduler.cache import Kind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 from koordqueue.kube.settings import ControllerSettings
@@ -65,6 +67,7 @@ def scheduler(*pods: dict[str, Any], gates: bool = False) -> tuple[Scheduler, Re
 def test_a_placed_pod_is_bound_through_the_binding_subresource() -> None:
     sched, api = scheduler(pod("a"))
     sched.run_once()
+    sched.drain()
     [(method, path, body)] = [c for c in api.calls if c[1].endswith("/binding")]
     assert (method, path) == ("POST", "/api/v1/namespaces/ns/pods/a/binding")
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
@@ -74,6 +77,7 @@ def test_a_sent_bind_is_assumed_so_the_next_round_does_not_bind_again() -> None:
     sched, api = scheduler(pod("a"))
     sched.run_once()
     sched.run_once()
+    sched.drain()
     assert len(api.paths("/binding")) == 1
 
 
@@ -81,6 +85,7 @@ def test_the_unschedulable_condition_is_written_only_when_it_changes() -> None:
     sched, api = scheduler(pod("a", selector={"zone": "nowhere"}))
     sched.run_once()
     sched.run_once()
+    sched.drain()
     [(_m, _p, body)] = [c for c in api.calls if c[1].endswith("/pods/a/status")]
     cond = body["status"]["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == (
@@ -100,3 +105,76 @@ def test_a_passing_gated_pod_is_released_not_bound() -> None:
     outcome = sched.run_once()
     assert (outcome.released, api.paths("/binding")) == (["g"], [])
     assert sched.gates.queued("g")
+
+
+def events(api: RecordingApi, reason: str) -> list[dict[str, Any]]:
+    return [b for m, p, b in api.calls if m == "POST" and p.endswith("/events")
+            and b["reason"] == reason]
+
+
+def test_a_bound_pod_gets_a_scheduled_event_in_kube_schedulers_words() -> None:
+    sched, api = scheduler(pod("a"))
+    sched.run_once()
+    sched.drain()
+    [event] = events(api, "Scheduled")
+    assert (event["type"], event["message"]) == ("Normal", "Successfully assigned ns/a to n1")
+    assert event["involvedObject"]["name"] == "a"
+
+
+def test_an_unplaced_pod_gets_a_failed_scheduling_event_with_its_fit_errors() -> None:
+    sched, api = scheduler(pod("a", selector={"zone": "nowhere"}))
+    sched.run_once()
+    sched.drain()
+    [event] = events(api, "FailedScheduling")
+    assert event["type"] == "Warning" and "didn't match node selector" in event["message"]
+
+
+class SlowBindApi(RecordingApi):
+    """Holds every bind until `release` is set; can refuse the first one."""
+
+    def __init__(self, refuse_first: bool = False) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.refuse = refuse_first
+
+    def request(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+        if path.endswith("/binding"):
+            assert self.release.wait(10)
+            if self.refuse:
+                self.refuse = False
+                raise ApiError(409, "Conflict", "pod is being deleted", method, path)
+        return super().request(method, path, body, **kw)
+
+
+def test_a_session_does_not_wait_for_its_binds() -> None:
+    api = SlowBindApi()
+    sched = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
+    sched.cache.replace(Kind.NODE, [NODE])
+    sched.cache.replace(Kind.QUEUE, [QUEUE])
+    sched.cache.replace(Kind.POD, [pod("a")])
+    outcome = sched.run_once()  # returns although the bind is still held
+    assert len(outcome.binds) == 1 and not outcome.binds[0].done()
+    sched.cache.on_event(Kind.POD, "ADDED", pod("b"))
+    second = sched.run_once()  # sees "a" as assumed on n1: places only "b"
+    assert [b.task for b in second.result.binds] == ["b"]
+    api.release.set()
+    assert outcome.wait_for_binds(10) == (1, 0)
+    sched.drain()
+
+
+def test_a_failed_bind_is_forgotten_reported_and_placed_again() -> None:
+    api = SlowBindApi(refuse_first=True)
+    api.release.set()
+    sched = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
+    sched.cache.replace(Kind.NODE, [NODE])
+    sched.cache.replace(Kind.QUEUE, [QUEUE])
+    sched.cache.replace(Kind.POD, [pod("a")])
+    sched.cache.work.clear()
+    assert sched.run_once().wait_for_binds(10) == (0, 1)
+    assert sched.cache.work.is_set()  # the loop is woken to place it again
+    sched.drain()
+    [event] = events(api, "FailedScheduling")
+    assert "binding to node n1 rejected" in event["message"]
+    assert sched.run_once().wait_for_binds(10) == (1, 0)
+    assert len(api.paths("/binding")) == 1  # the refused call raised before being recorded
+    sched.drain()
