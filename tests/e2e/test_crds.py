@@ -179,6 +179,7 @@ def _cases() -> list[Case]:
                 "metadata": {"name": "e2e-root-child"},
                 "spec": {
                     "weight": 3,
+                    "priority": 10,
                     "capability": {"cpu": "8", "memory": "16Gi"},
                     "deserved": {"cpu": "4"},
                     "guarantee": {"resource": {"cpu": "1"}},
@@ -187,7 +188,13 @@ def _cases() -> list[Case]:
                 },
             },
             status={"state": "Open", "allocated": {"cpu": "2"}, "pending": 1},
-            columns={"STATE": "Open", "WEIGHT": "3", "PARENT": "root", "RECLAIMABLE": "true"},
+            columns={
+                "STATE": "Open",
+                "WEIGHT": "3",
+                "PRIORITY": "10",
+                "PARENT": "root",
+                "RECLAIMABLE": "true",
+            },
             namespaced=False,
         ),
     ]

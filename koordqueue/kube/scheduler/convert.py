@@ -30,6 +30,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
     Toleration,
 )
+from koordqueue.scheduler.api.names import QUEUE_STATE_OPEN
 
 log = structlog.get_logger(__name__)
 Obj = Mapping[str, Any]
@@ -222,6 +223,9 @@ def queue_info(queue: Obj) -> QueueInfo:
     m = meta(queue)
     guarantee = _resources((spec.get("guarantee") or {}).get("resource"), "spec.guarantee")
     reclaimable = spec.get("reclaimable")
+    # No state yet means Open: Volcano's queue controller opens every new queue, and
+    # koordqueue runs no queue controller that would write it.
+    state = str((queue.get("status") or {}).get("state") or QUEUE_STATE_OPEN)
     return QueueInfo(
         str(m.get("name", "")),
         weight=int(spec.get("weight") or 1),
@@ -230,5 +234,7 @@ def queue_info(queue: Obj) -> QueueInfo:
         guarantee=guarantee or Resources(),
         parent=spec.get("parent") or None,
         reclaimable=True if reclaimable is None else bool(reclaimable),
+        priority=int(spec.get("priority") or 0),
         creation=timestamp(m.get("creationTimestamp")),
+        state=state,
     )

@@ -1,9 +1,15 @@
-"""reclaim: take back resources that other (reclaimable) queues use beyond their share."""
+"""reclaim: take back resources that other (reclaimable) queues use beyond their share.
+
+Follows Volcano's `actions/reclaim`: queues in queue order (overused ones skipped); in each,
+starving jobs in job order; for each pending task, the queue must be preemptive for it (its
+own capability and deserved, not its parents'), then nodes are tried one by one: the
+reclaimable plugins pick victims among running preemptable tasks of other reclaimable queues,
+victims are evicted in victim order until the task fits the node's future idle, and the task
+is pipelined there. A job's evictions are committed only if the job becomes pipelined.
+"""
 
 from __future__ import annotations
 
-from koordqueue.scheduler.actions.allocate import schedulable_jobs
-from koordqueue.scheduler.actions.preempt import victims_cover
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
@@ -13,48 +19,61 @@ from koordqueue.scheduler.framework.util import PriorityQueue
 
 
 class ReclaimAction(Action):
-    """Queues in order (skipping overused ones); for a pending task, find a node where the
-    reclaimable plugins approve enough running tasks of other reclaimable queues, evict them
-    and pipeline the task there (SPEC 3.4/3.6)."""
+    """Queues in order (skipping overused ones), starving jobs in job order, pending tasks in
+    task order; a job's statement is committed only when the job is pipelined (SPEC 3.4/3.6)."""
 
     name = "reclaim"
 
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
-        jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        seen: set[str] = set()
+        preemptors: dict[str, PriorityQueue[JobInfo]] = {}
         tasks_by_job: dict[str, PriorityQueue[TaskInfo]] = {}
-        for job in schedulable_jobs(session):
-            pending = [
-                t for t in job.pending_tasks() if not t.best_effort and not t.scheduling_gated
-            ]
-            if not pending:
+        for job in session.jobs.values():
+            if job.is_pending():
                 continue
-            if job.queue not in jobs_by_queue:
-                jobs_by_queue[job.queue] = PriorityQueue(session.job_order_less)
+            invalid = session.job_valid(job)
+            if invalid is not None:
+                session.job_conditions[job.uid] = invalid.message
+                continue
+            if job.queue not in seen:
+                seen.add(job.queue)
                 queues.push(session.queues[job.queue])
-            jobs_by_queue[job.queue].push(job)
-            tasks_by_job[job.uid] = PriorityQueue(session.task_order_less, pending)
+            if session.job_starving(job):
+                preemptors.setdefault(job.queue, PriorityQueue(session.job_order_less)).push(job)
+                tasks_by_job[job.uid] = PriorityQueue(
+                    session.task_order_less,
+                    [t for t in job.pending_tasks() if not t.scheduling_gated],
+                )
         while not queues.empty():
             queue = queues.pop()
             if session.overused(queue):
                 continue
-            jobs = jobs_by_queue[queue.name]
-            if jobs.empty():
-                continue
-            job = jobs.pop()
-            tasks = tasks_by_job[job.uid]
-            if tasks.empty():
-                continue
-            task = tasks.pop()
-            if not session.allocatable(queue, task) or session.pre_predicate(task) is not None:
-                queues.push(queue)
-                continue
-            if self._reclaim_for(session, job, task):
-                jobs.push(job)
-            queues.push(queue)
+            while True:
+                jobs = preemptors.get(queue.name)
+                if jobs is None or jobs.empty():
+                    break
+                job = jobs.pop()
+                statement = Statement(session)
+                while session.job_starving(job):
+                    tasks = tasks_by_job.get(job.uid)
+                    if tasks is None or tasks.empty():
+                        break
+                    task = tasks.pop()
+                    if not session.preemptive(queue, [task]):
+                        continue
+                    if session.pre_predicate(task) is not None:
+                        continue
+                    self._reclaim_for(session, statement, task, job)
+                if session.job_pipelined(job):
+                    statement.commit()
+                else:
+                    statement.discard()
+                if not jobs.empty():
+                    queues.push(queue)
 
     @staticmethod
-    def _reclaim_for(session: Session, job: JobInfo, task: TaskInfo) -> bool:
+    def _reclaim_for(session: Session, statement: Statement, task: TaskInfo, job: JobInfo) -> None:
         for i in session.placement.predicate_nodes(task).tolist():
             node = session.node_list[i]
             candidates: list[TaskInfo] = []
@@ -69,16 +88,18 @@ class ReclaimAction(Action):
             if not candidates:
                 continue
             victims = session.reclaimable(task, candidates)
-            if not victims or not victims_cover(task, node, victims):
-                continue
-            statement = Statement(session)
+            freed = node.future_idle
             for victim in victims:
-                if fits(task.request, node.future_idle):
-                    break
-                statement.evict(victim, names.EVICT_RECLAIM)
-            if fits(task.request, node.future_idle):
-                statement.pipeline(task, node)
-                statement.commit()
-                return True
-            statement.discard()
-        return False
+                freed = freed + victim.resreq
+            if not fits(task.request, freed):
+                continue
+            ordered = session.victims_queue(victims, task)
+            node_statement = Statement(session)
+            while not ordered.empty() and not fits(task.request, node.future_idle):
+                node_statement.evict(ordered.pop(), names.EVICT_RECLAIM)
+            if not fits(task.request, node.future_idle):
+                node_statement.discard()
+                continue
+            node_statement.pipeline(task, node)
+            statement.merge(node_statement)
+            return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api.names import QUEUE_STATE_OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +14,8 @@ class QueueInfo:
 
     capability None = unlimited; deserved None = derived by the plugin (proportion) or
     nothing guaranteed beyond `guarantee` (capacity); `parent` links hierarchical queues.
+    `priority` (spec.priority) orders queues before their share; `state` (status.state) other
+    than Open stops new work in capacity and proportion (what runs stays).
     """
 
     name: str
@@ -24,6 +27,12 @@ class QueueInfo:
     reclaimable: bool = True
     priority: int = 0
     creation: float = 0.0
+    state: str = QUEUE_STATE_OPEN
+
+    @property
+    def is_open(self) -> bool:
+        """Only an Open queue takes new work (enqueue, allocate, reclaim)."""
+        return self.state == QUEUE_STATE_OPEN
 
     @property
     def uid(self) -> str:

@@ -20,19 +20,29 @@ EPSILON_MILLI: Final = 0.1
 __all__ = [
     "EPSILON_MILLI",
     "EPSILON_NANOS",
+    "IGNORED_SCALARS",
+    "STANDARD_RESOURCES",
     "ZERO",
     "Missing",
     "Resources",
     "add",
+    "capacity_share",
+    "deserved_share",
     "fits",
+    "greater_partly_in_relevant_dims",
     "insufficient",
+    "insufficient_in_requested_dims",
+    "intersection",
     "less_equal",
     "less_equal_in_dims",
+    "less_equal_partly_zero_filtered",
     "min_dims",
+    "requested_dims",
     "scale",
     "share",
     "subtract",
     "sum_resources",
+    "volcano_empty",
 ]
 
 
@@ -115,3 +125,92 @@ def sum_resources(items: Iterable[Mapping[str, int]]) -> Resources:
         for name, amount in item.items():
             acc[name] = acc.get(name, 0) + amount
     return Resources(acc)
+
+
+# --- Volcano's dimension-aware comparisons (SPEC 3.6, issue 18 item 3) ----------------------
+
+IGNORED_SCALARS: Final = frozenset({"pods"})
+"""Volcano skips the `pods` count in every dimension check (every pod asks for one)."""
+STANDARD_RESOURCES: Final = frozenset({"cpu", "memory"})
+"""Volcano keeps cpu and memory as fixed fields: an absent one is 0, never "not named"."""
+
+
+def requested_dims(request: Mapping[str, int]) -> list[str]:
+    """The dimensions a request really asks for: quantity above zero, `pods` ignored.
+
+    Why: `memory: 0` in a pod is not a demand, so it must not be checked against a queue.
+    """
+    return [n for n, v in request.items() if v > 0 and n not in IGNORED_SCALARS]
+
+
+def insufficient_in_requested_dims(
+    left: Mapping[str, int], limit: Mapping[str, int], request: Mapping[str, int]
+) -> list[str]:
+    """Volcano's `LessEqualWithDimensionAndResourcesName`: for every dimension the request
+    asks for (> 0), `left` must not exceed `limit` (absent from the limit = 0). Returns the
+    names that do exceed (empty = fits)."""
+    return sorted(n for n in requested_dims(request) if left.get(n, 0) > limit.get(n, 0))
+
+
+def less_equal_partly_zero_filtered(
+    left: Mapping[str, int], right: Mapping[str, int], request: Mapping[str, int]
+) -> bool:
+    """Volcano's `LessEqualPartlyWithDimensionZeroFiltered`: is `left <= right` on at least one
+    requested dimension, ignoring dimensions that are ~0 on both sides."""
+    for name in requested_dims(request):
+        lv, rv = left.get(name, 0), right.get(name, 0)
+        if lv < EPSILON_NANOS and rv < EPSILON_NANOS:
+            continue
+        if lv <= rv + EPSILON_NANOS:
+            return True
+    return False
+
+
+def greater_partly_in_relevant_dims(
+    left: Mapping[str, int], right: Mapping[str, int], request: Mapping[str, int]
+) -> list[str]:
+    """Volcano's `GreaterPartlyWithRelevantDimensions`: the requested dimensions on which
+    `left > right`, looking only at the dimensions `right` names (cpu/memory: above ~0;
+    other resources: present, even at 0)."""
+    out = []
+    for name in requested_dims(request):
+        if name in STANDARD_RESOURCES:
+            if right.get(name, 0) < EPSILON_NANOS:
+                continue
+        elif name not in right:
+            continue
+        if left.get(name, 0) > right.get(name, 0):
+            out.append(name)
+    return sorted(out)
+
+
+def _names(res: Mapping[str, int]) -> set[str]:
+    return {n for n, v in res.items() if v >= EPSILON_NANOS}
+
+
+def intersection(left: Mapping[str, int], right: Mapping[str, int]) -> set[str]:
+    """Volcano's `IntersectionWithIgnoredScalarResources`: non-zero names in both, no `pods`."""
+    return (_names(left) & _names(right)) - IGNORED_SCALARS
+
+
+def volcano_empty(res: Mapping[str, int]) -> bool:
+    """Volcano's `Resource.IsEmpty`: every amount (but `pods`) is ~0."""
+    return all(v < EPSILON_NANOS for n, v in res.items() if n not in IGNORED_SCALARS)
+
+
+def capacity_share(allocated: Mapping[str, int], deserved: Mapping[str, int]) -> float:
+    """Volcano's queue share: max over the dimensions the deserved names of allocated /
+    deserved; a queue with no deserved (best effort) has share 1, so it goes after every
+    queue still under its deserved (capacity `updateQueueAttrShare`)."""
+    if volcano_empty(deserved):
+        return 1.0
+    return deserved_share(allocated, deserved)
+
+
+def deserved_share(allocated: Mapping[str, int], deserved: Mapping[str, int]) -> float:
+    """max over deserved's non-zero dimensions of allocated/deserved (0 when none);
+    resources the deserved does not name do not count (proportion `updateQueueAttrShare`)."""
+    best = 0.0
+    for name in _names(deserved):
+        best = max(best, allocated.get(name, 0) / deserved[name])
+    return best

@@ -39,6 +39,7 @@ class ExtensionPoint(StrEnum):
     ALLOCATABLE = "enableAllocatable"
     OVERUSED = "enableOverused"
     JOB_STARVING = "enableJobStarving"
+    PREEMPTIVE = "enablePreemptive"
     HIERARCHY = "enableHierarchy"
 
     @property

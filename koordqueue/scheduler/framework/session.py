@@ -49,6 +49,7 @@ from koordqueue.scheduler.framework.result import (
     Reservation,
     SessionResult,
 )
+from koordqueue.scheduler.framework.util import PriorityQueue
 
 JobOrderFn = Callable[[JobInfo, JobInfo], int]
 QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
@@ -63,6 +64,10 @@ EvictableFn = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo] | None]
 """(preemptor, candidates) -> victims, or None to abstain."""
 AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
 OverusedFn = Callable[[QueueInfo], bool]
+PreemptiveFn = Callable[[QueueInfo, list[TaskInfo]], bool]
+"""May the queue reclaim for these tasks (its own capability and deserved)."""
+VictimQueueOrderFn = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
+"""(left, right, preemptor's queue) -> negative when left's tasks are evicted first."""
 JobStarvingFn = Callable[[JobInfo], bool]
 TaskEventFn = Callable[[TaskInfo], None]
 
@@ -136,6 +141,7 @@ class Session:
         self._batch_predicates: dict[str, tuple[BatchPredicateFn, PredicateFn | None]] = {}
         self._batch_scores: dict[str, BatchNodeOrderFn] = {}
         self._handlers: list[EventHandler] = []
+        self._victim_queue_order: dict[str, VictimQueueOrderFn] = {}
         self._enqueued: list[JobEnqueuedFn] = []
         self._resolved: dict[ExtensionPoint, list[list[tuple[str, Callable[..., Any]]]]] = {}
         self._flat_cache: dict[ExtensionPoint, list[Callable[..., Any]]] = {}
@@ -282,6 +288,14 @@ class Session:
         """Is the queue over its share (any plugin saying so skips it)."""
         self._add(ExtensionPoint.OVERUSED, plugin, fn)
 
+    def add_preemptive_fn(self, plugin: str, fn: PreemptiveFn) -> None:
+        """May the queue reclaim for these tasks (all must agree; `enablePreemptive`)."""
+        self._add(ExtensionPoint.PREEMPTIVE, plugin, fn)
+
+    def add_victim_queue_order_fn(self, plugin: str, fn: VictimQueueOrderFn) -> None:
+        """Order victims' queues for a preemptor's queue (no switch, as in Volcano)."""
+        self._victim_queue_order[plugin] = self._timed(plugin, fn)
+
     def add_job_starving_fn(self, plugin: str, fn: JobStarvingFn) -> None:
         """Does the job still need resources (preempt considers only starving jobs)."""
         self._add(ExtensionPoint.JOB_STARVING, plugin, fn)
@@ -355,6 +369,52 @@ class Session:
         if answer != 0:
             return answer < 0
         return (left.creation, left.uid) < (right.creation, right.uid)
+
+    def job_order_compare(self, left: JobInfo, right: JobInfo) -> int:
+        """The plugins' job order only (0 when none has an opinion; no fallback)."""
+        return self._order(ExtensionPoint.JOB_ORDER, left, right)
+
+    def victim_queue_order_less(
+        self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo
+    ) -> bool:
+        """Should left's tasks be evicted before right's: the first victim-queue-order
+        plugin with an opinion decides, else the reverse of the queue order."""
+        for tier in self.config.tiers:
+            for option in tier.plugins:
+                fn = self._victim_queue_order.get(option.name)
+                if fn is not None:
+                    answer = fn(left, right, preemptor)
+                    if answer != 0:
+                        return answer < 0
+        return not self.queue_order_less(left, right)
+
+    def victims_queue(
+        self, victims: Iterable[TaskInfo], preemptor: TaskInfo
+    ) -> PriorityQueue[TaskInfo]:
+        """Victims in eviction order (Volcano's BuildVictimsPriorityQueue): within a job,
+        reverse task order; across queues, the victim queue order; else reverse job order,
+        then reverse task order."""
+        jobs = self.jobs
+        owner = jobs.get(preemptor.job)
+
+        def first(left: TaskInfo, right: TaskInfo) -> bool:
+            if left.job == right.job:
+                return not self.task_order_less(left, right)
+            lj, rj = jobs.get(left.job), jobs.get(right.job)
+            if lj is None or rj is None:
+                if lj is None and rj is None:
+                    return not self.task_order_less(left, right)
+                return lj is None
+            if owner is not None and lj.queue != rj.queue:
+                return self.victim_queue_order_less(
+                    self.queues[lj.queue], self.queues[rj.queue], self.queues[owner.queue]
+                )
+            cmp = self.job_order_compare(lj, rj)
+            if cmp != 0:
+                return cmp > 0
+            return not self.task_order_less(left, right)
+
+        return PriorityQueue(first, victims)
 
     def queue_order_less(self, left: QueueInfo, right: QueueInfo) -> bool:
         """First plugin with an opinion decides; then creation time, then name."""
@@ -482,6 +542,10 @@ class Session:
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """All plugins must allow the queue to take the task."""
         return all(fn(queue, task) for fn in self._flat(ExtensionPoint.ALLOCATABLE))
+
+    def preemptive(self, queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
+        """All plugins must allow the queue to reclaim for `tasks` (no plugin = allowed)."""
+        return all(fn(queue, tasks) for fn in self._flat(ExtensionPoint.PREEMPTIVE))
 
     def overused(self, queue: QueueInfo) -> bool:
         """Any plugin saying the queue is overused makes it so."""

@@ -66,6 +66,19 @@ class Statement:
             Operation(OpKind.EVICT, task, task.node_name or "", reason, previous)
         )
 
+    def merge(self, other: Statement) -> None:
+        """Take over another open statement's operations (its changes stay applied).
+
+        Why: reclaim tries one node at a time in its own statement and keeps only the node
+        that worked, as part of the job's statement (Volcano's `Statement.Merge`).
+        """
+        other._finish()
+        self.operations.extend(other.operations)
+
+    def has_evictions(self) -> bool:
+        """Whether any operation is an eviction."""
+        return any(op.kind is OpKind.EVICT for op in self.operations)
+
     def commit(self) -> None:
         """Bind allocations and send evictions; pipelined tasks remain reservations."""
         self._finish()

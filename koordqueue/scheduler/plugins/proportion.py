@@ -7,22 +7,22 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.resource import (
     EPSILON_NANOS,
     add,
-    fits,
+    deserved_share,
+    insufficient_in_requested_dims,
     less_equal,
-    less_equal_in_dims,
     min_dims,
     scale,
-    share,
     subtract,
     sum_resources,
 )
 from koordqueue.scheduler.api.task_info import ALLOCATED_STATUSES
 from koordqueue.scheduler.framework.interface import Plugin, Vote
 from koordqueue.scheduler.framework.session import EventHandler, Session
+from koordqueue.scheduler.plugins.queue_accounting import elastic, flat_capability, inqueue
 
 _MAX_ROUNDS = 64
 
@@ -38,12 +38,13 @@ class QueueAttr:
     request: Resources = field(default_factory=Resources)
     allocated: Resources = field(default_factory=Resources)
     inqueue: Resources = field(default_factory=Resources)
+    elastic: Resources = field(default_factory=Resources)
     deserved: Resources = field(default_factory=Resources)
     share: float = 0.0
 
     def update_share(self) -> None:
-        """Dominant share of allocated over deserved."""
-        self.share = share(self.allocated, self.deserved)
+        """max over deserved's dimensions of allocated/deserved (Volcano's proportion share)."""
+        self.share = deserved_share(self.allocated, self.deserved)
 
 
 def _is_empty(res: Resources) -> bool:
@@ -69,9 +70,8 @@ def water_fill(attrs: list[QueueAttr], total: Resources) -> None:
             grown = min_dims(grown, attr.real_capability)
             grown = Resources({k: min(v, attr.request.get_nanos(k)) for k, v in grown.items()})
             attr.deserved = grown.max(attr.guarantee)
-            if less_equal(attr.request, attr.deserved) or less_equal(
-                attr.real_capability, attr.deserved
-            ):
+            # met: its request is covered, or it stopped growing (capped by capability)
+            if less_equal(attr.request, attr.deserved) or attr.deserved == old:
                 met.add(attr.name)
             for k in set(old) | set(attr.deserved):
                 gained[k] = gained.get(k, 0) + attr.deserved.get_nanos(k) - old.get_nanos(k)
@@ -83,8 +83,10 @@ def water_fill(attrs: list[QueueAttr], total: Resources) -> None:
 
 
 class ProportionPlugin(Plugin):
-    """Queue order by share, overused when allocated >= deserved, allocatable within
-    capability, enqueue within capability, reclaim from queues beyond deserved."""
+    """Queue order by priority then share, overused when allocated >= deserved, allocatable
+    and preemptive within deserved (on the requested dimensions), enqueue within real
+    capability, reclaim from queues beyond deserved; a queue that is not Open takes no new
+    work (Volcano's `plugins/proportion`)."""
 
     name = "proportion"
 
@@ -96,9 +98,10 @@ class ProportionPlugin(Plugin):
             queue = session.queues[job.queue]
             attr = attrs.get(queue.name)
             if attr is None:
-                real = (total - total_guarantee + queue.guarantee).clamp_nonnegative()
-                if queue.capability is not None:
-                    real = min_dims(real, queue.capability)
+                real = (total - total_guarantee).clamp_nonnegative() + queue.guarantee
+                cap = flat_capability(queue.capability)
+                if cap is not None:
+                    real = min_dims(real, cap)
                 attr = attrs[queue.name] = QueueAttr(
                     queue.name, queue.weight, real, queue.guarantee
                 )
@@ -113,14 +116,14 @@ class ProportionPlugin(Plugin):
                     requested.extend(t.resreq for t in tasks.values())
             attr.request = sum_resources(requested)
             attr.allocated = sum_resources(allocated)
-            if job.phase is PodGroupPhase.INQUEUE:
-                attr.inqueue = (
-                    attr.inqueue + (job.min_request() - job.allocated).clamp_nonnegative()
-                )
+            attr.inqueue = attr.inqueue + inqueue(job)
+            attr.elastic = attr.elastic + elastic(job)
         water_fill(list(attrs.values()), total)
         self.attrs = attrs
 
         def queue_order(left: QueueInfo, right: QueueInfo) -> int:
+            if left.priority != right.priority:
+                return right.priority - left.priority
             la, ra = attrs.get(left.name), attrs.get(right.name)
             ls = la.share if la else 0.0
             rs = ra.share if ra else 0.0
@@ -130,13 +133,18 @@ class ProportionPlugin(Plugin):
             attr = attrs.get(queue.name)
             return attr is not None and less_equal(attr.deserved, attr.allocated)
 
-        def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
+        def queue_allocatable(queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
+            if not queue.is_open:
+                return False
             attr = attrs.get(queue.name)
             if attr is None:
                 return True
-            return less_equal_in_dims(
-                add(attr.allocated, task.resreq), attr.real_capability, task.resreq
-            )
+            total_req = sum_resources(t.resreq for t in tasks)
+            future = add(attr.allocated, total_req)
+            return not insufficient_in_requested_dims(future, attr.deserved, total_req)
+
+        def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
+            return queue_allocatable(queue, [task])
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
             victims = []
@@ -147,8 +155,6 @@ class ProportionPlugin(Plugin):
                 if attr is None:
                     continue
                 allocated = held.setdefault(queue, attr.allocated)
-                if not fits(reclaimer.resreq, allocated):
-                    continue
                 if not less_equal(allocated, attr.deserved):
                     held[queue] = allocated - candidate.resreq
                     victims.append(candidate)
@@ -156,15 +162,16 @@ class ProportionPlugin(Plugin):
 
         def enqueueable(job: JobInfo) -> Vote:
             queue = session.queues[job.queue]
+            if not queue.is_open:
+                return Vote.REJECT
             attr = attrs.get(queue.name)
-            if attr is None or queue.capability is None or job.min_resources is None:
+            if attr is None or job.min_resources is None:
                 return Vote.PERMIT
-            need = job.min_request() + attr.allocated + attr.inqueue
-            return (
-                Vote.PERMIT
-                if less_equal_in_dims(need, attr.real_capability, job.min_request())
-                else Vote.REJECT
-            )
+            need = job.min_request()
+            future = subtract(add(add(need, attr.allocated), attr.inqueue), attr.elastic)
+            if insufficient_in_requested_dims(future, attr.real_capability, need):
+                return Vote.REJECT
+            return Vote.PERMIT
 
         def enqueued(job: JobInfo) -> None:
             attr = attrs.get(job.queue)
@@ -185,6 +192,7 @@ class ProportionPlugin(Plugin):
         session.add_overused_fn(self.name, overused)
         session.add_allocatable_fn(self.name, allocatable)
         session.add_reclaimable_fn(self.name, reclaimable)
+        session.add_preemptive_fn(self.name, queue_allocatable)
         session.add_job_enqueueable_fn(self.name, enqueueable)
         session.add_job_enqueued_fn(self.name, enqueued)
         session.add_event_handler(self.name, EventHandler(on_allocate, on_deallocate))

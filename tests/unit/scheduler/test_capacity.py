@@ -62,7 +62,8 @@ def test_capacity_reclaims_only_beyond_deserved() -> None:
     queues = [QueueInfo("qa", deserved=res("2", "8Gi")), QueueInfo("qb", deserved=res("2", "8Gi"))]
     jobs = [
         job("a", [running(f"r{i}", "n1") for i in range(4)], queue="qa"),
-        job("b", [task("b0"), task("b1"), task("b2")], queue="qb"),
+        # reclaim serves a starving job up to its minAvailable per session (gang's IsStarving)
+        job("b", [task("b0"), task("b1"), task("b2")], queue="qb", min_available=2),
     ]
     result = run_session(snapshot([node("n1", cpu="4", memory="16Gi")], jobs, queues), _config())
     assert len(result.evictions) == 2

@@ -76,7 +76,8 @@ def test_proportion_caps_deserved_at_capability() -> None:
 def test_reclaim_takes_back_resources_beyond_deserved() -> None:
     queues = [QueueInfo("qa"), QueueInfo("qb")]
     holder = job("a", [running(f"r{i}", "n1") for i in range(4)], queue="qa")
-    wanting = job("b", [task("b0"), task("b1")], queue="qb")
+    # reclaim serves a starving job up to its minAvailable per session (gang's IsStarving)
+    wanting = job("b", [task("b0"), task("b1")], queue="qb", min_available=2)
     result = run_session(
         snapshot([node("n1", cpu="4", memory="16Gi")], [holder, wanting], queues), RECLAIM
     )
