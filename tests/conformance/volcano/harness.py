@@ -1,0 +1,210 @@
+"""Volcano's unit-test vocabulary (uthelper, util.Build*) over koordqueue's scheduler.
+
+Why: the conformance cases are transcriptions of volcano-sh/volcano's own tests; keeping their
+builders' shape (a pod has a namespace, a node name and a phase; a PodGroup names its queue,
+minMember and phase; a queue has deserved and capability) lets a reader check each case line
+by line against the original. Only inputs are built here; every test states its expectations.
+
+Modelling notes (where koordqueue's data model differs from Volcano's, without changing any
+rule under test):
+- Volcano adds `pods: 1` to every task's request; koordqueue's tasks carry none. Every rule
+  under test ignores `pods` (Volcano's IgnoredScalarResource), so the outcomes do not change.
+- Job uid is "<ns>/<podgroup>", task uid "<ns>-<pod>", as Volcano's builders make them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from koordqueue.domain.resources import Resources
+from koordqueue.scheduler import ClusterSnapshot, SchedulerConfig, parse_config
+from koordqueue.scheduler.api import (
+    JobInfo,
+    NodeInfo,
+    PodGroupPhase,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+)
+from koordqueue.scheduler.framework import open_session, run_actions
+from koordqueue.scheduler.framework.session import Session
+
+NS = "ns1"
+
+
+def rl(cpu: str = "", memory: str = "", scalars: Mapping[str, str] | None = None) -> Resources:
+    """api.BuildResourceList: cpu and memory only when given and non-zero (Volcano holds
+    them as fields, so a zero one is the same as none); scalars always (a scalar named at
+    0 is a named dimension for reclaim)."""
+    raw: dict[str, str] = {}
+    for name, value in (("cpu", cpu), ("memory", memory)):
+        if value and Resources.of({name: value}).get_nanos(name) != 0:
+            raw[name] = value
+    raw.update(scalars or {})
+    return Resources.of(raw)
+
+
+def node(name: str, allocatable: Resources, labels: Mapping[str, str] | None = None) -> NodeInfo:
+    """util.BuildNode."""
+    return NodeInfo(name, allocatable, labels=labels)
+
+
+@dataclass
+class Pod:
+    """util.BuildPod: a pod of a PodGroup, Running on a node or Pending."""
+
+    name: str
+    node: str
+    running: bool
+    request: Resources
+    group: str
+    preemptable: bool = True
+    selector: Mapping[str, str] | None = None
+    priority: int = 0
+
+
+def pod(
+    name: str,
+    node_name: str,
+    running: bool,
+    request: Resources,
+    group: str,
+    *,
+    preemptable: bool = True,
+    selector: Mapping[str, str] | None = None,
+    priority: int = 0,
+) -> Pod:
+    """util.BuildPod(ns1, name, node, phase, request, group, labels, selector);
+    `preemptable=False` stands for the `volcano.sh/preemptable: "false"` label."""
+    return Pod(name, node_name, running, request, group, preemptable, selector, priority)
+
+
+@dataclass
+class PodGroup:
+    """util.BuildPodGroup."""
+
+    name: str
+    queue: str
+    min_member: int
+    phase: PodGroupPhase
+    min_resources: Resources | None = None
+    priority: int = 0
+
+
+def pg(
+    name: str,
+    queue: str,
+    min_member: int,
+    phase: PodGroupPhase,
+    min_resources: Resources | None = None,
+    priority: int = 0,
+) -> PodGroup:
+    """util.BuildPodGroup(name, ns1, queue, minMember, nil, phase) [+ Spec.MinResources]."""
+    return PodGroup(name, queue, min_member, phase, min_resources, priority)
+
+
+def queue(
+    name: str,
+    deserved: Resources | None = None,
+    capability: Resources | None = None,
+    *,
+    priority: int = 0,
+    parent: str | None = None,
+    state: str = "Open",
+    weight: int = 1,
+    guarantee: Resources | None = None,
+) -> QueueInfo:
+    """util.BuildQueueWithResourcesQuantity(name, deserved, capability) and friends."""
+    return QueueInfo(
+        name,
+        weight=weight,
+        capability=capability,
+        deserved=deserved,
+        guarantee=guarantee or Resources(),
+        parent=parent,
+        priority=priority,
+        state=state,
+    )
+
+
+def build(
+    nodes: Sequence[NodeInfo],
+    pods: Iterable[Pod],
+    groups: Iterable[PodGroup],
+    queues: Sequence[QueueInfo],
+) -> ClusterSnapshot:
+    """The cluster the way Volcano's cache sees it; pods of unknown groups are dropped."""
+    jobs: dict[str, JobInfo] = {}
+    for g in groups:
+        jobs[g.name] = JobInfo(
+            f"{NS}/{g.name}",
+            g.name,
+            namespace=NS,
+            queue=g.queue,
+            min_available=g.min_member,
+            min_resources=g.min_resources,
+            phase=g.phase,
+            priority=g.priority,
+        )
+    for p in pods:
+        if p.group not in jobs:
+            continue
+        jobs[p.group].add_task(
+            TaskInfo(
+                f"{NS}-{p.name}",
+                p.name,
+                NS,
+                resreq=p.request,
+                status=TaskStatus.RUNNING if p.running else TaskStatus.PENDING,
+                node_name=p.node or None,
+                node_selector=dict(p.selector or {}),
+                preemptable=p.preemptable,
+                priority=p.priority,
+            )
+        )
+    return ClusterSnapshot(nodes, list(jobs.values()), queues)
+
+
+def tiers(*plugins: str, hierarchy: bool = False, extra: str = "") -> SchedulerConfig:
+    """One tier of plugins (every switch on, as the Volcano cases set them);
+    `hierarchy` sets capacity's enableHierarchy."""
+    lines = ['actions: "allocate"', "tiers:", "- plugins:"]
+    for name in plugins:
+        lines.append(f"  - name: {name}")
+        if name == "capacity" and hierarchy:
+            lines.append("    enableHierarchy: true")
+    return parse_config("\n".join(lines) + "\n" + extra)
+
+
+@dataclass
+class Outcome:
+    """What a Volcano case asserts: binds (pod -> node), evictions, pipelined tasks per
+    PodGroup (pod -> node) and PodGroup phases."""
+
+    binds: dict[str, str]
+    evicted: list[str]
+    pipelined: dict[str, dict[str, str]]
+    phases: dict[str, PodGroupPhase]
+    session: Session
+
+
+def run(snapshot: ClusterSnapshot, config: SchedulerConfig, actions: str) -> Outcome:
+    """Open a session, run `actions` in order, close it, and collect the outcome."""
+    session = open_session(snapshot, config)
+    run_actions(session, [a.strip() for a in actions.split(",")])
+    result = session.close()
+    pipelined: dict[str, dict[str, str]] = {}
+    for job in session.jobs.values():
+        for task in job.task_status_index.get(TaskStatus.PIPELINED, {}).values():
+            pipelined.setdefault(f"{NS}/{job.name}", {})[f"{NS}/{task.name}"] = task.node_name or ""
+    phases = {f"{NS}/{job.name}": job.phase for job in session.jobs.values()}
+    for update in result.phase_updates:
+        phases[f"{NS}/{update.name}"] = update.new
+    return Outcome(
+        binds={f"{b.namespace}/{b.name}": b.node for b in result.binds},
+        evicted=sorted(f"{e.namespace}/{e.name}" for e in result.evictions),
+        pipelined=pipelined,
+        phases=phases,
+        session=session,
+    )
