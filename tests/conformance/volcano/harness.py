@@ -14,6 +14,7 @@ rule under test):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
 )
 from koordqueue.scheduler.framework import open_session, run_actions
+from koordqueue.scheduler.framework.interface import ExtensionPoint
 from koordqueue.scheduler.framework.session import Session
 
 NS = "ns1"
@@ -166,15 +168,28 @@ def build(
     return ClusterSnapshot(nodes, list(jobs.values()), queues)
 
 
-def tiers(*plugins: str, hierarchy: bool = False, extra: str = "") -> SchedulerConfig:
-    """One tier of plugins (every switch on, as the Volcano cases set them);
-    `hierarchy` sets capacity's enableHierarchy."""
+def tiers(
+    *plugins: tuple[str, Iterable[str]],
+    arguments: Mapping[str, Mapping[str, object]] | None = None,
+) -> SchedulerConfig:
+    """One tier, each plugin with the extension points the Volcano case switches on
+    (`("capacity", {"Allocatable", "QueueOrder"})` for `EnabledAllocatable: &trueValue, ...`).
+
+    Why every other switch is written off: Volcano's session treats a switch the test leaves
+    nil as off (`isEnabled(nil) == false`; only the YAML loader defaults them to on)."""
+    every = sorted({p.switch for p in ExtensionPoint})
     lines = ['actions: "allocate"', "tiers:", "- plugins:"]
-    for name in plugins:
+    for name, enabled in plugins:
+        on = {f"enable{point}" for point in enabled}
+        unknown = on - set(every)
+        assert not unknown, f"unknown switches {unknown}"
         lines.append(f"  - name: {name}")
-        if name == "capacity" and hierarchy:
-            lines.append("    enableHierarchy: true")
-    return parse_config("\n".join(lines) + "\n" + extra)
+        lines.extend(f"    {switch}: {str(switch in on).lower()}" for switch in every)
+        args = (arguments or {}).get(name)
+        if args:
+            lines.append("    arguments:")
+            lines.extend(f"      {key}: {value}" for key, value in args.items())
+    return parse_config("\n".join(lines) + "\n")
 
 
 @dataclass
@@ -191,8 +206,9 @@ class Outcome:
 
 def run(snapshot: ClusterSnapshot, config: SchedulerConfig, actions: str) -> Outcome:
     """Open a session, run `actions` in order, close it, and collect the outcome."""
-    session = open_session(snapshot, config)
-    run_actions(session, [a.strip() for a in actions.split(",")])
+    names = tuple(a.strip() for a in actions.split(","))
+    session = open_session(snapshot, dataclasses.replace(config, actions=names))
+    run_actions(session)
     result = session.close()
     pipelined: dict[str, dict[str, str]] = {}
     for job in session.jobs.values():

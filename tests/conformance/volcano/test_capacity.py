@@ -19,7 +19,11 @@ def _without_hierarchy(
 ) -> Outcome:
     return run(
         build(nodes, pods, groups, queues),
-        tiers("capacity", "predicates", "gang"),
+        tiers(
+            ("capacity", {"Allocatable", "Preemptive", "Reclaimable", "QueueOrder"}),
+            ("predicates", {"Predicate"}),
+            ("gang", {"JobStarving"}),
+        ),
         "allocate, reclaim",
     )
 
@@ -277,7 +281,8 @@ HOLDER_GROUPS = [pg("pg1", "q1", 1, RUNNING, RES_1C3G), pg("pg2", "q2", 1, RUNNI
 
 
 def _enqueue_allocate(pods: list[Pod], groups: list[PodGroup], queues: list[QueueInfo]) -> Outcome:
-    return run(build([E1, E2], pods, groups, queues), tiers("capacity"), "enqueue, allocate")
+    config = tiers(("capacity", {"Allocatable", "Preemptive", "Overused", "JobEnqueued"}))
+    return run(build([E1, E2], pods, groups, queues), config, "enqueue, allocate")
 
 
 def test_job_asking_only_cpu_is_admitted_although_memory_is_over_deserved() -> None:

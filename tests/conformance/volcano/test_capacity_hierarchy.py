@@ -22,7 +22,21 @@ def _hierarchy(
 ) -> Outcome:
     return run(
         build(nodes, pods, groups, queues),
-        tiers("capacity", "predicates", "gang", hierarchy=True),
+        tiers(
+            (
+                "capacity",
+                {
+                    "Allocatable",
+                    "Preemptive",
+                    "Reclaimable",
+                    "QueueOrder",
+                    "Hierarchy",
+                    "JobEnqueued",
+                },
+            ),
+            ("predicates", {"Predicate"}),
+            ("gang", {"JobStarving"}),
+        ),
         "enqueue, reclaim, allocate",
     )
 
