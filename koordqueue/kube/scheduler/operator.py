@@ -84,22 +84,27 @@ async def scheduling_loop(scheduler: Scheduler) -> None:
 
     A session starts `schedule_batch_gap` after the cache signals work (so a burst of pods
     shares one session), and otherwise when `schedule_period` has passed since the last one,
-    for the periodic actions (reclaim, preempt, backfill). The signal is cleared before the
-    snapshot is taken, so work arriving during a session starts the next one. A relist runs
-    every `resync_period`.
+    for the periodic actions (reclaim, preempt, backfill). The gap is at least as long as the
+    last session took, so under a sustained burst sessions take at most about half the CPU
+    and the rest goes to binding and watching (a session's cost still grows with the cluster).
+    The signal is cleared before the snapshot is taken, so work arriving during a session
+    starts the next one. A relist runs every `resync_period`.
     """
     settings = scheduler.settings
     work = scheduler.cache.work
     loop = asyncio.get_running_loop()
     last_relist = last_session = loop.time()
+    took = 0.0
     while True:
         remaining = settings.schedule_period - (loop.time() - last_session)
         if remaining > 0 and await asyncio.to_thread(work.wait, remaining):
-            await asyncio.sleep(settings.schedule_batch_gap)
+            gap = max(settings.schedule_batch_gap, took)
+            await asyncio.sleep(min(gap, settings.schedule_period))
         work.clear()
         last_session = loop.time()
         try:
             await asyncio.to_thread(scheduler.run_once)
+            took = loop.time() - last_session
             if loop.time() - last_relist >= settings.resync_period:
                 last_relist = loop.time()
                 await asyncio.to_thread(scheduler.relist)

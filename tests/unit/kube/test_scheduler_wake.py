@@ -155,3 +155,26 @@ def test_a_burst_within_the_batch_gap_shares_one_session() -> None:
 
     run_loop(sched, body)
     assert len(sched.sessions) == 1
+
+
+def test_under_a_sustained_burst_the_gap_grows_to_the_last_sessions_duration() -> None:
+    sched = CountingScheduler(period=60.0, gap=0.01)
+    ends: list[float] = []
+
+    def slow_session() -> None:
+        sched.sessions.append(time.monotonic())
+        time.sleep(0.3)  # an expensive session
+        ends.append(time.monotonic())
+
+    sched.run_once = slow_session  # type: ignore[method-assign]
+
+    def body() -> None:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # work arrives all the time
+            sched.cache.work.set()
+            time.sleep(0.01)
+
+    run_loop(sched, body)
+    idle = [start - end for end, start in zip(ends, sched.sessions[1:], strict=False)]
+    assert len(idle) >= 2
+    assert min(idle) >= 0.25  # not the 10 ms batch gap: at least the last session's 0.3 s
