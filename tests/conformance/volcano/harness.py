@@ -135,14 +135,16 @@ def build(
     pods: Iterable[Pod],
     groups: Iterable[PodGroup],
     queues: Sequence[QueueInfo],
+    namespace: str = NS,
 ) -> ClusterSnapshot:
-    """The cluster the way Volcano's cache sees it; pods of unknown groups are dropped."""
+    """The cluster the way Volcano's cache sees it (all in `namespace`); pods of unknown
+    groups are dropped."""
     jobs: dict[str, JobInfo] = {}
     for g in groups:
         jobs[g.name] = JobInfo(
-            f"{NS}/{g.name}",
+            f"{namespace}/{g.name}",
             g.name,
-            namespace=NS,
+            namespace=namespace,
             queue=g.queue,
             min_available=g.min_member,
             min_resources=g.min_resources,
@@ -154,9 +156,9 @@ def build(
             continue
         jobs[p.group].add_task(
             TaskInfo(
-                f"{NS}-{p.name}",
+                f"{namespace}-{p.name}",
                 p.name,
-                NS,
+                namespace,
                 resreq=p.request,
                 status=TaskStatus.RUNNING if p.running else TaskStatus.PENDING,
                 node_name=p.node or None,
@@ -213,10 +215,12 @@ def run(snapshot: ClusterSnapshot, config: SchedulerConfig, actions: str) -> Out
     pipelined: dict[str, dict[str, str]] = {}
     for job in session.jobs.values():
         for task in job.task_status_index.get(TaskStatus.PIPELINED, {}).values():
-            pipelined.setdefault(f"{NS}/{job.name}", {})[f"{NS}/{task.name}"] = task.node_name or ""
-    phases = {f"{NS}/{job.name}": job.phase for job in session.jobs.values()}
+            pipelined.setdefault(f"{job.namespace}/{job.name}", {})[
+                f"{task.namespace}/{task.name}"
+            ] = task.node_name or ""
+    phases = {f"{job.namespace}/{job.name}": job.phase for job in session.jobs.values()}
     for update in result.phase_updates:
-        phases[f"{NS}/{update.name}"] = update.new
+        phases[f"{update.namespace}/{update.name}"] = update.new
     return Outcome(
         binds={f"{b.namespace}/{b.name}": b.node for b in result.binds},
         evicted=sorted(f"{e.namespace}/{e.name}" for e in result.evictions),
