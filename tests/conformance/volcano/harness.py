@@ -64,6 +64,8 @@ class Pod:
     preemptable: bool = True
     selector: Mapping[str, str] | None = None
     priority: int = 0
+    role: str = ""
+    namespace: str | None = None
 
 
 def pod(
@@ -76,10 +78,15 @@ def pod(
     preemptable: bool = True,
     selector: Mapping[str, str] | None = None,
     priority: int = 0,
+    role: str = "",
+    namespace: str | None = None,
 ) -> Pod:
-    """util.BuildPod(ns1, name, node, phase, request, group, labels, selector);
-    `preemptable=False` stands for the `volcano.sh/preemptable: "false"` label."""
-    return Pod(name, node_name, running, request, group, preemptable, selector, priority)
+    """util.BuildPod(ns, name, node, phase, request, group, labels, selector);
+    `preemptable=False` stands for the `volcano.sh/preemptable: "false"` label, `role` for
+    `volcano.sh/task-spec`; `namespace` overrides the case's namespace."""
+    return Pod(
+        name, node_name, running, request, group, preemptable, selector, priority, role, namespace
+    )
 
 
 @dataclass
@@ -92,6 +99,8 @@ class PodGroup:
     phase: PodGroupPhase
     min_resources: Resources | None = None
     priority: int = 0
+    task_min: Mapping[str, int] | None = None
+    namespace: str | None = None
 
 
 def pg(
@@ -101,9 +110,13 @@ def pg(
     phase: PodGroupPhase,
     min_resources: Resources | None = None,
     priority: int = 0,
+    *,
+    task_min: Mapping[str, int] | None = None,
+    namespace: str | None = None,
 ) -> PodGroup:
-    """util.BuildPodGroup(name, ns1, queue, minMember, nil, phase) [+ Spec.MinResources]."""
-    return PodGroup(name, queue, min_member, phase, min_resources, priority)
+    """util.BuildPodGroup(name, ns, queue, minMember, taskMinMember, phase)
+    [+ Spec.MinResources]; `priority` is the value of its priority class."""
+    return PodGroup(name, queue, min_member, phase, min_resources, priority, task_min, namespace)
 
 
 def queue(
@@ -141,10 +154,12 @@ def build(
     groups are dropped."""
     jobs: dict[str, JobInfo] = {}
     for g in groups:
+        ns = g.namespace or namespace
         jobs[g.name] = JobInfo(
-            f"{namespace}/{g.name}",
+            f"{ns}/{g.name}",
             g.name,
-            namespace=namespace,
+            namespace=ns,
+            task_min_available=dict(g.task_min or {}),
             queue=g.queue,
             min_available=g.min_member,
             min_resources=g.min_resources,
@@ -156,9 +171,10 @@ def build(
             continue
         jobs[p.group].add_task(
             TaskInfo(
-                f"{namespace}-{p.name}",
+                f"{p.namespace or namespace}-{p.name}",
                 p.name,
-                namespace,
+                p.namespace or namespace,
+                role=p.role,
                 resreq=p.request,
                 status=TaskStatus.RUNNING if p.running else TaskStatus.PENDING,
                 node_name=p.node or None,
