@@ -133,14 +133,21 @@ class AdmissionEngine:
         self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
         self._first_attempt.setdefault(unit.uid, unit.created)
+        moved = False
+        if previous is not None and _label_key(previous) != _label_key(unit):
+            moved = True
+            self._tell_policy(previous, added=False)  # it left its old queue
         if unit.phase in FINISHED_PHASES:
-            self.tree.release(unit.uid)
-            self._forget_in_policy(unit)
+            released = self.tree.release(unit.uid)
+            if released or (previous is not None and previous.phase not in FINISHED_PHASES):
+                self._tell_policy(unit, added=False)  # it left its queue: lifts a block
         elif unit.phase in ADMITTED_PHASES and not self.tree.is_admitted(unit.uid):
             resolution = queue_name_for(unit.labels)
             if isinstance(resolution, QuotaName):
                 # Rebuild after a restart (or an admission by a previous leader): count it.
                 self.tree.admit(unit.uid, resolution.name, unit.resource)
+        elif (previous is None or moved) and not self.tree.is_admitted(unit.uid):
+            self._tell_policy(unit, added=True)
 
     def remove_unit(self, uid: str) -> QueueUnit | None:
         """The unit (or its Job) is gone: release its quota and forget it."""
@@ -150,7 +157,7 @@ class AdmissionEngine:
         self._not_before.pop(uid, None)
         if unit is not None:
             self._unindex(unit)
-            self._forget_in_policy(unit)
+            self._tell_policy(unit, added=False)
         return unit
 
     def _unindex(self, unit: QueueUnit) -> None:
@@ -171,6 +178,7 @@ class AdmissionEngine:
         unit = self._units.get(uid)
         if unit is not None:
             self._units[uid] = replace(unit, phase=Phase.BACKOFF)
+            self._tell_policy(unit, added=False)
         self._not_before[uid] = until
 
     def rollback(self, uid: str) -> None:
@@ -189,12 +197,16 @@ class AdmissionEngine:
     def is_admitted(self, uid: str) -> bool:
         return self.tree.is_admitted(uid)
 
-    def _forget_in_policy(self, unit: QueueUnit) -> None:
+    def _tell_policy(self, unit: QueueUnit, *, added: bool) -> None:
+        """Report a unit joining its queue, or leaving it / giving quota back (lifts blocks)."""
         resolution = queue_name_for(unit.labels)
         if isinstance(resolution, QuotaName):
             queue = self._queues.get(resolution.name)
             if queue is not None and queue.policy is not None:
-                queue.policy.forget(unit.uid)
+                if added:
+                    queue.policy.unit_added(unit)
+                else:
+                    queue.policy.unit_released(unit)
 
     def admit_if_queue_idle(self, uid: str, now: float) -> Admitted | None:
         """Fast path for a newly arrived unit: admit it at once if nothing waits before it.
@@ -212,6 +224,8 @@ class AdmissionEngine:
         queue = self._queues.get(resolution.name)
         if queue is None or queue.policy is None or resolution.name not in self.tree:
             return None
+        if resolution.name in queue.policy.blocked_quotas:
+            return None  # its policy holds the quota: only a round may retry it
         for other_uid in self._by_label.get(_label_key(unit), ()):
             other = self._units[other_uid]
             if other_uid == uid:
@@ -347,6 +361,7 @@ class AdmissionEngine:
                 for v in released:
                     self._units[v.uid] = replace(v, phase=Phase.ENQUEUED)
                     admitted_here.remove(v)
+                    self._tell_policy(v, added=False)
                 return Preemption(unit, tuple(released))
         for victim in released:  # not enough even with every victim gone: undo
             victim_quota = queue_name_for(victim.labels)

@@ -32,6 +32,8 @@ WAIT_FOR_PODS_RUNNING_ANNOTATION: Final = "koord-queue/wait-for-pods-running"
 ENABLE_PREEMPTION_ANNOTATION: Final = "koord-queue/enable-queueunit-preemption"
 PRIORITY_THRESHOLD_ANNOTATION: Final = "koord-queue/priority-threshold"
 PREEMPTIBLE_ANNOTATION: Final = "koord-queue/preemptible"
+BLOCK_TIMEOUT_ANNOTATION: Final = "koord-queue/block-timeout-seconds"
+"""Opt-in (not in Koord-Queue): a Block head may hold its quota this long, then the others pass."""
 
 # --- Defaults ------------------------------------------------------------------------------
 ROOT_QUOTA: Final = "koordinator-root-quota"

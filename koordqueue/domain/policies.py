@@ -1,30 +1,39 @@
 """Queue policies (SPEC 2.3, 2.4): which waiting units a queue offers for admission, in order.
 
 A policy is a small state machine over rounds: `candidates()` yields units to try; after each
-try the engine calls `feedback()`, so Block can stop the scan at the first failure. Policies see
-only plain data and a clock value, which keeps them deterministic under test.
+try the engine calls `feedback()`, so Block and Intelligent can block a quota at its first
+failure, and the engine reports units that join the queue or give quota back (`unit_added`,
+`unit_released`), the events that lift a block in Koord-Queue. Policies see only plain data
+and a clock value, which keeps them deterministic under test.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from koordqueue.domain.names import (
+    BLOCK_TIMEOUT_ANNOTATION,
     DEFAULT_MAX_DEPTH,
     DEFAULT_PRIORITY_THRESHOLD,
     ENABLE_PREEMPTION_ANNOTATION,
     MAX_DEPTH_ANNOTATION,
     PRIORITY_THRESHOLD_ANNOTATION,
+    QUOTA_NAME_LABEL,
     REGISTERED_POLICIES,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
 from koordqueue.domain.queue_unit import QueueUnit
 
-DEFAULT_BLOCK_TIMEOUT = 60.0
-"""Seconds a Block head may hold its queue before the others get one round."""
+DEFAULT_BLOCK_TIMEOUT = 0.0
+"""Off: a Block head holds its quota until it fits (Koord-Queue). > 0 is the opt-in pass-through."""
+
+BLOCKED_IDLE_RETRY = 180.0
+"""Seconds with no unit tried after which blocked quotas are cleared and the head retried
+(Koord-Queue: 3 minutes since the last scheduled unit)."""
 
 
 class UnknownPolicyError(ValueError):
@@ -48,6 +57,24 @@ def _int_annotation(annotations: Mapping[str, str], key: str, default: int) -> i
         return default
 
 
+def _seconds_annotation(annotations: Mapping[str, str], key: str) -> float:
+    """A duration in seconds; absent, unparsable, negative or not finite means off (0)."""
+    raw = annotations.get(key)
+    if raw is None:
+        return DEFAULT_BLOCK_TIMEOUT
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        return DEFAULT_BLOCK_TIMEOUT
+    return value if math.isfinite(value) and value > 0 else DEFAULT_BLOCK_TIMEOUT
+
+
+def quota_of(unit: QueueUnit) -> str:
+    """The quota a unit counts against, as the blocked-quota key ("" if unlabelled)."""
+    value = unit.labels.get(QUOTA_NAME_LABEL)
+    return value if isinstance(value, str) else ""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     """Per-queue knobs read from the Queue's annotations (synced from its quota)."""
@@ -68,6 +95,7 @@ class QueueSettings:
             priority_threshold=_int_annotation(
                 annotations, PRIORITY_THRESHOLD_ANNOTATION, DEFAULT_PRIORITY_THRESHOLD
             ),
+            block_timeout=_seconds_annotation(annotations, BLOCK_TIMEOUT_ANNOTATION),
         )
 
     @property
@@ -96,8 +124,16 @@ class QueuePolicy(ABC):
     def feedback(self, unit: QueueUnit, admitted: bool, now: float) -> None:  # noqa: B027
         """Told after each try; policies with memory override it."""
 
-    def forget(self, uid: str) -> None:  # noqa: B027
-        """The unit left the queue (admitted elsewhere, deleted)."""
+    def unit_added(self, unit: QueueUnit) -> None:  # noqa: B027
+        """A unit joined the queue."""
+
+    def unit_released(self, unit: QueueUnit) -> None:  # noqa: B027
+        """A unit of the queue left it (deleted, finished) or gave its quota back."""
+
+    @property
+    def blocked_quotas(self) -> frozenset[str]:
+        """Quotas whose units this policy holds back for now (none for Priority)."""
+        return frozenset()
 
     def _depth_limited(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
         depth = self.settings.max_depth
@@ -113,84 +149,136 @@ class PriorityPolicy(QueuePolicy):
         yield from self._depth_limited(ordered)
 
 
-class BlockPolicy(QueuePolicy):
-    """Head-of-line: the first unit that cannot be admitted holds back the rest of its quota.
+class _QuotaBlockingPolicy(QueuePolicy):
+    """Koord-Queue's blocked-quota bookkeeping, shared by Block and Intelligent.
 
-    The hold is bounded: after `block_timeout` seconds the others get one round past it, and
-    the clock restarts, so a permanently oversized unit cannot starve its queue forever.
+    A unit that does not fit marks its quota blocked; later rounds skip the quota's units
+    until a unit of it leaves or gives quota back (and, for Block, until one is added). When
+    a round finds nothing to try and no unit was tried for `BLOCKED_IDLE_RETRY` seconds, the
+    blocks are cleared and the scan restarts at the head, which blocks again if it still does
+    not fit (`schedulingqueuev2.go` and `intelligentqueue/methods.go`, Next).
+    """
+
+    def __init__(self, settings: QueueSettings) -> None:
+        super().__init__(settings)
+        self._blocked: dict[str, float] = {}
+        """Blocked quota -> when its current hold started."""
+        self._last_tried = float("-inf")
+        self._last_admitted = False
+
+    @property
+    def blocked_quotas(self) -> frozenset[str]:
+        return frozenset(self._blocked)
+
+    def feedback(self, unit: QueueUnit, admitted: bool, now: float) -> None:
+        self._last_tried = now
+        self._last_admitted = admitted
+        if not admitted:
+            self._blocked.setdefault(quota_of(unit), now)
+
+    def unit_released(self, unit: QueueUnit) -> None:
+        self._blocked.pop(quota_of(unit), None)
+
+    def _offer(self, unit: QueueUnit, now: float) -> QueueUnit:
+        """Note the try before handing the unit out (a try without feedback counts as waiting)."""
+        self._last_tried = now
+        self._last_admitted = False
+        return unit
+
+    def _idle_clear(self, now: float) -> bool:
+        """Clear every block after an idle spell; True when the caller should scan again."""
+        if self._blocked and now - self._last_tried > BLOCKED_IDLE_RETRY:
+            self._blocked.clear()
+            return True
+        return False
+
+
+class BlockPolicy(_QuotaBlockingPolicy):
+    """Head-of-line: the first unit that cannot be admitted blocks its quota.
+
+    The quota's later units are skipped, and so is the head itself, until a unit of the quota
+    is added, deleted or releases quota, or `BLOCKED_IDLE_RETRY` seconds pass with nothing
+    tried; then the head is tried again, so a head that never fits holds its quota for good.
+    With the opt-in `koord-queue/block-timeout-seconds`, after that long blocked the quota's
+    units all get one Priority-style round (those that fit pass the head), then it blocks
+    again.
     """
 
     name = "Block"
 
-    def __init__(self, settings: QueueSettings) -> None:
-        super().__init__(settings)
-        self.blocker: str | None = None
-        self.blocked_since = 0.0
-        self._stop = False
-        self._pass_blocker = False
-
     def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
-        self._stop = False
-        self._pass_blocker = (
-            self.blocker is not None and now - self.blocked_since >= self.settings.block_timeout
-        )
-        for unit in self._depth_limited(ordered):
-            yield unit
-            if self._stop:
+        window = self._depth_limited(ordered)
+        timeout = self.settings.block_timeout
+        passing: set[str] = set()
+        if timeout > 0:
+            passing = {q for q, since in self._blocked.items() if now - since >= timeout}
+            for quota in passing:
+                del self._blocked[quota]
+        for _ in range(2):
+            tried = False
+            for unit in window:
+                quota = quota_of(unit)
+                if quota in self._blocked and quota not in passing:
+                    continue
+                tried = True
+                yield self._offer(unit, now)
+            if tried or not self._idle_clear(now):
                 return
 
-    def feedback(self, unit: QueueUnit, admitted: bool, now: float) -> None:
-        if admitted:
-            if unit.uid == self.blocker:
-                self.blocker = None
-            return
-        if unit.uid == self.blocker and self._pass_blocker:
-            self.blocked_since = now  # let the others through once, then hold again
-            return
-        if unit.uid != self.blocker:
-            self.blocker, self.blocked_since = unit.uid, now
-        self._stop = True
-
-    def forget(self, uid: str) -> None:
-        if uid == self.blocker:
-            self.blocker = None
+    def unit_added(self, unit: QueueUnit) -> None:
+        self._blocked.pop(quota_of(unit), None)
 
     @property
     def blocked(self) -> bool:
-        return self.blocker is not None
+        return bool(self._blocked)
 
 
-class IntelligentPolicy(QueuePolicy):
-    """High-priority units (>= threshold) first, Block-style; the rest Priority-style, round robin.
+class IntelligentPolicy(_QuotaBlockingPolicy):
+    """High-priority units (>= threshold) first, Block-style; low ones in order after them.
 
-    The low sub-queue's scan starts one place further each round, so when something stops a
-    scan early (a full quota), every low unit still gets its turn at the front.
+    No low unit is tried while any high unit waits, even one whose quota is blocked. Low units
+    are tried in order by a cursor that moves forward on each failure within one pass and
+    returns to the head when a pass ends (found nothing more) and on any add, delete or
+    release, so a later low unit is never tried before an earlier one
+    (`intelligentqueue/methods.go`: findNextQueueUnit, Next, AddUnschedulableIfNotPresent).
+    Unlike Block, adding a unit does not lift a block (AddQueueUnitInfo keeps it).
     """
 
     name = "Intelligent"
 
     def __init__(self, settings: QueueSettings) -> None:
         super().__init__(settings)
-        self._high_failed = False
-        self._cursor = 0
+        self._low_cursor = 0
 
     def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
         threshold = self.settings.priority_threshold
         high = [u for u in ordered if u.priority >= threshold]
         low = [u for u in ordered if u.priority < threshold]
-        self._high_failed = False
-        for unit in high:
-            yield unit
-            if self._high_failed:
-                break
-        if low:
-            start = self._cursor % len(low)
-            self._cursor = start + 1
-            yield from low[start:] + low[:start]
+        for _ in range(2):
+            tried = False
+            high_waiting = False
+            for unit in high:
+                if quota_of(unit) in self._blocked:
+                    high_waiting = True
+                    continue
+                tried = True
+                yield self._offer(unit, now)
+                high_waiting = high_waiting or not self._last_admitted
+            if not high_waiting:
+                while self._low_cursor < len(low):
+                    tried = True
+                    yield self._offer(low[self._low_cursor], now)
+                    self._low_cursor += 1
+                self._low_cursor = 0  # the pass found nothing more: back to the head
+            if tried or not self._idle_clear(now):
+                return
 
-    def feedback(self, unit: QueueUnit, admitted: bool, now: float) -> None:
-        if not admitted and unit.priority >= self.settings.priority_threshold:
-            self._high_failed = True
+    def unit_added(self, unit: QueueUnit) -> None:
+        self._low_cursor = 0
+
+    def unit_released(self, unit: QueueUnit) -> None:
+        super().unit_released(unit)
+        self._low_cursor = 0
 
 
 PolicyFactory = Callable[[QueueSettings], QueuePolicy]

@@ -24,6 +24,7 @@ from koordqueue.domain.admission import (
 from koordqueue.domain.engine import AdmissionEngine, RoundResult
 from koordqueue.domain.mapping import QuotaName, UnresolvedReason, queue_name_for
 from koordqueue.domain.names import (
+    BLOCK_TIMEOUT_ANNOTATION,
     DEFAULT_POLICY,
     QUEUE_NAMESPACE,
     QUOTA_NAME_LABEL,
@@ -478,8 +479,9 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         unit.priority < info.settings.priority_threshold
     ):
         ex.notes.append(
-            "below koord-queue/priority-threshold: served after the high sub-queue, in round "
-            "robin, so the position is the priority order rather than the exact next turn"
+            "below koord-queue/priority-threshold: tried only while no unit at or above it "
+            "waits, then in queue order from the head of the low units; a low unit that does "
+            "not fit does not hold later ones"
         )
     if unit.phase is Phase.BACKOFF:
         ex.notes.append("phase Backoff: it failed before and is retried after a back-off delay")
@@ -571,19 +573,37 @@ def _explain_fitting(
                       f"{settings.max_depth}: the policy scans only the first units")
         return
     policy = info.policy if info is not None else DEFAULT_POLICY
-    head_of_line = policy == "Block" or (
-        policy == "Intelligent" and unit.priority >= settings.priority_threshold
-    )
-    if head_of_line:
+    if policy in ("Block", "Intelligent"):
+        threshold = settings.priority_threshold
+        low = policy == "Intelligent" and unit.priority < threshold
         for head in ahead:
-            if policy == "Intelligent" and head.priority < settings.priority_threshold:
-                continue
+            if policy == "Intelligent" and head.priority < threshold:
+                continue  # only high units hold others; a low one never does
             blocked = engine.tree.check(head.key, quota, head.resource)
-            if not blocked.admitted:
-                ex.reason = Reason.BLOCKED_BY_HEAD
-                ex.summary = (f"policy {policy} serves head-of-line: {head.key} ahead of it "
-                              f"does not fit ({blocked.message}) and holds the queue")
-                return
+            if blocked.admitted:
+                continue
+            ex.reason = Reason.BLOCKED_BY_HEAD
+            if low:
+                ex.summary = (f"policy Intelligent serves no unit below "
+                              f"koord-queue/priority-threshold {threshold} while one at or "
+                              f"above it waits: {head.key} does not fit ({blocked.message})")
+            else:
+                ex.summary = (f"policy {policy} is head-of-line: {head.key} ahead of it does "
+                              f"not fit ({blocked.message}) and blocks quota {quota}")
+            lifted_by = ("a unit of the quota is deleted or releases quota" if policy ==
+                         "Intelligent" else
+                         "a unit of the quota is added, deleted or releases quota")
+            ex.notes.append(
+                f"the block holds until {lifted_by}; then the head is retried first, and "
+                "after 3 minutes with nothing tried it is retried anyway (a head that never "
+                "fits holds the quota)"
+            )
+            if policy == "Block" and settings.block_timeout > 0:
+                ex.notes.append(
+                    f"{BLOCK_TIMEOUT_ANNOTATION} {settings.block_timeout:g} (opt-in): after "
+                    "that long blocked, the other units get one round past the head"
+                )
+            return
     if unit.phase is Phase.BACKOFF:
         ex.reason = Reason.BACKOFF
         ex.summary = "the unit failed before and is backing off; it will be retried"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from koordqueue.domain.names import PREEMPTIBLE_ANNOTATION
+from koordqueue.domain.names import (
+    BLOCK_TIMEOUT_ANNOTATION,
+    PREEMPTIBLE_ANNOTATION,
+    QUOTA_NAME_LABEL,
+)
 from koordqueue.domain.policies import (
     BlockPolicy,
     IntelligentPolicy,
@@ -117,50 +121,143 @@ def test_block_policy_stops_the_round_at_the_first_unit_that_does_not_fit() -> N
     assert policy.blocked
 
 
-def test_block_policy_unblocks_when_the_blocker_is_admitted() -> None:
+def test_block_policy_tries_nothing_while_its_quota_stays_blocked() -> None:
     units = ordered(unit("head", 5), unit("next", 1))
     policy = BlockPolicy(QueueSettings())
     run_round(policy, units, fits=set(), now=0.0)
+    assert run_round(policy, units, fits={"head", "next"}, now=1.0) == []
+    assert policy.blocked
+
+
+def test_block_policy_retries_the_head_first_after_a_unit_is_added() -> None:
+    units = ordered(unit("head", 5), unit("next", 1))
+    policy = BlockPolicy(QueueSettings())
+    run_round(policy, units, fits=set(), now=0.0)
+    newcomer = unit("new", 0, 2.0)
+    policy.unit_added(newcomer)
+    assert not policy.blocked
+    assert run_round(policy, [*units, newcomer], fits={"next", "new"}, now=2.0) == ["head"]
+
+
+def test_block_policy_retries_after_a_release_and_then_serves_in_order() -> None:
+    units = ordered(unit("head", 5), unit("next", 1))
+    policy = BlockPolicy(QueueSettings())
+    run_round(policy, units, fits=set(), now=0.0)
+    policy.unit_released(unit("finished"))
     assert run_round(policy, units, fits={"head", "next"}, now=1.0) == ["head", "next"]
     assert not policy.blocked
 
 
-def test_block_times_out_and_lets_the_others_through_once() -> None:
+def test_block_idle_clear_retries_the_same_head_after_three_minutes() -> None:
     units = ordered(unit("head", 5), unit("next", 1))
-    policy = BlockPolicy(QueueSettings(block_timeout=60.0))
-    assert run_round(policy, units, fits={"next"}, now=0.0) == ["head"]
-    assert run_round(policy, units, fits={"next"}, now=30.0) == ["head"]
-    assert run_round(policy, units, fits={"next"}, now=61.0) == ["head", "next"]
-    # the hold restarts after the one pass
-    assert run_round(policy, [units[0]], fits=set(), now=62.0) == ["head"]
-
-
-def test_forgetting_the_blocker_lifts_the_block() -> None:
     policy = BlockPolicy(QueueSettings())
-    run_round(policy, ordered(unit("head", 5), unit("next")), fits=set())
-    policy.forget("head")
-    assert not policy.blocked
+    run_round(policy, units, fits={"next"}, now=0.0)
+    assert run_round(policy, units, fits={"next"}, now=180.0) == []
+    assert run_round(policy, units, fits={"next"}, now=180.5) == ["head"]
+    # the head still does not fit: it blocks again, `next` never passed it
+    assert run_round(policy, units, fits={"next"}, now=200.0) == []
+    assert run_round(policy, units, fits={"next"}, now=361.0) == ["head"]
+
+
+def test_block_timeout_is_off_by_default() -> None:
+    assert QueueSettings().block_timeout == 0
+    assert QueueSettings.from_annotations({}).block_timeout == 0
+    for value in ("soon", "-5", "0", "nan", "inf"):
+        settings = QueueSettings.from_annotations({BLOCK_TIMEOUT_ANNOTATION: value})
+        assert settings.block_timeout == 0, value
+
+
+def test_opt_in_block_timeout_lets_the_others_through_once() -> None:
+    settings = QueueSettings.from_annotations({BLOCK_TIMEOUT_ANNOTATION: "60"})
+    assert settings.block_timeout == 60.0
+    units = ordered(unit("head", 5), unit("next", 1))
+    policy = BlockPolicy(settings)
+    assert run_round(policy, units, fits={"next"}, now=0.0) == ["head"]
+    assert run_round(policy, units, fits={"next"}, now=30.0) == []
+    assert run_round(policy, units, fits={"next"}, now=60.0) == ["head", "next"]
+    # the hold restarts after the one pass
+    assert run_round(policy, [units[0]], fits=set(), now=62.0) == []
+    assert run_round(policy, [units[0]], fits=set(), now=120.0) == ["head"]
+
+
+def test_block_keys_the_block_by_the_units_quota_label() -> None:
+    def labelled(name: str, quota: str, priority: int) -> QueueUnit:
+        return QueueUnit("ns", name, uid=name, priority=priority, labels={QUOTA_NAME_LABEL: quota})
+
+    units = ordered(labelled("a-big", "a", 9), labelled("b-small", "b", 5), labelled("a-2", "a", 1))
+    policy = BlockPolicy(QueueSettings())
+    assert run_round(policy, units, fits={"b-small", "a-2"}) == ["a-big", "b-small"]
+    assert policy.blocked_quotas == {"a"}
+    policy.unit_released(labelled("gone", "b", 0))
+    assert policy.blocked_quotas == {"a"}
+
+
+def test_priority_policy_never_blocks_a_quota() -> None:
+    policy = PriorityPolicy(QueueSettings())
+    run_round(policy, ordered(unit("big"), unit("small")), fits={"small"})
+    assert policy.blocked_quotas == frozenset()
 
 
 def test_intelligent_serves_high_units_first_block_style() -> None:
     units = ordered(unit("h1", 9), unit("h2", 5), unit("l1", 1), unit("l2", 0))
     policy = IntelligentPolicy(QueueSettings())  # threshold 4
-    # h1 fails: the high sub-queue stops (h2 not tried), the low sub-queue is still served
-    assert run_round(policy, units, fits={"h2", "l1", "l2"}) == ["h1", "l1", "l2"]
+    # h1 fails: its quota blocks (h2 not tried) and no low unit is served while h1, h2 wait
+    assert run_round(policy, units, fits={"h2", "l1", "l2"}) == ["h1"]
+
+
+def test_intelligent_blocked_high_units_keep_holding_the_low_ones() -> None:
+    units = ordered(unit("h1", 9), unit("l1", 1))
+    policy = IntelligentPolicy(QueueSettings())
+    run_round(policy, units, fits={"l1"}, now=0.0)
+    assert run_round(policy, units, fits={"l1"}, now=10.0) == []
+    assert run_round(policy, units, fits={"l1"}, now=100.0) == []
+
+
+def test_intelligent_serves_low_units_in_the_same_round_once_no_high_unit_waits() -> None:
+    units = ordered(unit("h1", 9), unit("l1", 1), unit("l2", 0))
+    policy = IntelligentPolicy(QueueSettings())
+    assert run_round(policy, units, fits={"h1", "l2"}) == ["h1", "l1", "l2"]
+
+
+def test_intelligent_adding_a_unit_does_not_lift_a_block_but_a_release_does() -> None:
+    units = ordered(unit("h1", 9), unit("l1", 1))
+    policy = IntelligentPolicy(QueueSettings())
+    run_round(policy, units, fits=set(), now=0.0)
+    h2 = unit("h2", 9, 1.0)
+    policy.unit_added(h2)
+    assert run_round(policy, ordered(*units, h2), fits={"h2"}, now=1.0) == []
+    policy.unit_released(unit("finished"))
+    assert run_round(policy, ordered(*units, h2), fits={"h1", "h2"}, now=2.0) == ["h1", "h2", "l1"]
+
+
+def test_intelligent_idle_clear_retries_the_high_head_after_three_minutes() -> None:
+    units = ordered(unit("h1", 9), unit("l1", 1))
+    policy = IntelligentPolicy(QueueSettings())
+    run_round(policy, units, fits={"l1"}, now=0.0)
+    assert run_round(policy, units, fits={"l1"}, now=180.0) == []
+    assert run_round(policy, units, fits={"l1"}, now=181.0) == ["h1"]
 
 
 def test_intelligent_threshold_comes_from_its_annotation() -> None:
     settings = QueueSettings.from_annotations({"koord-queue/priority-threshold": "8"})
-    units = ordered(unit("h", 9), unit("m", 5), unit("l", 1))
+    units = ordered(unit("m", 5), unit("l", 1))
     assert settings.priority_threshold == 8
-    assert run_round(IntelligentPolicy(settings), units, fits={"m", "l"}) == ["h", "m", "l"]
+    # m is low under threshold 8: its failure holds nothing; under the default 4 it would
+    assert run_round(IntelligentPolicy(settings), units, fits={"l"}) == ["m", "l"]
+    assert run_round(IntelligentPolicy(QueueSettings()), units, fits={"l"}) == ["m"]
 
 
-def test_intelligent_low_units_take_turns_at_the_front() -> None:
+def test_intelligent_low_pass_starts_at_the_head_every_round() -> None:
     low = ordered(unit("a", 1), unit("b", 1, 1.0), unit("c", 1, 2.0))
     policy = IntelligentPolicy(QueueSettings())
-    firsts = [run_round(policy, low, fits=set())[0] for _ in range(3)]
-    assert firsts == ["a", "b", "c"]
+    rounds = [run_round(policy, low, fits=set(), now=float(r)) for r in range(3)]
+    assert rounds == [["a", "b", "c"]] * 3
+
+
+def test_intelligent_low_failure_does_not_stop_later_low_units() -> None:
+    low = ordered(unit("big", 2), unit("small", 1), unit("tiny", 0))
+    policy = IntelligentPolicy(QueueSettings())
+    assert run_round(policy, low, fits={"small", "tiny"}) == ["big", "small", "tiny"]
 
 
 def test_intelligent_ignores_max_depth() -> None:

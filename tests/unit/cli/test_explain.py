@@ -115,9 +115,10 @@ def test_priority_policy_does_not_block_behind_a_unit_that_does_not_fit() -> Non
     assert _explain(POLICIES, "prio/big", step=1).reason is Reason.QUOTA_EXCEEDED
 
 
-def test_intelligent_high_subqueue_is_head_of_line_low_is_not() -> None:
+def test_intelligent_high_subqueue_is_head_of_line_and_holds_the_low_units() -> None:
     assert _explain(POLICIES, "intel/mid", step=1).reason is Reason.BLOCKED_BY_HEAD
-    assert _explain(POLICIES, "intel/small", step=1).reason is Reason.ADMITTED
+    low = _explain(POLICIES, "intel/small", step=1)
+    assert low.reason is Reason.BLOCKED_BY_HEAD and "intel/big" in low.summary
 
 
 def test_unit_beyond_max_depth() -> None:
