@@ -185,6 +185,47 @@ FLAGS: tuple[Flag, ...] = (
         None,
     ),
     Flag("--webhook-key", "webhook_key", "webhook serving private key (PEM)", None),
+    Flag(
+        "--leader-elect",
+        "leader_elect",
+        "active/standby: act only while holding a coordination.k8s.io Lease (run 2 replicas)",
+        _DEFAULTS.leader_elect,
+        _bool,
+    ),
+    Flag(
+        "--leader-elect-lease-duration",
+        "leader_elect_lease_duration",
+        "seconds a standby waits after the leader's last renewal before taking over",
+        _DEFAULTS.leader_elect_lease_duration,
+        _positive,
+    ),
+    Flag(
+        "--leader-elect-renew-deadline",
+        "leader_elect_renew_deadline",
+        "seconds a leader keeps acting without a successful renewal; then it stops writing and "
+        "exits (must be < the lease duration)",
+        _DEFAULTS.leader_elect_renew_deadline,
+        _positive,
+    ),
+    Flag(
+        "--leader-elect-retry-period",
+        "leader_elect_retry_period",
+        "seconds between attempts to acquire or renew the lease",
+        _DEFAULTS.leader_elect_retry_period,
+        _positive,
+    ),
+    Flag(
+        "--leader-elect-resource-name",
+        "leader_elect_resource_name",
+        "name of the Lease (default: koord-queue for run, koord-queue-scheduler for schedule)",
+        _DEFAULTS.leader_elect_resource_name,
+    ),
+    Flag(
+        "--leader-elect-resource-namespace",
+        "leader_elect_resource_namespace",
+        "namespace of the Lease (default: --namespace)",
+        _DEFAULTS.leader_elect_resource_namespace,
+    ),
 )
 
 

@@ -40,6 +40,16 @@ class ControllerSettings:
     """Port of the pod mutating webhook (0: off)."""
     webhook_cert: str | None = None
     webhook_key: str | None = None
+    # --- leader election (active/standby on a coordination.k8s.io Lease) --------------------
+    leader_elect: bool = False
+    """Off for a single process (tests, a laptop); on in deploy/, where replicas can overlap."""
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
+    leader_elect_resource_name: str = ""
+    """"" = koord-queue for `run`, koord-queue-scheduler for `schedule`."""
+    leader_elect_resource_namespace: str = ""
+    """"" = --namespace."""
 
     @property
     def api_connections(self) -> int:
