@@ -56,6 +56,8 @@ REASON_ADMITTED: Final = "Admitted"
 REASON_DUPLICATE_QUOTA: Final = "DuplicateQuotaName"
 REASON_INVALID_QUOTA: Final = "InvalidQuota"
 REASON_INVALID_JOB: Final = "InvalidJob"
+REASON_RESUME: Final = "Resume"
+"""On the Job when its unit reached SchedSucceed and it was resumed (Koord-Queue job extension)."""
 
 # --- Message formats (SPEC 2.1, 2.3, 2.5); rendered only through these ----------------------
 MSG_QUEUE_NOT_FOUND: Final = "queue {queue} not found for queueUnit {namespace}/{name}"
@@ -72,3 +74,18 @@ MSG_UNKNOWN_POLICY: Final = (
     "queue {queue} asks for queue policy {policy!r}, which is not registered "
     "(registered: Priority, Block, Intelligent)"
 )
+
+# --- batch/v1 Job extension (Koord-Queue pkg/jobext: handles/job.go, default_job_reconciler.go) -
+JOB_HAS_ENQUEUED_ANNOTATION: Final = "koord-queue/job-has-enqueued"
+"""On a Job: "true" once it was enqueued; also makes it managed after it started."""
+JOB_ENQUEUE_TIMESTAMP_ANNOTATION: Final = "koord-queue/job-enqueue-timestamp"
+JOB_DEQUEUE_TIMESTAMP_ANNOTATION: Final = "koord-queue/job-dequeue-timestamp"
+"""Set when the Job is resumed, emptied when it is suspended again."""
+MSG_RESUME: Final = "Job is resumed by job-extension"
+MSG_UNIT_ENQUEUED: Final = "Enqueued"
+MSG_UNIT_RUNNING: Final = "Running"
+MSG_UNIT_SUCCEEDED: Final = "Succeeded"
+MSG_UNIT_FAILED: Final = "Failed"
+MSG_ENQUEUED_AFTER_PREEMPTED: Final = "Enqueued after preempted"
+MSG_ENQUEUED_AFTER_BACKOFF: Final = "Enqueued because backoff timeout"
+MSG_RUNNING_TIMEOUT: Final = "Backoff due to running timeout"
