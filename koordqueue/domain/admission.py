@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from koordqueue.domain.names import MSG_CYCLE, MSG_EMPTY_QUOTA_SPEC, MSG_LIMITED, MSG_QUOTA_MISSING
+from koordqueue.domain.names import (
+    MSG_ALREADY_RESERVED,
+    MSG_CYCLE,
+    MSG_EMPTY_QUOTA_SPEC,
+    MSG_LIMITED,
+    MSG_QUOTA_MISSING,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +57,7 @@ class EmptyQuotaSpec:
 
     @property
     def message(self) -> str:
-        return MSG_EMPTY_QUOTA_SPEC
+        return MSG_EMPTY_QUOTA_SPEC.format(quota=self.quota)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,11 @@ class QuotaCycleError:
 
 @dataclass(frozen=True, slots=True)
 class QuotaNotFoundError:
-    """The parent chain reaches `quota`, which does not exist, after `visited`."""
+    """The parent chain reaches `quota`, which does not exist; `visited` ends with it.
+
+    As in Koord-Queue's cache, the missing quota is part of the visited path, and every
+    existing quota before it has already passed its usage check.
+    """
 
     unit: str
     quota: str
@@ -84,7 +94,25 @@ class QuotaNotFoundError:
         )
 
 
-Rejection = QuotaExceeded | EmptyQuotaSpec | QuotaCycleError | QuotaNotFoundError
+@dataclass(frozen=True, slots=True)
+class AlreadyReserved:
+    """The unit's UID already holds an admission in `reserved`, another quota than `quota`.
+
+    Koord-Queue's Reserve refuses this; reserving again into the same quota is a no-op
+    (`Admitted`), so callers can tell the two apart.
+    """
+
+    unit: str
+    quota: str
+    reserved: str
+    admitted: bool = False
+
+    @property
+    def message(self) -> str:
+        return MSG_ALREADY_RESERVED.format(unit=self.unit, quota=self.quota, reserved=self.reserved)
+
+
+Rejection = QuotaExceeded | EmptyQuotaSpec | QuotaCycleError | QuotaNotFoundError | AlreadyReserved
 Decision = Admitted | Rejection
 
 

@@ -34,7 +34,7 @@ from koordqueue.domain.queue_unit import (
     Phase,
     QueueUnit,
 )
-from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.quota import QuotaSpec, is_oversold
 from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
 
 
@@ -145,7 +145,10 @@ class AdmissionEngine:
             resolution = queue_name_for(unit.labels)
             if isinstance(resolution, QuotaName):
                 # Rebuild after a restart (or an admission by a previous leader): count it.
-                self.tree.admit(unit.uid, resolution.name, unit.resource)
+                self.tree.admit(
+                    unit.uid, resolution.name, unit.resource,
+                    oversold=is_oversold(unit.annotations), unit=unit.key,
+                )
         elif (previous is None or moved) and not self.tree.is_admitted(unit.uid):
             self._tell_policy(unit, added=True)
 
@@ -237,7 +240,9 @@ class AdmissionEngine:
                 return None  # someone is waiting: the policy decides the order in a round
             if queue.settings.wait_for_pods_running and other.phase in NOT_YET_RUNNING:
                 return None
-        decision = self.tree.try_admit(uid, unit.key, resolution.name, unit.resource)
+        decision = self.tree.try_admit(
+            uid, unit.key, resolution.name, unit.resource, oversold=is_oversold(unit.annotations)
+        )
         if not isinstance(decision, Admitted):
             return None
         queue.policy.feedback(unit, True, now)
@@ -312,7 +317,10 @@ class AdmissionEngine:
                     still_waiting.append(unit)  # room, but its queue waits for pods to run
                     continue
             else:
-                decision = self.tree.try_admit(unit.uid, unit.key, queue.name, unit.resource)
+                decision = self.tree.try_admit(
+                    unit.uid, unit.key, queue.name, unit.resource,
+                    oversold=is_oversold(unit.annotations),
+                )
             if (
                 not decision.admitted
                 and isinstance(decision, QuotaExceeded)
@@ -323,7 +331,10 @@ class AdmissionEngine:
                 if preemption is not None:
                     preempted_this_round = True
                     result.preempted.append(preemption)
-                    decision = self.tree.try_admit(unit.uid, unit.key, queue.name, unit.resource)
+                    decision = self.tree.try_admit(
+                        unit.uid, unit.key, queue.name, unit.resource,
+                        oversold=is_oversold(unit.annotations),
+                    )
             queue.policy.feedback(unit, decision.admitted, now)
             if isinstance(decision, Admitted):
                 admitted = replace(unit, phase=Phase.DEQUEUED)
@@ -366,7 +377,10 @@ class AdmissionEngine:
         for victim in released:  # not enough even with every victim gone: undo
             victim_quota = queue_name_for(victim.labels)
             assert isinstance(victim_quota, QuotaName)
-            self.tree.admit(victim.uid, victim_quota.name, victim.resource)
+            self.tree.admit(
+                victim.uid, victim_quota.name, victim.resource,
+                oversold=is_oversold(victim.annotations),
+            )
         return None
 
 

@@ -32,6 +32,13 @@ WAIT_FOR_PODS_RUNNING_ANNOTATION: Final = "koord-queue/wait-for-pods-running"
 ENABLE_PREEMPTION_ANNOTATION: Final = "koord-queue/enable-queueunit-preemption"
 PRIORITY_THRESHOLD_ANNOTATION: Final = "koord-queue/priority-threshold"
 PREEMPTIBLE_ANNOTATION: Final = "koord-queue/preemptible"
+# A unit's actual oversold type (Koord-Queue utils/const.go): "ForceQuotaOverSold" counts its usage
+# as oversold, anything else (Forbidden, absent) as guaranteed. Accounting only, not CheckUsage.
+ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION: Final = (
+    "quota.scheduling.koordinator.sh/actual-quota-oversold-type"
+)
+QUOTA_OVERSOLD_TYPE_FORCE: Final = "ForceQuotaOverSold"
+QUOTA_OVERSOLD_TYPE_FORBIDDEN: Final = "ForbiddenQuotaOverSold"
 BLOCK_TIMEOUT_ANNOTATION: Final = "koord-queue/block-timeout-seconds"
 """Opt-in (not in Koord-Queue): a Block head may hold its quota this long, then the others pass."""
 
@@ -68,7 +75,13 @@ MSG_CYCLE: Final = (
 MSG_QUOTA_MISSING: Final = (
     "CheckUsage found quota not exist, item:{unit}, quotaName:{quota}, visited quota: {visited}"
 )
-MSG_EMPTY_QUOTA_SPEC: Final = "quota spec is empty but queue unit res is not empty"
+MSG_EMPTY_QUOTA_SPEC: Final = (
+    "limited quotaName:{quota}, quota spec is empty but queue unit res is not empty"
+)
+MSG_ALREADY_RESERVED: Final = (
+    "reserve item failed, itemName:{unit}, quotaName:{quota}, already reserved in another quota "
+    "{reserved}"
+)
 MSG_NO_QUOTA_LABEL: Final = f"no quota label: set label {QUOTA_NAME_LABEL} to admit this unit"
 MSG_UNKNOWN_POLICY: Final = (
     "queue {queue} asks for queue policy {policy!r}, which is not registered "

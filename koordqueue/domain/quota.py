@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordqueue.domain.names import QUOTA_IS_PARENT_LABEL, QUOTA_PARENT_LABEL, ROOT_QUOTA
+from koordqueue.domain.names import (
+    ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
+    QUOTA_IS_PARENT_LABEL,
+    QUOTA_OVERSOLD_TYPE_FORCE,
+    QUOTA_PARENT_LABEL,
+    ROOT_QUOTA,
+)
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
 
@@ -31,6 +37,8 @@ class QuotaSpec:
     parent: str = ROOT_QUOTA
     namespace: str = "default"
     is_parent: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """The ElasticQuota's annotations, kept as Koord-Queue's ElasticQuotaInfo keeps the object."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -41,6 +49,18 @@ class QuotaSpec:
             raise InvalidQuotaError(
                 self.name, f"labels[{QUOTA_PARENT_LABEL}]", "must be a non-empty string"
             )
+
+
+def is_oversold(annotations: Mapping[str, str] | None) -> bool:
+    """Whether a unit's usage counts as oversold rather than guaranteed.
+
+    Koord-Queue (`utils.IsQueueUnitOversold`): only the actual-oversold-type annotation
+    `ForceQuotaOverSold` is oversold; `ForbiddenQuotaOverSold`, any other value and no
+    annotation are guaranteed (legacy units). It splits accounting; CheckUsage ignores it.
+    """
+    if not annotations:
+        return False
+    return annotations.get(ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION) == QUOTA_OVERSOLD_TYPE_FORCE
 
 
 def parent_from_labels(labels: Mapping[str, object] | None) -> str:
@@ -74,6 +94,9 @@ def quota_from_object(obj: Mapping[str, Any]) -> QuotaSpec:
         parent = parent_from_labels(labels)
     except TypeError as exc:
         raise InvalidQuotaError(name, f"metadata.labels[{QUOTA_PARENT_LABEL}]", str(exc)) from exc
+    annotations = metadata.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise InvalidQuotaError(name, "metadata.annotations", "must be a map")
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise InvalidQuotaError(name, "spec", "must be a map")
@@ -89,4 +112,5 @@ def quota_from_object(obj: Mapping[str, Any]) -> QuotaSpec:
         max=max_,
         min=min_,
         is_parent=labels.get(QUOTA_IS_PARENT_LABEL) == "true",
+        annotations={str(k): str(v) for k, v in annotations.items()},
     )

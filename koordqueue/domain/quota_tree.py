@@ -5,16 +5,22 @@ updated incrementally on admit/release, so a decision costs O(depth × resources
 dictionary look-ups. Parent chains are resolved once and cached until the structure changes.
 Admissions are idempotent per unit UID, and each admission remembers exactly what it added
 where, so releases in any order can never drive usage negative.
+
+Besides the subtree total, each quota keeps the part admitted into itself ("self"; the rest is
+"children") and the part of units marked oversold (`ForceQuotaOverSold`; the rest is
+"guaranteed"), as Koord-Queue's ElasticQuotaInfo does. Only the total takes part in CheckUsage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from koordqueue.domain.admission import (
+    AdmissionRejected,
     Admitted,
+    AlreadyReserved,
     Decision,
     EmptyQuotaSpec,
     QuotaCycleError,
@@ -43,11 +49,32 @@ class _Admission:
     quota: str
     request: tuple[tuple[str, int], ...]
     path: tuple[str, ...]
+    oversold: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSplit:
+    """A quota's usage split as Koord-Queue's ElasticQuotaInfo splits it.
+
+    `used` is the whole subtree; `self_used` the units admitted into this quota itself,
+    `children_used` those admitted below it. `oversold_used` the units whose actual oversold
+    type is `ForceQuotaOverSold`, `guaranteed_used` all others; each also split self/children.
+    """
+
+    used: Resources
+    self_used: Resources
+    children_used: Resources
+    guaranteed_used: Resources
+    self_guaranteed_used: Resources
+    children_guaranteed_used: Resources
+    oversold_used: Resources
+    self_oversold_used: Resources
+    children_oversold_used: Resources
 
 
 @dataclass(frozen=True, slots=True)
 class QuotaUsage:
-    """Reporting row: a quota's limits and its subtree usage."""
+    """Reporting row: a quota's limits, annotations and its subtree usage (with its split)."""
 
     name: str
     parent: str
@@ -55,6 +82,8 @@ class QuotaUsage:
     max: Resources
     used: Resources
     admitted_units: int
+    split: UsageSplit | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 def parse_oversell_rate(rate: float | int | str | Fraction) -> Fraction:
@@ -83,6 +112,11 @@ class QuotaTree:
         self._live: dict[str, QuotaSpec] = {}
         self._limits: dict[str, tuple[tuple[str, int], ...]] = {}
         self._used: dict[str, dict[str, int]] = {}
+        # Per quota: usage of units admitted into the quota itself, of oversold units in the
+        # subtree, and of oversold units admitted into the quota itself (the rest is derived).
+        self._self: dict[str, dict[str, int]] = {}
+        self._oversold: dict[str, dict[str, int]] = {}
+        self._self_oversold: dict[str, dict[str, int]] = {}
         self._chains: dict[str, _Chain] = {}
         self._units: dict[str, _Admission] = {}
         self._unit_count: dict[str, int] = {}
@@ -146,14 +180,17 @@ class QuotaTree:
         self._chains.clear()
         for used in self._used.values():
             used.clear()
+        self._self.clear()
+        self._oversold.clear()
+        self._self_oversold.clear()
         self._unit_count.clear()
         self._broken.clear()
         for uid, adm in list(self._units.items()):
             path = self._reachable_path(adm.quota)
             if self._chain(adm.quota).broken_at is not None:
                 self._broken.add(uid)
-            self._units[uid] = _Admission(adm.quota, adm.request, path)
-            self._apply(path, adm.request, 1)
+            self._units[uid] = _Admission(adm.quota, adm.request, path, adm.oversold)
+            self._apply(path, adm.request, 1, adm.oversold)
             self._unit_count[adm.quota] = self._unit_count.get(adm.quota, 0) + 1
         for name in [n for n in self._used if n not in self._live]:
             if not self._used[name]:
@@ -211,53 +248,83 @@ class QuotaTree:
 
     # --- CheckUsage ---------------------------------------------------------------------
     def check(self, unit: str, quota: str, request: Resources) -> Decision:
-        """Decide whether `request` fits every quota from `quota` to the root; changes nothing."""
+        """Decide whether `request` fits every quota from `quota` to the root; changes nothing.
+
+        Koord-Queue's walk: each level's usage is checked before the walk moves to its
+        parent, so a limit hit below a missing ancestor or a cycle is what gets reported.
+        A quota with an empty max refuses any non-empty request (even one of zeros).
+        """
         chain = self._chain(quota)
-        if chain.broken_at is not None:
-            if chain.cycle:
-                return QuotaCycleError(unit, chain.broken_at, chain.path)
-            return QuotaNotFoundError(unit, chain.broken_at, chain.path)
         req = request._amounts
-        requests_something = any(req.values())
         limits_of = self._limits
         used_of = self._used
         for name in chain.path:
             limits = limits_of[name]
             if not limits:
-                if requests_something:
+                if req:
                     return EmptyQuotaSpec(unit, name, chain.path)
                 continue
             used = used_of[name]
             for res, limit in limits:
                 if limit - used.get(res, 0) < req.get(res, 0):
                     return QuotaExceeded(unit, name, res, chain.path)
+        broken_at = chain.broken_at
+        if broken_at is not None:
+            if chain.cycle:
+                return QuotaCycleError(unit, broken_at, chain.path)
+            return QuotaNotFoundError(unit, broken_at, (*chain.path, broken_at))
         return Admitted(unit, quota, chain.path)
 
-    def try_admit(self, uid: str, unit: str, quota: str, request: Resources) -> Decision:
-        """CheckUsage and, when it passes, record the admission; idempotent per UID."""
-        if uid in self._units:
-            adm = self._units[uid]
-            return Admitted(unit, adm.quota, adm.path)
+    def try_admit(
+        self, uid: str, unit: str, quota: str, request: Resources, *, oversold: bool = False
+    ) -> Decision:
+        """CheckUsage and, when it passes, record the admission; idempotent per UID.
+
+        A UID already admitted into `quota` gets `Admitted` again (no change); one admitted
+        into another quota gets `AlreadyReserved` (Koord-Queue's Reserve refuses it).
+        """
+        adm = self._units.get(uid)
+        if adm is not None:
+            if adm.quota == quota:
+                return Admitted(unit, adm.quota, adm.path)
+            return AlreadyReserved(unit, quota, adm.quota)
         decision = self.check(unit, quota, request)
         if decision.admitted:
-            self.admit(uid, quota, request)
+            self._record(uid, quota, request, oversold)
         return decision
 
-    def admit(self, uid: str, quota: str, request: Resources) -> bool:
+    def admit(
+        self,
+        uid: str,
+        quota: str,
+        request: Resources,
+        *,
+        oversold: bool = False,
+        unit: str | None = None,
+    ) -> bool:
         """Record an admission without checking (used to rebuild state after a restart).
 
-        Returns False if the UID was already admitted (nothing changes).
+        Returns False if the UID was already admitted into `quota` (nothing changes); raises
+        AdmissionRejected(AlreadyReserved) if it is admitted into another quota. `unit` only
+        names the unit in that message (the UID otherwise).
         """
-        if uid in self._units:
-            return False
-        items = tuple((k, v) for k, v in request.items() if v)
-        path = self._reachable_path(quota)
-        if self._chain(quota).broken_at is not None:
-            self._broken.add(uid)
-        self._units[uid] = _Admission(quota, items, path)
-        self._apply(path, items, 1)
-        self._unit_count[quota] = self._unit_count.get(quota, 0) + 1
+        adm = self._units.get(uid)
+        if adm is not None:
+            if adm.quota == quota:
+                return False
+            raise AdmissionRejected(AlreadyReserved(unit or uid, quota, adm.quota))
+        self._record(uid, quota, request, oversold)
         return True
+
+    def _record(self, uid: str, quota: str, request: Resources, oversold: bool) -> None:
+        items = tuple((k, v) for k, v in request._amounts.items() if v)
+        chain = self._chain(quota)
+        if chain.broken_at is not None:
+            self._broken.add(uid)
+        path = chain.path
+        self._units[uid] = _Admission(quota, items, path, oversold)
+        self._apply(path, items, 1, oversold)
+        self._unit_count[quota] = self._unit_count.get(quota, 0) + 1
 
     def release(self, uid: str) -> bool:
         """Give back what an admission added; False (and no change) if it was not admitted."""
@@ -265,7 +332,7 @@ class QuotaTree:
         if adm is None:
             return False
         self._broken.discard(uid)
-        self._apply(adm.path, adm.request, -1)
+        self._apply(adm.path, adm.request, -1, adm.oversold)
         count = self._unit_count.get(adm.quota, 0) - 1
         if count > 0:
             self._unit_count[adm.quota] = count
@@ -273,7 +340,14 @@ class QuotaTree:
             self._unit_count.pop(adm.quota, None)
         return True
 
-    def _apply(self, path: Iterable[str], request: tuple[tuple[str, int], ...], sign: int) -> None:
+    def _apply(
+        self,
+        path: tuple[str, ...],
+        request: tuple[tuple[str, int], ...],
+        sign: int,
+        oversold: bool,
+    ) -> None:
+        # Hot path (every admission and release): the two common tables are updated inline.
         used_of = self._used
         for name in path:
             used = used_of.get(name)
@@ -285,6 +359,21 @@ class QuotaTree:
                     used[res] = value
                 else:
                     used.pop(res, None)
+        if not path:
+            return
+        own_quota = path[0]  # the unit's own quota whenever the path is not empty
+        own = self._self.get(own_quota)
+        if own is None:
+            own = self._self[own_quota] = {}
+        for res, amount in request:
+            value = own.get(res, 0) + sign * amount
+            if value:
+                own[res] = value
+            else:
+                own.pop(res, None)
+        if oversold:
+            _add_along(self._oversold, path, request, sign)
+            _add_along(self._self_oversold, (own_quota,), request, sign)
 
     # --- queries ------------------------------------------------------------------------
     def is_admitted(self, uid: str) -> bool:
@@ -301,8 +390,38 @@ class QuotaTree:
         """max × oversellrate (rounded down to the nano-unit) for `name`."""
         return Resources(dict(self._limits.get(name, ())))
 
+    def usage_split(self, name: str) -> UsageSplit:
+        """`name`'s usage split into self / children and guaranteed / oversold."""
+        used = self._used.get(name, {})
+        own = self._self.get(name, {})
+        oversold = self._oversold.get(name, {})
+        own_oversold = self._self_oversold.get(name, {})
+        guaranteed = _minus(used, oversold)
+        own_guaranteed = _minus(own, own_oversold)
+        return UsageSplit(
+            used=Resources(used),
+            self_used=Resources(own),
+            children_used=Resources(_minus(used, own)),
+            guaranteed_used=Resources(guaranteed),
+            self_guaranteed_used=Resources(own_guaranteed),
+            children_guaranteed_used=Resources(_minus(guaranteed, own_guaranteed)),
+            oversold_used=Resources(oversold),
+            self_oversold_used=Resources(own_oversold),
+            children_oversold_used=Resources(_minus(oversold, own_oversold)),
+        )
+
+    def reserved_quota(self, uid: str) -> str | None:
+        """The quota `uid` is admitted into (Koord-Queue's `GetReserved`), or None."""
+        adm = self._units.get(uid)
+        return None if adm is None else adm.quota
+
+    def is_oversold(self, uid: str) -> bool:
+        """Whether `uid`'s admission counts as oversold (False if it is not admitted)."""
+        adm = self._units.get(uid)
+        return adm is not None and adm.oversold
+
     def report(self) -> list[QuotaUsage]:
-        """One row per live quota, sorted by name, for status and `explain`."""
+        """One row per live quota, sorted by name, for status, metrics and `explain`."""
         return [
             QuotaUsage(
                 name=q.name,
@@ -311,6 +430,39 @@ class QuotaTree:
                 max=q.max,
                 used=self.used(q.name),
                 admitted_units=self._unit_count.get(q.name, 0),
+                split=self.usage_split(q.name),
+                annotations=q.annotations,
             )
             for q in sorted(self._live.values(), key=lambda q: q.name)
         ]
+
+
+def _add_along(
+    table: dict[str, dict[str, int]],
+    names: Iterable[str],
+    request: tuple[tuple[str, int], ...],
+    sign: int,
+) -> None:
+    """Add `sign` × `request` to every quota in `names`; zero entries are dropped."""
+    for name in names:
+        amounts = table.get(name)
+        if amounts is None:
+            amounts = table[name] = {}
+        for res, amount in request:
+            value = amounts.get(res, 0) + sign * amount
+            if value:
+                amounts[res] = value
+            else:
+                amounts.pop(res, None)
+
+
+def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    """a − b per resource, without zero entries (b is always a part of a)."""
+    out = dict(a)
+    for res, amount in b.items():
+        value = out.get(res, 0) - amount
+        if value:
+            out[res] = value
+        else:
+            out.pop(res, None)
+    return out

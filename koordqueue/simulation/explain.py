@@ -543,7 +543,7 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
             Reason.ANCESTOR_NOT_FOUND, decision.message, decision.quota
         )
         ex.summary = (f"the parent chain of {quota} reaches {decision.quota}, which does not "
-                      f"exist ({' -> '.join((*decision.visited, decision.quota))})")
+                      f"exist ({' -> '.join(decision.visited)})")
         return ex
     assert isinstance(decision, Admitted)
     _explain_fitting(view, unit, info, waiting[:index], ex)

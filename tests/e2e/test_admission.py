@@ -220,7 +220,7 @@ def test_cycle_and_missing_ancestor_are_reported_verbatim(
     )
     assert lost[0]["message"] == (
         f"CheckUsage found quota not exist, item:{ns}/lost, quotaName:{ghost}, "
-        f"visited quota: {orphan}"
+        f"visited quota: {orphan},{ghost}"
     )
     unit = _unit(kubectl, ns, "lost")
     assert unit is not None and unit["status"]["message"] == lost[0]["message"]

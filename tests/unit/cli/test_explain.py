@@ -49,7 +49,8 @@ def test_missing_ancestor_message_is_verbatim() -> None:
     ex = _explain(HIERARCHY, "ml/c-job")
     assert ex.reason is Reason.ANCESTOR_NOT_FOUND
     assert ex.message == (
-        "CheckUsage found quota not exist, item:ml/c-job, quotaName:ghost, visited quota: team-c"
+        "CheckUsage found quota not exist, item:ml/c-job, quotaName:ghost, "
+        "visited quota: team-c,ghost"
     )
 
 
@@ -93,7 +94,9 @@ def test_cycle_message_is_verbatim() -> None:
 def test_empty_max_rejects_any_request() -> None:
     ex = _explain(ERRORS, "ops/nothing-allowed")
     assert ex.reason is Reason.EMPTY_QUOTA_SPEC
-    assert ex.message == "quota spec is empty but queue unit res is not empty"
+    assert ex.message == (
+        "limited quotaName:empty, quota spec is empty but queue unit res is not empty"
+    )
     assert ex.chain[0].empty_max
 
 

@@ -144,13 +144,20 @@ def test_empty_max_rejects_nonempty_request_with_exact_message() -> None:
     t = tree(quota("a"))
     decision = t.check("u", "a", res(cpu="1m"))
     assert decision == EmptyQuotaSpec("u", "a", ("a",))
-    assert decision.message == "quota spec is empty but queue unit res is not empty"
+    assert decision.message == (
+        "limited quotaName:a, quota spec is empty but queue unit res is not empty"
+    )
 
 
 def test_empty_max_admits_an_empty_request() -> None:
     t = tree(quota("a"))
     assert t.check("u", "a", Resources()).admitted
-    assert t.check("u", "a", res(cpu=0)).admitted
+
+
+def test_empty_max_rejects_a_request_of_zeros_as_koord_queue_counts_entries() -> None:
+    """Koord-Queue tests `len(request) != 0`: a request listing `cpu: 0` is not empty."""
+    t = tree(quota("a"))
+    assert t.check("u", "a", res(cpu=0)) == EmptyQuotaSpec("u", "a", ("a",))
 
 
 def test_empty_max_of_an_ancestor_rejects_a_nonempty_request() -> None:
@@ -287,26 +294,33 @@ def test_cycle_between_ancestors_reports_the_revisited_quota_and_the_visited_pat
     )
 
 
-def test_cycle_is_reported_even_when_a_quota_on_the_path_is_full() -> None:
+def test_a_full_quota_before_a_cycle_is_reported_as_limited() -> None:
+    """Each level is checked before the walk moves up, so the limit wins over the cycle."""
     t = tree(quota("a", {"cpu": 0}, "b"), quota("b", {"cpu": 0}, "a"))
-    assert isinstance(t.check("u", "a", res(cpu=1)), QuotaCycleError)
+    assert t.check("u", "a", res(cpu=1)) == QuotaExceeded("u", "a", "cpu", ("a", "b"))
+
+
+def test_cycle_is_reported_when_every_quota_on_it_has_room() -> None:
+    t = tree(quota("a", {"cpu": 5}, "b"), quota("b", {"cpu": 5}, "a"))
+    assert t.check("u", "a", res(cpu=1)) == QuotaCycleError("u", "a", ("a", "b"))
 
 
 def test_unknown_parent_reports_missing_quota_with_exact_message() -> None:
     t = tree(quota("leaf", {"cpu": 10}, "team"), quota("team", {"cpu": 10}, "ghost"))
     decision = t.try_admit("uid", "ns/job", "leaf", res(cpu=1))
-    assert decision == QuotaNotFoundError("ns/job", "ghost", ("leaf", "team"))
+    assert decision == QuotaNotFoundError("ns/job", "ghost", ("leaf", "team", "ghost"))
     assert decision.message == (
-        "CheckUsage found quota not exist, item:ns/job, quotaName:ghost, visited quota: leaf,team"
+        "CheckUsage found quota not exist, item:ns/job, quotaName:ghost, "
+        "visited quota: leaf,team,ghost"
     )
     assert not t.is_admitted("uid")
 
 
-def test_unit_naming_an_unknown_quota_reports_missing_quota_with_empty_path() -> None:
+def test_unit_naming_an_unknown_quota_reports_it_as_the_visited_path() -> None:
     decision = tree().check("ns/job", "nope", res(cpu=1))
-    assert decision == QuotaNotFoundError("ns/job", "nope", ())
+    assert decision == QuotaNotFoundError("ns/job", "nope", ("nope",))
     assert decision.message == (
-        "CheckUsage found quota not exist, item:ns/job, quotaName:nope, visited quota: "
+        "CheckUsage found quota not exist, item:ns/job, quotaName:nope, visited quota: nope"
     )
 
 
@@ -314,9 +328,19 @@ def test_empty_quota_name_reports_missing_quota_rather_than_crashing() -> None:
     assert isinstance(tree(quota("a", {"cpu": 1})).check("u", "", res(cpu=1)), QuotaNotFoundError)
 
 
-def test_missing_ancestor_is_reported_before_any_limit() -> None:
+def test_a_full_quota_below_a_missing_ancestor_is_reported_as_limited() -> None:
+    """Each level is checked before the walk moves up: `leaf` is full, `ghost` never looked at."""
     t = tree(quota("leaf", {"cpu": 0}, "ghost"))
-    assert isinstance(t.check("u", "leaf", res(cpu=1)), QuotaNotFoundError)
+    decision = t.check("u", "leaf", res(cpu=1))
+    assert decision == QuotaExceeded("u", "leaf", "cpu", ("leaf",))
+    assert decision.message == "limited quotaName:leaf, limited resKey:cpu,"
+
+
+def test_missing_ancestor_is_reported_when_the_levels_below_it_have_room() -> None:
+    t = tree(quota("leaf", {"cpu": 5}, "ghost"))
+    assert t.check("u", "leaf", res(cpu=1)) == QuotaNotFoundError(
+        "u", "ghost", ("leaf", "ghost")
+    )
 
 
 def test_admitted_message_names_quota_and_checked_path() -> None:

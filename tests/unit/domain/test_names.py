@@ -57,4 +57,9 @@ def test_rejection_message_formats_are_exact() -> None:
     assert names.MSG_QUOTA_MISSING.format(unit="u", quota="q", visited="a,b") == (
         "CheckUsage found quota not exist, item:u, quotaName:q, visited quota: a,b"
     )
-    assert names.MSG_EMPTY_QUOTA_SPEC == "quota spec is empty but queue unit res is not empty"
+    assert names.MSG_EMPTY_QUOTA_SPEC.format(quota="q") == (
+        "limited quotaName:q, quota spec is empty but queue unit res is not empty"
+    )
+    assert names.MSG_ALREADY_RESERVED.format(unit="u", quota="q", reserved="p") == (
+        "reserve item failed, itemName:u, quotaName:q, already reserved in another quota p"
+    )
