@@ -1,17 +1,28 @@
-"""preempt: starving jobs evict lower-priority tasks in their own queue, then in their own job."""
+"""preempt: starving jobs evict lower-priority tasks in their own queue, then in their own job.
+
+Follows Volcano's `actions/preempt` (normal, not topology-aware, preemption): queues with
+starving jobs in queue order; in each, starving jobs in job order take victims from other jobs
+of the same queue, in one statement committed only if the job becomes pipelined; then each
+under-request job of the queue preempts within itself, one task at a time. On a node, victims
+are the preemptable plugins' choice; they are evicted in victim order only until the
+preemptor fits — the queue must allow it (allocatable) and the node's future idle must hold
+it — and a node's evictions are kept only if the preemptor is pipelined there.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from koordqueue.scheduler.actions.allocate import schedulable_jobs
-from koordqueue.scheduler.api import JobInfo, TaskInfo, TaskStatus, names
+from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
+
+PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
+"""Only tasks already placed and running may be preempted (Volcano's PreemptableStatus)."""
 
 
 def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:
@@ -29,34 +40,44 @@ def preempt_one(
     candidate_filter: Callable[[TaskInfo], bool],
     evict_reason: str = names.EVICT_PREEMPT,
 ) -> bool:
-    """Try to pipeline `preemptor` onto a node by evicting plugin-approved victims there.
+    """Try to pipeline `preemptor` onto a node, evicting plugin-approved victims there.
 
-    Nodes are tried best score first; on each, victims are evicted lowest-order first and
-    only until the preemptor fits the node's future idle.
+    Nodes are tried best score first; on each, victims are evicted in victim order only
+    until the preemptor fits (queue allocatable and node future idle); the node's evictions
+    join `statement` only when the preemptor is pipelined there.
     """
     if session.pre_predicate(preemptor) is not None:
         return False
+    queue = session.queues[session.jobs[preemptor.job].queue]
+
+    def preemptor_fits(node: NodeInfo) -> bool:
+        return session.allocatable(queue, preemptor) and fits(preemptor.request, node.future_idle)
+
     for i in session.placement.predicate_nodes(preemptor).tolist():
         node = session.node_list[i]
         candidates = [t for t in node.tasks.values() if candidate_filter(t)]
-        if not candidates:
-            continue
         victims = session.preemptable(preemptor, candidates)
-        if not victims or not victims_cover(preemptor, node, victims):
+        if not victims_cover(preemptor, node, victims):
             continue
-
-        def evict_first(left: TaskInfo, right: TaskInfo) -> bool:
-            if left.job != right.job:
-                return not session.job_order_less(session.jobs[left.job], session.jobs[right.job])
-            return not session.task_order_less(left, right)
-
-        queue = PriorityQueue(evict_first, victims)
-        while not queue.empty() and not fits(preemptor.request, node.future_idle):
-            statement.evict(queue.pop(), evict_reason)
-        if fits(preemptor.request, node.future_idle):
-            statement.pipeline(preemptor, node)
+        node_statement = Statement(session)
+        ordered = session.victims_queue(victims, preemptor)
+        fit = preemptor_fits(node)
+        while not ordered.empty() and not fit:
+            node_statement.evict(ordered.pop(), evict_reason)
+            fit = preemptor_fits(node)
+        if fit:
+            node_statement.pipeline(preemptor, node)
+            statement.merge(node_statement)
             return True
+        node_statement.discard()
     return False
+
+
+def _preemptable_by(preemptor: TaskInfo, task: TaskInfo) -> bool:
+    """Running, preemptable, and not a resource-holding task for a best-effort preemptor."""
+    if task.status not in PREEMPTABLE_STATUSES or not task.preemptable:
+        return False
+    return not (preemptor.best_effort and not task.best_effort)
 
 
 class PreemptAction(Action):
@@ -66,56 +87,66 @@ class PreemptAction(Action):
     name = "preempt"
 
     def execute(self, session: Session) -> None:
-        starving: dict[str, PriorityQueue[JobInfo]] = {}
-        under_request: list[JobInfo] = []
-        for job in schedulable_jobs(session):
-            if not job.pending_tasks() or not session.job_starving(job):
+        preemptors: dict[str, PriorityQueue[JobInfo]] = {}
+        tasks_by_job: dict[str, PriorityQueue[TaskInfo]] = {}
+        under_request: dict[str, list[JobInfo]] = {}
+        for job in session.jobs.values():
+            if job.is_pending():
                 continue
-            starving.setdefault(job.queue, PriorityQueue(session.job_order_less)).push(job)
-            under_request.append(job)
-        for queue_name in sorted(starving):
-            jobs = starving[queue_name]
+            invalid = session.job_valid(job)
+            if invalid is not None:
+                session.job_conditions[job.uid] = invalid.message
+                continue
+            if job.queue not in session.queues or not session.job_starving(job):
+                continue
+            preemptors.setdefault(job.queue, PriorityQueue(session.job_order_less)).push(job)
+            under_request.setdefault(job.queue, []).append(job)
+            tasks_by_job[job.uid] = PriorityQueue(
+                session.task_order_less,
+                [t for t in job.pending_tasks() if not t.scheduling_gated],
+            )
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(
+            session.queue_order_less, [session.queues[name] for name in preemptors]
+        )
+        while not queues.empty():
+            queue = queues.pop()
+            jobs = preemptors[queue.name]
             while not jobs.empty():
                 job = jobs.pop()
-                tasks = PriorityQueue(
-                    session.task_order_less, [t for t in job.pending_tasks() if not t.best_effort]
-                )
                 statement = Statement(session)
-                assigned = False
-                while session.job_starving(job) and not tasks.empty():
+                while session.job_starving(job):
+                    tasks = tasks_by_job[job.uid]
+                    if tasks.empty():
+                        break
                     preemptor = tasks.pop()
 
                     def other_job_same_queue(t: TaskInfo, p: TaskInfo = preemptor) -> bool:
                         other = session.jobs.get(t.job)
                         return (
-                            t.status is TaskStatus.RUNNING
-                            and t.preemptable
+                            _preemptable_by(p, t)
                             and other is not None
                             and other.queue == session.jobs[p.job].queue
                             and t.job != p.job
                         )
 
-                    if preempt_one(session, statement, preemptor, other_job_same_queue):
-                        assigned = True
+                    preempt_one(session, statement, preemptor, other_job_same_queue)
                 if session.job_pipelined(job):
                     statement.commit()
                 else:
                     statement.discard()
-                    continue
-                if assigned and not tasks.empty():
-                    jobs.push(job)
-        for job in under_request:
-            tasks = PriorityQueue(
-                session.task_order_less, [t for t in job.pending_tasks() if not t.best_effort]
-            )
-            while not tasks.empty():
-                preemptor = tasks.pop()
-                statement = Statement(session)
+            for job in under_request.get(queue.name, []):
+                own = PriorityQueue(
+                    session.task_order_less,
+                    [t for t in job.pending_tasks() if not t.scheduling_gated],
+                )
+                while not own.empty():
+                    preemptor = own.pop()
+                    statement = Statement(session)
 
-                def same_job(t: TaskInfo, p: TaskInfo = preemptor) -> bool:
-                    return t.status is TaskStatus.RUNNING and t.preemptable and t.job == p.job
+                    def same_job(t: TaskInfo, p: TaskInfo = preemptor) -> bool:
+                        return _preemptable_by(p, t) and t.job == p.job
 
-                preempt_one(session, statement, preemptor, same_job)
-                statement.commit()
-                if session.job_pipelined(job):
-                    break
+                    if not preempt_one(session, statement, preemptor, same_job):
+                        statement.discard()
+                        break
+                    statement.commit()

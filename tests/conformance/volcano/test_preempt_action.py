@@ -1,0 +1,242 @@
+"""preempt action: cases of volcano-sh/volcano pkg/scheduler/actions/preempt/preempt_test.go,
+TestPreempt (action preempt, topology-aware preemption off; one tier: conformance with
+preemptable, gang with preemptable/job pipelined/job starving, priority with task order/job
+order/preemptable/job pipelined/job starving, proportion with overused/allocatable/queue
+order; priority classes high-priority = 100000, low-priority = 10).
+
+Pods built without a priority have task priority 1, as Volcano's TaskInfo defaults it.
+Not transcribed: "can not preempt resources when task preemption policy is never" (koordqueue's
+tasks do not model a pod's preemptionPolicy); "unBestEffort high-priority pod preempt BestEffort
+low-priority pod in same queue" and "BestEffort high-priority pod preempt BestEffort
+low-priority pod in same queue" (their node takes one pod: Volcano counts `pods` as a resource
+that eviction frees, koordqueue checks it as a predicate, so the full node is never a
+candidate — a known difference); TestTopologyAwarePreempt and
+TestNormalPreemptRechecksPredicateAfterEviction (topology-aware preemption and device
+predicates, which koordqueue does not have)."""
+
+from __future__ import annotations
+
+from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo
+
+from .harness import Outcome, Pod, PodGroup, build, node, pg, pod, queue, rl, run, tiers
+
+INQUEUE = PodGroupPhase.INQUEUE
+PODS = {"pods": "10"}
+HIGH, LOW = 100000, 10
+ONE = rl("1", "1G")
+CONFIG = tiers(
+    ("conformance", {"Preemptable"}),
+    ("gang", {"Preemptable", "JobPipelined", "JobStarving"}),
+    ("priority", {"TaskOrder", "JobOrder", "Preemptable", "JobPipelined", "JobStarving"}),
+    ("proportion", {"Overused", "Allocatable", "QueueOrder"}),
+)
+
+
+def p(
+    name: str,
+    node_name: str,
+    request: Resources,
+    group: str,
+    *,
+    preemptable: bool = True,
+    priority: int = 1,
+) -> Pod:
+    """A pod of the case: Running when it has a node, else Pending."""
+    return pod(
+        name,
+        node_name,
+        bool(node_name),
+        request,
+        group,
+        preemptable=preemptable,
+        priority=priority,
+    )
+
+
+def _preempt(
+    nodes: list[NodeInfo], pods: list[Pod], groups: list[PodGroup], queues: list[QueueInfo]
+) -> Outcome:
+    return run(build(nodes, pods, groups, queues, namespace="c1"), CONFIG, "preempt")
+
+
+def test_no_preemption_when_the_node_has_enough_idle_resources() -> None:
+    """TestPreempt, "do not preempt if there are enough idle resources"."""
+    out = _preempt(
+        [node("n1", rl("10", "10G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptee2", "n1", ONE, "pg1"),
+            p("preemptor1", "", ONE, "pg1"),
+        ],
+        [pg("pg1", "q1", 3, INQUEUE, task_min={"": 3})],
+        [queue("q1")],
+    )
+    assert out.evicted == []
+
+
+def test_no_preemption_for_a_pipelined_job() -> None:
+    """TestPreempt, "do not preempt if job is pipelined"."""
+    out = _preempt(
+        [node("n1", rl("3", "3G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptee2", "n1", ONE, "pg1"),
+            p("preemptee3", "n1", ONE, "pg2"),
+            p("preemptor2", "", ONE, "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 1, INQUEUE, task_min={"": 2}),
+            pg("pg2", "q1", 1, INQUEUE, task_min={"": 2}),
+        ],
+        [queue("q1")],
+    )
+    assert out.evicted == []
+
+
+def test_one_task_of_a_lower_priority_job_is_preempted() -> None:
+    """TestPreempt, "preempt one task of different job to fit both jobs on one node"."""
+    out = _preempt(
+        [node("n1", rl("2", "2G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptee2", "n1", ONE, "pg1", preemptable=False),
+            p("preemptor1", "", ONE, "pg2"),
+            p("preemptor2", "", ONE, "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 1, INQUEUE, priority=LOW, task_min={"": 2}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 2}),
+        ],
+        [queue("q1")],
+    )
+    assert out.evicted == ["c1/preemptee1"]
+
+
+def test_enough_tasks_are_preempted_for_a_large_task() -> None:
+    """TestPreempt, "preempt enough tasks to fit large task of different job"."""
+    out = _preempt(
+        [node("n1", rl("6", "6G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptee2", "n1", ONE, "pg1"),
+            p("preemptee3", "n1", ONE, "pg1", preemptable=False),
+            p("preemptor1", "", rl("5", "5G"), "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 1, INQUEUE, priority=LOW, task_min={"": 3}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1")],
+    )
+    assert out.evicted == ["c1/preemptee1", "c1/preemptee2"]
+
+
+def test_lower_priority_job_is_preempted_to_stay_within_the_queue() -> None:
+    """TestPreempt, "preempt low priority job in same queue" (the queue's capability, not
+    the node, is what is short)."""
+    out = _preempt(
+        [node("n1", rl("12", "12G", PODS))],
+        [p("preemptee1", "n1", rl("3", "3G"), "pg1"), p("preemptor1", "", rl("3", "3G"), "pg2")],
+        [
+            pg("pg1", "q1", 0, INQUEUE, priority=LOW, task_min={}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1", None, rl("4", "4G"))],
+    )
+    assert out.evicted == ["c1/preemptee1"]
+
+
+def test_no_preemption_when_the_queue_can_take_the_task() -> None:
+    """TestPreempt, "preempt low priority job in same queue: allocatable and has enough
+    resource, don't preempt"."""
+    out = _preempt(
+        [node("n1", rl("12", "12G", PODS))],
+        [p("preemptee1", "n1", rl("3", "3G"), "pg1"), p("preemptor1", "", rl("3", "3G"), "pg2")],
+        [
+            pg("pg1", "q1", 1, INQUEUE, priority=LOW, task_min={}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1", None, rl("6", "6G"))],
+    )
+    assert out.evicted == []
+
+
+def test_non_preemptable_and_higher_priority_pods_are_spared() -> None:
+    """TestPreempt, "preempt low priority job in same queue but not pod with
+    preemptable=false or higher priority"."""
+    out = _preempt(
+        [node("n1", rl("12", "12G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1", preemptable=False),
+            p("preemptee2", "n1", ONE, "pg1"),
+            p("preemptee3", "n1", ONE, "pg1", priority=HIGH),
+            p("preemptor1", "", ONE, "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 1, INQUEUE, priority=LOW, task_min={}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1", None, rl("3", "3G"))],
+    )
+    assert out.evicted == ["c1/preemptee2"]
+
+
+def test_evictions_are_rolled_back_when_the_queue_cannot_take_the_preemptor() -> None:
+    """TestPreempt, "rollback evictions when preemptor exceeds queue capacity after evicting
+    victims"."""
+    out = _preempt(
+        [node("n1", rl("10", "10G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptee2", "n1", ONE, "pg1"),
+            p("preemptor1", "", rl("4", "4G"), "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 1, INQUEUE, priority=LOW, task_min={"": 2}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1", None, rl("3", "3G"))],
+    )
+    assert out.evicted == []
+    assert out.pipelined == {}
+
+
+def test_only_the_evictions_of_the_node_where_preemption_succeeds_are_kept() -> None:
+    """TestPreempt, "only commit evictions on the node where preemption succeeds"."""
+    out = _preempt(
+        [node("n1", rl("3", "3G", PODS)), node("n2", rl("4", "4G", PODS))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptee2", "n2", rl("4", "4G"), "pg3"),
+            p("preemptor1", "", rl("3", "3G"), "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 0, INQUEUE, priority=LOW, task_min={}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+            pg("pg3", "q1", 0, INQUEUE, priority=LOW, task_min={}),
+        ],
+        [queue("q1", None, rl("6", "6G"))],
+    )
+    assert out.evicted == ["c1/preemptee2"]
+    assert out.pipelined == {"c1/pg2": {"c1/preemptor1": "n2"}}
+
+
+def test_preemptors_of_one_queue_survive_another_queue_intra_job_pass() -> None:
+    """TestPreempt, "multi-queue: preemptorTasks must not be overwritten by intra-job
+    preemption of another queue"."""
+    out = _preempt(
+        [node("n1", rl("2", "2G", PODS))],
+        [
+            p("q1-runner1", "n1", ONE, "pg1"),
+            p("q2-preemptee1", "n1", ONE, "pg2"),
+            p("q2-preemptor1", "", ONE, "pg3"),
+        ],
+        [
+            pg("pg1", "q1", 1, INQUEUE, task_min={"": 1}),
+            pg("pg2", "q2", 0, INQUEUE, priority=LOW, task_min={}),
+            pg("pg3", "q2", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1"), queue("q2", None, rl("4", "4G"))],
+    )
+    assert out.evicted == ["c1/q2-preemptee1"]
