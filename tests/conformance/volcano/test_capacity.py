@@ -5,7 +5,9 @@ pkg/scheduler/plugins/capacity/capacity_test.go, Test_capacityPlugin_OnSessionOp
 
 from __future__ import annotations
 
-from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo
+import pytest
+
+from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo, TaskStatus
 
 from .harness import Outcome, Pod, PodGroup, build, node, pg, pod, queue, rl, run, tiers
 
@@ -327,3 +329,73 @@ def test_job_of_a_closed_queue_is_not_enqueued() -> None:
     )
     assert out.binds == {}
     assert out.phases["ns1/pg6"] is PENDING
+
+
+def test_inqueue_job_with_binding_tasks_is_not_counted_twice() -> None:
+    """TestNoDoubleCountingForInqueueJobWithBindingTasks: pgA (minResources 3 cpu) was bound
+    in cycle 1 and is still Inqueue with its three tasks Binding; in cycle 2 pgB (1 cpu) fits
+    the 4-cpu queue and is enqueued and bound. Cycle 1 is given as its outcome (tasks Binding
+    on n1)."""
+    snapshot = build(
+        [node("n1", rl("4", "8Gi", PODS))],
+        [
+            pod("pA1", "n1", True, rl("1", "1Gi"), "pgA"),
+            pod("pA2", "n1", True, rl("1", "1Gi"), "pgA"),
+            pod("pA3", "n1", True, rl("1", "1Gi"), "pgA"),
+            pod("pB1", "", False, rl("1", "1Gi"), "pgB"),
+        ],
+        [
+            pg("pgA", "q1", 3, INQUEUE, rl("3", "3Gi")),
+            pg("pgB", "q1", 1, PENDING, rl("1", "1Gi")),
+        ],
+        [queue("q1", None, rl("4", "8Gi"))],
+    )
+    for job in snapshot.jobs:
+        for task in list(job.tasks.values()):
+            if task.status is TaskStatus.RUNNING:
+                job.update_task_status(task, TaskStatus.BINDING)
+    config = tiers(("capacity", {"Allocatable", "Overused", "JobEnqueued"}))
+    out = run(snapshot, config, "enqueue, allocate")
+    assert out.binds == {"ns1/pB1": "n1"}
+
+
+def test_job_of_a_deleted_queue_is_not_scheduled_with_hierarchy() -> None:
+    """Test_buildHierarchicalQueueAttrs_nilSafety, "no-panic when job references a deleted
+    queue"."""
+    out = run(
+        build(
+            [node("n1", rl("4", "4Gi", PODS))],
+            [pod("orphan", "", False, rl("1", "1Gi"), "pg-orphan")],
+            [pg("pg-orphan", "deleted-queue", 1, INQUEUE)],
+            [queue("root")],
+        ),
+        tiers(
+            (
+                "capacity",
+                {"Allocatable", "Reclaimable", "QueueOrder", "Hierarchy", "JobEnqueued"},
+            ),
+            ("predicates", {"Predicate"}),
+            ("gang", {"JobStarving"}),
+        ),
+        "allocate",
+    )
+    assert out.binds == {}
+
+
+@pytest.mark.usefixtures("rejecter")
+def test_job_rejected_by_another_plugin_reserves_nothing_in_the_queue() -> None:
+    """TestJobEnqueuedOnOtherPluginsReject, "pgA rejected by co-tier plugin must not consume
+    q1 capacity; pgB must be admitted"."""
+    res = rl("1", "1G")
+    out = run(
+        build(
+            [node("n1", rl("4", "4G", PODS))],
+            [pod("podA", "", False, res, "pgA"), pod("podB", "", False, res, "pgB")],
+            [pg("pgA", "q1", 1, PENDING, res), pg("pgB", "q1", 1, PENDING, res)],
+            [queue("q1", rl("1", "4G"), rl("1", "4G"))],
+        ),
+        tiers(("capacity", {"JobEnqueued"}), ("test-rejecter", {"JobEnqueued"})),
+        "enqueue",
+    )
+    assert out.phases["ns1/pgB"] is INQUEUE
+    assert out.phases["ns1/pgA"] is PENDING

@@ -6,14 +6,9 @@ koordqueue's predicates do not model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo, TaskStatus
-from koordqueue.scheduler.framework import registry
-from koordqueue.scheduler.framework.interface import Plugin, Vote
-from koordqueue.scheduler.framework.session import Session
+from koordqueue.scheduler.api import PodGroupPhase, QueueInfo, TaskStatus
 
 from .harness import Outcome, Pod, PodGroup, build, node, pg, pod, queue, rl, run, tiers
 
@@ -165,25 +160,6 @@ def test_inqueue_job_with_binding_tasks_is_not_counted_twice() -> None:
 
 
 # --- TestJobEnqueuedOnOtherPluginsReject --------------------------------------------------------
-
-
-class _Rejecter(Plugin):
-    """uthelper.RejecterPlugin: rejects the enqueue of one named PodGroup."""
-
-    name = "test-rejecter"
-
-    def on_session_open(self, session: Session) -> None:
-        def vote(job: JobInfo) -> Vote:
-            return Vote.REJECT if job.name == "pgA" else Vote.ABSTAIN
-
-        session.add_job_enqueueable_fn(self.name, vote)
-
-
-@pytest.fixture
-def rejecter() -> Iterator[None]:
-    registry.register_plugin_builder(_Rejecter.name, _Rejecter)
-    yield
-    registry.unregister_plugin_builder(_Rejecter.name)
 
 
 @pytest.mark.usefixtures("rejecter")
