@@ -101,7 +101,7 @@ class AdmissionEngine:
         self, name: str, policy: str = DEFAULT_POLICY, annotations: dict[str, str] | None = None
     ) -> str | None:
         """Register or update a queue; returns the AddQueueFail message if it cannot be served."""
-        settings = QueueSettings.from_annotations(annotations or {})
+        settings = QueueSettings.from_annotations(annotations or {}, policy)
         current = self._queues.get(name)
         if current is not None and current.policy_name == policy and current.settings == settings:
             return current.error

@@ -69,6 +69,9 @@ def _seconds_annotation(annotations: Mapping[str, str], key: str) -> float:
     return value if math.isfinite(value) and value > 0 else DEFAULT_BLOCK_TIMEOUT
 
 
+INTELLIGENT = "Intelligent"
+
+
 def quota_of(unit: QueueUnit) -> str:
     """The quota a unit counts against, as the blocked-quota key ("" if unlabelled)."""
     value = unit.labels.get(QUOTA_NAME_LABEL)
@@ -86,15 +89,25 @@ class QueueSettings:
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
 
     @classmethod
-    def from_annotations(cls, annotations: Mapping[str, str]) -> QueueSettings:
-        """Booleans are on only when exactly "true"; unparsable integers keep the default."""
+    def from_annotations(
+        cls, annotations: Mapping[str, str], policy: str | None = None
+    ) -> QueueSettings:
+        """Booleans are on only when exactly "true"; unparsable integers keep the default.
+
+        An Intelligent queue reads only the priority threshold (SPEC 2.4): Koord-Queue's
+        IntelligentQueue takes no max-depth, never preempts, and its base queue looks for
+        wait-for-pods-running under another prefix, so none of them applies there.
+        """
+        threshold = _int_annotation(
+            annotations, PRIORITY_THRESHOLD_ANNOTATION, DEFAULT_PRIORITY_THRESHOLD
+        )
+        if policy == INTELLIGENT:
+            return cls(priority_threshold=threshold)
         return cls(
             max_depth=_int_annotation(annotations, MAX_DEPTH_ANNOTATION, DEFAULT_MAX_DEPTH),
             wait_for_pods_running=annotations.get(WAIT_FOR_PODS_RUNNING_ANNOTATION) == "true",
             enable_preemption=annotations.get(ENABLE_PREEMPTION_ANNOTATION) == "true",
-            priority_threshold=_int_annotation(
-                annotations, PRIORITY_THRESHOLD_ANNOTATION, DEFAULT_PRIORITY_THRESHOLD
-            ),
+            priority_threshold=threshold,
             block_timeout=_seconds_annotation(annotations, BLOCK_TIMEOUT_ANNOTATION),
         )
 
@@ -244,7 +257,7 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
     Unlike Block, adding a unit does not lift a block (AddQueueUnitInfo keeps it).
     """
 
-    name = "Intelligent"
+    name = INTELLIGENT
 
     def __init__(self, settings: QueueSettings) -> None:
         super().__init__(settings)

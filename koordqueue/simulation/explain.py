@@ -237,7 +237,7 @@ class ClusterView:
             annotations = {k: str(v) for k, v in (meta.get("annotations") or {}).items()}
             error = view.engine.upsert_queue(name, policy, annotations)
             view.queues[name] = QueueInfo(
-                name, policy, QueueSettings.from_annotations(annotations), error
+                name, policy, QueueSettings.from_annotations(annotations, policy), error
             )
         for obj in units:
             meta = obj.get("metadata") or {}

@@ -173,6 +173,42 @@ def test_block_policy_holds_the_queue_behind_its_head() -> None:
     assert [u.name for u in result.waiting["q"]] == ["big", "small"]
 
 
+def test_block_quota_blocked_by_its_head_is_lifted_by_a_schedfailed_release() -> None:
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")), policy="Block")
+    engine.upsert_unit(unit("running", "q", phase=Phase.DEQUEUED))
+    engine.upsert_unit(unit("head", "q", cpu="2", priority=5))
+    engine.upsert_unit(unit("small", "q"))
+    assert [u.name for u, _ in engine.run_round(0.0).rejected] == ["head"]
+    assert engine.run_round(1.0).rejected == []  # blocked: nothing tried
+    engine.requeue("running", until=100.0)  # SchedFailed gives the quota back
+    assert [u.name for u, _ in engine.run_round(2.0).admitted] == ["head"]
+
+
+def test_fast_path_defers_while_the_policy_blocks_the_quota() -> None:
+    # Intelligent: a failed low unit blocks its quota (and an add does not lift it)
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="1")), policy="Intelligent")
+    engine.upsert_unit(unit("running", "q", phase=Phase.RUNNING))
+    engine.upsert_unit(unit("low", "q", priority=1))
+    engine.run_round(0.0)
+    engine.upsert_quota(QuotaSpec("q", max=Resources.of(cpu="3")))
+    assert [u.name for u, _ in engine.run_round(1.0).admitted] == ["low"]
+    engine.upsert_unit(unit("high", "q", priority=9, created=2.0))
+    assert engine.admit_if_queue_idle("high", 2.0) is None
+    assert engine.run_round(2.0).admitted == []  # Koord-Queue: the high unit waits too
+    assert [u.name for u, _ in engine.run_round(183.0).admitted] == ["high"]
+
+
+def test_intelligent_queue_ignores_wait_for_pods_running() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="4")),
+        policy="Intelligent",
+        annotations={WAIT_FOR_PODS_RUNNING_ANNOTATION: "true"},
+    )
+    engine.upsert_unit(unit("starting", "q", phase=Phase.DEQUEUED))
+    engine.upsert_unit(unit("next", "q"))
+    assert [u.name for u, _ in engine.run_round(0.0).admitted] == ["next"]
+
+
 def test_wait_for_pods_running_pauses_the_queue_until_admitted_units_run() -> None:
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="4")),

@@ -260,6 +260,21 @@ def test_intelligent_low_failure_does_not_stop_later_low_units() -> None:
     assert run_round(policy, low, fits={"small", "tiny"}) == ["big", "small", "tiny"]
 
 
+def test_intelligent_reads_only_the_priority_threshold() -> None:
+    annotations = {
+        "koord-queue/max-depth": "1",
+        "koord-queue/wait-for-pods-running": "true",
+        "koord-queue/enable-queueunit-preemption": "true",
+        BLOCK_TIMEOUT_ANNOTATION: "60",
+        "koord-queue/priority-threshold": "7",
+    }
+    assert QueueSettings.from_annotations(annotations, "Intelligent") == QueueSettings(
+        priority_threshold=7
+    )
+    block = QueueSettings.from_annotations(annotations, "Block")
+    assert block.max_depth == 1 and block.preemption and block.block_timeout == 60.0
+
+
 def test_intelligent_ignores_max_depth() -> None:
     settings = QueueSettings.from_annotations({"koord-queue/max-depth": "1"})
     units = ordered(unit("a"), unit("b"), unit("c"))
