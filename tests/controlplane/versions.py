@@ -41,3 +41,32 @@ def versions_key() -> str:
     """Directory name for the binary cache, e.g. ``k8s-v1.37.2-etcd-v3.7.3-1a2b3c4d``."""
     digest = hashlib.sha256(json.dumps(as_dict(), sort_keys=True).encode()).hexdigest()[:8]
     return f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-{digest}"
+
+
+# --------------------------------------------------------------------------- peers (issue 11)
+# Built only by tests/controlplane/peers.py when a benchmark asks for them. Kept out of
+# as_dict() / versions_key() above, so pinning or bumping a peer never invalidates the
+# control plane's cache: the peers have their own key and cache directory.
+
+# sigs.k8s.io/kueue tag whose cmd/kueue is built (its go.mod has no replace directives).
+KUEUE_VERSION = "v0.17.0"
+# kube-scheduler is built from KUBERNETES_VERSION / STAGING_VERSION above, like kube-apiserver.
+SCHEDULER_WRAPPER_MODULE = "koordqueue.local/peers/scheduler"
+KUEUE_WRAPPER_MODULE = "koordqueue.local/peers/kueue"
+# Peer build recipe revision: bump when peers.py changes how the peers are produced.
+PEERS_RECIPE = 1
+
+
+def peers_as_dict() -> dict[str, object]:
+    return {
+        "kubernetes": KUBERNETES_VERSION,
+        "staging": STAGING_VERSION,
+        "kueue": KUEUE_VERSION,
+        "recipe": PEERS_RECIPE,
+    }
+
+
+def peers_key() -> str:
+    """Directory name for the peers' cache, e.g. ``k8s-v1.37.2-kueue-v0.17.0-1a2b3c4d``."""
+    digest = hashlib.sha256(json.dumps(peers_as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"k8s-{KUBERNETES_VERSION}-kueue-{KUEUE_VERSION}-{digest}"

@@ -1,0 +1,485 @@
+"""koordqueue side by side with the real peers, on the same API server build, in one run.
+
+    python bench/bench_peers.py [--what placement,admission] [--sizes 2000x100,5000x500]
+                                [--jobs 1000] [--quotas 50] [--runs 1]
+
+Each measurement runs on a fresh etcd + kube-apiserver (tests/controlplane), koordqueue first,
+then the peer, with the same creators (`--clients` threads) and the same watch (bench/burst.py):
+
+- placement: P single pods (100m / 128Mi, schedulerName `volcano`) on M Ready Node objects (no
+  kubelet). `koordqueue schedule` vs kube-scheduler v1.37.2 built from the pinned
+  k8s.io/kubernetes (a KubeSchedulerConfiguration whose one profile is named `volcano`, client
+  qps = burst = 5000, no leader election, the harness's admin kubeconfig). Creation -> bind
+  (`spec.nodeName` seen on the watch) p50/p99, throughput and scheduler CPU per bound pod.
+- admission: N suspended Jobs over Q quotas, every Job fits. koordqueue `run` with one
+  ElasticQuota per quota (as bench_controller.py) vs Kueue v0.17.0 with one ClusterQueue +
+  LocalQueue per quota (same nominal quota, one ResourceFlavor), Jobs created suspended with the
+  `kueue.x-k8s.io/queue-name` label (no webhook configuration is installed: none is needed).
+  Kueue runs with internal cert management off, its webhook server on a loopback port with a
+  cert made here with openssl, metrics off, client qps = burst = 5000 and VisibilityOnDemand off
+  (its extension API server is not part of admission). Kueue reads a metrics cert from the fixed
+  path /etc/kueue/metrics/certs even with metrics off; it is given one in a private mount
+  namespace (`unshare -m`), so nothing on the machine is written. Creation -> un-suspend p50/p99
+  and controller CPU per admission.
+
+Peers are built (then cached) by tests/controlplane/peers.py on first use. CPU is user + system
+time from /proc of the component's own process. Prints the calibration yardstick, one JSON
+line per run, then a table of medians over `--runs` with the ratios koordqueue / peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_scheduler import make_node, pod  # noqa: E402
+from bench.burst import Burst, component, run_burst, summary  # noqa: E402
+from bench.calibration import calibrate  # noqa: E402
+from koordqueue.kube.api import (  # noqa: E402
+    ELASTIC_QUOTA,
+    JOB,
+    POD,
+    Kind,
+    KubeApi,
+    load_api_client,
+)
+
+SCHEDULER_NAME = "volcano"
+PEER_CLIENT_QPS = 5000
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"  # the storage version of every Kueue CRD in v0.17.0
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_FLAVOR = "default"
+KUEUE_METRICS_CERT_DIR = "/etc/kueue/metrics/certs"  # fixed in cmd/kueue/main.go
+CLUSTER_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
+LOCAL_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue")
+RESOURCE_FLAVOR = Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """`"2000x100,5000x500"` -> [(2000, 100), (5000, 500)] (pods x nodes)."""
+    sizes = []
+    for part in text.split(","):
+        pods, _, nodes = part.strip().partition("x")
+        if not nodes:
+            raise ValueError(f"size {part!r} is not PODSxNODES")
+        sizes.append((int(pods), int(nodes)))
+    return sizes
+
+
+def scheduler_config(kubeconfig: str, qps: int = PEER_CLIENT_QPS) -> dict[str, Any]:
+    """kube-scheduler's KubeSchedulerConfiguration: one profile named like ours, no election."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": qps},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": SCHEDULER_NAME}],
+    }
+
+
+def kueue_config(
+    *, cert_dir: str, webhook_port: int, health_port: int, qps: int = PEER_CLIENT_QPS
+) -> dict[str, Any]:
+    """Kueue's Configuration for a bare API server: no cert manager, no webhook config, Jobs only.
+
+    `internalCertManagement.enable: false` skips the cert bootstrap (which needs webhook
+    configurations and a Secret); the webhook server still starts and serves `cert_dir`'s
+    tls.crt / tls.key; `metrics.bindAddress: "0"` turns the metrics server off.
+    """
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": cert_dir},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": qps, "burst": qps},
+        "integrations": {"frameworks": ["batch/job"]},
+        "featureGates": {"VisibilityOnDemand": False},
+    }
+
+
+def resource_flavor() -> dict[str, Any]:
+    return {
+        "apiVersion": RESOURCE_FLAVOR.api_version,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": KUEUE_FLAVOR},
+    }
+
+
+def cluster_queue(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    """One ClusterQueue per quota: nominal = the ElasticQuota's max, no cohort (no borrowing)."""
+    return {
+        "apiVersion": CLUSTER_QUEUE.api_version,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},  # every namespace (a missing selector matches none)
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": KUEUE_FLAVOR,
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": cpu},
+                                {"name": "memory", "nominalQuota": memory},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def local_queue(name: str, namespace: str, cluster_queue_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": LOCAL_QUEUE.api_version,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue_name},
+    }
+
+
+def kueue_job(job: dict[str, Any], queue: str) -> dict[str, Any]:
+    """The same Job body, pointed at a Kueue LocalQueue instead of a koordqueue quota."""
+    labels = {
+        k: v for k, v in job["metadata"].get("labels", {}).items() if "koord" not in k.lower()
+    }
+    labels[KUEUE_QUEUE_LABEL] = queue
+    return {**job, "metadata": {**job["metadata"], "labels": labels}}
+
+
+def ratio(ours: float, peer: float) -> str:
+    return f"{ours / peer:.2f}x" if peer else "n/a"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of koordqueue vs peer figures, one row per (workload, size)."""
+    head = (
+        "| workload | size | p50 s (ours / peer, ratio) | p99 s (ours / peer, ratio) "
+        "| throughput /s (ours / peer) | CPU ms per item (ours / peer, ratio) |"
+    )
+    lines = [head, "|---|---|---|---|---|---|"]
+    for row in rows:
+        o, p = row["ours"], row["peer"]
+        lines.append(
+            f"| {row['workload']} vs {row['peer_name']} | {row['size']} "
+            f"| {o['p50']} / {p['p50']} ({ratio(o['p50'], p['p50'])}) "
+            f"| {o['p99']} / {p['p99']} ({ratio(o['p99'], p['p99'])}) "
+            f"| {o['throughput']} / {p['throughput']} "
+            f"| {o['cpu_ms']} / {p['cpu_ms']} ({ratio(o['cpu_ms'], p['cpu_ms'])}) |"
+        )
+    return "\n".join(lines)
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Median of each headline over repeated runs of one component at one size."""
+    keys = ("p50", "p99", "throughput", "cpu_ms")
+    return {k: round(statistics.median(r[k] for r in runs), 3) for k in keys}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _openssl_cert(d: Path) -> None:
+    """A self-signed serving cert for 127.0.0.1 as tls.crt / tls.key (what certwatcher reads)."""
+    d.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout", str(d / "tls.key"), "-out", str(d / "tls.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+
+
+@contextmanager
+def peer_process(
+    argv: list[str],
+    log_path: str,
+    *,
+    env: dict[str, str] | None = None,
+    ready: Callable[[], bool] | None = None,
+    startup_s: float = 3.0,
+    timeout_s: float = 90.0,
+) -> Iterator[int]:
+    """A peer binary as a subprocess (output in `log_path`); yields its pid once it is ready.
+
+    Ready: `ready()` returns True (then `startup_s` more for its informers), or just `startup_s`
+    when there is no probe, the same start-up allowance `component()` gives koordqueue.
+    """
+    from tests.controlplane.harness import _set_parent_death_signal
+
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - a prctl only
+        )
+        try:
+            deadline = time.time() + timeout_s
+            while ready is not None and not ready():
+                if proc.poll() is not None or time.time() > deadline:
+                    raise SystemExit(f"{argv[0]} did not become ready: see {log_path}")
+                time.sleep(0.2)
+            time.sleep(startup_s)
+            if proc.poll() is not None:
+                raise SystemExit(f"{argv[0]} exited: see {log_path}")
+            yield proc.pid
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+def _headline(burst: Burst, count: int, stage: str) -> dict[str, Any]:
+    stats = summary(burst, stage)
+    reached = len(burst.reached)
+    return {
+        "reached": reached,
+        "of": count,
+        "p50": stats["latency_s"]["p50"],
+        "p99": stats["latency_s"]["p99"],
+        "throughput": stats["throughput_per_s"],
+        "cpu_ms": round(1000 * burst.cpu_s / max(reached, 1), 3),
+        "cpu_s": round(burst.cpu_s, 2),
+        "stats": stats,
+    }
+
+
+def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+    from tests.controlplane import peers
+    from tests.controlplane.harness import ControlPlane
+    from tests.e2e import kq
+    from tests.e2e.conftest import Kubectl, install_crds
+
+    binary = peers.ensure_peer(peers.KUBE_SCHEDULER).binary if who == "kube-scheduler" else None
+    with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        assert cp.kubeconfig is not None
+        kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
+        install_crds(kubectl)
+        api = KubeApi(load_api_client(str(cp.kubeconfig)))
+        ns = kq.namespace(kubectl, "bench")
+        with ThreadPoolExecutor(args.clients) as pool:
+            list(pool.map(lambda i: make_node(api, f"node{i:04d}"), range(nodes)))
+        bodies = [pod(f"pod{i:05d}", ns) for i in range(pods)]
+        log = f"{args.log_dir}/placement-{who}-{pods}x{nodes}.log"
+        bound = lambda p: bool((p.get("spec") or {}).get("nodeName"))  # noqa: E731
+        if binary is None:
+            run = [
+                "schedule",
+                f"--kubeconfig={cp.kubeconfig}",
+                "--metrics-port=0",
+                "--health-port=0",
+                "--log-level=info",
+                *shlex.split(args.koordqueue_schedule_flags),
+            ]
+            with component(run, log) as pid:
+                burst = run_burst(
+                    api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
+                )
+        else:
+            config = Path(tmp) / "kube-scheduler.yaml"
+            config.write_text(json.dumps(scheduler_config(str(cp.kubeconfig))))
+            argv = [str(binary), f"--config={config}", "--secure-port=0", "--v=1"]
+            with peer_process(argv, log) as pid:
+                burst = run_burst(
+                    api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
+                )
+    return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}",
+            **_headline(burst, pods, "scheduler_to_bind")}  # fmt: skip
+
+
+def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dict[str, Any]:
+    from tests.controlplane import peers
+    from tests.controlplane.harness import ControlPlane, free_port
+    from tests.e2e import kq
+    from tests.e2e.conftest import Kubectl, install_crds
+
+    kueue = peers.ensure_peer(peers.KUEUE) if who == "kueue" else None
+    per_quota = -(-jobs // quotas)  # every Job fits: latency, not waiting, is measured
+    cpu, memory = str(per_quota), f"{per_quota}Gi"
+    with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        assert cp.kubeconfig is not None
+        kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
+        api = KubeApi(load_api_client(str(cp.kubeconfig)))
+        log = f"{args.log_dir}/admission-{who}-{jobs}x{quotas}.log"
+        resumed = lambda job: (job.get("spec") or {}).get("suspend") is False  # noqa: E731
+        if kueue is None:
+            install_crds(kubectl)
+            kubectl.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koord-queue"}}
+            )
+            ns = kq.namespace(kubectl, "bench")
+            for i in range(quotas):
+                quota = kq.quota(f"bq{i}", max_={"cpu": cpu, "memory": memory})
+                api.create(ELASTIC_QUOTA, quota, "default")
+            bodies = [
+                kq.job(f"job{i:05d}", ns, f"bq{i % quotas}", cpu="1", memory="1Gi")
+                for i in range(jobs)
+            ]
+            run = [
+                "run",
+                f"--kubeconfig={cp.kubeconfig}",
+                "--metrics-port=0",
+                "--health-port=0",
+                "--log-level=info",
+                *shlex.split(args.koordqueue_run_flags),
+            ]
+            with component(run, log) as pid:
+                burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
+                                  clients=args.clients)  # fmt: skip
+        else:
+            assert kueue.crds is not None
+            install_crds(kubectl, kueue.crds)
+            for name in ("kueue-system", "bench"):
+                kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            ns = "bench"
+            api.create(RESOURCE_FLAVOR, resource_flavor())
+            for i in range(quotas):
+                api.create(CLUSTER_QUEUE, cluster_queue(f"cq{i}", cpu, memory))
+                api.create(LOCAL_QUEUE, local_queue(f"lq{i}", ns, f"cq{i}"), ns)
+            bodies = [
+                kueue_job(kq.job(f"job{i:05d}", ns, None, cpu="1", memory="1Gi"), f"lq{i % quotas}")
+                for i in range(jobs)
+            ]
+            certs = Path(tmp) / "certs"
+            _openssl_cert(certs)
+            health = free_port()
+            config = Path(tmp) / "kueue.yaml"
+            config.write_text(json.dumps(kueue_config(
+                cert_dir=str(certs), webhook_port=free_port(), health_port=health)))  # fmt: skip
+            argv = [str(kueue.binary), f"--config={config}", "--zap-log-level=info"]
+            if not Path(KUEUE_METRICS_CERT_DIR, "tls.crt").is_file():
+                argv = metrics_cert_namespace(argv, certs)
+            with peer_process(
+                argv,
+                log,
+                env={"KUBECONFIG": str(cp.kubeconfig)},
+                ready=lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"),
+                startup_s=2.0,
+            ) as pid:
+                burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
+                                  clients=args.clients)  # fmt: skip
+    return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}",
+            **_headline(burst, jobs, "controller_to_resume")}  # fmt: skip
+
+
+def metrics_cert_namespace(argv: list[str], certs: Path) -> list[str]:
+    """Run `argv` in a private mount namespace where /etc/kueue/metrics/certs holds `certs`.
+
+    Inside the namespace a tmpfs covers /etc and holds only that directory, so the host's /etc
+    is never written (the static Go binary talks to 127.0.0.1 and needs nothing else from
+    /etc). `unshare` and `sh` both exec, so the Popen pid is the peer's own (its /proc CPU).
+    """
+    if not shutil.which("unshare"):
+        raise SystemExit(f"Kueue needs {KUEUE_METRICS_CERT_DIR}; `unshare` is not available")
+    script = (
+        "set -e; mount -t tmpfs tmpfs /etc; "
+        f"mkdir -p {KUEUE_METRICS_CERT_DIR}; "
+        f"cp {shlex.quote(str(certs))}/tls.crt {shlex.quote(str(certs))}/tls.key "
+        f'{KUEUE_METRICS_CERT_DIR}/; exec "$@"'
+    )
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "kueue", *argv]
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--what", default="placement,admission")
+    parser.add_argument("--sizes", default="2000x100,5000x500", help="placement PODSxNODES list")
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--quotas", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=1, help="repeats (the table shows medians)")
+    parser.add_argument("--clients", type=int, default=8, help="parallel creators")
+    parser.add_argument("--koordqueue-schedule-flags", default="", help="extra flags, one string")
+    parser.add_argument("--koordqueue-run-flags", default="", help="extra flags, one string")
+    parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
+    args = parser.parse_args()
+    what = {w.strip() for w in args.what.split(",")}
+    cal = calibrate()  # before any control plane starts: the yardstick of an idle box
+    print(cal.line(), flush=True)
+
+    cases: list[tuple[str, str, Callable[[str], dict[str, Any]]]] = []
+    if "placement" in what:
+        for pods, nodes in parse_sizes(args.sizes):
+            cases.append(("placement", "kube-scheduler",
+                          lambda who, p=pods, n=nodes: placement(who, p, n, args)))  # fmt: skip
+    if "admission" in what:
+        cases.append(
+            ("admission", "kueue", lambda who: admission(who, args.jobs, args.quotas, args))
+        )
+    rows = []
+    for workload, peer_name, measure in cases:
+        runs: dict[str, list[dict[str, Any]]] = {"koordqueue": [], peer_name: []}
+        size = ""
+        for _ in range(args.runs):
+            for who in ("koordqueue", peer_name):
+                result = measure(who)
+                size = result["size"]
+                print(json.dumps({k: v for k, v in result.items() if k != "stats"}), flush=True)
+                print(json.dumps({"stages_s": result["stats"]["stages_s"]}), flush=True)
+                if result["reached"] != result["of"]:
+                    print(f"WARNING: {who} reached {result['reached']} of {result['of']}")
+                runs[who].append(result)
+        rows.append({
+            "workload": workload, "size": size, "peer_name": peer_name,
+            "ours": medians(runs["koordqueue"]), "peer": medians(runs[peer_name]),
+        })  # fmt: skip
+    print()
+    print(cal.line())
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The peers' configurations and objects bench_peers.py generates (no control plane, no Go)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from bench import bench_peers
+from tests.e2e import kq
+
+
+def test_sizes_parse_as_pods_by_nodes() -> None:
+    assert bench_peers.parse_sizes("2000x100, 5000x500") == [(2000, 100), (5000, 500)]
+    with pytest.raises(ValueError, match="PODSxNODES"):
+        bench_peers.parse_sizes("2000")
+
+
+def test_kube_scheduler_gets_one_volcano_profile_fast_client_and_no_election() -> None:
+    config = bench_peers.scheduler_config("/tmp/kubeconfig")
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert [p["schedulerName"] for p in config["profiles"]] == ["volcano"]
+    assert config["clientConnection"] == {
+        "kubeconfig": "/tmp/kubeconfig",
+        "qps": 5000,
+        "burst": 5000,
+    }
+    assert config["leaderElection"] == {"leaderElect": False}
+
+
+def test_kueue_runs_without_cert_manager_and_serves_webhooks_from_the_given_cert() -> None:
+    config = bench_peers.kueue_config(cert_dir="/tmp/c", webhook_port=9443, health_port=8081)
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/tmp/c"}
+    assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:8081"
+    assert config["metrics"]["bindAddress"] == "0"
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["integrations"]["frameworks"] == ["batch/job"]
+
+
+def test_cluster_queue_nominal_quota_is_the_quota_max_in_every_namespace() -> None:
+    cq = bench_peers.cluster_queue("cq0", "20", "20Gi")
+    assert cq["spec"]["namespaceSelector"] == {}
+    (group,) = cq["spec"]["resourceGroups"]
+    (flavor,) = group["flavors"]
+    assert flavor["name"] == bench_peers.KUEUE_FLAVOR
+    assert flavor["resources"] == [
+        {"name": "cpu", "nominalQuota": "20"},
+        {"name": "memory", "nominalQuota": "20Gi"},
+    ]
+    assert "cohort" not in cq["spec"]
+
+
+def test_kueue_job_is_the_same_suspended_job_with_the_queue_name_label() -> None:
+    ours = kq.job("j1", "bench", "bq3", cpu="1", memory="1Gi")
+    theirs = bench_peers.kueue_job(ours, "lq3")
+    assert theirs["metadata"]["labels"][bench_peers.KUEUE_QUEUE_LABEL] == "lq3"
+    assert not any("koord" in key for key in theirs["metadata"]["labels"])
+    assert theirs["spec"] == ours["spec"] and theirs["spec"]["suspend"] is True
+    assert bench_peers.KUEUE_QUEUE_LABEL not in ours["metadata"]["labels"]  # input untouched
+
+
+def test_table_reports_ratios_ours_over_peer() -> None:
+    ours = {"p50": 0.3, "p99": 1.0, "throughput": 200.0, "cpu_ms": 2.0}
+    peer = {"p50": 0.15, "p99": 0.5, "throughput": 210.0, "cpu_ms": 4.0}
+    row = {"workload": "placement", "size": "2000/100", "peer_name": "kube-scheduler",
+           "ours": ours, "peer": peer}  # fmt: skip
+    text = bench_peers.table([row])
+    assert "| placement vs kube-scheduler | 2000/100 " in text
+    assert "0.3 / 0.15 (2.00x)" in text and "1.0 / 0.5 (2.00x)" in text
+    assert "2.0 / 4.0 (0.50x)" in text
+
+
+def test_medians_over_runs() -> None:
+    runs = [{"p50": v, "p99": v, "throughput": v, "cpu_ms": v} for v in (1.0, 3.0, 2.0)]
+    assert bench_peers.medians(runs) == {"p50": 2.0, "p99": 2.0, "throughput": 2.0, "cpu_ms": 2.0}
+
+
+def test_metrics_cert_namespace_execs_the_peer_with_its_own_argv(tmp_path: Path) -> None:
+    argv = bench_peers.metrics_cert_namespace(["/bin/kueue", "--config=x"], tmp_path)
+    assert argv[:4] == ["unshare", "-m", "--propagation", "private"]
+    assert argv[-2:] == ["/bin/kueue", "--config=x"]
+    assert bench_peers.KUEUE_METRICS_CERT_DIR in argv[6] and 'exec "$@"' in argv[6]
