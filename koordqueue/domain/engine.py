@@ -151,6 +151,13 @@ class AdmissionEngine:
                 )
         elif (previous is None or moved) and not self.tree.is_admitted(unit.uid):
             self._tell_policy(unit, added=True)
+        if (
+            previous is not None
+            and previous.phase in NOT_YET_RUNNING
+            and unit.phase is Phase.RUNNING
+            and (policy := self._policy_of(unit)) is not None
+        ):
+            policy.unit_started(unit)
 
     def remove_unit(self, uid: str) -> QueueUnit | None:
         """The unit (or its Job) is gone: release its quota and forget it."""
@@ -200,16 +207,22 @@ class AdmissionEngine:
     def is_admitted(self, uid: str) -> bool:
         return self.tree.is_admitted(uid)
 
-    def _tell_policy(self, unit: QueueUnit, *, added: bool) -> None:
-        """Report a unit joining its queue, or leaving it / giving quota back (lifts blocks)."""
+    def _policy_of(self, unit: QueueUnit) -> QueuePolicy | None:
         resolution = queue_name_for(unit.labels)
         if isinstance(resolution, QuotaName):
             queue = self._queues.get(resolution.name)
-            if queue is not None and queue.policy is not None:
-                if added:
-                    queue.policy.unit_added(unit)
-                else:
-                    queue.policy.unit_released(unit)
+            if queue is not None:
+                return queue.policy
+        return None
+
+    def _tell_policy(self, unit: QueueUnit, *, added: bool) -> None:
+        """Report a unit joining its queue, or leaving it / giving quota back (lifts blocks)."""
+        policy = self._policy_of(unit)
+        if policy is not None:
+            if added:
+                policy.unit_added(unit)
+            else:
+                policy.unit_released(unit)
 
     def admit_if_queue_idle(self, uid: str, now: float) -> Admitted | None:
         """Fast path for a newly arrived unit: admit it at once if nothing waits before it.

@@ -143,6 +143,9 @@ class QueuePolicy(ABC):
     def unit_released(self, unit: QueueUnit) -> None:  # noqa: B027
         """A unit of the queue left it (deleted, finished) or gave its quota back."""
 
+    def unit_started(self, unit: QueueUnit) -> None:  # noqa: B027
+        """An admitted unit of the queue has its pods running now."""
+
     @property
     def blocked_quotas(self) -> frozenset[str]:
         """Quotas whose units this policy holds back for now (none for Priority)."""
@@ -191,6 +194,12 @@ class _QuotaBlockingPolicy(QueuePolicy):
 
     def unit_released(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
+
+    def unit_started(self, unit: QueueUnit) -> None:
+        """With wait-for-pods-running, a unit whose pods now run lifts every block (Koord-Queue
+        Update: an assumed unit turning dequeued clears all blocked quotas)."""
+        if self.settings.wait_for_pods_running:
+            self._blocked.clear()
 
     def _offer(self, unit: QueueUnit, now: float) -> QueueUnit:
         """Note the try before handing the unit out (a try without feedback counts as waiting)."""

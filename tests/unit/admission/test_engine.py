@@ -198,6 +198,22 @@ def test_fast_path_defers_while_the_policy_blocks_the_quota() -> None:
     assert [u.name for u, _ in engine.run_round(183.0).admitted] == ["high"]
 
 
+def test_block_with_wait_for_pods_running_lifts_its_blocks_when_a_unit_starts_running() -> None:
+    engine = engine_with(
+        QuotaSpec("q", max=Resources.of(cpu="2")),
+        policy="Block",
+        annotations={
+            WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+            ENABLE_PREEMPTION_ANNOTATION: "true",
+        },
+    )
+    engine.upsert_unit(unit("starting", "q", priority=5, phase=Phase.DEQUEUED))
+    engine.upsert_unit(unit("head", "q", cpu="2", priority=1))
+    assert [u.name for u, _ in engine.run_round(0.0).rejected] == ["head"]  # no victim: blocks
+    engine.upsert_unit(unit("starting", "q", priority=5, phase=Phase.RUNNING))
+    assert [u.name for u, _ in engine.run_round(1.0).rejected] == ["head"]  # tried again
+
+
 def test_intelligent_queue_ignores_wait_for_pods_running() -> None:
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="4")),
