@@ -13,6 +13,7 @@ own capability and deserved, and victims come from the closest queues first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
@@ -46,6 +47,10 @@ from koordqueue.scheduler.plugins.queue_accounting import (
     min_dims_infinity,
     with_standard,
 )
+
+IMPLICIT_ROOT_ARG: Final = "capacity.implicitRootQueue"
+"""Opt-in (default false): with enableHierarchy and no `root` Queue object, stand in an
+unlimited root instead of refusing every capacity decision as Volcano does."""
 
 
 @dataclass(slots=True)
@@ -327,11 +332,14 @@ class CapacityPlugin(Plugin):
                 with_standard(queue.capability),
             )
         root_name = names.ROOT_QUEUE
-        if root_name not in attrs:
-            # koordqueue has no queue controller creating Volcano's implicit root queue:
-            # stand in an unlimited one so that the tree still has its top.
-            attrs[root_name] = CapacityAttr(root_name, Resources(), Resources(), Resources())
         self.attrs = attrs
+        if root_name not in attrs:
+            if not self.arguments.get_bool(IMPLICIT_ROOT_ARG, False):
+                # Volcano: no root queue, no usable tree (its controller always creates one)
+                return False
+            # opt-in: stand in an unlimited root, as the queue controller koordqueue does
+            # not run would have created
+            attrs[root_name] = CapacityAttr(root_name, Resources(), Resources(), Resources())
         ok = True
         for queue in queues.values():
             if queue.name == root_name:
@@ -428,4 +436,4 @@ class CapacityPlugin(Plugin):
         self.reservations = reservations
 
 
-__all__ = ["CapacityAttr", "CapacityPlugin", "compare_share_with_deserved"]
+__all__ = ["IMPLICIT_ROOT_ARG", "CapacityAttr", "CapacityPlugin", "compare_share_with_deserved"]

@@ -8,7 +8,8 @@ from koordqueue.scheduler.api import QueueInfo
 from .builders import job, node, res, running, snapshot, task
 
 
-def _config(hierarchy: bool = False) -> SchedulerConfig:
+def _config(hierarchy: bool = False, implicit_root: bool = False) -> SchedulerConfig:
+    arguments = "\n    arguments:\n      capacity.implicitRootQueue: true" if implicit_root else ""
     return parse_config(f"""
 actions: "allocate, reclaim"
 tiers:
@@ -20,7 +21,7 @@ tiers:
   - name: conformance
   - name: predicates
   - name: capacity
-    enableHierarchy: {str(hierarchy).lower()}
+    enableHierarchy: {str(hierarchy).lower()}{arguments}
 """)
 
 
@@ -38,16 +39,38 @@ def test_capacity_lets_a_queue_grow_past_deserved_up_to_capability() -> None:
     assert len(result.binds) == 3
 
 
+TREE = [
+    QueueInfo("root"),
+    QueueInfo("parent", capability=res("2")),
+    QueueInfo("a", parent="parent"),
+    QueueInfo("b", parent="parent"),
+]
+TREE_JOBS = [job(f"j{i}", [task(f"t{i}")], queue="ab"[i % 2]) for i in range(4)]
+
+
 def test_parent_capability_limits_children_when_hierarchy_is_enabled() -> None:
-    queues = [
-        QueueInfo("parent", capability=res("2")),
-        QueueInfo("a", parent="parent"),
-        QueueInfo("b", parent="parent"),
-    ]
-    jobs = [job(f"j{i}", [task(f"t{i}")], queue="ab"[i % 2]) for i in range(4)]
-    flat = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config())
-    tree = run_session(snapshot([node("n1", cpu="8")], jobs, queues), _config(hierarchy=True))
+    flat = run_session(snapshot([node("n1", cpu="8")], TREE_JOBS, TREE), _config())
+    tree = run_session(snapshot([node("n1", cpu="8")], TREE_JOBS, TREE), _config(hierarchy=True))
     assert len(flat.binds) == 4
+    assert len(tree.binds) == 2
+
+
+def test_hierarchy_without_a_root_queue_refuses_everything_by_default() -> None:
+    """Volcano: no root queue, no usable tree (its queue controller always creates root)."""
+    rootless = TREE[1:]
+    tree = run_session(
+        snapshot([node("n1", cpu="8")], TREE_JOBS, rootless), _config(hierarchy=True)
+    )
+    assert tree.binds == ()
+
+
+def test_implicit_root_queue_is_an_opt_in() -> None:
+    """`capacity.implicitRootQueue: true` stands in an unlimited root."""
+    rootless = TREE[1:]
+    tree = run_session(
+        snapshot([node("n1", cpu="8")], TREE_JOBS, rootless),
+        _config(hierarchy=True, implicit_root=True),
+    )
     assert len(tree.binds) == 2
 
 
