@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from koordqueue.cli.render import table
-from koordqueue.domain.names import DEFAULT_OVERSELL_RATE, QUEUE_NAMESPACE
+from koordqueue.domain.names import (
+    ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
+    DEFAULT_OVERSELL_RATE,
+    QUEUE_NAMESPACE,
+)
+from koordqueue.domain.quota import is_oversold
 from koordqueue.domain.quota_tree import parse_oversell_rate
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler.gates.names import FEATURE_GATE
@@ -240,9 +245,40 @@ def read_cluster(
 # --- rendering ----------------------------------------------------------------------------
 
 
+SPLIT_PARTS = ("used", "self", "children", "guaranteed", "oversold")
+
+
+def _usage_split(ex: Explanation, view: ClusterView) -> list[dict[str, str]]:
+    """Per quota on the unit's chain and resource: usage split as Koord-Queue keeps it."""
+    rows: list[dict[str, str]] = []
+    for level in ex.chain:
+        s = view.engine.tree.usage_split(level.quota)
+        parts = {
+            "used": s.used, "self": s.self_used, "children": s.children_used,
+            "guaranteed": s.guaranteed_used, "oversold": s.oversold_used,
+        }
+        for res in sorted(set(s.used) | {c.resource for c in level.checks}):
+            row = {"quota": level.quota, "resource": res}
+            row.update({part: fmt(res, parts[part].get_nanos(res)) for part in SPLIT_PARTS})
+            rows.append(row)
+    return rows
+
+
+def _counts_as(ex: Explanation, view: ClusterView) -> str | None:
+    """How the unit's usage counts once admitted, from its actual-oversold-type annotation."""
+    unit = next((u for u in view.engine.units() if u.key == ex.unit), None)
+    if unit is None:
+        return None
+    value = unit.annotations.get(ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION)
+    kind = "oversold" if is_oversold(unit.annotations) else "guaranteed"
+    return kind if value is None else f"{kind} ({ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION}={value})"
+
+
 def render_json(ex: Explanation, view: ClusterView) -> str:
     doc = ex.to_dict()
     doc["source"] = view.source
+    doc["usageSplit"] = _usage_split(ex, view)
+    doc["countsAs"] = _counts_as(ex, view)
     return json.dumps(doc, indent=2, sort_keys=True)
 
 
@@ -291,6 +327,9 @@ def render_table(ex: Explanation, view: ClusterView) -> str:
     ]
     if ex.status_message:
         fields.append(("Status", ex.status_message))
+    counts_as = _counts_as(ex, view)
+    if counts_as is not None:
+        fields.append(("Counts as", counts_as))
     fields += [("Note", note) for note in ex.notes]
     width = max(len(label) for label, _ in fields) + 2
     lines = [f"{label + ':':<{width}}{value}" for label, value in fields]
@@ -311,6 +350,11 @@ def render_table(ex: Explanation, view: ClusterView) -> str:
         lines.append("")
         lines.append(table(rows, ["level", "quota", "resource", "max*rate", "used", "request",
                                   "free", "fits"]))
+        split = _usage_split(ex, view)
+        if split:
+            lines.append("")
+            lines.append(table([[r["quota"], r["resource"], *(r[p] for p in SPLIT_PARTS)]
+                                for r in split], ["quota", "resource", *SPLIT_PARTS]))
     return "\n".join(lines)
 
 

@@ -617,6 +617,9 @@ class Controller:
                     continue
                 target = admitted if self.engine.is_admitted(unit.uid) else pending
                 target[queue] = target.get(queue, 0) + 1
+            usage = self.engine.tree.report() if metrics.QUOTA_USAGE.due() else None
+        if usage is not None:  # per-quota usage split (issue 18, item 8), throttled
+            metrics.QUOTA_USAGE.export(usage)
         for queue in set(pending) | set(admitted) | self._known_metric_queues:
             metrics.UNITS_PENDING.labels(queue).set(pending.get(queue, 0))
             metrics.UNITS_ADMITTED.labels(queue).set(admitted.get(queue, 0))

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from koordqueue.domain.quantity import NANO
+from koordqueue.domain.quota_tree import QuotaUsage
 
 REGISTRY: Final = CollectorRegistry()
 
@@ -76,6 +81,62 @@ HANDLER_ERRORS: Final = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+
+QUOTA_USED: Final = Gauge(
+    "koordqueue_quota_used",
+    "Admitted usage per quota and resource (cpu in cores, others in base units), split as "
+    "Koord-Queue's ElasticQuotaInfo: part total (whole subtree), self (units of this quota), "
+    "children (units of its descendants), guaranteed and oversold (unit annotation "
+    "quota.scheduling.koordinator.sh/actual-quota-oversold-type=ForceQuotaOverSold).",
+    ["quota", "resource", "part"],
+    registry=REGISTRY,
+)
+QUOTA_USAGE_INTERVAL: Final = 5.0
+"""Seconds between quota usage exports (Koord-Queue refreshes its usage gauge every 5 s)."""
+
+
+class QuotaUsageExporter:
+    """Sets `koordqueue_quota_used` from the tree's report, at most every `interval` seconds.
+
+    Throttled because the report costs O(quotas) and rounds can be frequent; series of
+    quotas or resources that disappeared are removed rather than left stale.
+    """
+
+    def __init__(
+        self, interval: float = QUOTA_USAGE_INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._interval = interval
+        self._clock = clock
+        self._last: float | None = None
+        self._series: set[tuple[str, str, str]] = set()
+
+    def due(self) -> bool:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._interval:
+            return False
+        self._last = now
+        return True
+
+    def export(self, rows: Iterable[QuotaUsage]) -> None:
+        series: set[tuple[str, str, str]] = set()
+        for row in rows:
+            split = row.split
+            if split is None:
+                continue
+            parts = {
+                "total": split.used, "self": split.self_used, "children": split.children_used,
+                "guaranteed": split.guaranteed_used, "oversold": split.oversold_used,
+            }
+            for res in set(split.used) | set(row.max):
+                for part, amounts in parts.items():
+                    QUOTA_USED.labels(row.name, res, part).set(amounts.get_nanos(res) / NANO)
+                    series.add((row.name, res, part))
+        for gone in self._series - series:
+            QUOTA_USED.remove(*gone)
+        self._series = series
+
+
+QUOTA_USAGE: Final = QuotaUsageExporter()
 
 
 def serve(port: int) -> None:
