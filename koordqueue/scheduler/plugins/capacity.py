@@ -48,6 +48,11 @@ from koordqueue.scheduler.plugins.queue_accounting import (
     with_standard,
 )
 
+ANCESTOR_RECLAIM_LEVEL_ARG: Final = "ancestorReclaimLevel"
+"""Volcano's argument (default 0, hierarchy only): how many levels of ancestors reclaim also
+consults — a queue may reclaim when such an ancestor is below its deserved, and a victim must
+also exceed the deserved of its ancestors up to that level that it does not share with the
+reclaimer."""
 IMPLICIT_ROOT_ARG: Final = "capacity.implicitRootQueue"
 """Opt-in (default false): with enableHierarchy and no `root` Queue object, stand in an
 unlimited root instead of refusing every capacity decision as Volcano does."""
@@ -84,6 +89,13 @@ def compare_share_with_deserved(left: CapacityAttr, right: CapacityAttr) -> int:
             return 0
         return -1 if has_left else 1
     return -1 if left.share < right.share else 1
+
+
+def ancestor_at_depth(attr: CapacityAttr, depth: int) -> str | None:
+    """The ancestor `depth` levels up (1 = parent), or None."""
+    if depth <= 0 or len(attr.ancestors) < depth:
+        return None
+    return attr.ancestors[len(attr.ancestors) - depth]
 
 
 def queue_level(left: CapacityAttr, right: CapacityAttr) -> int:
@@ -190,9 +202,13 @@ class CapacityPlugin(Plugin):
             for attr in chain(job.queue):
                 attr.inqueue = attr.inqueue + job.min_request()
 
+        level = max(self.arguments.get_int(ANCESTOR_RECLAIM_LEVEL_ARG, 0), 0)
+        ancestor_reclaim = hierarchy and level > 0
+
         def preemptive(queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
-            # Only the queue's own capability and deserved: a full parent does not stop a
-            # leaf that is below its deserved from reclaiming (Volcano's PreemptiveFn).
+            # The queue's own capability and deserved: a full parent does not stop a leaf
+            # that is below its deserved from reclaiming (Volcano's PreemptiveFn); with
+            # ancestorReclaimLevel, an ancestor below its deserved also lets it reclaim.
             if not ready or not queue.is_open or queue.name not in attrs:
                 return False
             attr = attrs[queue.name]
@@ -200,7 +216,36 @@ class CapacityPlugin(Plugin):
             future = add(attr.allocated, total)
             if insufficient_in_requested_dims(future, attr.real_capability, total):
                 return False
-            return less_equal_partly_zero_filtered(future, attr.deserved, total)
+            if less_equal_partly_zero_filtered(future, attr.deserved, total):
+                return True
+            if ancestor_reclaim:
+                for depth in range(1, level + 1):
+                    ancestor = ancestor_at_depth(attr, depth)
+                    if ancestor is None or ancestor == names.ROOT_QUEUE:
+                        continue
+                    up = attrs[ancestor]
+                    if less_equal_partly_zero_filtered(
+                        add(up.allocated, total), up.deserved, total
+                    ):
+                        return True
+            return False
+
+        def ancestor_to_check(
+            reclaimer_attr: CapacityAttr, victim_attr: CapacityAttr, depth: int
+        ) -> tuple[CapacityAttr | None, bool]:
+            """The victim's ancestor at `depth` unless it is root or the reclaimer's too."""
+            theirs = ancestor_at_depth(victim_attr, depth)
+            if theirs is None or theirs == names.ROOT_QUEUE:
+                return None, False
+            if ancestor_at_depth(reclaimer_attr, depth) == theirs:
+                return None, False
+            return attrs.get(theirs), True
+
+        def shares_ancestor(left: CapacityAttr, right: CapacityAttr) -> bool:
+            """A common non-root ancestor within `level` levels up."""
+            mine = {ancestor_at_depth(left, d) for d in range(1, level + 1)}
+            theirs = {ancestor_at_depth(right, d) for d in range(1, level + 1)}
+            return bool((mine & theirs) - {None, names.ROOT_QUEUE})
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
             if not ready:
@@ -208,6 +253,7 @@ class CapacityPlugin(Plugin):
             owner = session.jobs.get(reclaimer.job)
             if owner is None or owner.queue not in attrs:
                 return []
+            reclaimer_attr = attrs[owner.queue]
             victims: list[TaskInfo] = []
             allocations: dict[str, Resources] = {}
             ordered = session.victims_queue(candidates, reclaimer)
@@ -226,12 +272,42 @@ class CapacityPlugin(Plugin):
                     continue
                 # immediate victim: it holds nothing the queue's deserved names; otherwise
                 # the queue must exceed its deserved on a dimension the victim holds
-                immediate = not intersection(candidate.resreq, attr.deserved)
-                if not immediate and not greater_partly_in_relevant_dims(
+                if not intersection(candidate.resreq, attr.deserved):
+                    if (
+                        ancestor_reclaim
+                        and shares_ancestor(reclaimer_attr, attr)
+                        and not intersection(reclaimer.resreq, reclaimer_attr.deserved)
+                    ):
+                        # no real contention under a shared ancestor
+                        continue
+                elif not greater_partly_in_relevant_dims(
                     allocated, attr.deserved, candidate.resreq
                 ):
                     continue
+                held: dict[str, Resources] = {}
+                eligible = True
+                if ancestor_reclaim:
+                    for depth in range(1, level + 1):
+                        up, needed = ancestor_to_check(reclaimer_attr, attr, depth)
+                        if not needed:
+                            continue
+                        if up is None:
+                            eligible = False
+                            break
+                        up_allocated = allocations.setdefault(up.name, up.allocated)
+                        held[up.name] = up_allocated
+                        if not intersection(candidate.resreq, up.deserved):
+                            continue
+                        if not greater_partly_in_relevant_dims(
+                            up_allocated, up.deserved, candidate.resreq
+                        ):
+                            eligible = False
+                            break
+                if not eligible:
+                    continue
                 allocations[job.queue] = subtract(allocated, candidate.resreq)
+                for name, amount in held.items():
+                    allocations[name] = subtract(amount, candidate.resreq)
                 victims.append(candidate)
             return victims
 
@@ -436,4 +512,10 @@ class CapacityPlugin(Plugin):
         self.reservations = reservations
 
 
-__all__ = ["IMPLICIT_ROOT_ARG", "CapacityAttr", "CapacityPlugin", "compare_share_with_deserved"]
+__all__ = [
+    "ANCESTOR_RECLAIM_LEVEL_ARG",
+    "IMPLICIT_ROOT_ARG",
+    "CapacityAttr",
+    "CapacityPlugin",
+    "compare_share_with_deserved",
+]
