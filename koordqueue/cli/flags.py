@@ -42,6 +42,13 @@ def _positive(value: str) -> float:
     return number
 
 
+def _non_negative(value: str) -> float:
+    number = float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value!r}")
+    return number
+
+
 def _positive_int(value: str) -> int:
     number = int(value)
     if number <= 0:
@@ -81,10 +88,26 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--job-workers",
         "job_workers",
-        "Job events handled at once (each new Job costs up to three blocking API writes); "
+        "Job events handled at once (each new Job costs up to four blocking API writes); "
         "more absorbs longer bursts of Jobs at some CPU cost",
         _DEFAULTS.job_workers,
         _positive_int,
+    ),
+    Flag(
+        "--job-running-timeout",
+        "job_running_timeout",
+        "seconds a resumed Job may stay Pending (no pod Running) with its unit Dequeued; then "
+        "the unit backs off (phase TimeoutBackoff, quota released) and the Job is suspended "
+        "again (0: off, the reference's default)",
+        _DEFAULTS.job_running_timeout,
+        _non_negative,
+    ),
+    Flag(
+        "--job-backoff-time",
+        "job_backoff_time",
+        "seconds a unit backed off by --job-running-timeout waits before it is Enqueued again",
+        _DEFAULTS.job_backoff_time,
+        _non_negative,
     ),
     Flag(
         "--resync-period",

@@ -7,11 +7,28 @@ it is unit-tested without a cluster and reused by the simulator.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Final
 
-from koordqueue.domain.names import KOORD_QUEUE_GROUP, KOORD_QUEUE_VERSION
+from koordqueue.domain.names import (
+    JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
+    JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
+    JOB_HAS_ENQUEUED_ANNOTATION,
+    KOORD_QUEUE_GROUP,
+    KOORD_QUEUE_VERSION,
+    MSG_ENQUEUED_AFTER_BACKOFF,
+    MSG_ENQUEUED_AFTER_PREEMPTED,
+    MSG_RUNNING_TIMEOUT,
+    MSG_UNIT_FAILED,
+    MSG_UNIT_RUNNING,
+    MSG_UNIT_SUCCEEDED,
+)
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.queue_unit import Phase
 from koordqueue.domain.resources import Resources
@@ -68,16 +85,44 @@ def job_key(job: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
 
 
+def count_failed_indexes(indexes: str, completions: int) -> int:
+    """How many indexes `status.failedIndexes` names ("1,3-5,7" -> 5).
+
+    Raises ValueError for what the Job controller never writes: a non-number, a reversed or
+    overlapping range, indexes out of order, or an index outside [0, completions).
+    """
+    if not indexes:
+        return 0
+    count, last = 0, -1
+    for part in indexes.split(","):
+        first_text, _, end_text = part.partition("-")
+        first = int(first_text)
+        end = int(end_text) if end_text else first
+        if first < 0 or end < first or first <= last or end >= completions:
+            raise ValueError(f"invalid failedIndexes {indexes!r} for {completions} completions")
+        count += end - first + 1
+        last = end
+    return count
+
+
 def pod_set_count(job: Mapping[str, Any]) -> int:
-    """min(parallelism, completions − succeeded); parallelism defaults to 1."""
+    """min(parallelism, completions − succeeded [− failed indexes]), never negative.
+
+    parallelism defaults to 1 and completions to parallelism. An Indexed Job's permanently
+    failed indexes will not run again, so they are not asked for; a failedIndexes value that
+    cannot be parsed keeps the full demand.
+    """
     spec = job.get("spec") or {}
+    status = job.get("status") or {}
     parallelism = spec.get("parallelism")
     parallelism = 1 if parallelism is None else int(parallelism)
     completions = spec.get("completions")
-    if completions is None:
-        return max(parallelism, 0)
-    succeeded = int((job.get("status") or {}).get("succeeded") or 0)
-    return max(min(parallelism, int(completions) - succeeded), 0)
+    completions = parallelism if completions is None else int(completions)
+    remaining = completions - int(status.get("succeeded") or 0)
+    if spec.get("completionMode") == "Indexed" and status.get("failedIndexes"):
+        with contextlib.suppress(ValueError):  # unparsable: keep the full demand
+            remaining -= count_failed_indexes(str(status["failedIndexes"]), completions)
+    return max(min(parallelism, remaining), 0)
 
 
 def job_resource(job: Mapping[str, Any]) -> Resources:
@@ -120,7 +165,7 @@ def queue_unit_for_job(
         "resource": resource.to_quantities(),
         "podSet": [
             {
-                "name": "main",
+                "name": metadata.get("name"),
                 "count": pod_set_count(job),
                 "template": spec.get("template") or {},
             }
@@ -151,19 +196,175 @@ def queue_unit_for_job(
     }
 
 
-def phase_from_job(job: Mapping[str, Any]) -> Phase | None:
-    """The unit phase a (resumed) Job's status implies, or None when it says nothing yet."""
+class JobStatus(StrEnum):
+    """Where a Job stands for the extension (Koord-Queue framework.JobStatus)."""
+
+    CREATED = "Created"
+    QUEUING = "Queuing"
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+def _annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (job.get("metadata") or {}).get("annotations") or {}
+
+
+def is_managed(job: Mapping[str, Any]) -> bool:
+    """Enqueued once (annotated), or never started and suspended: the queue owns this Job."""
+    if _annotations(job).get(JOB_HAS_ENQUEUED_ANNOTATION):
+        return True
+    return not (job.get("status") or {}).get("startTime") and is_created_suspended(job)
+
+
+def job_status(job: Mapping[str, Any], pod_running: bool = False) -> JobStatus:
+    """The Job's state, in the reference's order of precedence.
+
+    `pod_running`: one of the Job's pods is in phase Running (the caller looks; this module
+    does not list pods). With active pods and none running the Job is Pending, as it is after
+    a resume (dequeue timestamp set) before any pod exists.
+    """
     status = job.get("status") or {}
     for condition in status.get("conditions") or []:
         if condition.get("status") != "True":
             continue
-        if condition.get("type") in ("Complete", "SuccessCriteriaMet"):
-            return Phase.SUCCEED
-        if condition.get("type") in ("Failed", "FailureTarget"):
-            return Phase.FAILED
-    if (status.get("active") or 0) > 0 or (status.get("ready") or 0) > 0:
-        return Phase.RUNNING
-    return None
+        if condition.get("type") == "Complete":
+            return JobStatus.SUCCEEDED
+        if condition.get("type") == "Failed":
+            return JobStatus.FAILED
+    if int(status.get("active") or 0) > 0:
+        return JobStatus.RUNNING if pod_running else JobStatus.PENDING
+    annotations = _annotations(job)
+    if annotations.get(JOB_DEQUEUE_TIMESTAMP_ANNOTATION):
+        return JobStatus.PENDING
+    if annotations.get(JOB_HAS_ENQUEUED_ANNOTATION) == "true":
+        return JobStatus.QUEUING
+    return JobStatus.CREATED
+
+
+_PROCESS_START_NS: Final = time.monotonic_ns()
+
+
+def go_time_string(epoch_ns: int | None = None, monotonic_ns: int | None = None) -> str:
+    """A timestamp as Go's `time.Now().String()` prints it, which the reference writes verbatim.
+
+    "2006-01-02 15:04:05.999999999 +0000 UTC m=+0.000000001": nanoseconds without trailing
+    zeros, always UTC here, and the monotonic reading (seconds since the process started).
+    """
+    if epoch_ns is None:
+        epoch_ns = time.time_ns()
+    if monotonic_ns is None:
+        monotonic_ns = time.monotonic_ns() - _PROCESS_START_NS
+    seconds, nanos = divmod(epoch_ns, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if nanos:
+        text += "." + f"{nanos:09d}".rstrip("0")
+    sign = "-" if monotonic_ns < 0 else "+"
+    mono_s, mono_ns = divmod(abs(monotonic_ns), 1_000_000_000)
+    return f"{text} +0000 UTC m={sign}{mono_s}.{mono_ns:09d}"
+
+
+def enqueue_patch(job: Mapping[str, Any], now: str) -> dict[str, Any] | None:
+    """Mark a Job enqueued (merge patch), or None when it already is."""
+    if _annotations(job).get(JOB_HAS_ENQUEUED_ANNOTATION):
+        return None
+    return {
+        "metadata": {
+            "annotations": {
+                JOB_HAS_ENQUEUED_ANNOTATION: "true",
+                JOB_ENQUEUE_TIMESTAMP_ANNOTATION: now,
+            }
+        }
+    }
+
+
+def resume_patch(now: str) -> dict[str, Any]:
+    """Let the Job run and stamp when it left the queue."""
+    return {
+        "spec": {"suspend": False},
+        "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: now}},
+    }
+
+
+def suspend_patch() -> dict[str, Any]:
+    """Stop the Job again; an empty dequeue timestamp says it is back in the queue."""
+    return {
+        "spec": {"suspend": True},
+        "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: ""}},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class JobAction:
+    """What one look at a Job and its unit calls for; the adapter carries it out."""
+
+    phase: Phase | None = None
+    """New unit phase to write (with `message`), or None to leave the unit as it is."""
+    message: str = ""
+    resume: bool = False
+    resume_event: bool = False
+    """Record the `Resume` event on the Job (the reference does so only for SchedSucceed)."""
+    suspend: bool = False
+    recheck_after: float | None = None
+    """Seconds after which a time-based rule (running timeout, back-off) may fire."""
+
+
+_FINISHED: Final = {
+    JobStatus.RUNNING: (Phase.RUNNING, MSG_UNIT_RUNNING),
+    JobStatus.SUCCEEDED: (Phase.SUCCEED, MSG_UNIT_SUCCEEDED),
+    JobStatus.FAILED: (Phase.FAILED, MSG_UNIT_FAILED),
+}
+
+
+def reconcile_job(
+    status: JobStatus,
+    phase: Phase,
+    since_update: float,
+    running_timeout: float = 0.0,
+    backoff_time: float = 0.0,
+) -> JobAction:
+    """The job extension's decision for a Job in `status` whose unit is in `phase`.
+
+    `since_update`: seconds since the unit's status.lastUpdateTime. `running_timeout` (0: off):
+    how long a resumed Job may stay Pending with its unit Dequeued before the unit backs off
+    and the Job is suspended again; `backoff_time`: how long it then stays backed off.
+    """
+    if status in _FINISHED:
+        target, message = _FINISHED[status]
+        return JobAction(target, message) if phase is not target else JobAction()
+    if status is JobStatus.QUEUING:
+        if phase is Phase.PREEMPTED:
+            return JobAction(Phase.ENQUEUED, MSG_ENQUEUED_AFTER_PREEMPTED)
+        if phase is Phase.SCHED_SUCCEED:
+            return JobAction(resume=True, resume_event=True, recheck_after=running_timeout or None)
+        if phase is Phase.DEQUEUED:
+            return JobAction(resume=True, recheck_after=running_timeout or None)
+        if phase is Phase.BACKOFF:
+            return _after_backoff(since_update, backoff_time)
+        return JobAction()
+    if status is JobStatus.PENDING:
+        if phase in (Phase.SCHED_FAILED, Phase.SCHED_SUCCEED):
+            return JobAction()
+        if phase is Phase.PREEMPTED:
+            return JobAction(Phase.ENQUEUED, MSG_ENQUEUED_AFTER_PREEMPTED, suspend=True)
+        if running_timeout <= 0:
+            return JobAction()
+        if phase is Phase.DEQUEUED:
+            if since_update >= running_timeout:
+                return JobAction(
+                    Phase.BACKOFF, MSG_RUNNING_TIMEOUT, suspend=True, recheck_after=backoff_time
+                )
+            return JobAction(recheck_after=running_timeout - since_update)
+        if phase is Phase.BACKOFF:
+            return replace(_after_backoff(since_update, backoff_time), suspend=True)
+    return JobAction()
+
+
+def _after_backoff(since_update: float, backoff_time: float) -> JobAction:
+    if since_update > backoff_time:
+        return JobAction(Phase.ENQUEUED, MSG_ENQUEUED_AFTER_BACKOFF)
+    return JobAction(recheck_after=backoff_time - since_update)
 
 
 def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:

@@ -25,8 +25,14 @@ class Phase(StrEnum):
     SCHED_READY = "SchedReady"
     SCHED_SUCCEED = "SchedSucceed"
     SCHED_FAILED = "SchedFailed"
-    BACKOFF = "Backoff"
+    BACKOFF = "TimeoutBackoff"
+    """Koord-Queue's spelling of its Backoff phase."""
     PREEMPTED = "Preempted"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Phase | None:
+        # "Backoff": this project's spelling before it followed Koord-Queue; stored units keep it
+        return cls.BACKOFF if value == "Backoff" else None
 
 
 ADMITTED_PHASES: Final = frozenset(

@@ -8,6 +8,7 @@ units. A periodic resync re-lists everything so a missed event is repaired withi
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,10 +25,16 @@ from koordqueue.domain.admission import Admitted, Rejection
 from koordqueue.domain.engine import AdmissionEngine, Preemption, RoundResult
 from koordqueue.domain.job_extension import (
     InvalidJobError,
+    JobStatus,
     backoff_delay,
-    is_created_suspended,
-    phase_from_job,
+    enqueue_patch,
+    go_time_string,
+    is_managed,
+    job_status,
     queue_unit_for_job,
+    reconcile_job,
+    resume_patch,
+    suspend_patch,
 )
 from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
 from koordqueue.domain.queue_derivation import derive_queue
@@ -45,6 +52,7 @@ from koordqueue.kube import metrics
 from koordqueue.kube.api import (
     ELASTIC_QUOTA,
     JOB,
+    POD,
     PRIORITY_CLASS,
     QUEUE,
     QUEUE_UNIT,
@@ -83,6 +91,22 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
+def _epoch(timestamp: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as the API writes it (None if unreadable)."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _admissions(unit_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """status.admissions of a unit admitted whole: each pod set with all its replicas."""
+    pod_sets = (unit_obj.get("spec") or {}).get("podSet") or []
+    return [{"name": ps.get("name"), "replicas": int(ps.get("count") or 0)} for ps in pod_sets]
+
+
 class Controller:
     """State and reactions of the controller; kopf handlers call the `on_*` methods."""
 
@@ -111,6 +135,8 @@ class Controller:
         self._creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._priorities: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
         self._known_metric_queues: set[str] = set()
+        self._job_timers: dict[str, float] = {}  # Job namespace/name -> when to look again
+        self._timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="kq-write")
         self._events = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kq-event")
 
@@ -243,10 +269,15 @@ class Controller:
                 # A stale event from before our own admission write: our decision stands.
                 unit = replace(unit, phase=known.phase)
             self.engine.upsert_unit(unit)
+            if unit.phase is Phase.BACKOFF and uid in self._timed_out:
+                # a stale earlier version may have counted it again: its quota stays free
+                self.engine.requeue(uid, math.inf)
             self._units[uid] = obj
             self._unit_by_key[key] = uid
         if known is None or unit.phase in FINISHED_PHASES:
             self.wake.set()
+        if unit.phase is Phase.SCHED_SUCCEED and (known is None or known.phase != unit.phase):
+            self._reconcile_consumer(obj)
 
     def _back_off(self, unit: QueueUnit, obj: dict[str, Any]) -> None:
         """SchedFailed: release the quota, suspend the Job, retry after an exponential back-off."""
@@ -263,6 +294,7 @@ class Controller:
                 "attempts": attempts,
                 "message": message,
                 "lastUpdateTime": _now(),
+                "admissions": [],
             }
         }
         updated = self._patch_unit_status(unit, patch)
@@ -309,35 +341,131 @@ class Controller:
                 )
                 with self.lock:
                     self.engine.remove_unit(unit_uid)
+                    self._timed_out.discard(unit_uid)
+            self._job_timers.pop(key, None)
             return
         if unit_obj is None or not unit_uid:
             self._maybe_create_unit(obj, key)
             return
         if not owned:
             return
+        self._reconcile_job(obj, unit_uid)
+
+    def _reconcile_job(self, job: dict[str, Any], unit_uid: str) -> None:
+        """Koord-Queue's job reconcile for one Job and its unit (SPEC 2.6, issue 18 item 11)."""
+        meta = _meta(job)
+        namespace, name = meta.get("namespace", "default"), meta.get("name", "")
+        key = f"{namespace}/{name}"
         with self.lock:
             unit = self.engine.unit(unit_uid)
+            unit_obj = self._units.get(unit_uid)
             admitted = self.engine.is_admitted(unit_uid)
-        if unit is None:
+            timed_out = unit_uid in self._timed_out
+        if unit is None or unit_obj is None:
             return
-        suspended = bool((obj.get("spec") or {}).get("suspend"))
-        if admitted and suspended and unit.phase in ADMITTED_PHASES:
-            self._safely("resume job", lambda: self._resume_job(namespace, name))
-        phase = phase_from_job(obj)
-        if phase is not None and phase != unit.phase and (admitted or phase in FINISHED_PHASES):
-            self._set_unit_phase(unit, phase, f"job {key} is {phase.value.lower()}")
+        if unit.phase is Phase.BACKOFF and not timed_out:
+            return  # a SchedFailed back-off runs on its own exponential clock
+        status = job_status(job, self._pod_running(job, unit.phase))
+        updated = _epoch((unit_obj.get("status") or {}).get("lastUpdateTime"))
+        now = self.clock()
+        since = now - updated if updated is not None else 0.0
+        action = reconcile_job(
+            status,
+            unit.phase,
+            since,
+            self.settings.job_running_timeout,
+            self.settings.job_backoff_time,
+        )
+        suspended = bool((job.get("spec") or {}).get("suspend"))
+        if action.phase is not None:
+            self._set_unit_phase(unit, action.phase, action.message)
+            with self.lock:
+                if action.phase is Phase.BACKOFF:
+                    self.engine.requeue(unit_uid, math.inf)  # gives its quota back
+                    self._timed_out.add(unit_uid)
+                elif action.phase is Phase.ENQUEUED:
+                    self.engine.defer(unit_uid, 0.0)
+                    self._timed_out.discard(unit_uid)
+            self.wake.set()
+        if action.suspend and not suspended:
+            self._safely("suspend job", lambda: self._suspend_job(namespace, name))
+        if action.resume and suspended and admitted:
+            resumed = self._safely("resume job", lambda: self._resume_job(namespace, name))
+            if resumed is not None and action.resume_event:
+                self.recorder.record(job, NORMAL, names.REASON_RESUME, names.MSG_RESUME)
+        if action.recheck_after is None:
+            self._job_timers.pop(key, None)
+        else:
+            self._job_timers[key] = now + max(action.recheck_after, 0.0)
+
+    def _pod_running(self, job: Mapping[str, Any], phase: Phase) -> bool:
+        """Whether one of the Job's pods is Running (the reference lists them; so do we, rarely).
+
+        `status.ready` answers without a call; the pods are listed only while the Job has
+        active pods none of which is ready and its unit does not already say Running.
+        """
+        status = job.get("status") or {}
+        if int(status.get("ready") or 0) > 0:
+            return True
+        if int(status.get("active") or 0) == 0 or phase in (Phase.RUNNING, *FINISHED_PHASES):
+            return False
+        meta = _meta(job)
+        selector = f"batch.kubernetes.io/controller-uid={meta.get('uid')}"
+        pods = self._safely(
+            "list pods", lambda: self.api.list_objects(POD, meta.get("namespace"), selector)
+        )
+        return any((pod.get("status") or {}).get("phase") == "Running" for pod in pods or [])
+
+    def _reconcile_consumer(self, unit_obj: Mapping[str, Any]) -> None:
+        """A unit event the Job must follow (SchedSucceed): look at its Job now."""
+        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
+        if ref.get("kind") != "Job" or not ref.get("name"):
+            return
+        namespace = str(ref.get("namespace") or _meta(unit_obj).get("namespace"))
+        job = self._safely("get job", lambda: self.api.get(JOB, str(ref["name"]), namespace))
+        uid = _meta(unit_obj).get("uid")
+        if job is not None and uid:
+            self._reconcile_job(job, str(uid))
+
+    def fire_job_timers(self) -> None:
+        """Look again at Jobs whose running timeout or back-off may have expired."""
+        now = self.clock()
+        due = [key for key, at in list(self._job_timers.items()) if at <= now]
+        for key in due:
+            self._job_timers.pop(key, None)
+            namespace, _, name = key.partition("/")
+            job = self._safely("get job", lambda: self.api.get(JOB, name, namespace))  # noqa: B023
+            with self.lock:
+                unit_uid = self._unit_by_key.get(key)
+            if job is not None and unit_uid:
+                self._reconcile_job(job, unit_uid)
 
     def _maybe_create_unit(self, job: dict[str, Any], key: str) -> None:
-        if not self.settings.manage_jobs or not is_created_suspended(job):
-            return
-        if (job.get("status") or {}).get("startTime") or key in self._creating:
-            return  # it ran before, so it was not created suspended; or creation is in flight
+        if not self.settings.manage_jobs or not is_managed(job) or key in self._creating:
+            return  # not ours (started before it was suspended), or creation is in flight
+        if job_status(job) not in (JobStatus.CREATED, JobStatus.QUEUING):
+            return  # enqueued before and resumed since, but its unit is gone: left alone
         self._creating[key] = True
         try:
             body = queue_unit_for_job(job, self._priority_of_class)
         except InvalidJobError as exc:
             self.recorder.record(job, WARNING, names.REASON_INVALID_JOB, str(exc))
             return
+        patch = enqueue_patch(job, go_time_string())
+        if patch is not None:  # mark the Job enqueued first; the unit copies its annotations
+            meta = _meta(job)
+            marked = self._safely(
+                "enqueue job",
+                lambda: with_retries(
+                    lambda: self.api.merge_patch(
+                        JOB, meta.get("name", ""), patch, meta.get("namespace")
+                    )
+                ),
+            )
+            if marked is None:
+                self._creating.pop(key, None)
+                return
+            body["metadata"]["annotations"] = dict(_meta(marked).get("annotations") or {})
         try:
             created = with_retries(
                 lambda: self.api.create(QUEUE_UNIT, body, _meta(job).get("namespace"))
@@ -369,7 +497,11 @@ class Controller:
         # that write wins and this one is dropped)
         initial = {
             "metadata": {"resourceVersion": _meta(created).get("resourceVersion")},
-            "status": {"phase": Phase.ENQUEUED.value, "lastUpdateTime": _now()},
+            "status": {
+                "phase": Phase.ENQUEUED.value,
+                "message": names.MSG_UNIT_ENQUEUED,
+                "lastUpdateTime": _now(),
+            },
         }
         namespace, name = _meta(created).get("namespace"), _meta(created).get("name", "")
         try:
@@ -381,26 +513,32 @@ class Controller:
             return
         self.on_unit("ADDED", enqueued)
 
-    def _resume_job(self, namespace: str, name: str) -> None:
+    def _resume_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """suspend: false and the dequeue timestamp; None if the Job is gone."""
+        patch = resume_patch(go_time_string())
         try:
-            with_retries(
-                lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": False}}, namespace)
-            )
+            return with_retries(lambda: self.api.merge_patch(JOB, name, patch, namespace))
         except ApiError as exc:
             if not exc.not_found:
                 raise
+            return None
 
     def _suspend_job(self, namespace: str, name: str) -> None:
         try:
-            with_retries(
-                lambda: self.api.merge_patch(JOB, name, {"spec": {"suspend": True}}, namespace)
-            )
+            with_retries(lambda: self.api.merge_patch(JOB, name, suspend_patch(), namespace))
         except ApiError as exc:
             if not exc.not_found:
                 raise
 
     def _set_unit_phase(self, unit: QueueUnit, phase: Phase, message: str) -> None:
-        patch = {"status": {"phase": phase.value, "message": message, "lastUpdateTime": _now()}}
+        status: dict[str, Any] = {
+            "phase": phase.value,
+            "message": message,
+            "lastUpdateTime": _now(),
+        }
+        if phase not in ADMITTED_PHASES:  # finished or back in the queue: it holds nothing
+            status["admissions"] = []
+        patch = {"status": status}
         self._patch_unit_status(unit, patch, retry=True)
         with self.lock:
             self.engine.upsert_unit(replace(unit, phase=phase))
@@ -480,6 +618,8 @@ class Controller:
     def admission_round(self) -> RoundResult:
         """One round: decide under the lock, then persist in parallel outside it."""
         started = time.monotonic()
+        if self._job_timers:
+            self.fire_job_timers()
         with self.lock:
             result = self.engine.run_round(self.clock())
         futures = [self._pool.submit(self._persist_admission, u, d) for u, d in result.admitted]
@@ -509,6 +649,7 @@ class Controller:
                     "message": decision.message,
                     "lastUpdateTime": now,
                     "admissionTime": now,
+                    "admissions": _admissions(current),
                 }
             }
             if rv:
@@ -560,11 +701,15 @@ class Controller:
     def _persist_preemption(self, preemption: Preemption) -> None:
         for victim in preemption.victims:
             message = f"preempted by {preemption.unit.key}; back in queue"
+            known = self._units.get(victim.uid) or {}
+            by_job = ((known.get("spec") or {}).get("consumerRef") or {}).get("kind") == "Job"
             patch = {
                 "status": {
                     "phase": Phase.ENQUEUED.value,
-                    "message": message,
+                    # a Job's unit says what the job extension writes once the Job is suspended
+                    "message": names.MSG_ENQUEUED_AFTER_PREEMPTED if by_job else message,
                     "lastUpdateTime": _now(),
+                    "admissions": [],
                 }
             }
             try:

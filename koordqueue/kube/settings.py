@@ -26,7 +26,13 @@ class ControllerSettings:
     context: str | None = None
     manage_jobs: bool = True
     job_workers: int = 64
-    """Job events handled at once; a new Job's handler blocks on up to three API writes."""
+    """Job events handled at once; a new Job's handler blocks on up to four API writes."""
+    job_running_timeout: float = 0.0
+    """Seconds a resumed Job may stay Pending (no pod Running) with its unit Dequeued before the
+    unit backs off (TimeoutBackoff, quota released) and the Job is suspended again; 0: off."""
+    job_backoff_time: float = 0.0
+    """Seconds a unit backed off by the running timeout waits before it is Enqueued again
+    (Koord-Queue's Job handle uses 0)."""
     # --- scheduler (SPEC 3) ------------------------------------------------------------------
     scheduler_name: str = "volcano"
     schedule_period: float = 1.0

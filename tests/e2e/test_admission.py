@@ -369,7 +369,7 @@ def test_sched_failed_unit_backs_off_releases_quota_and_suspends_its_job(
         "-p",
         json.dumps({"status": {"phase": "SchedFailed", "message": "pods unschedulable"}}),
     )
-    kq.wait_for(lambda: kq.phase(kubectl, ns, "flaky") == "Backoff", what="Backoff phase")
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "flaky") == "TimeoutBackoff", what="Backoff phase")
     unit = _unit(kubectl, ns, "flaky")
     assert unit is not None and unit["status"]["attempts"] == 1
     assert "retry 1 in" in unit["status"]["message"]

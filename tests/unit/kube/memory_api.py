@@ -87,6 +87,11 @@ class MemoryApi:
         for field, value in patch.items():
             if field != "metadata" and isinstance(value, dict):
                 obj[field] = {**(obj.get(field) or {}), **value}
+        for field in ("labels", "annotations"):  # merge-patch semantics: null deletes a key
+            changes = (patch.get("metadata") or {}).get(field)
+            if changes:
+                merged = {**(obj["metadata"].get(field) or {}), **changes}
+                obj["metadata"][field] = {k: v for k, v in merged.items() if v is not None}
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
         return obj
 
