@@ -30,7 +30,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
     Toleration,
 )
-from koordqueue.scheduler.api.names import QUEUE_STATE_OPEN
+from koordqueue.scheduler.api.names import PREEMPT_NEVER, QUEUE_STATE_OPEN
 
 log = structlog.get_logger(__name__)
 Obj = Mapping[str, Any]
@@ -171,6 +171,7 @@ def task_info(pod: Obj) -> TaskInfo:
         scheduling_gated=bool(spec.get("schedulingGates")),
         priority_class_name=str(spec.get("priorityClassName") or ""),
         creation=timestamp(m.get("creationTimestamp")),
+        preempt_never=spec.get("preemptionPolicy") == PREEMPT_NEVER,
     )
 
 

@@ -46,7 +46,7 @@ def preempt_one(
     until the preemptor fits (queue allocatable and node future idle); the node's evictions
     join `statement` only when the preemptor is pipelined there.
     """
-    if session.pre_predicate(preemptor) is not None:
+    if preemptor.preempt_never or session.pre_predicate(preemptor) is not None:
         return False
     queue = session.queues[session.jobs[preemptor.job].queue]
 

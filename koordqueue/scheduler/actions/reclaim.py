@@ -60,6 +60,8 @@ class ReclaimAction(Action):
                     if tasks is None or tasks.empty():
                         break
                     task = tasks.pop()
+                    if task.preempt_never:
+                        continue
                     if not session.preemptive(queue, [task]):
                         continue
                     if session.pre_predicate(task) is not None:

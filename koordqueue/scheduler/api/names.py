@@ -38,6 +38,8 @@ UNSCHEDULABLE_TAINT_KEY: Final = "node.kubernetes.io/unschedulable"
 CRITICAL_PRIORITY_CLASSES: Final = frozenset({"system-cluster-critical", "system-node-critical"})
 SYSTEM_NAMESPACE: Final = "kube-system"
 ROOT_QUEUE: Final = "root"
+PREEMPT_NEVER: Final = "Never"
+"""Pod `spec.preemptionPolicy` value that forbids the pod to evict others."""
 QUEUE_STATE_OPEN: Final = "Open"
 QUEUE_STATE_CLOSED: Final = "Closed"
 QUEUE_STATE_CLOSING: Final = "Closing"

@@ -116,6 +116,8 @@ class TaskInfo:
     preemptable: bool = True
     priority_class_name: str = ""
     creation: float = 0.0
+    preempt_never: bool = False
+    """`spec.preemptionPolicy: Never`: the pod may not evict others (preempt or reclaim)."""
     _key: PlacementKey | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -170,6 +172,7 @@ class TaskInfo:
             self.preemptable,
             self.priority_class_name,
             self.creation,
+            self.preempt_never,
             self._key,
         )
 

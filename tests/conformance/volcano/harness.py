@@ -66,6 +66,7 @@ class Pod:
     priority: int = 0
     role: str = ""
     namespace: str | None = None
+    preempt_never: bool = False
 
 
 def pod(
@@ -80,12 +81,24 @@ def pod(
     priority: int = 0,
     role: str = "",
     namespace: str | None = None,
+    preempt_never: bool = False,
 ) -> Pod:
     """util.BuildPod(ns, name, node, phase, request, group, labels, selector);
     `preemptable=False` stands for the `volcano.sh/preemptable: "false"` label, `role` for
-    `volcano.sh/task-spec`; `namespace` overrides the case's namespace."""
+    `volcano.sh/task-spec`; `namespace` overrides the case's namespace; `preempt_never`
+    stands for `spec.preemptionPolicy: Never` (util.BuildPodWithPreemptionPolicy)."""
     return Pod(
-        name, node_name, running, request, group, preemptable, selector, priority, role, namespace
+        name,
+        node_name,
+        running,
+        request,
+        group,
+        preemptable,
+        selector,
+        priority,
+        role,
+        namespace,
+        preempt_never,
     )
 
 
@@ -181,6 +194,7 @@ def build(
                 node_selector=dict(p.selector or {}),
                 preemptable=p.preemptable,
                 priority=p.priority,
+                preempt_never=p.preempt_never,
             )
         )
     return ClusterSnapshot(nodes, list(jobs.values()), queues)

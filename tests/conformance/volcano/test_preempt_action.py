@@ -5,14 +5,12 @@ order/preemptable/job pipelined/job starving, proportion with overused/allocatab
 order; priority classes high-priority = 100000, low-priority = 10).
 
 Pods built without a priority have task priority 1, as Volcano's TaskInfo defaults it.
-Not transcribed: "can not preempt resources when task preemption policy is never" (koordqueue's
-tasks do not model a pod's preemptionPolicy); "unBestEffort high-priority pod preempt BestEffort
-low-priority pod in same queue" and "BestEffort high-priority pod preempt BestEffort
-low-priority pod in same queue" (their node takes one pod: Volcano counts `pods` as a resource
-that eviction frees, koordqueue checks it as a predicate, so the full node is never a
-candidate — a known difference); TestTopologyAwarePreempt and
-TestNormalPreemptRechecksPredicateAfterEviction (topology-aware preemption and device
-predicates, which koordqueue does not have)."""
+Not transcribed: "unBestEffort high-priority pod preempt BestEffort low-priority pod in same
+queue" and "BestEffort high-priority pod preempt BestEffort low-priority pod in same queue"
+(their node takes one pod: Volcano counts `pods` as a resource that eviction frees, koordqueue
+checks it as a predicate, so the full node is never a candidate — a known difference);
+TestTopologyAwarePreempt and TestNormalPreemptRechecksPredicateAfterEviction (topology-aware
+preemption and device predicates, which koordqueue does not have)."""
 
 from __future__ import annotations
 
@@ -41,6 +39,7 @@ def p(
     *,
     preemptable: bool = True,
     priority: int = 1,
+    preempt_never: bool = False,
 ) -> Pod:
     """A pod of the case: Running when it has a node, else Pending."""
     return pod(
@@ -51,6 +50,7 @@ def p(
         group,
         preemptable=preemptable,
         priority=priority,
+        preempt_never=preempt_never,
     )
 
 
@@ -240,3 +240,17 @@ def test_preemptors_of_one_queue_survive_another_queue_intra_job_pass() -> None:
         [queue("q1"), queue("q2", None, rl("4", "4G"))],
     )
     assert out.evicted == ["c1/q2-preemptee1"]
+
+
+def test_task_with_preemption_policy_never_does_not_preempt() -> None:
+    """TestPreempt, "can not preempt resources when task preemption policy is never"."""
+    out = _preempt(
+        [node("n1", rl("1", "1Gi", {"pods": "1"}))],
+        [
+            p("preemptee1", "n1", ONE, "pg1"),
+            p("preemptor1", "", ONE, "pg2", preempt_never=True),
+        ],
+        [pg("pg1", "q1", 0, INQUEUE, priority=LOW), pg("pg2", "q1", 1, INQUEUE, priority=HIGH)],
+        [queue("q1")],
+    )
+    assert out.evicted == []

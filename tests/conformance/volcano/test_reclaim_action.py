@@ -1,10 +1,7 @@
 """reclaim action: cases of volcano-sh/volcano pkg/scheduler/actions/reclaim/reclaim_test.go,
 TestReclaim (action reclaim; one tier: conformance, gang, proportion or capacity, priority, each
 with the switches the test sets; only the plugins a case registers take part).
-
-Not transcribed: "can not reclaim resources when task preemption policy is never" and
-"Reclaim succeeds for second task when first task has PreemptionPolicy=Never" — koordqueue's
-tasks do not model a pod's preemptionPolicy."""
+"""
 
 from __future__ import annotations
 
@@ -176,3 +173,47 @@ def test_reclaim_evicts_nothing_when_the_node_already_fits() -> None:
     )
     assert out.evicted == []
     assert out.pipelined == {"c1/pg-preemptor": {"c1/preemptor1": "n1"}}
+
+
+def test_task_with_preemption_policy_never_does_not_reclaim() -> None:
+    """TestReclaim, "can not reclaim resources when task preemption policy is never"."""
+    out = _reclaim(
+        ("conformance", "gang", "proportion"),
+        [node("n1", rl("1", "1Gi", {"pods": "1"}))],
+        [
+            pod("preemptee1", "n1", True, rl("1", "1G"), "pg1"),
+            pod("preemptor1", "", False, rl("1", "1G"), "pg2", preempt_never=True),
+        ],
+        [pg("pg1", "q1", 0, INQUEUE, priority=LOW), pg("pg2", "q2", 0, INQUEUE, priority=HIGH)],
+        [queue("q1", weight=5), queue("q2", weight=10)],
+    )
+    assert out.evicted == []
+
+
+def test_second_task_reclaims_when_the_first_may_not() -> None:
+    """TestReclaim, "Reclaim succeeds for second task when first task has
+    PreemptionPolicy=Never"."""
+    one = rl("1", "1G")
+    out = _reclaim(
+        ("conformance", "gang", "proportion", "priority"),
+        [node("n1", rl("2", "2G", PODS))],
+        [
+            pod("victim-pod-no", "n1", True, one, "pg-victim", preemptable=False),
+            pod("victim-pod", "n1", True, one, "pg-victim"),
+            pod(
+                "preemptor-task1-non-preemptable",
+                "",
+                False,
+                one,
+                "pg-preemptor",
+                preempt_never=True,
+            ),
+            pod("preemptor-task2-preemptable", "", False, one, "pg-preemptor"),
+        ],
+        [
+            pg("pg-victim", "q1", 1, RUNNING, priority=LOW),
+            pg("pg-preemptor", "q2", 2, INQUEUE, priority=HIGH),
+        ],
+        [queue("q1"), queue("q2")],
+    )
+    assert out.evicted == ["c1/victim-pod"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from koordqueue.kube.scheduler.convert import queue_info
+from koordqueue.kube.scheduler.convert import queue_info, task_info
 
 
 def test_queue_priority_is_read_from_spec() -> None:
@@ -20,3 +20,9 @@ def test_queue_without_state_is_open() -> None:
     """koordqueue runs no queue controller to write Open, as Volcano's does at creation."""
     queue = queue_info({"metadata": {"name": "q"}, "spec": {}})
     assert queue.is_open
+
+
+def test_pod_preemption_policy_never_is_read() -> None:
+    pod = {"metadata": {"name": "p", "uid": "u"}, "spec": {"preemptionPolicy": "Never"}}
+    assert task_info(pod).preempt_never
+    assert not task_info({"metadata": {"name": "p", "uid": "u"}, "spec": {}}).preempt_never
