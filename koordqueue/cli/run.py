@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -15,6 +19,7 @@ from koordqueue.cli.flags import settings_from_args
 from koordqueue.kube import kopf_support, metrics
 from koordqueue.kube.api import KubeApi, load_api_client
 from koordqueue.kube.controller import Controller
+from koordqueue.kube.leader import CONTROLLER_LEASE, SCHEDULER_LEASE, leadership_for, lease_config
 from koordqueue.kube.operator import build_registry
 from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
@@ -55,19 +60,27 @@ def configure_logging(fmt: str, level: str) -> None:
     logging.getLogger("urllib3").setLevel("WARNING")
 
 
+def exit_after_losing_the_lease() -> None:
+    """client-go's components exit when they lose the lease; so do we (writes are fenced)."""
+    threading.Timer(10.0, os._exit, (1,)).start()  # if the graceful stop hangs
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def build_operator(
-    settings: Any, *, with_scheduler: bool = False
+    settings: Any, *, with_scheduler: bool = False, on_lost: Callable[[], None] | None = None
 ) -> tuple[Controller, kopf.OperatorRegistry]:
     """The quota controller's registry; with the scheduler (and its webhook) when asked."""
-    api = KubeApi(load_api_client(settings.kubeconfig, settings.context, settings.api_connections))
+    api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
+    leadership = leadership_for(api_client, settings, CONTROLLER_LEASE, on_lost)
+    api = KubeApi(api_client, fence=leadership.may_write)
     controller = Controller(api, settings)
-    registry = build_registry(controller)
+    registry = build_registry(controller, leadership)
     if with_scheduler:
         if settings.webhook_port:  # serving before the scheduler reports ready
             from koordqueue.kube.gates.webhook import register_webhook
 
             register_webhook(registry, settings)
-        register_scheduler(registry, Scheduler(api, settings))
+        register_scheduler(registry, Scheduler(api, settings), leadership)
     kopf_support.log_in_with(registry, api)
     return controller, registry
 
@@ -80,7 +93,14 @@ def run_controller(args: argparse.Namespace) -> int:
         log.info(
             "--enableParentLimit is accepted and has no effect; parent quotas are always checked"
         )
-    _controller, registry = build_operator(settings, with_scheduler=True)
+    try:
+        lease_config(settings, CONTROLLER_LEASE)
+    except ValueError as exc:  # inconsistent leader-election timings: before any connection
+        print(f"koordqueue run: {exc}", file=sys.stderr)
+        return 2
+    _controller, registry = build_operator(
+        settings, with_scheduler=True, on_lost=exit_after_losing_the_lease
+    )
     metrics.serve(settings.metrics_port)
     log.info("starting", settings=repr(settings))
     return _serve(registry, settings)
@@ -92,7 +112,12 @@ def run_scheduler(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     configure_logging(settings.log_format, settings.log_level)
-    _scheduler, registry = build_scheduler_operator(settings)
+    try:
+        lease_config(settings, SCHEDULER_LEASE)
+    except ValueError as exc:
+        print(f"koordqueue schedule: {exc}", file=sys.stderr)
+        return 2
+    _scheduler, registry = build_scheduler_operator(settings, exit_after_losing_the_lease)
     metrics.serve(settings.metrics_port)
     structlog.get_logger("koordqueue").info("starting scheduler", settings=repr(settings))
     return _serve(registry, settings)
@@ -105,7 +130,10 @@ def _serve(registry: kopf.OperatorRegistry, settings: Any) -> int:
             registry=registry,
             clusterwide=True,
             standalone=True,
-            liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+            # port 0 turns it off (kopf would otherwise bind its default, port 80)
+            liveness_endpoint=(
+                f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
+            ),
         )
     )
     return 0

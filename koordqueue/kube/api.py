@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from koordqueue.domain import names
 
 FIELD_MANAGER: Final = "koordqueue"
+FENCED: Final = -1
+"""ApiError.status of a write refused locally: this process is not (or no longer) the leader."""
 T = TypeVar("T")
 Listing = tuple[list[dict[str, Any]], str]
 """Objects of one kind and the list's resourceVersion, to watch from."""
@@ -103,6 +105,10 @@ class ApiError(Exception):
     def retryable(self) -> bool:
         return self.status in (0, 429, 500, 502, 503, 504)
 
+    @property
+    def fenced(self) -> bool:
+        return self.status == FENCED
+
 
 def load_api_client(
     kubeconfig: str | None = None, context: str | None = None, pool_size: int = 48
@@ -131,11 +137,21 @@ def load_api_client(
 
 
 class KubeApi:
-    """Dict-in, dict-out REST calls with typed errors."""
+    """Dict-in, dict-out REST calls with typed errors.
 
-    def __init__(self, api_client: k8s_client.ApiClient, timeout: float = 30.0) -> None:
+    `fence`, when given, is asked before every write; a write it refuses raises a `fenced`
+    ApiError without reaching the server (leader election: a deposed leader writes nothing).
+    """
+
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        timeout: float = 30.0,
+        fence: Callable[[], bool] | None = None,
+    ) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        self.fence = fence
 
     def request(
         self,
@@ -145,6 +161,9 @@ class KubeApi:
         query: Iterable[tuple[str, str]] = (),
         content_type: str = "application/json",
     ) -> dict[str, Any]:
+        if self.fence is not None and method != "GET" and not self.fence():
+            raise ApiError(FENCED, "NotLeader", "write refused: this process is not the leader",
+                           method, path)
         headers = {"Accept": "application/json", "Content-Type": content_type}
         serialized = self.api_client.param_serialize(
             method,

@@ -18,13 +18,23 @@ from koordqueue.kube import kopf_support
 from koordqueue.kube.api import JOB, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.informer import Informer
+from koordqueue.kube.leader import Leadership, wait_until_leading
 
 log = structlog.get_logger(__name__)
 
 
-def build_registry(controller: Controller) -> kopf.OperatorRegistry:
-    """A kopf registry bound to one Controller (so tests can run several side by side)."""
+def build_registry(
+    controller: Controller, leadership: Leadership | None = None
+) -> kopf.OperatorRegistry:
+    """A kopf registry bound to one Controller (so tests can run several side by side).
+
+    With leader election, the controller starts once this process holds the Lease: a
+    standby serves its probes, ignores quota and queue events, starts no informer and writes
+    nothing; it takes over with the same start-up resync a restart does. (kopf's start-up
+    must not block: its liveness endpoint starts only after it.)
+    """
     registry = kopf.OperatorRegistry()
+    leadership = leadership or Leadership()
     settings = controller.settings
     state: dict[str, asyncio.Task[None]] = {}
     # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
@@ -42,6 +52,8 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         registry=registry,
     )
     async def quota_event(event: kopf.RawEvent, **_: Any) -> None:
+        if not leadership.leading.is_set():
+            return  # a standby: the resync on takeover reads every quota
         await asyncio.to_thread(
             controller.on_quota, kopf_support.event_type(event), kopf_support.event_object(event)
         )
@@ -50,30 +62,47 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_PLURAL, registry=registry
     )
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
+        if not leadership.leading.is_set():
+            return
         await asyncio.to_thread(
             controller.on_queue, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
-    @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-        kopf_support.configure(settings)
+    async def start_controller() -> None:
         listings = await asyncio.to_thread(controller.resync)
         for informer in informers:  # the watches continue from the resync's listings
             informer.start(listings.get(informer.kind))
         state["loop"] = asyncio.create_task(admission_loop(controller))
         log.info("controller ready", namespace=controller.settings.namespace)
 
+    async def lead_then_start() -> None:
+        log.info("standby: waiting for the leader election lease")
+        await wait_until_leading(leadership)
+        await start_controller()
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        kopf_support.configure(settings)
+        if leadership.leading.is_set():  # no election: start before kopf's watches do
+            await start_controller()
+        else:
+            state["lead"] = asyncio.create_task(lead_then_start())
+
     def close() -> None:
         for informer in informers:
             informer.stop()
         controller.close()
+        leadership.stop(release=True)  # a standby takes over at once, not after the lease
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
+        await kopf_support.stop_background(state, "lead", lambda: None)
         await kopf_support.stop_background(state, "loop", close)
 
     @kopf.on.probe(id="ready", registry=registry)
-    def ready(**_: Any) -> bool:
+    def ready(**_: Any) -> bool | str:
+        if not leadership.leading.is_set():
+            return "standby"  # alive and ready to take over: not a failure
         if not controller.ready.is_set():
             raise kopf.TemporaryError("initial resync not finished")
         if not all(informer.synced.is_set() for informer in informers):

@@ -71,6 +71,11 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         if len(sub) == 2:
             args += ["--subresource", sub[1]]
         assert kubectl(*args, check=False).stdout.strip() == "yes", (verb, resource)
+    for verb in ("get", "create", "update"):  # leader election, in its own namespace only
+        lease = ["leases.coordination.k8s.io", "--as", SA]
+        assert kubectl("auth", "can-i", verb, *lease, "-n", "koord-queue").stdout.strip() == "yes"
+        assert kubectl("auth", "can-i", verb, *lease, "-n", "default",
+                       check=False).stdout.strip() == "no"
     for verb, resource in refused:
         assert (
             kubectl("auth", "can-i", verb, resource, "--as", SA, "-A", check=False).stdout.strip()
@@ -94,7 +99,9 @@ def test_controller_runs_with_the_service_account_token(
             "value": 3,
         }
     )
-    with RunningController(sa_config):
+    with RunningController(sa_config, leader_elect=True):
+        lease = kq.get(kubectl, "lease", "koord-queue", "koord-queue")
+        assert lease is not None and lease["spec"]["holderIdentity"]  # RBAC covers the Lease
         kubectl.apply(kq.quota(quota, max_={"cpu": "1"}))
         kq.wait_for(
             lambda: kq.get(kubectl, "queues.scheduling.x-k8s.io", quota, "koord-queue"),

@@ -19,14 +19,22 @@ from koordqueue.domain import names as domain_names
 from koordqueue.kube import kopf_support
 from koordqueue.kube.api import NODE, POD
 from koordqueue.kube.informer import Informer
+from koordqueue.kube.leader import Leadership, wait_until_leading
 from koordqueue.kube.scheduler.cache import Kind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
 
 
-def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) -> None:
-    """Add the scheduler's handlers to `registry` (alone, or next to the quota controller's)."""
+def register_scheduler(
+    registry: kopf.OperatorRegistry, scheduler: Scheduler, leadership: Leadership | None = None
+) -> None:
+    """Add the scheduler's handlers to `registry` (alone, or next to the quota controller's).
+
+    With leader election, the scheduler starts once this process holds the Lease (see
+    kube/operator.py); a standby ignores PodGroup and Queue events and binds nothing.
+    """
+    leadership = leadership or Leadership()
     cache = scheduler.cache
     state: dict[str, asyncio.Task[None]] = {}
     vg, vv = domain_names.VOLCANO_GROUP, domain_names.VOLCANO_VERSION
@@ -39,17 +47,19 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
 
     @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)
     async def group_event(event: kopf.RawEvent, **_: Any) -> None:
+        if not leadership.leading.is_set():
+            return  # a standby: the relist on takeover reads every PodGroup
         cache.on_event(
             Kind.POD_GROUP, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
     @kopf.on.event(vg, vv, domain_names.VOLCANO_QUEUE_PLURAL, registry=registry)
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
+        if not leadership.leading.is_set():
+            return
         cache.on_event(Kind.QUEUE, kopf_support.event_type(event), kopf_support.event_object(event))
 
-    @kopf.on.startup(registry=registry)
-    async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
-        kopf_support.configure(settings)
+    async def start() -> None:
         listings = await asyncio.to_thread(scheduler.start)
         for informer in informers:  # the watches continue from the cache's first listings
             informer.start(listings.get(informer.kind))
@@ -60,18 +70,34 @@ def register_scheduler(registry: kopf.OperatorRegistry, scheduler: Scheduler) ->
             gates=scheduler.gates_enabled,
         )
 
+    async def lead_then_start() -> None:
+        await wait_until_leading(leadership)
+        await start()
+
+    @kopf.on.startup(registry=registry)
+    async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
+        kopf_support.configure(settings)
+        if leadership.leading.is_set():  # no election: start before kopf's watches do
+            await start()
+        else:
+            state["lead"] = asyncio.create_task(lead_then_start())
+
     def close() -> None:
         for informer in informers:
             informer.stop()
         scheduler.cache.work.set()  # the loop's wait returns at once
         scheduler.close()
+        leadership.stop(release=True)
 
     @kopf.on.cleanup(registry=registry)
     async def stop_scheduler(**_: Any) -> None:
+        await kopf_support.stop_background(state, "lead", lambda: None)
         await kopf_support.stop_background(state, "loop", close)
 
     @kopf.on.probe(id="scheduler", registry=registry)
-    def scheduler_ready(**_: Any) -> bool:
+    def scheduler_ready(**_: Any) -> bool | str:
+        if not leadership.leading.is_set():
+            return "standby"
         if not scheduler.ready.is_set():
             raise kopf.TemporaryError("scheduler not started")
         if not all(informer.synced.is_set() for informer in informers):

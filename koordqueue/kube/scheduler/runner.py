@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import kopf
 
 from koordqueue.kube import kopf_support
 from koordqueue.kube.api import KubeApi, load_api_client
+from koordqueue.kube.leader import SCHEDULER_LEASE, leadership_for
 from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
 from koordqueue.kube.settings import ControllerSettings
 
 
 def build_scheduler_operator(
-    settings: ControllerSettings,
+    settings: ControllerSettings, on_lost: Callable[[], None] | None = None
 ) -> tuple[Scheduler, kopf.OperatorRegistry]:
     """A Scheduler and a kopf registry holding its handlers (and the webhook, when enabled)."""
-    api = KubeApi(load_api_client(settings.kubeconfig, settings.context))
+    api_client = load_api_client(settings.kubeconfig, settings.context)
+    leadership = leadership_for(api_client, settings, SCHEDULER_LEASE, on_lost)
+    api = KubeApi(api_client, fence=leadership.may_write)
     scheduler = Scheduler(api, settings)
     registry = kopf.OperatorRegistry()
     if settings.webhook_port:  # first: serving before the scheduler reports ready
         from koordqueue.kube.gates.webhook import register_webhook
 
         register_webhook(registry, settings)
-    register_scheduler(registry, scheduler)
+    register_scheduler(registry, scheduler, leadership)
     kopf_support.log_in_with(registry, api)
     return scheduler, registry
 

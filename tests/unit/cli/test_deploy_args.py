@@ -22,3 +22,20 @@ def test_deployment_args_parse_into_the_documented_settings() -> None:
     assert settings.namespace == "koord-queue"
     assert settings.job_workers == 64
     assert settings.admission_period == 1.0
+    assert settings.leader_elect is True
+    assert (
+        settings.leader_elect_lease_duration,
+        settings.leader_elect_renew_deadline,
+        settings.leader_elect_retry_period,
+    ) == (15.0, 10.0, 2.0)
+
+
+def test_two_replicas_roll_without_downtime_and_a_pdb_keeps_one() -> None:
+    docs = [d for d in yaml.safe_load_all(DEPLOYMENT.read_text(encoding="utf-8")) if d]
+    deployment = next(d for d in docs if d.get("kind") == "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pdb = next(d for d in docs if d.get("kind") == "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
