@@ -1,1 +1,1 @@
-"""Cases transcribed from Volcano's own tests (inputs and expected outcomes)."""
+"""Cases transcribed from the reference implementations' own tests."""
