@@ -146,11 +146,10 @@ def queue_unit_for_job(
     spec = job.get("spec") or {}
     pod_spec = ((spec.get("template") or {}).get("spec")) or {}
     class_name = pod_spec.get("priorityClassName") or ""
-    priority = pod_spec.get("priority")
+    # the class's value when the class exists, else the template's own priority, else 0
+    priority = priority_of_class(class_name) if class_name and priority_of_class else None
     if priority is None:
-        priority = (
-            priority_of_class(class_name) if class_name and priority_of_class else None
-        ) or 0
+        priority = pod_spec.get("priority") or 0
     resource = job_resource(job)
     unit_spec: dict[str, Any] = {
         "consumerRef": {
@@ -279,16 +278,20 @@ def enqueue_patch(job: Mapping[str, Any], now: str) -> dict[str, Any] | None:
     }
 
 
-def resume_patch(now: str) -> dict[str, Any]:
-    """Let the Job run and stamp when it left the queue."""
+def resume_patch(now: str, job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Let the Job run and stamp when it left the queue; None when `job` is not suspended."""
+    if job is not None and not is_created_suspended(job):
+        return None
     return {
         "spec": {"suspend": False},
         "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: now}},
     }
 
 
-def suspend_patch() -> dict[str, Any]:
-    """Stop the Job again; an empty dequeue timestamp says it is back in the queue."""
+def suspend_patch(job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Stop the Job again (empty dequeue timestamp: back in the queue); None if it is stopped."""
+    if job is not None and is_created_suspended(job):
+        return None
     return {
         "spec": {"suspend": True},
         "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: ""}},

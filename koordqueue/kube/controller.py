@@ -515,7 +515,7 @@ class Controller:
 
     def _resume_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """suspend: false and the dequeue timestamp; None if the Job is gone."""
-        patch = resume_patch(go_time_string())
+        patch = resume_patch(go_time_string()) or {}  # (no Job given: always a patch)
         try:
             return with_retries(lambda: self.api.merge_patch(JOB, name, patch, namespace))
         except ApiError as exc:
@@ -525,7 +525,7 @@ class Controller:
 
     def _suspend_job(self, namespace: str, name: str) -> None:
         try:
-            with_retries(lambda: self.api.merge_patch(JOB, name, suspend_patch(), namespace))
+            with_retries(lambda: self.api.merge_patch(JOB, name, suspend_patch() or {}, namespace))
         except ApiError as exc:
             if not exc.not_found:
                 raise

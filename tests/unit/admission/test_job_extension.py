@@ -163,6 +163,13 @@ def test_priority_comes_from_the_pod_priority_class() -> None:
     assert unit["spec"]["priority"] == 100 and unit["spec"]["priorityClassName"] == "high"
 
 
+def test_an_existing_priority_class_wins_over_the_templates_priority() -> None:
+    obj = job(priority_class="high")
+    obj["spec"]["template"]["spec"]["priority"] = 7
+    assert queue_unit_for_job(obj, {"high": 100}.get)["spec"]["priority"] == 100
+    assert queue_unit_for_job(obj, lambda name: None)["spec"]["priority"] == 7
+
+
 def test_unknown_priority_class_means_priority_zero() -> None:
     assert (
         queue_unit_for_job(job(priority_class="ghost"), lambda name: None)["spec"]["priority"] == 0
