@@ -44,12 +44,23 @@ class _Chain:
     cycle: bool = False
 
 
-@dataclass(frozen=True, slots=True)
 class _Admission:
-    quota: str
-    request: tuple[tuple[str, int], ...]
-    path: tuple[str, ...]
-    oversold: bool = False
+    """What one admission added where. A plain slots class: created on every admission, and a
+    frozen dataclass's per-field `object.__setattr__` would cost the hot path."""
+
+    __slots__ = ("oversold", "path", "quota", "request")
+
+    def __init__(
+        self,
+        quota: str,
+        request: tuple[tuple[str, int], ...],
+        path: tuple[str, ...],
+        oversold: bool,
+    ) -> None:
+        self.quota = quota
+        self.request = request
+        self.path = path
+        self.oversold = oversold
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,8 +265,10 @@ class QuotaTree:
         parent, so a limit hit below a missing ancestor or a cycle is what gets reported.
         A quota with an empty max refuses any non-empty request (even one of zeros).
         """
-        chain = self._chain(quota)
-        req = request._amounts
+        chain = self._chains.get(quota) or self._chain(quota)
+        return self._check(unit, quota, request._amounts, chain)
+
+    def _check(self, unit: str, quota: str, req: Mapping[str, int], chain: _Chain) -> Decision:
         limits_of = self._limits
         used_of = self._used
         for name in chain.path:
@@ -288,9 +301,10 @@ class QuotaTree:
             if adm.quota == quota:
                 return Admitted(unit, adm.quota, adm.path)
             return AlreadyReserved(unit, quota, adm.quota)
-        decision = self.check(unit, quota, request)
+        chain = self._chains.get(quota) or self._chain(quota)
+        decision = self._check(unit, quota, request._amounts, chain)
         if decision.admitted:
-            self._record(uid, quota, request, oversold)
+            self._record(uid, quota, request, oversold, chain)
         return decision
 
     def admit(
@@ -316,9 +330,17 @@ class QuotaTree:
         self._record(uid, quota, request, oversold)
         return True
 
-    def _record(self, uid: str, quota: str, request: Resources, oversold: bool) -> None:
-        items = tuple((k, v) for k, v in request._amounts.items() if v)
-        chain = self._chain(quota)
+    def _record(
+        self,
+        uid: str,
+        quota: str,
+        request: Resources,
+        oversold: bool,
+        chain: _Chain | None = None,
+    ) -> None:
+        items = tuple([(k, v) for k, v in request._amounts.items() if v])
+        if chain is None:
+            chain = self._chain(quota)
         if chain.broken_at is not None:
             self._broken.add(uid)
         path = chain.path
