@@ -1,0 +1,222 @@
+"""Active/standby on the real control plane: kill -9 the leader in the middle of a burst.
+
+Two `koordqueue run` processes compete for one Lease (short timings: 3 s lease, 2 s renew
+deadline, 0.5 s retry). 500 suspended Jobs go to 10 quotas of 40 CPUs (1 CPU each: 400 fit
+at once); this test plays the kubelet and marks each resumed Job Complete, which releases
+its quota so the rest are admitted. When about 100 units have been admitted, the leader gets
+SIGKILL. Asserted from a watch of the QueueUnits (the history an operator's
+`kubectl get queueunits -w` would show) and from the Lease:
+- the standby takes the Lease over and every Job is admitted and finishes;
+- no unit is admitted twice, and no quota ever holds more than it allows, at any moment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from koordqueue.domain.names import QUOTA_NAME_LABEL
+from koordqueue.kube.api import JOB, ApiError, KubeApi
+from tests.e2e import kq
+
+JOBS = 500
+QUOTAS = 10
+CAPACITY = 40  # CPUs per quota; each Job asks 1
+KILL_AFTER = 100  # admissions seen before the leader is killed
+ADMITTED = {"Reserved", "Dequeued", "Running", "SchedReady", "SchedSucceed"}
+RELEASED = {"Succeed", "Failed", "Preempted", "Enqueued", "Backoff"}
+
+
+def start(kubeconfig: Path, lease: str, log: IO[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "koordqueue.cli.main", "run", f"--kubeconfig={kubeconfig}",
+         "--leader-elect=true", f"--leader-elect-resource-name={lease}",
+         "--leader-elect-lease-duration=3", "--leader-elect-renew-deadline=2",
+         "--leader-elect-retry-period=0.5", "--admission-period=0.2", "--metrics-port=0",
+         "--health-port=0", "--log-format=console", "--log-level=info",
+         "--scheduler-name=kq-failover-unused"],
+        stdout=log, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def holder(kubectl: Any, lease: str) -> str:
+    found = kq.get(kubectl, "lease", lease, "koord-queue")
+    return str(((found or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+class History:
+    """Every QueueUnit status change in the namespace, in the order etcd committed them."""
+
+    def __init__(self, api_client: Any, namespace: str) -> None:
+        self.changes: list[tuple[str, str, str]] = []  # (unit, quota, phase)
+        self.admitted_seen = 0
+        self._api = k8s.CustomObjectsApi(api_client)
+        self._ns = namespace
+        self._stop = threading.Event()
+        self._last: dict[str, str] = {}
+        self.on_admitted: list[str] = []
+        self.lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        rv = ""
+        while not self._stop.is_set():
+            stream = watch.Watch().stream(
+                self._api.list_namespaced_custom_object, "scheduling.x-k8s.io", "v1alpha1",
+                self._ns, "queueunits", resource_version=rv or None, timeout_seconds=5,
+            )
+            for event in stream:
+                obj = event["object"]
+                rv = obj["metadata"]["resourceVersion"]
+                self._record(event["type"], obj)
+                if self._stop.is_set():
+                    break
+
+    def _record(self, event_type: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        quota = (obj["metadata"].get("labels") or {}).get(QUOTA_NAME_LABEL, "")
+        phase = "Deleted" if event_type == "DELETED" else str(
+            (obj.get("status") or {}).get("phase") or "")
+        with self.lock:
+            if self._last.get(name) == phase:
+                return
+            self._last[name] = phase
+            self.changes.append((name, quota, phase))
+            if phase in ADMITTED:
+                self.admitted_seen += 1
+                self.on_admitted.append(name)
+
+    def final(self) -> dict[str, str]:
+        with self.lock:
+            return dict(self._last)
+
+
+def complete(api: KubeApi, namespace: str, name: str) -> None:
+    """Mark a resumed Job finished, as its kubelet-run pods would (retried until resumed)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = {"status": "True", "lastTransitionTime": now, "lastProbeTime": now,
+            "reason": "CompletionsReached", "message": "done"}
+    status = {"status": {"startTime": now, "completionTime": now, "succeeded": 1,
+                         "conditions": [{"type": "SuccessCriteriaMet", **done},
+                                        {"type": "Complete", **done}]}}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = api.get(JOB, name, namespace)
+        if job is not None and job["spec"].get("suspend") is False:
+            try:
+                api.merge_patch(JOB, name, status, namespace, subresource="status")
+                return
+            except ApiError as exc:
+                if not (exc.retryable or exc.conflict):
+                    raise
+        time.sleep(0.3)
+    raise AssertionError(f"job {namespace}/{name} was never resumed")
+
+
+def test_the_standby_takes_over_and_nothing_is_admitted_twice(
+    kubectl: Any, kubeconfig: Path, api_client: Any, tmp_path: Path
+) -> None:
+    ns = kq.namespace(kubectl, kq.unique("failover"))
+    lease = kq.unique("kq-failover")
+    api = KubeApi(api_client)
+    quotas = [kq.unique("fo") for _ in range(QUOTAS)]
+    for name in quotas:
+        kubectl.apply(kq.quota(name, max_={"cpu": str(CAPACITY), "memory": "1Ti"}))
+    logs = [open(tmp_path / f"controller-{i}.log", "w") for i in range(2)]  # noqa: SIM115
+    procs = [start(kubeconfig, lease, logs[0])]
+    try:
+        first = kq.wait_for(lambda: holder(kubectl, lease), what="a leader", timeout=60)
+        procs.append(start(kubeconfig, lease, logs[1]))
+        leader_pid = int(first.rsplit("_", 1)[1])
+        assert first.startswith(socket.gethostname()) and leader_pid == procs[0].pid
+        time.sleep(2)  # the standby is up and polling the Lease
+        assert holder(kubectl, lease) == first
+
+        history = History(api_client, ns)
+        history.start()
+        completer = ThreadPoolExecutor(16)
+        completing: set[str] = set()
+
+        def complete_admitted() -> None:
+            with history.lock:
+                fresh = [n for n in history.on_admitted if n not in completing]
+                completing.update(fresh)
+            for name in fresh:
+                completer.submit(complete, api, ns, name)
+
+        bodies = [kq.job(f"job-{i:03d}", ns, quotas[i % QUOTAS], cpu="1", memory="1Mi")
+                  for i in range(JOBS)]
+        creator = ThreadPoolExecutor(8)
+        created = creator.map(lambda b: api.create(JOB, b, ns), bodies)
+
+        kq.wait_for(lambda: (complete_admitted(), history.admitted_seen >= KILL_AFTER)[1],
+                    what=f"{KILL_AFTER} admissions before the kill", timeout=120)
+        killed_at = time.monotonic()
+        os.kill(leader_pid, signal.SIGKILL)
+        procs[0].wait(10)
+
+        new = kq.wait_for(lambda: (h := holder(kubectl, lease)) != first and h, timeout=60,
+                          what="the standby holding the lease")
+        takeover = time.monotonic() - killed_at
+        assert int(str(new).rsplit("_", 1)[1]) == procs[1].pid
+        list(created)  # every create call returned
+
+        def all_done() -> bool:
+            complete_admitted()
+            final = history.final()
+            return len(final) == JOBS and all(p == "Succeed" for p in final.values())
+
+        kq.wait_for(all_done, timeout=240, interval=0.5, what="every Job admitted and finished",
+                    state=lambda: sorted(set(history.final().values())))
+        history.stop()
+        completer.shutdown(wait=True)
+        creator.shutdown(wait=True)
+        print(f"takeover: {takeover:.1f} s after SIGKILL (lease 3 s)")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+        for log in logs:
+            log.close()
+
+    lease_obj = kq.get(kubectl, "lease", lease, "koord-queue")
+    assert lease_obj is not None and lease_obj["spec"]["leaseTransitions"] >= 1
+
+    # replay the history: at no moment may a quota hold more than it allows
+    holding: dict[str, set[str]] = defaultdict(set)
+    admissions: dict[str, int] = defaultdict(int)
+    peak: dict[str, int] = defaultdict(int)
+    for unit, quota, phase in history.changes:
+        if phase in ADMITTED and unit not in holding[quota]:
+            holding[quota].add(unit)
+            admissions[unit] += 1
+            peak[quota] = max(peak[quota], len(holding[quota]))
+        elif phase in RELEASED or phase == "Deleted":
+            holding[quota].discard(unit)
+    assert len(admissions) == JOBS
+    twice = {u: n for u, n in admissions.items() if n != 1}
+    assert not twice, f"admitted more than once: {json.dumps(twice)[:500]}"
+    assert max(peak.values()) <= CAPACITY, dict(peak)
+    assert set(peak) == set(quotas)
