@@ -5,9 +5,10 @@
 Every unit waits: ten quotas of 10 CPUs are already full, and each unit asks 1 CPU. With
 Priority each round offers every waiting unit to CheckUsage and rejects it: the cost a round
 pays per waiting unit. Block and Intelligent (Koord-Queue's rules) stop at a quota's blocked
-head, so their rounds try far fewer units. The controller runs a round on every change (at most every 50 ms) and at
-least every admission period. Prints ms per round and µs per waiting unit, with the ratio to
-the smallest backlog. No target yet: it measures a known scaling limit (bench/README.md).
+head, so their rounds try far fewer units. The controller runs a round on every change (at
+most every 50 ms) and at least every admission period. Prints ms per round and µs per
+waiting unit, with the ratio to the smallest backlog. No target yet: it measures a known
+scaling limit (bench/README.md).
 """
 
 from __future__ import annotations
