@@ -49,7 +49,10 @@ def test_no_label_unit_is_explained_with_its_status_message(
     kubectl: Any, kubeconfig: Path, controller: RunningController, ns: str
 ) -> None:
     kubectl.apply(kq.job("nolabel", ns, None))
-    kq.wait_for(lambda: _status_message(kubectl, ns, "nolabel"), what="status message")
+    kq.wait_for(  # past the initial "Enqueued" (the job extension's) to the round's word
+        lambda: _status_message(kubectl, ns, "nolabel") not in (None, "Enqueued"),
+        what="status message",
+    )
     doc = explain_json(kubeconfig, ns, "nolabel")
     assert doc["reason"] == "NoQuotaLabel"
     assert doc["message"] == doc["statusMessage"]

@@ -38,7 +38,7 @@ QUOTAS = 10
 CAPACITY = 40  # CPUs per quota; each Job asks 1
 KILL_AFTER = 100  # admissions seen before the leader is killed
 ADMITTED = {"Reserved", "Dequeued", "Running", "SchedReady", "SchedSucceed"}
-RELEASED = {"Succeed", "Failed", "Preempted", "Enqueued", "Backoff"}
+RELEASED = {"Succeed", "Failed", "Preempted", "Enqueued", "TimeoutBackoff", "Backoff"}
 
 
 def start(kubeconfig: Path, lease: str, log: IO[str]) -> subprocess.Popen[str]:
