@@ -19,7 +19,8 @@ then the peer, with the same creators (`--clients` threads) and the same watch (
   cert made here with openssl, metrics off, client qps = burst = 5000 and VisibilityOnDemand off
   (its extension API server is not part of admission). Kueue reads a metrics cert from the fixed
   path /etc/kueue/metrics/certs even with metrics off; it is given one in a private mount
-  namespace (`unshare -m`), so nothing on the machine is written. Creation -> un-suspend p50/p99
+  namespace (`unshare -m`), so nothing on the machine is written. Controller concurrency is
+  the shipped config's (Job and Workload: 5 workers each). Creation -> un-suspend p50/p99
   and controller CPU per admission.
 
 Peers are built (then cached) by tests/controlplane/peers.py on first use. CPU is user + system
@@ -68,6 +69,15 @@ KUEUE_VERSION = "v1beta2"  # the storage version of every Kueue CRD in v0.17.0
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_FLAVOR = "default"
 KUEUE_METRICS_CERT_DIR = "/etc/kueue/metrics/certs"  # fixed in cmd/kueue/main.go
+KUEUE_SHIPPED_CONCURRENCY = {
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 5,
+    "LocalQueue.kueue.x-k8s.io": 1,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 1,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
 CLUSTER_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
 LOCAL_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVOR = Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
@@ -119,6 +129,9 @@ def kueue_config(
         "clientConnection": {"qps": qps, "burst": qps},
         "integrations": {"frameworks": ["batch/job"]},
         "featureGates": {"VisibilityOnDemand": False},
+        # as Kueue's shipped config/components/manager/controller_manager_config.yaml (without
+        # it controller-runtime runs one worker per controller)
+        "controller": {"groupKindConcurrency": dict(KUEUE_SHIPPED_CONCURRENCY)},
     }
 
 
@@ -266,12 +279,52 @@ def peer_process(
                 proc.wait(10)
 
 
+def all_active(cluster_queues: list[dict[str, Any]]) -> bool:
+    """Every ClusterQueue reports condition Active=True: Kueue can admit into all of them."""
+    return bool(cluster_queues) and all(
+        any(
+            c.get("type") == "Active" and c.get("status") == "True"
+            for c in (cq.get("status") or {}).get("conditions") or []
+        )
+        for cq in cluster_queues
+    )
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, log_path: str) -> None:
+    deadline = time.time() + timeout_s
+    while not check():
+        if time.time() > deadline:
+            raise SystemExit(f"peer not ready after {timeout_s} s: see {log_path}")
+        time.sleep(0.1)
+
+
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+@contextmanager
+def profiled(pid: int, name: str, args: argparse.Namespace) -> Iterator[None]:
+    """With `--profile-s S`: py-spy (GIL samples, raw) on koordqueue for the burst's first S s.
+
+    py-spy stops the process to sample it, so a profiled run's figures are not comparable:
+    profile in a separate run.
+    """
+    if not args.profile_s:
+        yield
+        return
+    out = f"{args.log_dir}/profile-{name}.txt"
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--gil", "-p", str(pid)]
+    spy += ["-d", str(args.profile_s), "--format", "raw", "-o", out]
+    proc = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.wait(args.profile_s + 30)
+        print(f"profile: {out}", flush=True)
 
 
 # --------------------------------------------------------------------------- workloads
@@ -319,7 +372,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 "--log-level=info",
                 *shlex.split(args.koordqueue_schedule_flags),
             ]
-            with component(run, log) as pid:
+            with component(run, log) as pid, profiled(pid, f"placement-{pods}x{nodes}", args):
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
@@ -371,7 +424,7 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 "--log-level=info",
                 *shlex.split(args.koordqueue_run_flags),
             ]
-            with component(run, log) as pid:
+            with component(run, log) as pid, profiled(pid, f"admission-{jobs}x{quotas}", args):
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                                   clients=args.clients)  # fmt: skip
         else:
@@ -402,8 +455,9 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 log,
                 env={"KUBECONFIG": str(cp.kubeconfig)},
                 ready=lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"),
-                startup_s=2.0,
+                startup_s=0.0,
             ) as pid:
+                wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                                   clients=args.clients)  # fmt: skip
     return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}",
@@ -444,6 +498,9 @@ def main() -> int:
     parser.add_argument("--koordqueue-schedule-flags", default="", help="extra flags, one string")
     parser.add_argument("--koordqueue-run-flags", default="", help="extra flags, one string")
     parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
+    parser.add_argument(
+        "--profile-s", type=int, default=0, help="py-spy koordqueue for S s (figures then skewed)"
+    )
     args = parser.parse_args()
     what = {w.strip() for w in args.what.split(",")}
     cal = calibrate()  # before any control plane starts: the yardstick of an idle box

@@ -84,3 +84,20 @@ def test_metrics_cert_namespace_execs_the_peer_with_its_own_argv(tmp_path: Path)
     assert argv[:4] == ["unshare", "-m", "--propagation", "private"]
     assert argv[-2:] == ["/bin/kueue", "--config=x"]
     assert bench_peers.KUEUE_METRICS_CERT_DIR in argv[6] and 'exec "$@"' in argv[6]
+
+
+def test_kueue_runs_its_controllers_with_the_shipped_concurrency() -> None:
+    config = bench_peers.kueue_config(cert_dir="/c", webhook_port=1, health_port=2)
+    concurrency = config["controller"]["groupKindConcurrency"]
+    assert concurrency["Job.batch"] == 5 and concurrency["Workload.kueue.x-k8s.io"] == 5
+
+
+def _cq(*conditions: tuple[str, str]) -> dict[str, object]:
+    return {"status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+
+
+def test_kueue_is_ready_to_admit_when_every_cluster_queue_is_active() -> None:
+    assert bench_peers.all_active([_cq(("Active", "True")), _cq(("Active", "True"))])
+    assert not bench_peers.all_active([_cq(("Active", "True")), _cq(("Active", "False"))])
+    assert not bench_peers.all_active([_cq(("Active", "True")), {}])
+    assert not bench_peers.all_active([])
