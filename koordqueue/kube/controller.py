@@ -70,6 +70,7 @@ from koordqueue.kube.queue_sync import (
     delete_queue,
     queue_drifted,
 )
+from koordqueue.kube.quota_status import QueueUsageWriter
 from koordqueue.kube.settings import ControllerSettings
 
 log = structlog.get_logger(__name__)
@@ -135,6 +136,7 @@ class Controller:
         self._creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._priorities: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
         self._known_metric_queues: set[str] = set()
+        self._queue_usage = QueueUsageWriter(api, self.settings.namespace)
         self._job_timers: dict[str, float] = {}  # Job namespace/name -> when to look again
         self._timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="kq-write")
@@ -269,8 +271,14 @@ class Controller:
                 # A stale event from before our own admission write: our decision stands.
                 unit = replace(unit, phase=known.phase)
             self.engine.upsert_unit(unit)
-            if unit.phase is Phase.BACKOFF and uid in self._timed_out:
-                # a stale earlier version may have counted it again: its quota stays free
+            message = (obj.get("status") or {}).get("message")
+            if unit.phase is Phase.BACKOFF and (
+                uid in self._timed_out or (known is None and message == names.MSG_RUNNING_TIMEOUT)
+            ):
+                # backed off by the running timeout (seen first after a restart, or a stale
+                # earlier version counted it again): its quota stays free until the Job's
+                # back-off ends and the Job reconcile enqueues it
+                self._timed_out.add(uid)
                 self.engine.requeue(uid, math.inf)
             self._units[uid] = obj
             self._unit_by_key[key] = uid
@@ -765,6 +773,7 @@ class Controller:
             usage = self.engine.tree.report() if metrics.QUOTA_USAGE.due() else None
         if usage is not None:  # per-quota usage split (issue 18, item 8), throttled
             metrics.QUOTA_USAGE.export(usage)
+            self._pool.submit(self._safely, "queue usage", lambda: self._queue_usage.sync(usage))
         for queue in set(pending) | set(admitted) | self._known_metric_queues:
             metrics.UNITS_PENDING.labels(queue).set(pending.get(queue, 0))
             metrics.UNITS_ADMITTED.labels(queue).set(admitted.get(queue, 0))

@@ -484,7 +484,10 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
             "not fit does not hold later ones"
         )
     if unit.phase is Phase.BACKOFF:
-        ex.notes.append("phase Backoff: it failed before and is retried after a back-off delay")
+        ex.notes.append(
+            "phase TimeoutBackoff: it failed (SchedFailed) or its Job did not start running in "
+            "time, and it is retried after a back-off delay"
+        )
     if not ex.quota_exists or not ex.queue_exists:
         ex.reason = Reason.QUEUE_NOT_FOUND
         ex.message = RoundResult.queue_not_found_message(unit, quota)

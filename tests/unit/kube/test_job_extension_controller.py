@@ -271,3 +271,25 @@ def test_job_that_started_before_it_was_suspended_is_not_managed(api: MemoryApi)
     assert api.get(QUEUE_UNIT, "old", "ns") is None
     assert "annotations" not in job(api, "old")["metadata"]
     c.close()
+
+
+def test_running_timeout_backoff_survives_a_controller_restart(api: MemoryApi) -> None:
+    settings = {"job_running_timeout": 30.0, "job_backoff_time": 60.0}
+    c, clock = make(api, **settings)
+    submit(c, api, "j")
+    c.on_job("MODIFIED", job(api, "j"))
+    clock.offset = 31.0
+    c.fire_job_timers()
+    assert unit(api, "j")["status"]["phase"] == "TimeoutBackoff"
+    c.close()
+    restarted = Controller(api, ControllerSettings(**settings), clock=clock, writers=1)  # type: ignore[arg-type]
+    restarted.resync()
+    for obj in api.list_objects(QUEUE):
+        restarted.on_queue("ADDED", obj)
+    restarted.admission_round()
+    assert unit(api, "j")["status"]["phase"] == "TimeoutBackoff"  # the back-off still holds
+    clock.offset = 31.0 + 61.0
+    restarted.fire_job_timers()
+    status = unit(api, "j")["status"]
+    assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued because backoff timeout")
+    restarted.close()
