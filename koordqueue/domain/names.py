@@ -39,6 +39,13 @@ ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION: Final = (
 )
 QUOTA_OVERSOLD_TYPE_FORCE: Final = "ForceQuotaOverSold"
 QUOTA_OVERSOLD_TYPE_FORBIDDEN: Final = "ForbiddenQuotaOverSold"
+# Usage Koord-Queue's queue controller writes on each quota's Queue (JSON maps of whole units).
+QUEUE_USED_ANNOTATION: Final = "alibabacloud.com/queue-used"
+QUEUE_GUARANTEED_USED_ANNOTATION: Final = "alibabacloud.com/queue-guaranteed-used"
+QUEUE_SELF_USED_ANNOTATION: Final = "alibabacloud.com/queue-self-used"
+QUEUE_SELF_GUARANTEED_USED_ANNOTATION: Final = "alibabacloud.com/queue-self-guaranteed-used"
+QUEUE_CHILDREN_USED_ANNOTATION: Final = "alibabacloud.com/queue-children-used"
+QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION: Final = "alibabacloud.com/queue-children-guaranteed-used"
 BLOCK_TIMEOUT_ANNOTATION: Final = "koord-queue/block-timeout-seconds"
 """Opt-in (not in Koord-Queue): a Block head may hold its quota this long, then the others pass."""
 

@@ -13,6 +13,7 @@ Besides the subtree total, each quota keeps the part admitted into itself ("self
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -27,7 +28,16 @@ from koordqueue.domain.admission import (
     QuotaExceeded,
     QuotaNotFoundError,
 )
-from koordqueue.domain.names import ROOT_QUOTA
+from koordqueue.domain.names import (
+    QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION,
+    QUEUE_CHILDREN_USED_ANNOTATION,
+    QUEUE_GUARANTEED_USED_ANNOTATION,
+    QUEUE_SELF_GUARANTEED_USED_ANNOTATION,
+    QUEUE_SELF_USED_ANNOTATION,
+    QUEUE_USED_ANNOTATION,
+    ROOT_QUOTA,
+)
+from koordqueue.domain.quantity import NANO, ceil_div
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
 
@@ -81,6 +91,52 @@ class UsageSplit:
     oversold_used: Resources
     self_oversold_used: Resources
     children_oversold_used: Resources
+
+
+def queue_usage_values(split: UsageSplit) -> dict[str, dict[str, int]]:
+    """The six usage annotations Koord-Queue's queue controller keeps on a quota's Queue, as
+    whole units per resource (Kubernetes `Quantity.Value()`: rounded up). Oversold usage is
+    not among them upstream."""
+    parts = {
+        QUEUE_USED_ANNOTATION: split.used,
+        QUEUE_GUARANTEED_USED_ANNOTATION: split.guaranteed_used,
+        QUEUE_SELF_USED_ANNOTATION: split.self_used,
+        QUEUE_SELF_GUARANTEED_USED_ANNOTATION: split.self_guaranteed_used,
+        QUEUE_CHILDREN_USED_ANNOTATION: split.children_used,
+        QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION: split.children_guaranteed_used,
+    }
+    return {
+        key: {res: ceil_div(nanos, NANO) for res, nanos in amounts.items()}
+        for key, amounts in parts.items()
+    }
+
+
+def render_usage(values: Mapping[str, int]) -> str:
+    """A usage map as Go's `json.Marshal` writes it: keys sorted, no spaces."""
+    return json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
+
+
+def changed_usage_annotations(
+    current: Mapping[str, str], wanted: Mapping[str, Mapping[str, int]]
+) -> dict[str, str]:
+    """The annotations of `wanted` whose value differs from `current`, rendered.
+
+    As Koord-Queue (`isQueueAnnotationDiff`), zero entries are ignored on both sides, so an
+    absent annotation equals an all-zero usage. An unreadable current value is rewritten.
+    """
+    changed: dict[str, str] = {}
+    for key, values in wanted.items():
+        want = {res: v for res, v in values.items() if v}
+        raw = current.get(key)
+        have: object = {}
+        if raw:
+            try:
+                have = json.loads(raw)
+            except ValueError:
+                have = None
+        if not isinstance(have, dict) or {k: v for k, v in have.items() if v} != want:
+            changed[key] = render_usage(values)
+    return changed
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ from koordqueue.kube.queue_sync import (
     delete_queue,
     queue_drifted,
 )
+from koordqueue.kube.quota_status import QueueUsageWriter
 from koordqueue.kube.settings import ControllerSettings
 
 log = structlog.get_logger(__name__)
@@ -135,6 +136,7 @@ class Controller:
         self._creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
         self._priorities: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
         self._known_metric_queues: set[str] = set()
+        self._queue_usage = QueueUsageWriter(api, self.settings.namespace)
         self._job_timers: dict[str, float] = {}  # Job namespace/name -> when to look again
         self._timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="kq-write")
@@ -771,6 +773,7 @@ class Controller:
             usage = self.engine.tree.report() if metrics.QUOTA_USAGE.due() else None
         if usage is not None:  # per-quota usage split (issue 18, item 8), throttled
             metrics.QUOTA_USAGE.export(usage)
+            self._pool.submit(self._safely, "queue usage", lambda: self._queue_usage.sync(usage))
         for queue in set(pending) | set(admitted) | self._known_metric_queues:
             metrics.UNITS_PENDING.labels(queue).set(pending.get(queue, 0))
             metrics.UNITS_ADMITTED.labels(queue).set(admitted.get(queue, 0))

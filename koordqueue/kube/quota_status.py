@@ -1,0 +1,65 @@
+"""Each quota's usage split written on its Queue, as Koord-Queue's queue controller does.
+
+Koord-Queue (`elasticquotav1alpha1/controller.go`) keeps six annotations on every Queue —
+`alibabacloud.com/queue-used`, `-guaranteed-used`, `-self-used`, `-self-guaranteed-used`,
+`-children-used`, `-children-guaranteed-used` — JSON maps of whole units, rewritten only when
+they changed (zeros ignored). Here they are written on the controller's usage cadence with a
+merge patch of just the changed keys; what was last seen or written is remembered, so an
+unchanged quota costs no API call. The Queues are listed once, on the first sync, so a restart
+does not rewrite them all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from koordqueue.domain.quota_tree import QuotaUsage, changed_usage_annotations, queue_usage_values
+from koordqueue.kube.api import QUEUE, ApiError, KubeApi
+
+
+class QueueUsageWriter:
+    """Writes the usage annotations of every quota's Queue in `namespace` when they change."""
+
+    def __init__(self, api: KubeApi, namespace: str) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._known: dict[str, dict[str, str]] | None = None
+        self._busy = threading.Lock()
+
+    def sync(self, rows: Iterable[QuotaUsage]) -> int:
+        """Patch the Queues whose usage changed; returns how many were written.
+
+        A sync already running makes this one a no-op (the next one catches up); a Queue that
+        does not exist yet is skipped (the controller creates it).
+        """
+        if not self._busy.acquire(blocking=False):
+            return 0
+        try:
+            known = self._known
+            if known is None:
+                known = self._known = {
+                    str(q["metadata"]["name"]): dict(q["metadata"].get("annotations") or {})
+                    for q in self._api.list_objects(QUEUE, self._namespace)
+                }
+            written = 0
+            for row in rows:
+                if row.split is None:
+                    continue
+                current = known.get(row.name, {})
+                changed = changed_usage_annotations(current, queue_usage_values(row.split))
+                if not changed:
+                    continue
+                patch = {"metadata": {"annotations": changed}}
+                try:
+                    self._api.merge_patch(QUEUE, row.name, patch, self._namespace)
+                except ApiError as exc:
+                    if exc.not_found:
+                        known.pop(row.name, None)
+                        continue
+                    raise
+                known[row.name] = {**current, **changed}
+                written += 1
+            return written
+        finally:
+            self._busy.release()
