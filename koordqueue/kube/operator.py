@@ -38,8 +38,8 @@ def build_registry(
     settings = controller.settings
     state: dict[str, asyncio.Task[None]] = {}
     # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
-    # (a new Job's handler creates its unit and, on the fast path, admits it and resumes the
-    # Job: three blocking writes, hence many workers for Jobs, --job-workers)
+    # (a new Job's handler annotates the Job, creates its unit and, on the fast path, admits it
+    # and resumes the Job: four blocking writes, hence many workers for Jobs, --job-workers)
     informers = [Informer(controller.api, QUEUE_UNIT, controller.on_unit, workers=8)]
     if settings.manage_jobs:
         workers = settings.job_workers
