@@ -126,7 +126,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--health-port",
         "health_port",
-        "port of the /healthz liveness endpoint",
+        "port of the /healthz liveness endpoint (0: off)",
         _DEFAULTS.health_port,
         int,
     ),
