@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.resources import Resources
@@ -116,6 +116,9 @@ EVENTS = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(EVENTS, st.integers(1, 6))
+@example(  # an eviction in a later session frees the room; the evicted pod reserves nothing
+    [("arrive", 0, 1), ("allocate", 0, 1), ("session", 0, 1), ("rollback", 0, 1),
+     ("arrive", 1, 1), ("session", 0, 1)], 1)
 def test_allocated_plus_reserved_never_exceeds_capability(
     events: list[tuple[str, int, int]], cap_cpu: int
 ) -> None:
@@ -123,13 +126,16 @@ def test_allocated_plus_reserved_never_exceeds_capability(
     and session rebuilds.
 
     Allocation is only attempted the way allocate does it: when the capacity check
-    (`fits`, the allocatable callback) allows it.
+    (`fits`, the allocatable callback) allows it. A rollback (statement discard) can only undo
+    an allocation of the current session; undoing one made before the last rebuild is an
+    eviction, and an evicted pod is deleted: it does not come back holding a reservation.
     """
     cap = Resources.of(cpu=str(cap_cpu))
     book = ReservationLedger({"q": cap})
     book.rebuild([], [])
     requests: dict[str, Resources] = {}
     allocated: set[str] = set()
+    this_session: set[str] = set()
     direct: set[str] = set()
     for kind, pod, cpu in events:
         uid = f"p{pod}"
@@ -143,17 +149,21 @@ def test_allocated_plus_reserved_never_exceeds_capability(
                 book.on_allocate("q", uid, request)
                 requests[uid] = request
                 allocated.add(uid)
+                this_session.add(uid)
                 direct.add(uid)
         elif kind == "allocate" and uid in requests and uid not in allocated:
             if book.fits("q", uid, requests[uid]):
                 book.on_allocate("q", uid, requests[uid])
                 allocated.add(uid)
+                this_session.add(uid)
         elif kind == "rollback" and uid in allocated:
             book.on_deallocate("q", uid, requests[uid])
             allocated.discard(uid)
-            if uid in direct:  # an ungated pod back to pending holds nothing
+            if uid in direct or uid not in this_session:
+                # an ungated pod back to pending holds nothing; an evicted pod is deleted
                 direct.discard(uid)
                 del requests[uid]
+            this_session.discard(uid)
         elif kind == "delete" and uid in requests:
             if uid in allocated:
                 book.on_deallocate("q", uid, requests[uid])
@@ -162,6 +172,7 @@ def test_allocated_plus_reserved_never_exceeds_capability(
             direct.discard(uid)
             del requests[uid]
         elif kind == "session":  # rebuild from the "cluster": allocated pods and reservations
+            this_session.clear()
             book.rebuild(
                 [("q", requests[u]) for u in allocated],
                 [("q", u, r) for u, r in requests.items() if u not in allocated],
