@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from koordqueue.domain.names import QUOTA_NAME_LABEL
-from koordqueue.kube.api import JOB, ApiError, KubeApi
+from koordqueue.kube.api import EVENT, JOB, ApiError, KubeApi
 from tests.e2e import kq
 
 JOBS = 500
@@ -220,3 +220,85 @@ def test_the_standby_takes_over_and_nothing_is_admitted_twice(
     assert not twice, f"admitted more than once: {json.dumps(twice)[:500]}"
     assert max(peak.values()) <= CAPACITY, dict(peak)
     assert set(peak) == set(quotas)
+
+
+def admitted_peaks(changes: list[tuple[str, str, str]]) -> tuple[dict[str, int], dict[str, int]]:
+    """(admissions per unit, peak admitted units per quota) from a QueueUnit history."""
+    holding: dict[str, set[str]] = defaultdict(set)
+    admissions: dict[str, int] = defaultdict(int)
+    peak: dict[str, int] = defaultdict(int)
+    for unit, quota, phase in changes:
+        if phase in ADMITTED and unit not in holding[quota]:
+            holding[quota].add(unit)
+            admissions[unit] += 1
+            peak[quota] = max(peak[quota], len(holding[quota]))
+        elif phase in RELEASED or phase == "Deleted":
+            holding[quota].discard(unit)
+    return dict(admissions), dict(peak)
+
+
+def events_by(api: KubeApi, namespace: str, instance: str) -> dict[str, int]:
+    """Event name -> count, of the Events one controller process wrote in `namespace`."""
+    return {
+        e["metadata"]["name"]: int(e.get("count") or 1)
+        for e in api.list_objects(EVENT, namespace)
+        if e.get("reportingInstance") == instance
+    }
+
+
+def test_a_leader_paused_past_its_lease_writes_nothing_when_it_wakes_and_exits(
+    kubectl: Any, kubeconfig: Path, api_client: Any, tmp_path: Path
+) -> None:
+    """SIGSTOP the leader for twice its lease; the standby takes over and admits; on SIGCONT
+    the old leader's fence is already shut (its monotonic clock ran on while it was stopped):
+    it must not admit anything, and it exits, as a client-go component does."""
+    ns = kq.namespace(kubectl, kq.unique("fence"))
+    lease = kq.unique("kq-fence")
+    quota = kq.unique("fence")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "4", "memory": "1Ti"}))
+    api = KubeApi(api_client)
+    logs = [open(tmp_path / f"controller-{i}.log", "w") for i in range(2)]  # noqa: SIM115
+    procs = [start(kubeconfig, lease, logs[0])]
+    history = History(api_client, ns)
+    history.start()
+    try:
+        first = kq.wait_for(lambda: holder(kubectl, lease), what="a leader", timeout=60)
+        procs.append(start(kubeconfig, lease, logs[1]))
+        for i in range(2):
+            api.create(JOB, kq.job(f"before-{i}", ns, quota, cpu="1", memory="1Mi"), ns)
+        kq.wait_for(lambda: history.admitted_seen >= 2, what="two admitted by the leader")
+
+        os.kill(procs[0].pid, signal.SIGSTOP)
+        new = kq.wait_for(lambda: (h := holder(kubectl, lease)) != first and h, timeout=60,
+                          what="the standby holding the lease")
+        assert int(str(new).rsplit("_", 1)[1]) == procs[1].pid
+        for i in range(6):  # 2 more fit (4 CPUs); 4 wait
+            api.create(JOB, kq.job(f"after-{i}", ns, quota, cpu="1", memory="1Mi"), ns)
+        kq.wait_for(lambda: history.admitted_seen >= 4, what="two more admitted by the new leader")
+        time.sleep(3)  # the paused leader has now been stopped for well over its 3 s lease
+
+        old_instance = f"{socket.gethostname()}-{procs[0].pid}"  # Events' reportingInstance
+        written_before = events_by(api, ns, old_instance)
+        os.kill(procs[0].pid, signal.SIGCONT)
+        code = procs[0].wait(30)  # it finds the lease gone and exits
+        time.sleep(2)  # anything it might still have sent would be in the history by now
+        assert holder(kubectl, lease) == new  # (the new leader releases it when it stops)
+        # not one Event (nor a count bump) from the woken process: its writes were fenced
+        assert events_by(api, ns, old_instance) == written_before
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+                proc.wait(30)
+        history.stop()
+        for log in logs:
+            log.close()
+
+    admissions, peak = admitted_peaks(history.changes)
+    assert peak[quota] <= 4, peak
+    assert all(n == 1 for n in admissions.values()), admissions
+    assert len(admissions) == 4  # 2 before the pause, 2 after; 4 still wait for room
+    old_log = (tmp_path / "controller-0.log").read_text()
+    assert "lost the lease" in old_log, old_log[-2000:]
+    assert code is not None
