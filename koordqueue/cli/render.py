@@ -46,7 +46,13 @@ def simulation_table(result: SimulationResult) -> str:
         out.append(table(usage, ["quota", "parent", "min", "max", "used", "units"]))
     out.append("")
     final = result.final_phases()
-    out.append(table(sorted([k, v] for k, v in final.items()), ["unit", "phase"]))
+    messages = result.final_messages()
+    out.append(
+        table(
+            sorted([k, v, messages.get(k, "")] for k, v in final.items()),
+            ["unit", "phase", "message"],
+        )
+    )
     return "\n".join(out)
 
 
@@ -79,6 +85,7 @@ def simulation_json(result: SimulationResult) -> str:
             for record in result.steps
         ],
         "final": result.final_phases(),
+        "messages": result.final_messages(),
         "queueErrors": result.queue_errors,
     }
     return json.dumps(doc, indent=2, sort_keys=True)

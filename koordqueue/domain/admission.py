@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from koordqueue.domain.names import (
+    MSG_ADMITTED,
     MSG_ALREADY_RESERVED,
     MSG_CYCLE,
     MSG_EMPTY_QUOTA_SPEC,
@@ -28,7 +29,7 @@ class Admitted:
 
     @property
     def message(self) -> str:
-        return f"admitted into quota {self.quota} (checked {','.join(self.path)})"
+        return MSG_ADMITTED.format(quota=self.quota, path=",".join(self.path))
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ stale watch event can never undo an admission, and a restart can never repeat on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
@@ -36,6 +37,17 @@ from koordqueue.domain.queue_unit import (
 )
 from koordqueue.domain.quota import QuotaSpec, is_oversold
 from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
+from koordqueue.domain.round import (
+    Admit,
+    BackingOff,
+    Outcome,
+    Preempted,
+    QueueNotFound,
+    QueueUnserved,
+    Reject,
+    Unmapped,
+    WaitingForPodsRunning,
+)
 
 
 @dataclass(slots=True)
@@ -57,8 +69,15 @@ class Preemption:
 
 @dataclass(slots=True)
 class RoundResult:
-    """What one admission round decided; the adapter turns it into writes and events."""
+    """What one admission round decided; `effects()` turns it into writes and events.
 
+    `outcomes` is the record: one typed outcome per unit the round looked at, in the order
+    decided (a preemption's victims come right before the unit they make room for). The
+    lists below are the same decisions grouped by kind, for metrics and callers that only
+    need one kind.
+    """
+
+    outcomes: list[Outcome] = field(default_factory=list)
     admitted: list[tuple[QueueUnit, Admitted]] = field(default_factory=list)
     rejected: list[tuple[QueueUnit, Rejection]] = field(default_factory=list)
     queue_not_found: list[tuple[QueueUnit, str]] = field(default_factory=list)
@@ -123,6 +142,19 @@ class AdmissionEngine:
 
     def has_queue(self, name: str) -> bool:
         return name in self._queues
+
+    def queue_policy(self, name: str) -> QueuePolicy | None:
+        """The policy instance serving queue `name` (None if absent or unserved)."""
+        queue = self._queues.get(name)
+        return None if queue is None else queue.policy
+
+    def queue_settings(self, name: str) -> QueueSettings | None:
+        queue = self._queues.get(name)
+        return None if queue is None else queue.settings
+
+    def not_before(self, uid: str) -> float:
+        """When a backed-off unit may be tried again (0: now)."""
+        return self._not_before.get(uid, 0.0)
 
     # --- units ----------------------------------------------------------------------------
     def upsert_unit(self, unit: QueueUnit) -> None:
@@ -263,9 +295,21 @@ class AdmissionEngine:
         return decision
 
     # --- the round ------------------------------------------------------------------------
+    def dry_round(self, now: float) -> RoundResult:
+        """The record of the round `run_round(now)` would run, leaving this engine untouched.
+
+        Runs on a deep copy (policy state included), so `explain` reads the real rules'
+        answer rather than a re-derivation. Not for the hot path: it copies everything.
+        """
+        callback = self.tree._on_duplicate
+        memo: dict[int, object] = {} if callback is None else {id(callback): callback}
+        twin: AdmissionEngine = copy.deepcopy(self, memo)
+        return twin.run_round(now)
+
     def run_round(self, now: float) -> RoundResult:
         """Offer every served queue's waiting units to CheckUsage, in policy order."""
         result = RoundResult()
+        outcomes = result.outcomes
         by_queue: dict[str, list[QueueUnit]] = {}
         admitted_by_queue: dict[str, list[QueueUnit]] = {}
         for unit in self._units.values():
@@ -275,11 +319,14 @@ class AdmissionEngine:
             if isinstance(resolution, Unresolved):
                 if not self.tree.is_admitted(unit.uid):
                     result.unmapped.append((unit, resolution))
+                    outcomes.append(Unmapped(unit, resolution))
                 continue
             if self.tree.is_admitted(unit.uid):
                 admitted_by_queue.setdefault(resolution.name, []).append(unit)
                 continue
-            if self._not_before.get(unit.uid, 0.0) > now:
+            until = self._not_before.get(unit.uid, 0.0)
+            if until > now:
+                outcomes.append(BackingOff(unit, until))
                 continue
             by_queue.setdefault(resolution.name, []).append(unit)
 
@@ -288,19 +335,25 @@ class AdmissionEngine:
             queue = self._queues.get(queue_name)
             if queue is None or queue_name not in self.tree:
                 result.queue_not_found.extend((u, queue_name) for u in waiting)
+                outcomes.extend(QueueNotFound(u, queue_name) for u in waiting)
                 continue
             if queue.policy is None:
-                result.unserved_queues[queue_name] = queue.error or "not served"
+                error = queue.error or "not served"
+                result.unserved_queues[queue_name] = error
+                outcomes.extend(QueueUnserved(u, queue_name, error) for u in waiting)
                 continue
             ordered = sorted(waiting, key=lambda u: order_key(u, self._first_attempt[u.uid]))
             admitted_here = admitted_by_queue.get(queue_name, [])
-            paused = queue.settings.wait_for_pods_running and any(
-                u.phase in NOT_YET_RUNNING for u in admitted_here
-            )
+            not_running = tuple(u.key for u in admitted_here if u.phase in NOT_YET_RUNNING)
+            paused = queue.settings.wait_for_pods_running and bool(not_running)
             if paused and not queue.settings.enable_preemption:
                 result.waiting[queue_name] = ordered
+                outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
                 continue
-            self._serve(queue, ordered, admitted_here, now, result, paused=paused)
+            self._serve(
+                queue, ordered, admitted_here, now, result,
+                not_running=not_running if paused else (),
+            )
         return result
 
     def _serve(
@@ -311,23 +364,28 @@ class AdmissionEngine:
         now: float,
         result: RoundResult,
         *,
-        paused: bool = False,
+        not_running: Sequence[str] = (),
     ) -> None:
-        """Offer the queue's candidates to CheckUsage.
+        """Offer the queue's candidates to CheckUsage, and record why the others were skipped.
 
-        `paused` (wait-for-pods-running with admitted units not running yet): a unit that
-        fits keeps waiting; only a unit that needs preemption may get in, by preempting.
+        `not_running` non-empty (wait-for-pods-running with admitted units not running yet):
+        a unit that fits keeps waiting; only one that needs preemption may get in, by
+        preempting.
         """
         assert queue.policy is not None
+        policy = queue.policy
+        outcomes = result.outcomes
+        paused = bool(not_running)
         preempted_this_round = False
         still_waiting: list[QueueUnit] = []
         tried: set[str] = set()
-        for unit in queue.policy.candidates(ordered, now):
+        for unit in policy.candidates(ordered, now):
             tried.add(unit.uid)
             if paused:
                 decision = self.tree.check(unit.key, queue.name, unit.resource)
                 if decision.admitted:
                     still_waiting.append(unit)  # room, but its queue waits for pods to run
+                    outcomes.append(WaitingForPodsRunning(unit, tuple(not_running)))
                     continue
             else:
                 decision = self.tree.try_admit(
@@ -344,20 +402,28 @@ class AdmissionEngine:
                 if preemption is not None:
                     preempted_this_round = True
                     result.preempted.append(preemption)
+                    outcomes.extend(Preempted(v, unit) for v in preemption.victims)
                     decision = self.tree.try_admit(
                         unit.uid, unit.key, queue.name, unit.resource,
                         oversold=is_oversold(unit.annotations),
                     )
-            queue.policy.feedback(unit, decision.admitted, now)
+            policy.feedback(unit, decision.admitted, now)
             if isinstance(decision, Admitted):
                 admitted = replace(unit, phase=Phase.DEQUEUED)
                 self._units[unit.uid] = admitted
                 result.admitted.append((admitted, decision))
+                outcomes.append(Admit(admitted, decision))
             else:
                 result.rejected.append((unit, decision))
+                outcomes.append(Reject(unit, decision))
                 still_waiting.append(unit)
-        untried = [u for u in ordered if u.uid not in tried]
-        result.waiting[queue.name] = still_waiting + untried
+        if len(tried) == len(ordered):
+            result.waiting[queue.name] = still_waiting
+            return
+        untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
+        waiting = still_waiting + [u for _, u in untried]
+        result.waiting[queue.name] = waiting
+        outcomes.extend(policy.skipped(u, i, waiting) for i, u in untried)
 
     def _preempt_for(self, unit: QueueUnit, admitted_here: list[QueueUnit]) -> Preemption | None:
         """Free quota from admitted, not-yet-running units that sort after `unit`, lowest first."""

@@ -62,7 +62,9 @@ DEFAULT_OVERSELL_RATE: Final = 1
 KNOWN_POLICIES: Final = ("Priority", "Block", "Round", "Intelligent")
 REGISTERED_POLICIES: Final = ("Priority", "Block", "Intelligent")
 
-# --- Event reasons ------------------------------------------------------------------------
+# --- Event types and reasons -------------------------------------------------------------
+EVENT_NORMAL: Final = "Normal"
+EVENT_WARNING: Final = "Warning"
 REASON_QUEUE_NOT_FOUND: Final = "QueueNotFound"
 REASON_ADD_QUEUE_FAIL: Final = "AddQueueFail"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
@@ -70,11 +72,27 @@ REASON_ADMITTED: Final = "Admitted"
 REASON_DUPLICATE_QUOTA: Final = "DuplicateQuotaName"
 REASON_INVALID_QUOTA: Final = "InvalidQuota"
 REASON_INVALID_JOB: Final = "InvalidJob"
+REASON_PREEMPTED: Final = "Preempted"
+REASON_BACKOFF: Final = "Backoff"
+"""On a unit that failed downstream (SchedFailed) and waits out its back-off."""
+REASON_INVALID_QUEUE_UNIT: Final = "InvalidQueueUnit"
+REASON_SCHEDULED: Final = "Scheduled"
+"""Simulator only: the scheduler bound some of an admitted unit's pods this step."""
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+"""Simulator only: the scheduler could not place an admitted unit's pods this step."""
 REASON_RESUME: Final = "Resume"
 """On the Job when its unit reached SchedSucceed and it was resumed (Koord-Queue job extension)."""
 
 # --- Message formats (SPEC 2.1, 2.3, 2.5); rendered only through these ----------------------
 MSG_QUEUE_NOT_FOUND: Final = "queue {queue} not found for queueUnit {namespace}/{name}"
+MSG_ADMITTED: Final = "admitted into quota {quota} (checked {path})"
+MSG_PREEMPTED: Final = "preempted by {unit}; back in queue"
+"""Preempted event on a victim (and its status message unless a Job backs it)."""
+MSG_SCHED_FAILED_BACKOFF: Final = "scheduling failed; retry {attempts} in {delay:.0f}s"
+MSG_DUPLICATE_QUOTA: Final = (
+    "quota name {name} is also defined in namespace {previous}; quotas are indexed by name, "
+    "this definition ({winner}) now wins"
+)
 MSG_LIMITED: Final = "limited quotaName:{quota}, limited resKey:{resource},"
 MSG_CYCLE: Final = (
     "CheckUsage found cycle reference, item:{unit}, quotaName:{quota}, visited quota: {visited}"

@@ -13,7 +13,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from koordqueue.domain.names import (
     BLOCK_TIMEOUT_ANNOTATION,
@@ -27,6 +27,13 @@ from koordqueue.domain.names import (
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
 from koordqueue.domain.queue_unit import QueueUnit
+from koordqueue.domain.round import (
+    BeyondMaxDepth,
+    BlockedByHead,
+    HighPriorityWaiting,
+    NotOffered,
+    Skip,
+)
 
 DEFAULT_BLOCK_TIMEOUT = 0.0
 """Off: a Block head holds its quota until it fits (Koord-Queue). > 0 is the opt-in pass-through."""
@@ -151,6 +158,22 @@ class QueuePolicy(ABC):
         """Quotas whose units this policy holds back for now (none for Priority)."""
         return frozenset()
 
+    def offer_order(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
+        """The queue in the order the policy offers it (positions in explain)."""
+        return ordered
+
+    def skipped(self, unit: QueueUnit, index: int, waiting: Sequence[QueueUnit]) -> Skip:
+        """Why `candidates` did not offer `unit` (at `index` of the ordered queue) this round.
+
+        Asked after the round, so it sees the blocks the round itself set; `waiting` is the
+        queue's units still waiting after the round, in order.
+        """
+        return self._beyond_depth(unit, index) or NotOffered(unit)
+
+    def _beyond_depth(self, unit: QueueUnit, index: int) -> BeyondMaxDepth | None:
+        depth = self.settings.max_depth
+        return BeyondMaxDepth(unit, index + 1, depth) if 0 < depth <= index else None
+
     def _depth_limited(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
         depth = self.settings.max_depth
         return ordered[:depth] if depth > 0 else ordered
@@ -165,6 +188,13 @@ class PriorityPolicy(QueuePolicy):
         yield from self._depth_limited(ordered)
 
 
+class _Hold(NamedTuple):
+    """A blocked quota: since when, and the unit whose failure blocked it."""
+
+    since: float
+    head: str
+
+
 class _QuotaBlockingPolicy(QueuePolicy):
     """Koord-Queue's blocked-quota bookkeeping, shared by Block and Intelligent.
 
@@ -177,8 +207,8 @@ class _QuotaBlockingPolicy(QueuePolicy):
 
     def __init__(self, settings: QueueSettings) -> None:
         super().__init__(settings)
-        self._blocked: dict[str, float] = {}
-        """Blocked quota -> when its current hold started."""
+        self._blocked: dict[str, _Hold] = {}
+        """Blocked quota -> when its current hold started and by which unit."""
         self._last_tried = float("-inf")
         self._last_admitted = False
 
@@ -190,7 +220,13 @@ class _QuotaBlockingPolicy(QueuePolicy):
         self._last_tried = now
         self._last_admitted = admitted
         if not admitted:
-            self._blocked.setdefault(quota_of(unit), now)
+            self._blocked.setdefault(quota_of(unit), _Hold(now, unit.key))
+
+    def _blocked_by(self, unit: QueueUnit) -> BlockedByHead | None:
+        hold = self._blocked.get(quota_of(unit))
+        if hold is None:
+            return None
+        return BlockedByHead(unit, quota_of(unit), hold.head, hold.since)
 
     def unit_released(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
@@ -233,7 +269,7 @@ class BlockPolicy(_QuotaBlockingPolicy):
         timeout = self.settings.block_timeout
         passing: set[str] = set()
         if timeout > 0:
-            passing = {q for q, since in self._blocked.items() if now - since >= timeout}
+            passing = {q for q, hold in self._blocked.items() if now - hold.since >= timeout}
             for quota in passing:
                 del self._blocked[quota]
         for _ in range(2):
@@ -246,6 +282,9 @@ class BlockPolicy(_QuotaBlockingPolicy):
                 yield self._offer(unit, now)
             if tried or not self._idle_clear(now):
                 return
+
+    def skipped(self, unit: QueueUnit, index: int, waiting: Sequence[QueueUnit]) -> Skip:
+        return self._beyond_depth(unit, index) or self._blocked_by(unit) or NotOffered(unit)
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
@@ -294,6 +333,19 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
                 self._low_cursor = 0  # the pass found nothing more: back to the head
             if tried or not self._idle_clear(now):
                 return
+
+    def offer_order(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
+        threshold = self.settings.priority_threshold
+        return [u for u in ordered if u.priority >= threshold] + [
+            u for u in ordered if u.priority < threshold
+        ]
+
+    def skipped(self, unit: QueueUnit, index: int, waiting: Sequence[QueueUnit]) -> Skip:
+        threshold = self.settings.priority_threshold
+        if unit.priority >= threshold:
+            return self._blocked_by(unit) or NotOffered(unit)
+        high = tuple(u.key for u in waiting if u.priority >= threshold)
+        return HighPriorityWaiting(unit, high, threshold) if high else NotOffered(unit)
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._low_cursor = 0

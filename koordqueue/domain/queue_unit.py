@@ -76,6 +76,8 @@ class QueueUnit:
     phase: Phase = Phase.ENQUEUED
     created: float = 0.0
     """Creation time (epoch seconds): the first-attempt tie breaker until a unit is tried."""
+    consumer_kind: str | None = None
+    """spec.consumerRef.kind (e.g. Job): the workload that follows the unit's admission."""
 
     @property
     def key(self) -> str:
@@ -123,6 +125,7 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         phase = Phase(raw_phase)
     except ValueError as exc:
         raise InvalidQueueUnitError(key, "status.phase", f"unknown phase {raw_phase!r}") from exc
+    consumer = (spec.get("consumerRef") or {}).get("kind")
     labels = {k: v for k, v in (metadata.get("labels") or {}).items()}
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()}
     return QueueUnit(
@@ -135,4 +138,5 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         annotations=annotations,
         phase=phase,
         created=_epoch(metadata.get("creationTimestamp")),
+        consumer_kind=consumer if isinstance(consumer, str) and consumer else None,
     )

@@ -1,8 +1,9 @@
 """Replay a scenario through the real admission engine, step by step, in-process.
 
 Each step: units arriving now join their queues, admitted units whose duration has elapsed
-finish (releasing quota), then one admission round runs. Every decision is recorded with the
-same reasons and messages the live controller would put into events.
+finish (releasing quota), then one admission round runs. The round's record goes through the
+same `effects()` the live controller executes, and the simulator records those effects, so its
+events and status messages are the controller's by construction.
 """
 
 from __future__ import annotations
@@ -10,18 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from koordqueue.domain.effects import (
+    Effect,
+    QueueEvent,
+    SetUnitStatus,
+    UnitEvent,
+    effects,
+    queue_effects,
+)
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    MSG_UNIT_SUCCEEDED,
     QUOTA_NAME_LABEL,
-    REASON_ADD_QUEUE_FAIL,
-    REASON_ADMITTED,
-    REASON_FAILED_SCHEDULING,
-    REASON_QUEUE_NOT_FOUND,
+    REASON_SCHEDULED,
+    REASON_UNSCHEDULABLE,
 )
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import quota_from_object
 from koordqueue.domain.quota_tree import QuotaUsage
+from koordqueue.domain.round import Admit, Preempted
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
 from koordqueue.simulation.scenario import Scenario, UnitDef
@@ -35,7 +46,7 @@ class StepEvent:
     unit: str
     reason: str
     message: str
-    type: str = "Normal"
+    type: str = EVENT_NORMAL
 
 
 @dataclass(slots=True)
@@ -51,6 +62,8 @@ class StepRecord:
     placements: dict[str, dict[str, str]] = field(default_factory=dict)
     """Unit -> pod -> node, for pods bound this step."""
     waiting: list[str] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+    """The round's effects as the controller would execute them (status writes included)."""
 
 
 @dataclass(slots=True)
@@ -58,6 +71,19 @@ class SimulationResult:
     scenario: Scenario
     steps: list[StepRecord] = field(default_factory=list)
     queue_errors: dict[str, str] = field(default_factory=dict)
+    engine: AdmissionEngine | None = None
+    """The engine after the last step run, policy state included (explain's dry round)."""
+
+    def final_messages(self) -> dict[str, str]:
+        """Each unit's last status message as the controller would have written it."""
+        messages: dict[str, str] = {}
+        for record in self.steps:
+            for key in record.finished:
+                messages[key] = MSG_UNIT_SUCCEEDED
+            for effect in record.effects:
+                if isinstance(effect, SetUnitStatus):
+                    messages[effect.unit.key] = effect.message
+        return messages
 
     def final_phases(self) -> dict[str, str]:
         phases: dict[str, str] = {}
@@ -91,6 +117,7 @@ def simulate(
 
 def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[StepRecord]:
     engine = AdmissionEngine(oversell_rate=scenario.oversell_rate)
+    result.engine = engine
     for quota in scenario.quotas:
         obj = quota.as_object()
         engine.upsert_quota(quota_from_object(obj))
@@ -100,17 +127,16 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
             result.queue_errors[desired.name] = error
     admitted_at: dict[str, int] = {}
     durations = {f"{u.namespace}/{u.name}": u.duration for u in scenario.units}
-    reported_not_found: set[str] = set()
     unit_defs = {f"{u.namespace}/{u.name}": u for u in scenario.units}
     placed: dict[str, dict[str, str]] = {}  # unit -> pod -> node, pods bound so far
-    last_message: dict[str, str] = {}
+    reported: dict[str, str] = {}  # uid -> last status message written (as the controller)
+    scheduler_message: dict[str, str] = {}
     for step in range(scenario.steps):
         record = StepRecord(step)
-        for queue, error in sorted(result.queue_errors.items()):
-            if step == 0:
-                record.events.append(
-                    StepEvent(step, f"queue/{queue}", REASON_ADD_QUEUE_FAIL, error, "Warning")
-                )
+        if step == 0:
+            for queue, error in sorted(result.queue_errors.items()):
+                for effect in queue_effects(queue, error):
+                    _record(effect, record, reported)
         for key, at in sorted(admitted_at.items()):
             duration = durations[key]
             if duration is not None and step - at >= duration:
@@ -136,50 +162,18 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                     )
                 )
         outcome = engine.run_round(float(step))
-        for unit, decision in outcome.admitted:
-            admitted_at[unit.uid] = step
-            record.admitted.append(unit.key)
-            record.events.append(StepEvent(step, unit.key, REASON_ADMITTED, decision.message))
-        for preemption in outcome.preempted:
-            for victim in preemption.victims:
-                admitted_at.pop(victim.uid, None)
-                placed.pop(victim.uid, None)
-                record.preempted.append(victim.key)
-                record.events.append(
-                    StepEvent(
-                        step,
-                        victim.key,
-                        "Preempted",
-                        f"preempted by {preemption.unit.key}",
-                        "Warning",
-                    )
-                )
-        for unit, rejection in outcome.rejected:
-            if last_message.get(unit.uid) != rejection.message:
-                last_message[unit.uid] = rejection.message
-                record.events.append(
-                    StepEvent(
-                        step, unit.key, REASON_FAILED_SCHEDULING, rejection.message, "Warning"
-                    )
-                )
-        for unit, queue in outcome.queue_not_found:
-            if unit.uid not in reported_not_found:
-                reported_not_found.add(unit.uid)
-                record.events.append(
-                    StepEvent(
-                        step,
-                        unit.key,
-                        REASON_QUEUE_NOT_FOUND,
-                        outcome.queue_not_found_message(unit, queue),
-                        "Warning",
-                    )
-                )
-        for unit, unresolved in outcome.unmapped:
-            if last_message.get(unit.uid) != unresolved.message:
-                last_message[unit.uid] = unresolved.message
-                record.events.append(StepEvent(step, unit.key, "Unmapped", unresolved.message))
+        for effect in effects(outcome, reported):
+            _record(effect, record, reported)
+        for decided in outcome.outcomes:
+            if isinstance(decided, Admit):
+                admitted_at[decided.unit.uid] = step
+                record.admitted.append(decided.unit.key)
+            elif isinstance(decided, Preempted):
+                admitted_at.pop(decided.unit.uid, None)
+                placed.pop(decided.unit.uid, None)
+                record.preempted.append(decided.unit.key)
         if scenario.nodes:
-            _place(scenario, engine, unit_defs, placed, record, last_message)
+            _place(scenario, engine, unit_defs, placed, record, scheduler_message)
         record.waiting = sorted(
             u.key
             for u in engine.units()
@@ -187,6 +181,22 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         )
         record.usage = engine.tree.report()
         yield record
+
+
+def _record(effect: Effect, record: StepRecord, reported: dict[str, str]) -> None:
+    """Execute one effect the simulator's way: write it down (and remember status messages)."""
+    record.effects.append(effect)
+    if isinstance(effect, SetUnitStatus):
+        reported[effect.unit.uid] = effect.message
+    elif isinstance(effect, UnitEvent):
+        record.events.append(
+            StepEvent(record.step, effect.unit.key, effect.reason, effect.message, effect.type)
+        )
+    elif isinstance(effect, QueueEvent):
+        record.events.append(
+            StepEvent(record.step, f"queue/{effect.queue}", effect.reason, effect.message,
+                      effect.type)
+        )
 
 
 def _place(  # noqa: PLR0917 - private helper threading the step's state through
@@ -243,7 +253,9 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
         spec = unit_defs[job_uid]
         where = ", ".join(f"{pod}->{node}" for pod, node in sorted(pods.items()))
         record.events.append(
-            StepEvent(record.step, job_uid, "Scheduled", f"bound {len(pods)} pod(s): {where}")
+            StepEvent(
+                record.step, job_uid, REASON_SCHEDULED, f"bound {len(pods)} pod(s): {where}"
+            )
         )
         if len(placed.get(job_uid, {})) == spec.pods:
             admitted_unit = engine.unit(job_uid)
@@ -264,4 +276,6 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
         if last_message.get(job_uid) == message:
             continue
         last_message[job_uid] = message
-        record.events.append(StepEvent(record.step, job_uid, "Unschedulable", message, "Warning"))
+        record.events.append(
+            StepEvent(record.step, job_uid, REASON_UNSCHEDULABLE, message, EVENT_WARNING)
+        )

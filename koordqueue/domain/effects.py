@@ -1,0 +1,178 @@
+"""A round's record turned into what the world sees: status writes, events, Job resume/suspend.
+
+One pure function, `effects`, decides every event reason and status message of an admission
+round. The live controller executes the effects through its API writes, the simulator by
+recording them, so `simulate` shows exactly the events and messages the cluster gets.
+
+Messages are written once per change: a unit rejected with the same message round after round
+gets one status write and one event, not one per round. `reported` (uid -> last status message
+written) is the executor's memory of that; it updates it for every `SetUnitStatus` it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from koordqueue.domain.admission import Admitted
+from koordqueue.domain.engine import RoundResult
+from koordqueue.domain.names import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    MSG_ENQUEUED_AFTER_PREEMPTED,
+    MSG_PREEMPTED,
+    REASON_ADD_QUEUE_FAIL,
+    REASON_ADMITTED,
+    REASON_FAILED_SCHEDULING,
+    REASON_PREEMPTED,
+    REASON_QUEUE_NOT_FOUND,
+)
+from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.round import (
+    Admit,
+    Outcome,
+    Preempted,
+    QueueNotFound,
+    Reject,
+    Unmapped,
+)
+
+JOB_KIND = "Job"
+
+
+@dataclass(frozen=True, slots=True)
+class SetUnitStatus:
+    """Write the unit's status message, and its phase unless `phase` is None.
+
+    With `admission`, the write admits the unit (Dequeued, admission time, its pod sets) and
+    must not overwrite a newer status: executors guard it and roll the admission back when it
+    cannot be written. A failed phase write drops the unit's later effects of the same round.
+    """
+
+    unit: QueueUnit
+    message: str
+    phase: Phase | None = None
+    admission: Admitted | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitEvent:
+    """A Kubernetes Event on the unit (`cause` is the outcome it reports, for metrics)."""
+
+    unit: QueueUnit
+    type: str
+    reason: str
+    message: str
+    cause: Outcome | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEvent:
+    """A Kubernetes Event on the Queue `queue`."""
+
+    queue: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeConsumer:
+    """Let the unit's workload run (a Job: suspend false)."""
+
+    unit: QueueUnit
+
+
+@dataclass(frozen=True, slots=True)
+class SuspendConsumer:
+    """Stop the unit's workload again (a Job: suspend true)."""
+
+    unit: QueueUnit
+
+
+Effect = SetUnitStatus | UnitEvent | QueueEvent | ResumeConsumer | SuspendConsumer
+
+
+def preempted_message(by: QueueUnit) -> str:
+    return MSG_PREEMPTED.format(unit=by.key)
+
+
+def effects(
+    record: RoundResult | Iterable[Outcome], reported: Mapping[str, str] | None = None
+) -> list[Effect]:
+    """Every write and event a round's record asks for, in record order (see module doc)."""
+    outcomes = record.outcomes if isinstance(record, RoundResult) else record
+    seen = reported if reported is not None else {}
+    out: list[Effect] = []
+    for outcome in outcomes:
+        out.extend(outcome_effects(outcome, seen))
+    return out
+
+
+def outcome_effects(outcome: Outcome, reported: Mapping[str, str]) -> list[Effect]:
+    """The effects of one outcome; skips and back-offs have none (explain reports them)."""
+    unit = outcome.unit
+    if isinstance(outcome, Admit):
+        message = outcome.decision.message
+        return [
+            SetUnitStatus(unit, message, Phase.DEQUEUED, admission=outcome.decision),
+            ResumeConsumer(unit),
+            UnitEvent(unit, EVENT_NORMAL, REASON_ADMITTED, message, outcome),
+        ]
+    if isinstance(outcome, Preempted):
+        message = preempted_message(outcome.by)
+        # a Job's unit says what the job extension writes once the Job is suspended
+        status = MSG_ENQUEUED_AFTER_PREEMPTED if unit.consumer_kind == JOB_KIND else message
+        return [
+            SetUnitStatus(unit, status, Phase.ENQUEUED),
+            SuspendConsumer(unit),
+            UnitEvent(unit, EVENT_WARNING, REASON_PREEMPTED, message, outcome),
+        ]
+    if isinstance(outcome, Reject):
+        return _report(
+            unit, outcome.decision.message, reported, REASON_FAILED_SCHEDULING, outcome
+        )
+    if isinstance(outcome, QueueNotFound):
+        message = RoundResult.queue_not_found_message(unit, outcome.queue)
+        return _report(unit, message, reported, REASON_QUEUE_NOT_FOUND, outcome)
+    if isinstance(outcome, Unmapped):
+        # status only: Koord-Queue sends no event for a unit without a quota
+        return _report(unit, outcome.unresolved.message, reported, None, outcome)
+    return []
+
+
+def _report(
+    unit: QueueUnit,
+    message: str,
+    reported: Mapping[str, str],
+    reason: str | None,
+    cause: Outcome,
+) -> list[Effect]:
+    """A status message and its Warning event, only when the message changed."""
+    if reported.get(unit.uid) == message:
+        return []
+    out: list[Effect] = [SetUnitStatus(unit, message)]
+    if reason is not None:
+        out.append(UnitEvent(unit, EVENT_WARNING, reason, message, cause))
+    return out
+
+
+def queue_effects(queue: str, error: str | None, previous: str | None = None) -> list[Effect]:
+    """A queue that cannot be served gets one AddQueueFail event per new error."""
+    if error is None or error == previous:
+        return []
+    return [QueueEvent(queue, EVENT_WARNING, REASON_ADD_QUEUE_FAIL, error)]
+
+
+def per_unit(effects: Iterable[Effect]) -> list[list[Effect]]:
+    """Consecutive effects on the same object, as groups an executor runs in order."""
+    groups: list[list[Effect]] = []
+    last: str | None = None
+    for effect in effects:
+        key = f"queue/{effect.queue}" if isinstance(effect, QueueEvent) else effect.unit.uid
+        if groups and key == last:
+            groups[-1].append(effect)
+        else:
+            groups.append([effect])
+        last = key
+    return groups
