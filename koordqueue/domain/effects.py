@@ -157,7 +157,9 @@ def _report(
     return out
 
 
-def queue_effects(queue: str, error: str | None, previous: str | None = None) -> list[Effect]:
+def queue_effects(
+    queue: str, error: str | None, previous: str | None = None
+) -> list[QueueEvent]:
     """A queue that cannot be served gets one AddQueueFail event per new error."""
     if error is None or error == previous:
         return []

@@ -21,8 +21,18 @@ import structlog
 from cachetools import TTLCache
 
 from koordqueue.domain import names
-from koordqueue.domain.admission import Admitted, Rejection
-from koordqueue.domain.engine import AdmissionEngine, Preemption, RoundResult
+from koordqueue.domain.effects import (
+    Effect,
+    QueueEvent,
+    ResumeConsumer,
+    SetUnitStatus,
+    SuspendConsumer,
+    UnitEvent,
+    effects,
+    per_unit,
+    queue_effects,
+)
+from koordqueue.domain.engine import AdmissionEngine, RoundResult
 from koordqueue.domain.job_extension import (
     InvalidJobError,
     JobStatus,
@@ -36,7 +46,7 @@ from koordqueue.domain.job_extension import (
     resume_patch,
     suspend_patch,
 )
-from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
+from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import (
     ADMITTED_PHASES,
@@ -48,6 +58,7 @@ from koordqueue.domain.queue_unit import (
     queue_unit_from_object,
 )
 from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
+from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
 from koordqueue.kube.api import (
     ELASTIC_QUOTA,
@@ -74,8 +85,8 @@ from koordqueue.kube.quota_status import QueueUsageWriter
 from koordqueue.kube.settings import ControllerSettings
 
 log = structlog.get_logger(__name__)
-WARNING = "Warning"
-NORMAL = "Normal"
+WARNING = names.EVENT_WARNING
+NORMAL = names.EVENT_NORMAL
 
 
 def _now() -> str:
@@ -160,8 +171,9 @@ class Controller:
                 obj,
                 WARNING,
                 names.REASON_DUPLICATE_QUOTA,
-                f"quota name {winner.name} is also defined in namespace {previous.namespace}; "
-                f"quotas are indexed by name, this definition ({winner.namespace}) now wins",
+                names.MSG_DUPLICATE_QUOTA.format(
+                    name=winner.name, previous=previous.namespace, winner=winner.namespace
+                ),
             )
 
     def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
@@ -234,12 +246,14 @@ class Controller:
         with self.lock:
             error = self.engine.upsert_queue(name, policy, annotations)
         self.wake.set()
+        planned = queue_effects(name, error, self._queue_errors.get(name))
         if error is None:
             self._queue_errors.pop(name, None)
-        elif self._queue_errors.get(name) != error:
+        else:
             self._queue_errors[name] = error
+        for effect in planned:
             log.warning("queue not served", queue=name, error=error)
-            self.recorder.record(obj, WARNING, names.REASON_ADD_QUEUE_FAIL, error)
+            self._record_event(obj, effect)
 
     # --- QueueUnit ----------------------------------------------------------------------
     def on_unit(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -260,7 +274,7 @@ class Controller:
         except InvalidQueueUnitError as exc:
             if self._reported.get(uid) != str(exc):
                 self._reported[uid] = str(exc)
-                self.recorder.record(obj, WARNING, "InvalidQueueUnit", str(exc))
+                self.recorder.record(obj, WARNING, names.REASON_INVALID_QUEUE_UNIT, str(exc))
             return
         if unit.phase is Phase.SCHED_FAILED:
             self._back_off(unit, obj)
@@ -295,7 +309,7 @@ class Controller:
             self.engine.upsert_unit(replace(unit, phase=Phase.BACKOFF))
             self.engine.requeue(unit.uid, self.clock() + delay)
             self._units[unit.uid] = obj
-        message = f"scheduling failed; retry {attempts} in {delay:.0f}s"
+        message = names.MSG_SCHED_FAILED_BACKOFF.format(attempts=attempts, delay=delay)
         patch = {
             "status": {
                 "phase": Phase.BACKOFF.value,
@@ -311,7 +325,7 @@ class Controller:
             job_name = str(ref["name"])
             self._safely("suspend job", lambda: self._suspend_job(unit.namespace, job_name))
         if updated is not None:
-            self.recorder.record(updated, WARNING, "Backoff", message)
+            self.recorder.record(updated, WARNING, names.REASON_BACKOFF, message)
         self.wake.set()
 
     # --- Job extension ------------------------------------------------------------------
@@ -498,7 +512,8 @@ class Controller:
                 self.engine.upsert_unit(fresh)
                 decision = self.engine.admit_if_queue_idle(fresh.uid, self.clock())
             if decision is not None:
-                self._persist_admission(fresh, decision)
+                admitted = replace(fresh, phase=Phase.DEQUEUED)
+                self._execute(effects([Admit(admitted, decision)], self._reported))
                 return
         # status is a subresource: the create ignored it, so the initial phase is a second write
         # (guarded by the created resourceVersion: if an admission already wrote the status,
@@ -565,6 +580,9 @@ class Controller:
         if updated is not None:
             with self.lock:
                 self._units[unit.uid] = updated
+                message = (patch.get("status") or {}).get("message")
+                if message is not None:
+                    self._reported[unit.uid] = message
         return updated
 
     # --- start-up and resync ------------------------------------------------------------
@@ -624,19 +642,14 @@ class Controller:
 
     # --- admission ----------------------------------------------------------------------
     def admission_round(self) -> RoundResult:
-        """One round: decide under the lock, then persist in parallel outside it."""
+        """One round: decide under the lock, then execute its effects in parallel outside it."""
         started = time.monotonic()
         if self._job_timers:
             self.fire_job_timers()
         with self.lock:
             result = self.engine.run_round(self.clock())
-        futures = [self._pool.submit(self._persist_admission, u, d) for u, d in result.admitted]
-        futures += [self._pool.submit(self._persist_preemption, p) for p in result.preempted]
-        futures += [self._pool.submit(self._report_rejection, u, r) for u, r in result.rejected]
-        futures += [
-            self._pool.submit(self._report_not_found, u, q) for u, q in result.queue_not_found
-        ]
-        futures += [self._pool.submit(self._report_unmapped, u, r) for u, r in result.unmapped]
+            planned = effects(result, self._reported)
+        futures = [self._pool.submit(self._execute, group) for group in per_unit(planned)]
         for future in futures:
             try:
                 future.result()
@@ -646,7 +659,74 @@ class Controller:
         metrics.ROUND_DURATION.observe(time.monotonic() - started)
         return result
 
-    def _persist_admission(self, unit: QueueUnit, decision: Admitted) -> None:
+    def _execute(self, group: list[Effect]) -> None:
+        """Run one object's effects (from `effects()`) in order through the API.
+
+        A phase write that fails drops the rest of the unit's effects (no event or Job change
+        for a decision that was not persisted); an admission that cannot be written is rolled
+        back in the engine.
+        """
+        obj: dict[str, Any] | None = None
+        for effect in group:
+            if isinstance(effect, SetUnitStatus):
+                obj = self._write_status(effect)
+                if obj is None and effect.phase is not None:
+                    return
+            elif isinstance(effect, UnitEvent):
+                target = obj or self._units.get(effect.unit.uid)
+                if target is not None:
+                    self._record_event(target, effect)
+            elif isinstance(effect, ResumeConsumer):
+                if obj is not None:
+                    self._resume_consumer(obj)
+            elif isinstance(effect, SuspendConsumer):
+                self._suspend_consumer(obj or self._units.get(effect.unit.uid) or {})
+            # (QueueEvents come from on_queue, which records them on the Queue it holds)
+
+    def _record_event(self, obj: Mapping[str, Any], effect: UnitEvent | QueueEvent) -> None:
+        if isinstance(effect, UnitEvent) and isinstance(effect.cause, Reject):
+            kind = type(effect.cause.decision).__name__
+            metrics.REJECTIONS.labels(_queue_label(effect.unit), kind).inc()
+        if effect.type == NORMAL:
+            # a Normal event is for humans; it must not delay the next admission's writes
+            self._events.submit(self.recorder.record, obj, effect.type, effect.reason,
+                                effect.message)
+        else:
+            self.recorder.record(obj, effect.type, effect.reason, effect.message)
+
+    def _write_status(self, effect: SetUnitStatus) -> dict[str, Any] | None:
+        """The status write of one effect; the written object, or None if it failed."""
+        unit = effect.unit
+        if effect.admission is not None:
+            return self._persist_admission(effect)
+        if effect.phase is None:
+            self._reported[unit.uid] = effect.message
+            patch = {"status": {"message": effect.message, "lastUpdateTime": _now()}}
+            return self._patch_unit_status(unit, patch) or self._units.get(unit.uid)
+        status: dict[str, Any] = {
+            "phase": effect.phase.value,
+            "message": effect.message,
+            "lastUpdateTime": _now(),
+        }
+        if effect.phase not in ADMITTED_PHASES:
+            status["admissions"] = []
+        try:
+            updated = self.api.merge_patch(
+                QUEUE_UNIT, unit.name, {"status": status}, unit.namespace, "status"
+            )
+        except ApiError as exc:
+            metrics.API_ERRORS.labels("preempt").inc()
+            log.warning("unit status not persisted", unit=unit.key, error=str(exc))
+            return None
+        with self.lock:
+            self._units[unit.uid] = updated
+            self._reported[unit.uid] = effect.message
+        return updated
+
+    def _persist_admission(self, effect: SetUnitStatus) -> dict[str, Any] | None:
+        """Write an admission, guarded by resourceVersion; roll it back if it cannot be."""
+        unit, decision = effect.unit, effect.admission
+        assert decision is not None
         now = _now()
         for _ in range(3):
             current = self._units.get(unit.uid) or {}
@@ -654,7 +734,7 @@ class Controller:
             patch: dict[str, Any] = {
                 "status": {
                     "phase": Phase.DEQUEUED.value,
-                    "message": decision.message,
+                    "message": effect.message,
                     "lastUpdateTime": now,
                     "admissionTime": now,
                     "admissions": _admissions(current),
@@ -682,19 +762,15 @@ class Controller:
                 break
             with self.lock:
                 self._units[unit.uid] = updated
-                self._reported[unit.uid] = decision.message
+                self._reported[unit.uid] = effect.message
             metrics.ADMISSIONS.labels(decision.quota).inc()
             if unit.created:
                 metrics.ADMISSION_LATENCY.observe(max(self.clock() - unit.created, 0.0))
             log.info("admitted", unit=unit.key, quota=decision.quota, path=",".join(decision.path))
-            self._resume_consumer(updated)
-            # the event is for humans; it must not delay the next admission's writes
-            self._events.submit(
-                self.recorder.record, updated, NORMAL, names.REASON_ADMITTED, decision.message
-            )
-            return
+            return updated
         with self.lock:
             self.engine.rollback(unit.uid)
+        return None
 
     def _resume_consumer(self, unit_obj: Mapping[str, Any]) -> None:
         ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
@@ -706,58 +782,12 @@ class Controller:
                 ),
             )
 
-    def _persist_preemption(self, preemption: Preemption) -> None:
-        for victim in preemption.victims:
-            message = f"preempted by {preemption.unit.key}; back in queue"
-            known = self._units.get(victim.uid) or {}
-            by_job = ((known.get("spec") or {}).get("consumerRef") or {}).get("kind") == "Job"
-            patch = {
-                "status": {
-                    "phase": Phase.ENQUEUED.value,
-                    # a Job's unit says what the job extension writes once the Job is suspended
-                    "message": names.MSG_ENQUEUED_AFTER_PREEMPTED if by_job else message,
-                    "lastUpdateTime": _now(),
-                    "admissions": [],
-                }
-            }
-            try:
-                updated = self.api.merge_patch(
-                    QUEUE_UNIT, victim.name, patch, victim.namespace, "status"
-                )
-            except ApiError as exc:
-                metrics.API_ERRORS.labels("preempt").inc()
-                log.warning("preemption not persisted", unit=victim.key, error=str(exc))
-                continue
-            with self.lock:
-                self._units[victim.uid] = updated
-            ref = (updated.get("spec") or {}).get("consumerRef") or {}
-            if ref.get("kind") == "Job" and ref.get("name"):
-                job_name = str(ref["name"])
-                self._safely("suspend job", lambda: self._suspend_job(victim.namespace, job_name))  # noqa: B023
-            self.recorder.record(updated, WARNING, "Preempted", message)
-
-    def _write_message(self, unit: QueueUnit, message: str) -> dict[str, Any] | None:
-        if self._reported.get(unit.uid) == message:
-            return None
-        self._reported[unit.uid] = message
-        patch = {"status": {"message": message, "lastUpdateTime": _now()}}
-        updated = self._patch_unit_status(unit, patch)
-        return updated or self._units.get(unit.uid)
-
-    def _report_rejection(self, unit: QueueUnit, rejection: Rejection) -> None:
-        obj = self._write_message(unit, rejection.message)
-        if obj is not None:
-            metrics.REJECTIONS.labels(_queue_label(unit), type(rejection).__name__).inc()
-            self.recorder.record(obj, WARNING, names.REASON_FAILED_SCHEDULING, rejection.message)
-
-    def _report_not_found(self, unit: QueueUnit, queue: str) -> None:
-        message = RoundResult.queue_not_found_message(unit, queue)
-        obj = self._write_message(unit, message)
-        if obj is not None:
-            self.recorder.record(obj, WARNING, names.REASON_QUEUE_NOT_FOUND, message)
-
-    def _report_unmapped(self, unit: QueueUnit, unresolved: Unresolved) -> None:
-        self._write_message(unit, unresolved.message)  # status only: upstream sends no event
+    def _suspend_consumer(self, unit_obj: Mapping[str, Any]) -> None:
+        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
+        if ref.get("kind") == "Job" and ref.get("name"):
+            namespace = str(ref.get("namespace") or _meta(unit_obj).get("namespace"))
+            job_name = str(ref["name"])
+            self._safely("suspend job", lambda: self._suspend_job(namespace, job_name))
 
     def _export_metrics(self, result: RoundResult) -> None:
         with self.lock:

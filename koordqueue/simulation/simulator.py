@@ -135,8 +135,8 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         record = StepRecord(step)
         if step == 0:
             for queue, error in sorted(result.queue_errors.items()):
-                for effect in queue_effects(queue, error):
-                    _record(effect, record, reported)
+                for queue_event in queue_effects(queue, error):
+                    _record(queue_event, record, reported)
         for key, at in sorted(admitted_at.items()):
             duration = durations[key]
             if duration is not None and step - at >= duration:
