@@ -1,13 +1,17 @@
-"""Why is my job pending: one explanation, computed from an admission-engine view.
+"""Why is my job pending: one explanation, read from a dry round of the real engine.
 
-The same pure function serves a replayed scenario and a live cluster: both sources are first
-turned into API-shaped objects (ElasticQuotas, Queues, QueueUnits) and folded into a fresh
-`AdmissionEngine` exactly as the controller folds them (admitted phases count as usage), so the
-answer uses the engine's own CheckUsage, order and messages rather than a second opinion.
+Explain does not re-derive the queue rules: it runs `AdmissionEngine.dry_round` (the round
+the controller would run next, on a copy) and reports the outcome the round recorded for the
+unit, with the numbers behind it. For a replayed scenario the engine is the simulator's own,
+policy state included (which unit blocks a quota and since when). For a live cluster the
+engine is rebuilt from the API objects exactly as the controller folds them, so what lives
+only in the controller's memory is not visible: Block/Intelligent blocks (a rebuilt engine
+has none, as after a controller restart) and back-off deadlines; the output says so.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,11 +19,11 @@ from enum import StrEnum
 from typing import Any
 
 from koordqueue.domain.admission import (
-    Admitted,
     EmptyQuotaSpec,
     QuotaCycleError,
     QuotaExceeded,
     QuotaNotFoundError,
+    Rejection,
 )
 from koordqueue.domain.engine import AdmissionEngine, RoundResult
 from koordqueue.domain.mapping import QuotaName, UnresolvedReason, queue_name_for
@@ -37,7 +41,6 @@ from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import (
     ADMITTED_PHASES,
     FINISHED_PHASES,
-    NOT_YET_RUNNING,
     InvalidQueueUnitError,
     Phase,
     QueueUnit,
@@ -45,8 +48,21 @@ from koordqueue.domain.queue_unit import (
 )
 from koordqueue.domain.quota import InvalidQuotaError, quota_from_object
 from koordqueue.domain.resources import Resources
+from koordqueue.domain.round import (
+    Admit,
+    BackingOff,
+    BeyondMaxDepth,
+    BlockedByHead,
+    HighPriorityWaiting,
+    Outcome,
+    Preempted,
+    QueueNotFound,
+    QueueUnserved,
+    Reject,
+    WaitingForPodsRunning,
+)
 from koordqueue.simulation.scenario import Scenario
-from koordqueue.simulation.simulator import SimulationResult, iter_simulation
+from koordqueue.simulation.simulator import SimulationResult, StepRecord, iter_simulation
 
 
 class Reason(StrEnum):
@@ -208,6 +224,11 @@ class ClusterView:
     invalid_units: dict[str, str] = field(default_factory=dict)
     status_messages: dict[str, str] = field(default_factory=dict)
     source: str = ""
+    now: float = 0.0
+    """The clock of the dry round explain runs."""
+    rebuilt: bool = True
+    """The engine was rebuilt from API objects: the controller's in-memory policy state
+    (Block/Intelligent blocks) and back-off deadlines are not in it."""
 
     @classmethod
     def from_objects(
@@ -219,9 +240,15 @@ class ClusterView:
         oversell_rate: float | int | str = 1,
         queue_namespace: str = QUEUE_NAMESPACE,
         source: str = "",
+        now: float | None = None,
     ) -> ClusterView:
         """Fold objects in as the controller does; unreadable ones are remembered, not fatal."""
-        view = cls(AdmissionEngine(oversell_rate), queue_namespace=queue_namespace, source=source)
+        view = cls(
+            AdmissionEngine(oversell_rate),
+            queue_namespace=queue_namespace,
+            source=source,
+            now=time.time() if now is None else now,
+        )
         for obj in quotas:
             meta = obj.get("metadata") or {}
             try:
@@ -275,16 +302,18 @@ def view_from_scenario(scenario: Scenario, step: int | None = None) -> ClusterVi
         raise ValueError(f"step {step} is outside the scenario (0..{last})")
     phases: dict[str, Phase] = {}
     result = SimulationResult(scenario)
+    records: list[StepRecord] = []
     for record in iter_simulation(scenario, result):
+        records.append(record)
         for key in record.finished:
             phases[key] = Phase.SUCCEED
         for key in record.admitted:
             phases[key] = Phase.DEQUEUED
-        for event in record.events:
-            if event.reason == "Preempted":
-                phases[event.unit] = Phase.ENQUEUED
+        for key in record.preempted:
+            phases[key] = Phase.ENQUEUED
         if record.step == upto:
             break
+    result.steps = records
     quota_objects = [q.as_object() for q in scenario.quotas]
     queue_objects = [derive_queue(q).to_manifest() for q in quota_objects]
     unit_objects: list[dict[str, Any]] = []
@@ -307,13 +336,19 @@ def view_from_scenario(scenario: Scenario, step: int | None = None) -> ClusterVi
                 "status": {"phase": phases.get(key, Phase.ENQUEUED).value},
             }
         )
-    return ClusterView.from_objects(
+    view = ClusterView.from_objects(
         quota_objects,
         queue_objects,
         unit_objects,
         oversell_rate=scenario.oversell_rate,
         source=f"scenario {scenario.source} after step {upto}",
+        now=float(upto + 1),
     )
+    # the simulator's own engine, policy state included: the next round is the real one
+    assert result.engine is not None
+    view.engine, view.rebuilt = result.engine, False
+    view.status_messages = result.final_messages()
+    return view
 
 
 # --- the explanation ----------------------------------------------------------------------
@@ -336,15 +371,17 @@ def _levels(engine: AdmissionEngine, path: Iterable[str], request: Resources) ->
     return levels
 
 
-def _served_order(units: list[QueueUnit], info: QueueInfo | None) -> list[QueueUnit]:
-    """The order the queue's policy offers units in (Intelligent: high sub-queue first)."""
+def _served_order(engine: AdmissionEngine, queue: str, units: list[QueueUnit]) -> list[QueueUnit]:
+    """The order the queue's policy offers units in (its own `offer_order`)."""
     ordered = sorted(units, key=lambda u: order_key(u, u.created))
-    if info is not None and info.policy == "Intelligent":
-        threshold = info.settings.priority_threshold
-        high = [u for u in ordered if u.priority >= threshold]
-        low = [u for u in ordered if u.priority < threshold]
-        return high + low
-    return ordered
+    policy = engine.queue_policy(queue)
+    return list(policy.offer_order(ordered)) if policy is not None else ordered
+
+
+def _outcome_of(view: ClusterView, unit: QueueUnit) -> Outcome | None:
+    """What the controller's next round records for the unit (a dry round of the engine)."""
+    record = view.engine.dry_round(view.now)
+    return next((o for o in record.outcomes if o.unit.uid == unit.uid), None)
 
 
 def _waiting_in(engine: AdmissionEngine, queue: str) -> list[QueueUnit]:
@@ -356,19 +393,6 @@ def _waiting_in(engine: AdmissionEngine, queue: str) -> list[QueueUnit]:
         if isinstance(resolution, QuotaName) and resolution.name == queue:
             waiting.append(unit)
     return waiting
-
-
-def _admitted_in(engine: AdmissionEngine, queue: str) -> list[QueueUnit]:
-    out: list[QueueUnit] = []
-    for unit in engine.units():
-        resolution = queue_name_for(unit.labels)
-        if (
-            engine.is_admitted(unit.uid)
-            and isinstance(resolution, QuotaName)
-            and resolution.name == queue
-        ):
-            out.append(unit)
-    return out
 
 
 def explain_missing(
@@ -456,6 +480,13 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         if ex.quota is not None:
             ex.chain = _levels(engine, engine.tree.path(ex.quota), Resources())
             ex.notes.append("its request is already counted in USED at every level")
+        if unit.phase not in ADMITTED_PHASES or not engine.is_admitted(unit.uid):
+            return ex
+        outcome = _outcome_of(view, unit)
+        if isinstance(outcome, Preempted):
+            ex.notes.append(
+                f"the next round preempts it for {outcome.by.key}: it goes back to the queue"
+            )
         return ex
 
     if not isinstance(resolution, QuotaName):
@@ -470,7 +501,7 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
 
     quota = resolution.name
     info = view.queues.get(quota)
-    waiting = _served_order(_waiting_in(engine, quota), info)
+    waiting = _served_order(engine, quota, _waiting_in(engine, quota))
     index = next(i for i, u in enumerate(waiting) if u.uid == unit.uid)
     ex.position, ex.queue_length = index + 1, len(waiting)
     ex.ahead = [u.key for u in waiting[:index]]
@@ -507,11 +538,24 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         ex.summary = f"queue {quota} is not served: its policy {ex.policy} is not registered"
         return ex
 
-    decision = engine.tree.check(unit.key, quota, unit.resource)
-    path = engine.tree.path(quota)
-    ex.chain = _levels(engine, path, unit.resource)
+    ex.chain = _levels(engine, engine.tree.path(quota), unit.resource)
+    outcome = _outcome_of(view, unit)
+    if view.rebuilt and ex.policy in ("Block", "Intelligent"):
+        ex.notes.append(
+            "read from the cluster: which unit blocks the quota and since when lives only in "
+            "the controller's memory; this is the round a freshly started controller would run "
+            "(no quota blocked yet)"
+        )
+    _explain_outcome(view, unit, outcome, ex)
+    return ex
+
+
+def _explain_rejection(ex: Explanation, decision: Rejection) -> None:
+    """CheckUsage refused the unit: say where and why, with the numbers."""
+    quota = ex.quota or ""
+    ex.message = decision.message
+    ex.blocking_quota = decision.quota
     if isinstance(decision, QuotaExceeded):
-        ex.message, ex.blocking_quota = decision.message, decision.quota
         check = next(
             c for level in ex.chain if level.quota == decision.quota
             for c in level.checks if c.resource == decision.resource
@@ -527,89 +571,110 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
             ex.summary = f"ancestor quota {decision.quota} is exhausted ({numbers})"
             if ex.chain and ex.chain[0].fits:
                 ex.summary += f" although {quota} itself has room"
-        return ex
-    if isinstance(decision, EmptyQuotaSpec):
-        ex.reason, ex.message, ex.blocking_quota = (
-            Reason.EMPTY_QUOTA_SPEC, decision.message, decision.quota
-        )
+    elif isinstance(decision, EmptyQuotaSpec):
+        ex.reason = Reason.EMPTY_QUOTA_SPEC
         ex.summary = f"quota {decision.quota} has an empty max, so it admits no requests"
-        return ex
-    if isinstance(decision, QuotaCycleError):
-        ex.reason, ex.message, ex.blocking_quota = (
-            Reason.QUOTA_CYCLE, decision.message, decision.quota
-        )
+    elif isinstance(decision, QuotaCycleError):
+        ex.reason = Reason.QUOTA_CYCLE
         ex.summary = (f"the parent chain of {quota} loops back to {decision.quota} "
                       f"({' -> '.join((*decision.visited, decision.quota))})")
-        return ex
-    if isinstance(decision, QuotaNotFoundError):
-        ex.reason, ex.message, ex.blocking_quota = (
-            Reason.ANCESTOR_NOT_FOUND, decision.message, decision.quota
-        )
+    elif isinstance(decision, QuotaNotFoundError):
+        ex.reason = Reason.ANCESTOR_NOT_FOUND
         ex.summary = (f"the parent chain of {quota} reaches {decision.quota}, which does not "
                       f"exist ({' -> '.join(decision.visited)})")
-        return ex
-    assert isinstance(decision, Admitted)
-    _explain_fitting(view, unit, info, waiting[:index], ex)
-    return ex
+    else:  # AlreadyReserved: the engine never offers an admitted unit, kept for completeness
+        ex.reason = Reason.QUOTA_EXCEEDED
+        ex.summary = decision.message
 
 
-def _explain_fitting(
-    view: ClusterView,
-    unit: QueueUnit,
-    info: QueueInfo | None,
-    ahead: list[QueueUnit],
-    ex: Explanation,
+def _explain_outcome(
+    view: ClusterView, unit: QueueUnit, outcome: Outcome | None, ex: Explanation
 ) -> None:
-    """The quota has room: say which policy rule holds the unit back, if any."""
-    engine = view.engine
-    settings = info.settings if info is not None else QueueSettings()
+    """Translate the dry round's outcome for the unit into the answer."""
     quota = ex.quota or ""
-    not_running = [u.key for u in _admitted_in(engine, quota) if u.phase in NOT_YET_RUNNING]
-    if settings.wait_for_pods_running and not settings.enable_preemption and not_running:
+    policy = ex.policy or DEFAULT_POLICY
+    if isinstance(outcome, Reject):
+        _explain_rejection(ex, outcome.decision)
+        return
+    if isinstance(outcome, WaitingForPodsRunning):
         ex.reason = Reason.WAITING_FOR_PODS_RUNNING
         ex.summary = (f"queue {quota} has koord-queue/wait-for-pods-running: it admits nothing "
-                      f"until these admitted units run: {', '.join(sorted(not_running))}")
+                      f"until these admitted units run: {', '.join(sorted(outcome.not_running))}")
         return
-    if settings.max_depth > 0 and len(ahead) >= settings.max_depth:
+    if isinstance(outcome, BeyondMaxDepth):
         ex.reason = Reason.BEYOND_MAX_DEPTH
-        ex.summary = (f"position {len(ahead) + 1} is beyond koord-queue/max-depth "
-                      f"{settings.max_depth}: the policy scans only the first units")
+        ex.summary = (f"position {outcome.position} is beyond koord-queue/max-depth "
+                      f"{outcome.depth}: the policy scans only the first units")
         return
-    policy = info.policy if info is not None else DEFAULT_POLICY
-    if policy in ("Block", "Intelligent"):
-        threshold = settings.priority_threshold
-        low = policy == "Intelligent" and unit.priority < threshold
-        for head in ahead:
-            if policy == "Intelligent" and head.priority < threshold:
-                continue  # only high units hold others; a low one never does
-            blocked = engine.tree.check(head.key, quota, head.resource)
-            if blocked.admitted:
-                continue
-            ex.reason = Reason.BLOCKED_BY_HEAD
-            if low:
-                ex.summary = (f"policy Intelligent serves no unit below "
-                              f"koord-queue/priority-threshold {threshold} while one at or "
-                              f"above it waits: {head.key} does not fit ({blocked.message})")
-            else:
-                ex.summary = (f"policy {policy} is head-of-line: {head.key} ahead of it does "
-                              f"not fit ({blocked.message}) and blocks quota {quota}")
-            lifted_by = ("a unit of the quota is deleted or releases quota" if policy ==
-                         "Intelligent" else
-                         "a unit of the quota is added, deleted or releases quota")
-            ex.notes.append(
-                f"the block holds until {lifted_by}; then the head is retried first, and "
-                "after 3 minutes with nothing tried it is retried anyway (a head that never "
-                "fits holds the quota)"
-            )
-            if policy == "Block" and settings.block_timeout > 0:
-                ex.notes.append(
-                    f"{BLOCK_TIMEOUT_ANNOTATION} {settings.block_timeout:g} (opt-in): after "
-                    "that long blocked, the other units get one round past the head"
-                )
-            return
+    if isinstance(outcome, BlockedByHead | HighPriorityWaiting):
+        _explain_block(view, unit, outcome, ex)
+        return
+    if isinstance(outcome, BackingOff):
+        ex.reason = Reason.BACKOFF
+        ex.summary = (f"the unit failed before and is backing off; it is retried at "
+                      f"t={outcome.until:g}")
+        return
+    if isinstance(outcome, QueueNotFound | QueueUnserved):  # (reported above; kept total)
+        ex.reason = Reason.QUEUE_NOT_FOUND
+        ex.summary = f"queue {outcome.queue} is not served"
+        return
     if unit.phase is Phase.BACKOFF:
         ex.reason = Reason.BACKOFF
         ex.summary = "the unit failed before and is backing off; it will be retried"
+        if view.rebuilt:
+            ex.notes.append(
+                "read from the cluster: the back-off deadline lives only in the controller's "
+                "memory; once it passes, the next round admits it at current usage"
+            )
         return
     ex.reason = Reason.FITS
-    ex.summary = "it fits at current usage; the next admission round admits it"
+    if isinstance(outcome, Admit):
+        ex.summary = "it fits at current usage; the next admission round admits it"
+    else:
+        ex.summary = f"it fits at current usage, but policy {policy} did not offer it this round"
+
+
+def _explain_block(
+    view: ClusterView,
+    unit: QueueUnit,
+    outcome: BlockedByHead | HighPriorityWaiting,
+    ex: Explanation,
+) -> None:
+    """Block/Intelligent hold the unit back: name the unit holding it, from the policy state."""
+    engine = view.engine
+    quota = ex.quota or ""
+    policy = ex.policy or DEFAULT_POLICY
+    ex.reason = Reason.BLOCKED_BY_HEAD
+    if isinstance(outcome, HighPriorityWaiting):
+        head_key = outcome.waiting[0]
+        head = view.find(head_key)
+        why = engine.tree.check(head.key, quota, head.resource) if head else None
+        detail = f" ({why.message})" if why is not None and not why.admitted else ""
+        ex.summary = (f"policy Intelligent serves no unit below koord-queue/priority-threshold "
+                      f"{outcome.threshold} while one at or above it waits: "
+                      f"{', '.join(outcome.waiting)}{detail}")
+        return
+    head = view.find(outcome.head)
+    check = engine.tree.check(head.key, quota, head.resource) if head is not None else None
+    detail = f" ({check.message})" if check is not None and not check.admitted else ""
+    if outcome.head == unit.key:
+        ex.summary = (f"policy {policy} blocked quota {outcome.quota} when this unit, its head, "
+                      f"did not fit{detail}; it waits for the block to lift")
+        if check is not None and not check.admitted:
+            ex.message = check.message
+    else:
+        ex.summary = (f"policy {policy} is head-of-line: {outcome.head} ahead of it does not "
+                      f"fit{detail} and blocks quota {outcome.quota}")
+    lifted_by = ("a unit of the quota is deleted or releases quota" if policy == "Intelligent"
+                 else "a unit of the quota is added, deleted or releases quota")
+    ex.notes.append(
+        f"the block holds until {lifted_by}; then the head is retried first, and "
+        "after 3 minutes with nothing tried it is retried anyway (a head that never "
+        "fits holds the quota)"
+    )
+    settings = engine.queue_settings(quota) or QueueSettings()
+    if policy == "Block" and settings.block_timeout > 0:
+        ex.notes.append(
+            f"{BLOCK_TIMEOUT_ANNOTATION} {settings.block_timeout:g} (opt-in): after "
+            "that long blocked, the other units get one round past the head"
+        )

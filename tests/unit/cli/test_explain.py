@@ -339,3 +339,69 @@ def test_admitted_unit_whose_job_is_still_suspended_gets_a_note() -> None:
     assert ex is not None and ex.reason is Reason.ADMITTED
     add_job_notes(ex, {"metadata": {"name": "u"}, "spec": {"suspend": True}})
     assert any("still suspended" in note for note in ex.notes)
+
+
+# --- explain reads the engine's dry round (issue 15): the real policy state, not a re-derivation
+
+
+def _inline(text: str) -> Any:
+    return parse_scenario(text, "inline.yaml")
+
+
+def test_intelligent_queue_ignores_max_depth_like_the_engine() -> None:
+    scenario = _inline(
+        "quotas: [{name: q, policy: Intelligent, max: {cpu: '1'},"
+        " annotations: {koord-queue/max-depth: '1'}}]\n"
+        "units:\n"
+        "  - {name: holder, quota: q, resource: {cpu: '1'}}\n"
+        "  - {name: a, quota: q, resource: {cpu: '1'}, arrive: 1}\n"
+        "  - {name: b, quota: q, resource: {cpu: '1'}, arrive: 1}\n"
+        "steps: 2\n"
+    )
+    ex = explain(view_from_scenario(scenario), "default/b")
+    assert ex is not None
+    assert ex.reason is Reason.QUOTA_EXCEEDED  # tried (no depth limit), does not fit
+
+
+def test_block_timeout_pass_lets_a_fitting_unit_through_in_explain() -> None:
+    scenario = _inline(
+        "quotas: [{name: q, policy: Block, max: {cpu: '2'},"
+        " annotations: {koord-queue/block-timeout-seconds: '2'}}]\n"
+        "units:\n"
+        "  - {name: holder, quota: q, resource: {cpu: '1'}}\n"
+        "  - {name: big, quota: q, priority: 5, resource: {cpu: '2'}, arrive: 1}\n"
+        "  - {name: small, quota: q, resource: {cpu: '1'}, arrive: 1}\n"
+        "steps: 3\n"
+    )
+    # blocked at step 1: the next round (t=2) is still inside the 2 s hold
+    held = explain(view_from_scenario(scenario, 1), "default/small")
+    assert held is not None and held.reason is Reason.BLOCKED_BY_HEAD
+    # after step 2 the next round (t=3) is past the hold: the opt-in pass admits small
+    passing = explain(view_from_scenario(scenario, 2), "default/small")
+    assert passing is not None and passing.reason is Reason.FITS
+
+
+def test_block_head_is_told_it_holds_its_own_quota() -> None:
+    scenario = _inline(
+        "quotas: [{name: q, policy: Block, max: {cpu: '2'}}]\n"
+        "units:\n"
+        "  - {name: holder, quota: q, resource: {cpu: '1'}}\n"
+        "  - {name: big, quota: q, resource: {cpu: '2'}, arrive: 1}\n"
+        "steps: 3\n"
+    )
+    ex = explain(view_from_scenario(scenario), "default/big")
+    assert ex is not None and ex.reason is Reason.BLOCKED_BY_HEAD
+    assert "its head" in ex.summary
+    assert ex.message == "limited quotaName:q, limited resKey:cpu,"
+
+
+def test_live_view_says_it_cannot_see_the_block() -> None:
+    view = ClusterView.from_objects(
+        [_quota("q", "1")],
+        [_queue("q", "Block")],
+        [_unit("holder", "q", "1", phase="Dequeued"), _unit("u", "q", "1")],
+        now=0.0,
+    )
+    ex = explain(view, "ns/u")
+    assert ex is not None and ex.reason is Reason.QUOTA_EXCEEDED
+    assert any("controller's memory" in note for note in ex.notes)
