@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from koordqueue.domain.names import EVENT_NORMAL
 from koordqueue.simulation.simulator import SimulationResult
 
 
@@ -34,7 +35,9 @@ def simulation_table(result: SimulationResult) -> str:
         out.append("")
         out.append(f"== step {record.step}")
         rows = [[e.type, e.reason, e.unit, e.message] for e in record.events]
-        rows += [["Normal", "Finished", key, "released its quota"] for key in record.finished]
+        rows += [
+            [EVENT_NORMAL, "Finished", key, "released its quota"] for key in record.finished
+        ]
         if rows:
             out.append(table(rows, ["type", "reason", "object", "message"]))
         else:

@@ -34,6 +34,7 @@ from koordqueue.domain.quota import quota_from_object
 from koordqueue.domain.quota_tree import QuotaUsage
 from koordqueue.domain.round import Admit, Preempted
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
 from koordqueue.simulation.scenario import Scenario, UnitDef
 
@@ -245,7 +246,7 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
     if not jobs:
         return
     nodes = [NodeInfo(n.name, n.allocatable, labels=dict(n.labels)) for n in scenario.nodes]
-    result = run_session(ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo("default")]))
+    result = run_session(ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)]))
     for bind in result.binds:
         placed.setdefault(bind.job, {})[bind.name] = bind.node
         record.placements.setdefault(bind.job, {})[bind.name] = bind.node

@@ -32,7 +32,10 @@ ASSUME_TTL = 30.0
 """Seconds a sent bind is assumed before the cache gives up waiting for the pod update."""
 
 
-class Kind(StrEnum):
+class CachedKind(StrEnum):
+    """The kinds of object the scheduler cache keeps (its stores), not a REST resource:
+    `kube.api.Kind` is the group/version/plural of an API resource."""
+
     POD = "pod"
     NODE = "node"
     POD_GROUP = "podgroup"
@@ -104,7 +107,7 @@ class SchedulerCache:
         self.scheduler_name = scheduler_name
         self._clock = clock
         self._lock = threading.Lock()
-        self._objs: dict[Kind, dict[str, dict[str, Any]]] = {k: {} for k in Kind}
+        self._objs: dict[CachedKind, dict[str, dict[str, Any]]] = {k: {} for k in CachedKind}
         self._assumed: dict[str, tuple[str, float]] = {}
         self._converted: dict[str, tuple[str, TaskInfo]] = {}
         self._nodes: dict[str, tuple[str, NodeInfo]] = {}
@@ -114,16 +117,16 @@ class SchedulerCache:
         """Set when something may be placeable that was not; the session loop clears it."""
 
     # --- feeding -------------------------------------------------------------------------
-    def _key(self, kind: Kind, obj: Mapping[str, Any]) -> str:
+    def _key(self, kind: CachedKind, obj: Mapping[str, Any]) -> str:
         m = convert.meta(obj)
-        if kind is Kind.POD:
+        if kind is CachedKind.POD:
             return str(m.get("uid") or convert.pod_key(obj))
-        if kind is Kind.POD_GROUP:
+        if kind is CachedKind.POD_GROUP:
             return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
         return str(m.get("name", ""))
 
-    def _relevant(self, kind: Kind, obj: Mapping[str, Any]) -> bool:
-        if kind is not Kind.POD:
+    def _relevant(self, kind: CachedKind, obj: Mapping[str, Any]) -> bool:
+        if kind is not CachedKind.POD:
             return True
         spec = obj.get("spec") or {}
         if spec.get("schedulerName") == self.scheduler_name:
@@ -132,7 +135,7 @@ class SchedulerCache:
         phase = (obj.get("status") or {}).get("phase")
         return bool(spec.get("nodeName")) and phase not in ("Succeeded", "Failed")
 
-    def on_event(self, kind: Kind, event_type: str | None, obj: Mapping[str, Any]) -> None:
+    def on_event(self, kind: CachedKind, event_type: str | None, obj: Mapping[str, Any]) -> None:
         """Fold one watch event (ADDED/MODIFIED/DELETED, or None for a listing) in."""
         key = self._key(kind, obj)
         with self._lock:
@@ -140,23 +143,23 @@ class SchedulerCache:
             if event_type == "DELETED" or not self._relevant(kind, obj):
                 old = store.pop(key, None)
                 new = None
-                if kind is Kind.POD:
+                if kind is CachedKind.POD:
                     self._assumed.pop(key, None)
             else:
                 old = store.get(key)
                 new = store[key] = dict(obj)
-                if kind is Kind.POD and (obj.get("spec") or {}).get("nodeName"):
+                if kind is CachedKind.POD and (obj.get("spec") or {}).get("nodeName"):
                     self._assumed.pop(key, None)
         if self._is_work(kind, old, new):
             self.work.set()
 
     def _is_work(
-        self, kind: Kind, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+        self, kind: CachedKind, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
     ) -> bool:
         """Could this change let a session place a pod it could not place before?"""
-        if kind is Kind.NODE:
+        if kind is CachedKind.NODE:
             return old is None or new is None or _node_shape(old) != _node_shape(new)
-        if kind is not Kind.POD:
+        if kind is not CachedKind.POD:
             return old != new  # PodGroups and Queues: few, and any change may matter
         if new is None:  # deleted or finished: it held room only if it had a node
             return old is not None and bool((old.get("spec") or {}).get("nodeName"))
@@ -167,12 +170,12 @@ class SchedulerCache:
             old is None or _pod_shape(old) != _pod_shape(new)
         )
 
-    def replace(self, kind: Kind, objs: Iterable[Mapping[str, Any]]) -> None:
+    def replace(self, kind: CachedKind, objs: Iterable[Mapping[str, Any]]) -> None:
         """A full listing of `kind` replaces what the cache had."""
         fresh = {self._key(kind, o): dict(o) for o in objs if self._relevant(kind, o)}
         with self._lock:
             self._objs[kind] = fresh
-            if kind is Kind.POD:
+            if kind is CachedKind.POD:
                 for uid in list(self._assumed):
                     pod = fresh.get(uid)
                     if pod is None or (pod.get("spec") or {}).get("nodeName"):
@@ -189,11 +192,11 @@ class SchedulerCache:
             self._assumed.pop(uid, None)
         self.work.set()
 
-    def get(self, kind: Kind, key: str) -> dict[str, Any] | None:
+    def get(self, kind: CachedKind, key: str) -> dict[str, Any] | None:
         with self._lock:
             return self._objs[kind].get(key)
 
-    def count(self, kind: Kind) -> int:
+    def count(self, kind: CachedKind) -> int:
         with self._lock:
             return len(self._objs[kind])
 
@@ -201,10 +204,10 @@ class SchedulerCache:
     def build(self, *, gates_enabled: bool = False) -> Built:
         """A ClusterSnapshot of ready nodes, queues and our pods grouped into jobs."""
         with self._lock:
-            pods = list(self._objs[Kind.POD].values())
-            nodes_raw = list(self._objs[Kind.NODE].values())
-            groups_raw = list(self._objs[Kind.POD_GROUP].values())
-            queues_raw = list(self._objs[Kind.QUEUE].values())
+            pods = list(self._objs[CachedKind.POD].values())
+            nodes_raw = list(self._objs[CachedKind.NODE].values())
+            groups_raw = list(self._objs[CachedKind.POD_GROUP].values())
+            queues_raw = list(self._objs[CachedKind.QUEUE].values())
             now = self._clock()
             for uid, (_node, expiry) in list(self._assumed.items()):
                 if expiry < now:

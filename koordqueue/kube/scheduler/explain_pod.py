@@ -21,7 +21,7 @@ from typing import Any
 
 from koordqueue.kube.api import POD, KubeApi
 from koordqueue.kube.scheduler import convert, names
-from koordqueue.kube.scheduler.cache import Kind, SchedulerCache, gate_names
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache, gate_names
 from koordqueue.kube.scheduler.scheduler import (
     Scheduler,
     unschedulable_message,
@@ -267,7 +267,7 @@ def explain_pod(
     group: dict[str, Any] | None = None
     if group_name is not None:
         ex.pod_group = f"{m.get('namespace', 'default')}/{group_name}"
-        group = cache.get(Kind.POD_GROUP, ex.pod_group)
+        group = cache.get(CachedKind.POD_GROUP, ex.pod_group)
         ex.pod_group_exists = group is not None
         if group is not None:
             ex.pod_group_phase = str((group.get("status") or {}).get("phase") or "Pending")
@@ -275,7 +275,7 @@ def explain_pod(
     else:
         ex.queue = str(annotations.get(names.QUEUE_NAME_ANNOTATION) or names.DEFAULT_QUEUE)
     if ex.queue is not None:
-        ex.queue_exists = cache.get(Kind.QUEUE, ex.queue) is not None
+        ex.queue_exists = cache.get(CachedKind.QUEUE, ex.queue) is not None
     if state is GateState.OURS_AND_OTHERS and not ex.opted_in:
         ex.notes.append(gate_consts.WARN_GATE_WITHOUT_OPT_IN.format(pod=key))
 

@@ -4,18 +4,34 @@ from __future__ import annotations
 
 from typing import Final
 
+from koordqueue.domain.names import (
+    EVENT_NORMAL,
+    EVENT_WARNING,
+    REASON_FAILED_SCHEDULING,
+    REASON_SCHEDULED,
+    REASON_UNSCHEDULABLE,
+)
+from koordqueue.scheduler.api.names import DEFAULT_QUEUE
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "EVENT_NORMAL",
+    "EVENT_WARNING",
+    "REASON_FAILED_SCHEDULING",
+    "REASON_SCHEDULED",
+    "REASON_UNSCHEDULABLE",
+]
+# (event reasons and the default queue are spelled once: in domain.names and
+# scheduler.api.names; re-exported here for the adapter)
+
 DEFAULT_SCHEDULER_NAME: Final = "volcano"
 GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 """Pods join a PodGroup (in their namespace) through this annotation, as in Volcano."""
 QUEUE_NAME_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 """Queue of a pod that belongs to no PodGroup (default: the default queue)."""
-DEFAULT_QUEUE: Final = "default"
 DEFAULT_QUEUE_WEIGHT: Final = 1
 
 POD_SCHEDULED: Final = "PodScheduled"
-REASON_UNSCHEDULABLE: Final = "Unschedulable"
-REASON_SCHEDULED: Final = "Scheduled"
-REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
 REASON_EVICT: Final = "Evict"
 EVICT_MESSAGE: Final = "Evicted by the scheduler ({reason})"
 SCHEDULED_MESSAGE: Final = "Successfully assigned {namespace}/{name} to {node}"

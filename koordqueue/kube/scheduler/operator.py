@@ -20,7 +20,7 @@ from koordqueue.kube import kopf_support
 from koordqueue.kube.api import NODE, POD
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, wait_until_leading
-from koordqueue.kube.scheduler.cache import Kind
+from koordqueue.kube.scheduler.cache import CachedKind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
@@ -41,8 +41,8 @@ def register_scheduler(
 
     # pods (and nodes, which carry heartbeats) are the high-volume kinds: informers, not kopf
     informers = [
-        Informer(scheduler.api, POD, partial(cache.on_event, Kind.POD), workers=2),
-        Informer(scheduler.api, NODE, partial(cache.on_event, Kind.NODE), workers=1),
+        Informer(scheduler.api, POD, partial(cache.on_event, CachedKind.POD), workers=2),
+        Informer(scheduler.api, NODE, partial(cache.on_event, CachedKind.NODE), workers=1),
     ]
 
     @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)
@@ -50,14 +50,16 @@ def register_scheduler(
         if not leadership.leading.is_set():
             return  # a standby: the relist on takeover reads every PodGroup
         cache.on_event(
-            Kind.POD_GROUP, kopf_support.event_type(event), kopf_support.event_object(event)
+            CachedKind.POD_GROUP, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
     @kopf.on.event(vg, vv, domain_names.VOLCANO_QUEUE_PLURAL, registry=registry)
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
         if not leadership.leading.is_set():
             return
-        cache.on_event(Kind.QUEUE, kopf_support.event_type(event), kopf_support.event_object(event))
+        cache.on_event(
+            CachedKind.QUEUE, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
 
     async def start() -> None:
         listings = await asyncio.to_thread(scheduler.start)

@@ -29,14 +29,14 @@ from koordqueue.kube.api import (
     POD_GROUP,
     VOLCANO_QUEUE,
     ApiError,
+    Kind,
     KubeApi,
     Listing,
 )
-from koordqueue.kube.api import Kind as RestKind
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp
 from koordqueue.kube.scheduler import convert, metrics, names
-from koordqueue.kube.scheduler.cache import Built, Kind, SchedulerCache
+from koordqueue.kube.scheduler.cache import Built, CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import Bind, SchedulerConfig, SessionResult
@@ -132,7 +132,7 @@ class Scheduler:
         self.ready = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------
-    def start(self) -> dict[RestKind, Listing]:
+    def start(self) -> dict[Kind, Listing]:
         """Ensure the default queue exists, fill the cache, start the gate workers.
 
         Returns the listings the cache was filled from, for watches to continue from.
@@ -177,13 +177,13 @@ class Scheduler:
             elif exc.status != 409:
                 raise
 
-    def relist(self) -> dict[RestKind, Listing]:
+    def relist(self) -> dict[Kind, Listing]:
         """Replace the cache's contents with fresh listings (repairs missed events).
 
         A kind the server does not serve (Volcano CRDs not installed) lists as empty.
         """
-        listings: dict[RestKind, Listing] = {}
-        for kind in (Kind.NODE, Kind.QUEUE, Kind.POD_GROUP, Kind.POD):
+        listings: dict[Kind, Listing] = {}
+        for kind in (CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP, CachedKind.POD):
             rest = convert_kind(kind)
             try:
                 listings[rest] = self.api.list_with_version(rest)
@@ -325,18 +325,18 @@ class Scheduler:
             metrics.BINDS.labels("error").inc()
             log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
             if pod is not None:
-                self.events.record(pod, "Warning", names.REASON_FAILED_SCHEDULING,
+                self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING,
                                    names.BIND_FAILED_MESSAGE.format(node=node, error=exc))
             return False
         metrics.BINDS.labels("ok").inc()
         self._written.pop(uid, None)
         if pod is not None:
             message = names.SCHEDULED_MESSAGE.format(namespace=namespace, name=name, node=node)
-            self.events.record(pod, "Normal", names.REASON_SCHEDULED, message)
+            self.events.record(pod, names.EVENT_NORMAL, names.REASON_SCHEDULED, message)
         return True
 
     def _evict(self, namespace: str, name: str, uid: str, reason: str) -> bool:
-        pod = self.cache.get(Kind.POD, uid)
+        pod = self.cache.get(CachedKind.POD, uid)
         try:
             self.api.delete(POD, name, namespace, uid=uid)
         except ApiError as exc:
@@ -345,7 +345,10 @@ class Scheduler:
         metrics.EVICTIONS.labels(reason).inc()
         if pod is not None:
             self.events.record(
-                pod, "Warning", names.REASON_EVICT, names.EVICT_MESSAGE.format(reason=reason)
+                pod,
+                names.EVENT_WARNING,
+                names.REASON_EVICT,
+                names.EVICT_MESSAGE.format(reason=reason),
             )
         return True
 
@@ -368,7 +371,7 @@ class Scheduler:
                 log.warning("condition not written", pod=f"{namespace}/{name}", error=str(exc))
             return False
         self._written[uid] = message
-        self.events.record(pod, "Warning", names.REASON_FAILED_SCHEDULING, message)
+        self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING, message)
         return True
 
     def _set_phase(self, namespace: str, name: str, phase: str) -> bool:
@@ -383,7 +386,7 @@ class Scheduler:
         return True
 
 
-def convert_kind(kind: Kind) -> RestKind:
+def convert_kind(kind: CachedKind) -> Kind:
     """The REST kind of a cache kind."""
-    return {Kind.POD: POD, Kind.NODE: NODE, Kind.POD_GROUP: POD_GROUP,
-            Kind.QUEUE: VOLCANO_QUEUE}[kind]
+    return {CachedKind.POD: POD, CachedKind.NODE: NODE, CachedKind.POD_GROUP: POD_GROUP,
+            CachedKind.QUEUE: VOLCANO_QUEUE}[kind]

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.fit_errors import FitErrors
+from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.api.task_info import (
     ALLOCATED_STATUSES,
     READY_STATUSES,
@@ -53,7 +54,7 @@ class JobInfo:
         name: str | None = None,
         *,
         namespace: str = "default",
-        queue: str = "default",
+        queue: str = DEFAULT_QUEUE,
         priority: int = 0,
         min_available: int = 1,
         task_min_available: dict[str, int] | None = None,

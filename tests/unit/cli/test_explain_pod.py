@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from koordqueue.cli import explain as cli_explain
-from koordqueue.kube.scheduler.cache import Kind, SchedulerCache
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.explain_pod import PodVerdict, explain_pod, read_cluster
 from koordqueue.scheduler import default_config, parse_config
 from koordqueue.scheduler.gates import GATE_NAME, OPT_IN_ANNOTATION
@@ -82,10 +82,10 @@ def cache_of(nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
              groups: list[dict[str, Any]] | None = None,
              queues: list[dict[str, Any]] | None = None) -> SchedulerCache:
     cache = SchedulerCache("volcano")
-    cache.replace(Kind.NODE, nodes)
-    cache.replace(Kind.POD, pods)
-    cache.replace(Kind.POD_GROUP, groups or [])
-    cache.replace(Kind.QUEUE, [queue()] if queues is None else queues)
+    cache.replace(CachedKind.NODE, nodes)
+    cache.replace(CachedKind.POD, pods)
+    cache.replace(CachedKind.POD_GROUP, groups or [])
+    cache.replace(CachedKind.QUEUE, [queue()] if queues is None else queues)
     return cache
 
 
@@ -366,10 +366,10 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         if target is None:
             return None
         cache = SchedulerCache(scheduler_name)
-        cache.replace(Kind.NODE, objects["nodes"])
-        cache.replace(Kind.POD, objects["pods"])
-        cache.replace(Kind.POD_GROUP, objects["podgroups"])
-        cache.replace(Kind.QUEUE, objects["queues"])
+        cache.replace(CachedKind.NODE, objects["nodes"])
+        cache.replace(CachedKind.POD, objects["pods"])
+        cache.replace(CachedKind.POD_GROUP, objects["podgroups"])
+        cache.replace(CachedKind.QUEUE, objects["queues"])
         return target, cache, "cluster fake"
 
     monkeypatch.setattr(cli_explain, "read_pod", read_pod)

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from koordqueue.kube.api import ApiError
-from koordqueue.kube.scheduler.cache import Kind
+from koordqueue.kube.scheduler.cache import CachedKind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler.gates import GATE_NAME, OPT_IN_ANNOTATION
@@ -58,9 +58,9 @@ def scheduler(*pods: dict[str, Any], gates: bool = False) -> tuple[Scheduler, Re
     settings = ControllerSettings(
         feature_gates=f"SchedulingGatesQueueAdmission={'true' if gates else 'false'}")
     sched = Scheduler(api, settings)  # type: ignore[arg-type]
-    sched.cache.replace(Kind.NODE, [NODE])
-    sched.cache.replace(Kind.QUEUE, [QUEUE])
-    sched.cache.replace(Kind.POD, pods)
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    sched.cache.replace(CachedKind.POD, pods)
     return sched, api
 
 
@@ -149,12 +149,12 @@ class SlowBindApi(RecordingApi):
 def test_a_session_does_not_wait_for_its_binds() -> None:
     api = SlowBindApi()
     sched = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
-    sched.cache.replace(Kind.NODE, [NODE])
-    sched.cache.replace(Kind.QUEUE, [QUEUE])
-    sched.cache.replace(Kind.POD, [pod("a")])
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    sched.cache.replace(CachedKind.POD, [pod("a")])
     outcome = sched.run_once()  # returns although the bind is still held
     assert len(outcome.binds) == 1 and not outcome.binds[0].done()
-    sched.cache.on_event(Kind.POD, "ADDED", pod("b"))
+    sched.cache.on_event(CachedKind.POD, "ADDED", pod("b"))
     second = sched.run_once()  # sees "a" as assumed on n1: places only "b"
     assert [b.task for b in second.result.binds] == ["b"]
     api.release.set()
@@ -166,9 +166,9 @@ def test_a_failed_bind_is_forgotten_reported_and_placed_again() -> None:
     api = SlowBindApi(refuse_first=True)
     api.release.set()
     sched = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
-    sched.cache.replace(Kind.NODE, [NODE])
-    sched.cache.replace(Kind.QUEUE, [QUEUE])
-    sched.cache.replace(Kind.POD, [pod("a")])
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    sched.cache.replace(CachedKind.POD, [pod("a")])
     sched.cache.work.clear()
     assert sched.run_once().wait_for_binds(10) == (0, 1)
     assert sched.cache.work.is_set()  # the loop is woken to place it again

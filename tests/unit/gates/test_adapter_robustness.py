@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.resources import Resources
-from koordqueue.kube.scheduler.cache import Kind, SchedulerCache
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.scheduler.framework import run_session
 
 quantity = st.sampled_from(["0", "100m", "1", "3", "64", "1Gi", "bogus", "-1"])
@@ -105,7 +105,7 @@ def test_any_cluster_gives_a_session_that_runs_and_never_overcommits(
 ) -> None:
     cache = SchedulerCache()
     cache.replace(
-        Kind.QUEUE,
+        CachedKind.QUEUE,
         [
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -116,11 +116,11 @@ def test_any_cluster_gives_a_session_that_runs_and_never_overcommits(
         ],
     )
     cache.replace(
-        Kind.NODE,
+        CachedKind.NODE,
         [node(f"n{i}", cpu, ready, zone) for i, (cpu, ready, zone) in enumerate(node_specs)],
     )
-    cache.replace(Kind.POD_GROUP, [group("pg0", pg[0], pg[1]), group("pg1", 1, "default")])
-    cache.replace(Kind.POD, list(pod_objs))
+    cache.replace(CachedKind.POD_GROUP, [group("pg0", pg[0], pg[1]), group("pg1", 1, "default")])
+    cache.replace(CachedKind.POD, list(pod_objs))
     built = cache.build(gates_enabled=gates)
     result = run_session(built.snapshot)
     pending = {

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from koordqueue.kube.scheduler.cache import Kind, SchedulerCache
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.features import FeatureGateError, parse_feature_gates
 from koordqueue.scheduler.gates import FEATURE_GATE, GATE_NAME, OPT_IN_ANNOTATION
 
@@ -24,7 +24,7 @@ def pod(name: str, gates: list[str], opt_in: bool, node: str | None = None) -> d
 
 def view_of(*pods: dict[str, Any], enabled: bool = True) -> Any:
     cache = SchedulerCache()
-    cache.replace(Kind.POD, pods)
+    cache.replace(CachedKind.POD, pods)
     return cache.build(gates_enabled=enabled)
 
 
@@ -62,11 +62,11 @@ def test_a_pod_is_converted_again_when_its_resource_version_moves() -> None:
     cache = SchedulerCache()
     first = pod("a", [], False)
     first["metadata"]["resourceVersion"] = "1"
-    cache.replace(Kind.POD, [first])
+    cache.replace(CachedKind.POD, [first])
     cache.build()
     second = pod("a", [], False)
     second["metadata"]["resourceVersion"] = "2"
     second["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
-    cache.replace(Kind.POD, [second])
+    cache.replace(CachedKind.POD, [second])
     [job] = cache.build().snapshot.jobs
     assert job.tasks["a"].resreq["cpu"] == 3_000_000_000

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from koordqueue.kube.scheduler.cache import Kind, SchedulerCache
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.operator import scheduling_loop
 from koordqueue.kube.settings import ControllerSettings
 
@@ -28,63 +28,63 @@ def pod(name: str = "a", node: str = "", phase: str = "Pending",
     }
 
 
-def woke(cache: SchedulerCache, kind: Kind, event: str, obj: dict[str, Any]) -> bool:
+def woke(cache: SchedulerCache, kind: CachedKind, event: str, obj: dict[str, Any]) -> bool:
     cache.work.clear()
     cache.on_event(kind, event, obj)
     return cache.work.is_set()
 
 
 def test_a_new_pending_pod_of_ours_wakes_the_loop() -> None:
-    assert woke(SchedulerCache(), Kind.POD, "ADDED", pod())
+    assert woke(SchedulerCache(), CachedKind.POD, "ADDED", pod())
 
 
 def test_another_schedulers_pending_pod_does_not() -> None:
-    assert not woke(SchedulerCache(), Kind.POD, "ADDED", pod(scheduler="default-scheduler"))
+    assert not woke(SchedulerCache(), CachedKind.POD, "ADDED", pod(scheduler="default-scheduler"))
 
 
 def test_our_own_bind_coming_back_does_not() -> None:
     cache = SchedulerCache()
-    cache.on_event(Kind.POD, "ADDED", pod())
-    assert not woke(cache, Kind.POD, "MODIFIED", pod(node="n1"))
-    assert not woke(cache, Kind.POD, "MODIFIED", pod(node="n1", phase="Running"))
+    cache.on_event(CachedKind.POD, "ADDED", pod())
+    assert not woke(cache, CachedKind.POD, "MODIFIED", pod(node="n1"))
+    assert not woke(cache, CachedKind.POD, "MODIFIED", pod(node="n1", phase="Running"))
 
 
 def test_a_condition_we_wrote_on_a_pending_pod_does_not() -> None:
     cache = SchedulerCache()
-    cache.on_event(Kind.POD, "ADDED", pod())
+    cache.on_event(CachedKind.POD, "ADDED", pod())
     written = pod()
     written["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
-    assert not woke(cache, Kind.POD, "MODIFIED", written)
+    assert not woke(cache, CachedKind.POD, "MODIFIED", written)
 
 
 def test_a_spec_change_of_a_pending_pod_does() -> None:
     cache = SchedulerCache()
-    cache.on_event(Kind.POD, "ADDED", pod())
+    cache.on_event(CachedKind.POD, "ADDED", pod())
     ungated = pod()
     ungated["spec"]["schedulingGates"] = []
-    assert woke(cache, Kind.POD, "MODIFIED", ungated)
+    assert woke(cache, CachedKind.POD, "MODIFIED", ungated)
 
 
 def test_room_freed_by_a_finished_or_deleted_pod_wakes_the_loop() -> None:
     cache = SchedulerCache()
-    cache.on_event(Kind.POD, "ADDED", pod(node="n1", phase="Running"))
-    assert woke(cache, Kind.POD, "MODIFIED", pod(node="n1", phase="Succeeded"))
-    assert not woke(cache, Kind.POD, "MODIFIED", pod(node="n1", phase="Succeeded"))
-    cache.on_event(Kind.POD, "ADDED", pod("b", node="n1", phase="Running"))
-    assert woke(cache, Kind.POD, "DELETED", pod("b", node="n1", phase="Running"))
+    cache.on_event(CachedKind.POD, "ADDED", pod(node="n1", phase="Running"))
+    assert woke(cache, CachedKind.POD, "MODIFIED", pod(node="n1", phase="Succeeded"))
+    assert not woke(cache, CachedKind.POD, "MODIFIED", pod(node="n1", phase="Succeeded"))
+    cache.on_event(CachedKind.POD, "ADDED", pod("b", node="n1", phase="Running"))
+    assert woke(cache, CachedKind.POD, "DELETED", pod("b", node="n1", phase="Running"))
 
 
 def test_a_node_heartbeat_does_not_wake_the_loop_but_a_capacity_change_does() -> None:
     cache = SchedulerCache()
-    assert woke(cache, Kind.NODE, "ADDED", NODE)
+    assert woke(cache, CachedKind.NODE, "ADDED", NODE)
     beat = copy.deepcopy(NODE)
     beat["metadata"]["resourceVersion"] = "2"
     beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-03T10:00:00Z"
-    assert not woke(cache, Kind.NODE, "MODIFIED", beat)
+    assert not woke(cache, CachedKind.NODE, "MODIFIED", beat)
     grown = copy.deepcopy(beat)
     grown["status"]["allocatable"] = {"cpu": "4"}
-    assert woke(cache, Kind.NODE, "MODIFIED", grown)
-    assert woke(cache, Kind.NODE, "DELETED", grown)
+    assert woke(cache, CachedKind.NODE, "MODIFIED", grown)
+    assert woke(cache, CachedKind.NODE, "DELETED", grown)
 
 
 def test_a_forgotten_assumption_wakes_the_loop() -> None:
