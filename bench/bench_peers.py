@@ -187,6 +187,11 @@ def kueue_job(job: dict[str, Any], queue: str) -> dict[str, Any]:
     return {**job, "metadata": {**job["metadata"], "labels": labels}}
 
 
+def kueue_level(verbosity: int) -> str:
+    """Kueue's --zap-log-level for a klog-style verbosity: info unless 2+ asks for reconciles."""
+    return str(verbosity) if verbosity >= 2 else "info"
+
+
 def ratio(ours: float, peer: float) -> str:
     return f"{ours / peer:.2f}x" if peer else "n/a"
 
@@ -330,8 +335,8 @@ def profiled(pid: int, name: str, args: argparse.Namespace) -> Iterator[None]:
 # --------------------------------------------------------------------------- workloads
 
 
-def _headline(burst: Burst, count: int, stage: str) -> dict[str, Any]:
-    stats = summary(burst, stage)
+def _headline(burst: Burst, count: int, stage: str, dump: str = "") -> dict[str, Any]:
+    stats = summary(burst, stage, dump)
     reached = len(burst.reached)
     return {
         "reached": reached,
@@ -343,6 +348,11 @@ def _headline(burst: Burst, count: int, stage: str) -> dict[str, Any]:
         "cpu_s": round(burst.cpu_s, 2),
         "stats": stats,
     }
+
+
+def _dump(args: argparse.Namespace, who: str, name: str) -> str:
+    """With `--dump`: where this run's per-object wall times go (JSON), else ""."""
+    return f"{args.log_dir}/times-{name}-{who}.json" if args.dump else ""
 
 
 def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -379,13 +389,14 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
         else:
             config = Path(tmp) / "kube-scheduler.yaml"
             config.write_text(json.dumps(scheduler_config(str(cp.kubeconfig))))
-            argv = [str(binary), f"--config={config}", "--secure-port=0", "--v=1"]
+            argv = [str(binary), f"--config={config}", "--secure-port=0", f"--v={args.peer_v}"]
             with peer_process(argv, log) as pid:
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
-    return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}",
-            **_headline(burst, pods, "scheduler_to_bind")}  # fmt: skip
+    dump = _dump(args, who, f"placement-{pods}x{nodes}")
+    headline = _headline(burst, pods, "scheduler_to_bind", dump)
+    return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline}
 
 
 def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -447,7 +458,11 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
             config = Path(tmp) / "kueue.yaml"
             config.write_text(json.dumps(kueue_config(
                 cert_dir=str(certs), webhook_port=free_port(), health_port=health)))  # fmt: skip
-            argv = [str(kueue.binary), f"--config={config}", "--zap-log-level=info"]
+            argv = [
+                str(kueue.binary),
+                f"--config={config}",
+                f"--zap-log-level={kueue_level(args.peer_v)}",
+            ]
             if not Path(KUEUE_METRICS_CERT_DIR, "tls.crt").is_file():
                 argv = metrics_cert_namespace(argv, certs)
             with peer_process(
@@ -460,8 +475,9 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                                   clients=args.clients)  # fmt: skip
-    return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}",
-            **_headline(burst, jobs, "controller_to_resume")}  # fmt: skip
+    dump = _dump(args, who, f"admission-{jobs}x{quotas}")
+    headline = _headline(burst, jobs, "controller_to_resume", dump)
+    return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}", **headline}
 
 
 def metrics_cert_namespace(argv: list[str], certs: Path) -> list[str]:
@@ -498,6 +514,15 @@ def main() -> int:
     parser.add_argument("--koordqueue-schedule-flags", default="", help="extra flags, one string")
     parser.add_argument("--koordqueue-run-flags", default="", help="extra flags, one string")
     parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
+    parser.add_argument(
+        "--dump", action="store_true", help="write per-object wall times to the log dir"
+    )
+    parser.add_argument(
+        "--peer-v",
+        type=int,
+        default=1,
+        help="kube-scheduler --v; Kueue logs at info below 2 (2: every reconcile)",
+    )
     parser.add_argument(
         "--profile-s", type=int, default=0, help="py-spy koordqueue for S s (figures then skewed)"
     )

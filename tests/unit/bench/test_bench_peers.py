@@ -101,3 +101,8 @@ def test_kueue_is_ready_to_admit_when_every_cluster_queue_is_active() -> None:
     assert not bench_peers.all_active([_cq(("Active", "True")), _cq(("Active", "False"))])
     assert not bench_peers.all_active([_cq(("Active", "True")), {}])
     assert not bench_peers.all_active([])
+
+
+def test_kueue_logs_at_info_unless_reconciles_are_asked_for() -> None:
+    assert bench_peers.kueue_level(1) == "info"
+    assert bench_peers.kueue_level(2) == "2"
