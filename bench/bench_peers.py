@@ -215,6 +215,15 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def placement_targets(ours: dict[str, float], peer: dict[str, float]) -> dict[str, bool]:
+    """Issue 19's targets, same run: p99, throughput and CPU per pod at least kube-scheduler's."""
+    return {
+        "p99_le_peer": ours["p99"] <= peer["p99"],
+        "throughput_ge_peer": ours["throughput"] >= peer["throughput"],
+        "cpu_per_pod_le_peer": ours["cpu_ms"] <= peer["cpu_ms"],
+    }
+
+
 def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
     """Median of each headline over repeated runs of one component at one size."""
     keys = ("p50", "p99", "throughput", "cpu_ms")
@@ -560,6 +569,11 @@ def main() -> int:
     print()
     print(cal.line())
     print(table(rows))
+    for row in rows:
+        if row["workload"] == "placement":
+            print(
+                f"issue 19 targets at {row['size']}: {placement_targets(row['ours'], row['peer'])}"
+            )
     return 0
 
 

@@ -106,3 +106,14 @@ def test_kueue_is_ready_to_admit_when_every_cluster_queue_is_active() -> None:
 def test_kueue_logs_at_info_unless_reconciles_are_asked_for() -> None:
     assert bench_peers.kueue_level(1) == "info"
     assert bench_peers.kueue_level(2) == "2"
+
+
+def test_placement_targets_compare_against_the_peer_in_the_same_run() -> None:
+    peer = {"p50": 0.2, "p99": 0.5, "throughput": 200.0, "cpu_ms": 2.0}
+    assert bench_peers.placement_targets(dict(peer), peer) == {
+        "p99_le_peer": True,
+        "throughput_ge_peer": True,
+        "cpu_per_pod_le_peer": True,
+    }
+    slower = {**peer, "p99": 0.6, "throughput": 199.0, "cpu_ms": 2.1}
+    assert not any(bench_peers.placement_targets(slower, peer).values())
