@@ -62,7 +62,7 @@ class EmptyQuotaSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class QuotaCycleError:
+class QuotaCycle:
     """The parent chain from the unit's quota revisits `quota` after `visited`."""
 
     unit: str
@@ -76,7 +76,7 @@ class QuotaCycleError:
 
 
 @dataclass(frozen=True, slots=True)
-class QuotaNotFoundError:
+class QuotaMissing:
     """The parent chain reaches `quota`, which does not exist; `visited` ends with it.
 
     As in Koord-Queue's cache, the missing quota is part of the visited path, and every
@@ -113,7 +113,7 @@ class AlreadyReserved:
         return MSG_ALREADY_RESERVED.format(unit=self.unit, quota=self.quota, reserved=self.reserved)
 
 
-Rejection = QuotaExceeded | EmptyQuotaSpec | QuotaCycleError | QuotaNotFoundError | AlreadyReserved
+Rejection = QuotaExceeded | EmptyQuotaSpec | QuotaCycle | QuotaMissing | AlreadyReserved
 Decision = Admitted | Rejection
 
 

@@ -24,9 +24,9 @@ from koordqueue.domain.admission import (
     AlreadyReserved,
     Decision,
     EmptyQuotaSpec,
-    QuotaCycleError,
+    QuotaCycle,
     QuotaExceeded,
-    QuotaNotFoundError,
+    QuotaMissing,
 )
 from koordqueue.domain.names import (
     QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION,
@@ -340,8 +340,8 @@ class QuotaTree:
         broken_at = chain.broken_at
         if broken_at is not None:
             if chain.cycle:
-                return QuotaCycleError(unit, broken_at, chain.path)
-            return QuotaNotFoundError(unit, broken_at, (*chain.path, broken_at))
+                return QuotaCycle(unit, broken_at, chain.path)
+            return QuotaMissing(unit, broken_at, (*chain.path, broken_at))
         return Admitted(unit, quota, chain.path)
 
     def try_admit(

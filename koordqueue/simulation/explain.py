@@ -20,9 +20,9 @@ from typing import Any
 
 from koordqueue.domain.admission import (
     EmptyQuotaSpec,
-    QuotaCycleError,
+    QuotaCycle,
     QuotaExceeded,
-    QuotaNotFoundError,
+    QuotaMissing,
     Rejection,
 )
 from koordqueue.domain.engine import AdmissionEngine, RoundResult
@@ -574,11 +574,11 @@ def _explain_rejection(ex: Explanation, decision: Rejection) -> None:
     elif isinstance(decision, EmptyQuotaSpec):
         ex.reason = Reason.EMPTY_QUOTA_SPEC
         ex.summary = f"quota {decision.quota} has an empty max, so it admits no requests"
-    elif isinstance(decision, QuotaCycleError):
+    elif isinstance(decision, QuotaCycle):
         ex.reason = Reason.QUOTA_CYCLE
         ex.summary = (f"the parent chain of {quota} loops back to {decision.quota} "
                       f"({' -> '.join((*decision.visited, decision.quota))})")
-    elif isinstance(decision, QuotaNotFoundError):
+    elif isinstance(decision, QuotaMissing):
         ex.reason = Reason.ANCESTOR_NOT_FOUND
         ex.summary = (f"the parent chain of {quota} reaches {decision.quota}, which does not "
                       f"exist ({' -> '.join(decision.visited)})")

@@ -24,9 +24,9 @@ from koordqueue.domain.admission import (
     Admitted,
     AlreadyReserved,
     EmptyQuotaSpec,
-    QuotaCycleError,
+    QuotaCycle,
     QuotaExceeded,
-    QuotaNotFoundError,
+    QuotaMissing,
 )
 from koordqueue.domain.names import (
     ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
@@ -89,7 +89,7 @@ def test_check_usage_quota_not_found() -> None:
     The unit's quota `test` does not exist: the visited path is the missing quota itself.
     """
     decision = build(*CYCLE).check(UNIT, "test", cpu(10))
-    assert decision == QuotaNotFoundError(UNIT, "test", ("test",))
+    assert decision == QuotaMissing(UNIT, "test", ("test",))
     assert decision.message == (
         f"CheckUsage found quota not exist, item:{UNIT}, quotaName:test, visited quota: test"
     )
@@ -102,7 +102,7 @@ def test_check_usage_cycle_reference() -> None:
     then the walk comes back to test1.
     """
     decision = build(*CYCLE).check(UNIT, "test1", cpu(10))
-    assert decision == QuotaCycleError(UNIT, "test1", ("test1", "test2", "test3"))
+    assert decision == QuotaCycle(UNIT, "test1", ("test1", "test2", "test3"))
     assert decision.message == (
         f"CheckUsage found cycle reference, item:{UNIT}, quotaName:test1, "
         "visited quota: test1,test2,test3"

@@ -9,9 +9,9 @@ import pytest
 from koordqueue.domain import (
     Admitted,
     EmptyQuotaSpec,
-    QuotaCycleError,
+    QuotaCycle,
     QuotaExceeded,
-    QuotaNotFoundError,
+    QuotaMissing,
     Resources,
 )
 from koordqueue.domain.names import ROOT_QUOTA
@@ -277,7 +277,7 @@ def test_admitted_usage_moves_with_its_subtree_on_reparent() -> None:
 def test_self_parent_reports_a_cycle_with_exact_message() -> None:
     t = tree(quota("a", {"cpu": 10}, "a"))
     decision = t.try_admit("uid", "ns/job", "a", res(cpu=1))
-    assert decision == QuotaCycleError("ns/job", "a", ("a",))
+    assert decision == QuotaCycle("ns/job", "a", ("a",))
     assert decision.message == (
         "CheckUsage found cycle reference, item:ns/job, quotaName:a, visited quota: a"
     )
@@ -288,7 +288,7 @@ def test_cycle_between_ancestors_reports_the_revisited_quota_and_the_visited_pat
         quota("leaf", {"cpu": 10}, "x"), quota("x", {"cpu": 10}, "y"), quota("y", {"cpu": 10}, "x")
     )
     decision = t.check("ns/job", "leaf", res(cpu=1))
-    assert decision == QuotaCycleError("ns/job", "x", ("leaf", "x", "y"))
+    assert decision == QuotaCycle("ns/job", "x", ("leaf", "x", "y"))
     assert decision.message == (
         "CheckUsage found cycle reference, item:ns/job, quotaName:x, visited quota: leaf,x,y"
     )
@@ -302,13 +302,13 @@ def test_a_full_quota_before_a_cycle_is_reported_as_limited() -> None:
 
 def test_cycle_is_reported_when_every_quota_on_it_has_room() -> None:
     t = tree(quota("a", {"cpu": 5}, "b"), quota("b", {"cpu": 5}, "a"))
-    assert t.check("u", "a", res(cpu=1)) == QuotaCycleError("u", "a", ("a", "b"))
+    assert t.check("u", "a", res(cpu=1)) == QuotaCycle("u", "a", ("a", "b"))
 
 
 def test_unknown_parent_reports_missing_quota_with_exact_message() -> None:
     t = tree(quota("leaf", {"cpu": 10}, "team"), quota("team", {"cpu": 10}, "ghost"))
     decision = t.try_admit("uid", "ns/job", "leaf", res(cpu=1))
-    assert decision == QuotaNotFoundError("ns/job", "ghost", ("leaf", "team", "ghost"))
+    assert decision == QuotaMissing("ns/job", "ghost", ("leaf", "team", "ghost"))
     assert decision.message == (
         "CheckUsage found quota not exist, item:ns/job, quotaName:ghost, "
         "visited quota: leaf,team,ghost"
@@ -318,14 +318,14 @@ def test_unknown_parent_reports_missing_quota_with_exact_message() -> None:
 
 def test_unit_naming_an_unknown_quota_reports_it_as_the_visited_path() -> None:
     decision = tree().check("ns/job", "nope", res(cpu=1))
-    assert decision == QuotaNotFoundError("ns/job", "nope", ("nope",))
+    assert decision == QuotaMissing("ns/job", "nope", ("nope",))
     assert decision.message == (
         "CheckUsage found quota not exist, item:ns/job, quotaName:nope, visited quota: nope"
     )
 
 
 def test_empty_quota_name_reports_missing_quota_rather_than_crashing() -> None:
-    assert isinstance(tree(quota("a", {"cpu": 1})).check("u", "", res(cpu=1)), QuotaNotFoundError)
+    assert isinstance(tree(quota("a", {"cpu": 1})).check("u", "", res(cpu=1)), QuotaMissing)
 
 
 def test_a_full_quota_below_a_missing_ancestor_is_reported_as_limited() -> None:
@@ -338,7 +338,7 @@ def test_a_full_quota_below_a_missing_ancestor_is_reported_as_limited() -> None:
 
 def test_missing_ancestor_is_reported_when_the_levels_below_it_have_room() -> None:
     t = tree(quota("leaf", {"cpu": 5}, "ghost"))
-    assert t.check("u", "leaf", res(cpu=1)) == QuotaNotFoundError(
+    assert t.check("u", "leaf", res(cpu=1)) == QuotaMissing(
         "u", "ghost", ("leaf", "ghost")
     )
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from koordqueue.domain import (
     Admitted,
     EmptyQuotaSpec,
-    QuotaCycleError,
+    QuotaCycle,
     QuotaExceeded,
-    QuotaNotFoundError,
+    QuotaMissing,
     QuotaSpec,
     QuotaTree,
     Resources,
@@ -468,11 +468,11 @@ def test_walker_terminates_and_reports_a_cycle_exactly_when_the_chain_revisits_a
             if kind == "ok":
                 assert decision == Admitted("u", start, visited)
             elif kind == "cycle":
-                assert decision == QuotaCycleError("u", broken, visited)  # type: ignore[arg-type]
+                assert decision == QuotaCycle("u", broken, visited)  # type: ignore[arg-type]
                 assert decision.message.endswith("visited quota: " + ",".join(visited))
             else:
                 # Koord-Queue appends the missing quota to the path before it looks it up.
-                assert decision == QuotaNotFoundError(
+                assert decision == QuotaMissing(
                     "u",
                     broken,  # type: ignore[arg-type]
                     (*visited, broken),  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koordqueue.domain import Admitted, QuotaExceeded, QuotaNotFoundError, QuotaSpec
+from koordqueue.domain import Admitted, QuotaExceeded, QuotaMissing, QuotaSpec
 from koordqueue.domain.names import ROOT_QUOTA
 from koordqueue.domain.quota_tree import parse_oversell_rate
 
@@ -136,7 +136,7 @@ def test_children_are_listed_by_name() -> None:
 
 def test_quota_appearing_later_makes_a_waiting_unit_map_without_restart() -> None:
     t = tree()
-    assert isinstance(t.check("u", "team-a", res(cpu=1)), QuotaNotFoundError)
+    assert isinstance(t.check("u", "team-a", res(cpu=1)), QuotaMissing)
     t.upsert(quota("team-a", {"cpu": 2}))
     assert isinstance(t.check("u", "team-a", res(cpu=1)), Admitted)
 
@@ -144,14 +144,14 @@ def test_quota_appearing_later_makes_a_waiting_unit_map_without_restart() -> Non
 def test_deleted_quota_makes_units_report_not_found_until_it_reappears() -> None:
     t = tree(quota("team-a", {"cpu": 2}))
     t.remove("team-a")
-    assert isinstance(t.check("u", "team-a", res(cpu=1)), QuotaNotFoundError)
+    assert isinstance(t.check("u", "team-a", res(cpu=1)), QuotaMissing)
     t.upsert(quota("team-a", {"cpu": 2}))
     assert isinstance(t.check("u", "team-a", res(cpu=1)), Admitted)
 
 
 def test_parent_appearing_later_repairs_the_chain() -> None:
     t = tree(quota("leaf", {"cpu": 2}, "org"))
-    assert isinstance(t.check("u", "leaf", res(cpu=1)), QuotaNotFoundError)
+    assert isinstance(t.check("u", "leaf", res(cpu=1)), QuotaMissing)
     t.upsert(quota("org", {"cpu": 1}))
     assert t.check("u", "leaf", res(cpu=2)) == QuotaExceeded("u", "org", "cpu", ("leaf", "org"))
 
