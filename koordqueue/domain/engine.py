@@ -136,10 +136,6 @@ class AdmissionEngine:
     def remove_queue(self, name: str) -> None:
         self._queues.pop(name, None)
 
-    def queue_error(self, name: str) -> str | None:
-        queue = self._queues.get(name)
-        return None if queue is None else queue.error
-
     def has_queue(self, name: str) -> bool:
         return name in self._queues
 

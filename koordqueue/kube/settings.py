@@ -17,7 +17,6 @@ class ControllerSettings:
     """Accepted for Koord-Queue compatibility and ignored: the parent chain is always checked."""
     admission_period: float = 1.0
     resync_period: float = 60.0
-    queue_not_found_retry: float = 10.0
     metrics_port: int = 8080
     health_port: int = 8081
     log_format: str = "json"

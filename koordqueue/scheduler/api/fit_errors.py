@@ -30,13 +30,6 @@ class FitErrors:
         nodes = list(node_names)
         return cls(len(nodes), {n: (reason,) for n in nodes})
 
-    @classmethod
-    def from_counts(cls, total_nodes: int, counts: Mapping[str, int]) -> FitErrors:
-        """Only the histogram is known (aggregated vectorised checks)."""
-        errors = cls(total_nodes)
-        errors._counts = Counter(counts)
-        return errors
-
     def histogram(self) -> Counter[str]:
         """Reason -> number of nodes that gave it."""
         if self._counts is None:

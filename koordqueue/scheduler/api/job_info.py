@@ -178,16 +178,6 @@ class JobInfo:
         """Sum of the requests of tasks in allocated statuses."""
         return Resources(self._allocated)
 
-    def total_request(self) -> Resources:
-        """Sum of the requests of all non-terminated tasks (what the job wants in total)."""
-        acc: dict[str, int] = {}
-        for task in self.tasks.values():
-            if task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
-                continue
-            for name, amount in task.resreq.items():
-                acc[name] = acc.get(name, 0) + amount
-        return Resources(acc)
-
     def min_request(self) -> Resources:
         """minResources, or an empty list for a job without one."""
         return self.min_resources if self.min_resources is not None else Resources()

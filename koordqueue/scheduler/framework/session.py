@@ -164,10 +164,6 @@ class Session:
                 timing[0] += time.perf_counter() - start
         self._sync_placement()
 
-    def plugin_option(self, name: str) -> PluginOption | None:
-        """The configuration entry of a plugin (for plugins reading their own switches)."""
-        return self._options.get(name)
-
     def close(self) -> SessionResult:
         """Run the plugins' close hooks and render the decisions."""
         for name, plugin in self.plugins.items():
