@@ -23,6 +23,7 @@ from koordqueue.kube.leader import CONTROLLER_LEASE, SCHEDULER_LEASE, leadership
 from koordqueue.kube.operator import build_registry
 from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
+from koordqueue.kube.settings import ControllerSettings
 
 
 def configure_logging(fmt: str, level: str) -> None:
@@ -67,7 +68,10 @@ def exit_after_losing_the_lease() -> None:
 
 
 def build_operator(
-    settings: Any, *, with_scheduler: bool = False, on_lost: Callable[[], None] | None = None
+    settings: ControllerSettings,
+    *,
+    with_scheduler: bool = False,
+    on_lost: Callable[[], None] | None = None,
 ) -> tuple[Controller, kopf.OperatorRegistry]:
     """The quota controller's registry; with the scheduler (and its webhook) when asked."""
     api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
@@ -123,7 +127,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
     return _serve(registry, settings)
 
 
-def _serve(registry: kopf.OperatorRegistry, settings: Any) -> int:
+def _serve(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> int:
     """Run a kopf operator cluster-wide until stopped, with /healthz on the health port."""
     asyncio.run(
         kopf.operator(
