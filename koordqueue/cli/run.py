@@ -78,7 +78,7 @@ def build_operator(
     leadership = leadership_for(api_client, settings, CONTROLLER_LEASE, on_lost)
     api = KubeApi(api_client, fence=leadership.may_write)
     controller = Controller(api, settings)
-    registry = build_registry(controller, leadership)
+    registry = build_registry(controller, api, leadership)
     if with_scheduler:
         if settings.webhook_port:  # serving before the scheduler reports ready
             from koordqueue.kube.gates.webhook import register_webhook

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote
 
 from kubernetes import client as k8s_client
@@ -134,6 +134,50 @@ def load_api_client(
                 context=context, client_configuration=configuration
             )
     return k8s_client.ApiClient(configuration)
+
+
+class ObjectApi(Protocol):
+    """The object verbs the controller, its event recorder and the queue writers use.
+
+    `KubeApi` implements it over HTTP; unit tests pass an in-memory one, so both are checked
+    against the same signatures.
+    """
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        ...
+
+    def list_objects(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        ...
+
+    def list_with_version(
+        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+    ) -> Listing:
+        ...
+
+    def create(
+        self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        ...
+
+    def apply(self, kind: Kind, body: Mapping[str, Any], force: bool = True) -> dict[str, Any]:
+        ...
+
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        ...
+
+    def delete(
+        self, kind: Kind, name: str, namespace: str | None = None, uid: str | None = None
+    ) -> bool:
+        ...
 
 
 class KubeApi:

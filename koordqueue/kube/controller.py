@@ -69,8 +69,8 @@ from koordqueue.kube.api import (
     QUEUE_UNIT,
     ApiError,
     Kind,
-    KubeApi,
     Listing,
+    ObjectApi,
     with_retries,
 )
 from koordqueue.kube.events import EventRecorder
@@ -124,7 +124,7 @@ class Controller:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: ObjectApi,
         settings: ControllerSettings | None = None,
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.time,

@@ -19,7 +19,7 @@ import structlog
 from cachetools import TTLCache
 from prometheus_client import Counter
 
-from koordqueue.kube.api import EVENT, ApiError, KubeApi
+from koordqueue.kube.api import EVENT, ApiError, ObjectApi
 from koordqueue.kube.event_correlator import EventCorrelator
 from koordqueue.kube.metrics import REGISTRY
 
@@ -55,7 +55,7 @@ def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
 class EventRecorder:
     """Creates and aggregates Events; never raises (an event is not worth a failed reconcile)."""
 
-    def __init__(self, api: KubeApi, ttl: float = 3600.0, maxsize: int = 20_000) -> None:
+    def __init__(self, api: ObjectApi, ttl: float = 3600.0, maxsize: int = 20_000) -> None:
         self._api = api
         self._seen: TTLCache[tuple[str, str, str, str], tuple[str, str, int]] = TTLCache(
             maxsize=maxsize, ttl=ttl

@@ -15,7 +15,7 @@ import structlog
 
 from koordqueue.domain import names
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import JOB, QUEUE_UNIT
+from koordqueue.kube.api import JOB, QUEUE_UNIT, KubeApi
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, wait_until_leading
@@ -24,14 +24,15 @@ log = structlog.get_logger(__name__)
 
 
 def build_registry(
-    controller: Controller, leadership: Leadership | None = None
+    controller: Controller, api: KubeApi, leadership: Leadership | None = None
 ) -> kopf.OperatorRegistry:
     """A kopf registry bound to one Controller (so tests can run several side by side).
 
     With leader election, the controller starts once this process holds the Lease: a
     standby serves its probes, ignores quota and queue events, starts no informer and writes
     nothing; it takes over with the same start-up resync a restart does. (kopf's start-up
-    must not block: its liveness endpoint starts only after it.)
+    must not block: its liveness endpoint starts only after it.) `api` is the controller's
+    client as a KubeApi: the informers watch, which the controller's ObjectApi does not offer.
     """
     registry = kopf.OperatorRegistry()
     leadership = leadership or Leadership()
@@ -40,10 +41,10 @@ def build_registry(
     # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
     # (a new Job's handler annotates the Job, creates its unit and, on the fast path, admits it
     # and resumes the Job: four blocking writes, hence many workers for Jobs, --job-workers)
-    informers = [Informer(controller.api, QUEUE_UNIT, controller.on_unit, workers=8)]
+    informers = [Informer(api, QUEUE_UNIT, controller.on_unit, workers=8)]
     if settings.manage_jobs:
         workers = settings.job_workers
-        informers.append(Informer(controller.api, JOB, controller.on_job, workers=workers))
+        informers.append(Informer(api, JOB, controller.on_job, workers=workers))
 
     @kopf.on.event(
         names.ELASTIC_QUOTA_GROUP,

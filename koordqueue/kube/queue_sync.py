@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from koordqueue.domain.queue_derivation import DesiredQueue, derive_queue, queue_needs_update
-from koordqueue.kube.api import QUEUE, KubeApi, with_retries
+from koordqueue.kube.api import QUEUE, ObjectApi, with_retries
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "koordqueue"
@@ -30,11 +30,11 @@ def queue_drifted(queue: Mapping[str, Any], desired: DesiredQueue) -> bool:
     return labels.get(MANAGED_BY_LABEL) != MANAGED_BY or queue_needs_update(queue, desired)
 
 
-def apply_queue(api: KubeApi, quota: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+def apply_queue(api: ObjectApi, quota: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     """Create or reconcile the Queue of `quota`; idempotent, retried on transient errors."""
     desired = derive_queue(quota, namespace)
     return with_retries(lambda: api.apply(QUEUE, desired_manifest(desired)))
 
 
-def delete_queue(api: KubeApi, name: str, namespace: str) -> bool:
+def delete_queue(api: ObjectApi, name: str, namespace: str) -> bool:
     return with_retries(lambda: api.delete(QUEUE, name, namespace))

@@ -15,13 +15,13 @@ import threading
 from collections.abc import Iterable
 
 from koordqueue.domain.quota_tree import QuotaUsage, changed_usage_annotations, queue_usage_values
-from koordqueue.kube.api import QUEUE, ApiError, KubeApi
+from koordqueue.kube.api import QUEUE, ApiError, ObjectApi
 
 
 class QueueUsageWriter:
     """Writes the usage annotations of every quota's Queue in `namespace` when they change."""
 
-    def __init__(self, api: KubeApi, namespace: str) -> None:
+    def __init__(self, api: ObjectApi, namespace: str) -> None:
         self._api = api
         self._namespace = namespace
         self._known: dict[str, dict[str, str]] | None = None

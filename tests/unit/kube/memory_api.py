@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
-from koordqueue.kube.api import ApiError, Kind
+from koordqueue.kube.api import ApiError, Kind, ObjectApi
 
 
 class MemoryApi:
-    """Just enough of KubeApi, in memory, with resourceVersions and 404/409 like the server."""
+    """ObjectApi in memory (KubeApi's verbs), with resourceVersions and 404/409 like the server."""
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
@@ -38,10 +39,10 @@ class MemoryApi:
         return self.list_objects(kind, namespace, label_selector), str(next(self._rv))
 
     def create(
-        self, kind: Kind, body: dict[str, Any], namespace: str | None = None
+        self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None
     ) -> dict[str, Any]:
         if kind.plural == "events":
-            self.events.append(body)
+            self.events.append(dict(body))
             return {**body, "metadata": {**body["metadata"], "name": f"ev{len(self.events)}"}}
         meta = body["metadata"]
         key = self._key(kind, namespace or meta.get("namespace"), meta["name"])
@@ -58,7 +59,7 @@ class MemoryApi:
         self.objects[key] = obj
         return obj
 
-    def apply(self, kind: Kind, body: dict[str, Any], force: bool = True) -> dict[str, Any]:
+    def apply(self, kind: Kind, body: Mapping[str, Any], force: bool = True) -> dict[str, Any]:
         self.applied.append(body["metadata"]["name"])
         meta = body["metadata"]
         key = self._key(kind, meta.get("namespace"), meta["name"])
@@ -71,7 +72,7 @@ class MemoryApi:
         self,
         kind: Kind,
         name: str,
-        patch: dict[str, Any],
+        patch: Mapping[str, Any],
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> dict[str, Any]:
@@ -99,3 +100,7 @@ class MemoryApi:
         self, kind: Kind, name: str, namespace: str | None = None, uid: str | None = None
     ) -> bool:
         return self.objects.pop(self._key(kind, namespace, name), None) is not None
+
+
+def _conforms(api: MemoryApi) -> ObjectApi:
+    return api  # mypy: MemoryApi has every ObjectApi verb with KubeApi's signatures

@@ -104,7 +104,7 @@ def test_handlers_never_raise_on_any_object(
     events: list[tuple[str, str | None, dict[str, Any]]],
 ) -> None:
     api = MemoryApi()
-    controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
+    controller = Controller(api, ControllerSettings(), writers=1)
     try:
         handlers = {
             "quota": controller.on_quota,
@@ -120,7 +120,7 @@ def test_handlers_never_raise_on_any_object(
 
 def test_invalid_quota_is_reported_with_the_field() -> None:
     api = MemoryApi()
-    controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
+    controller = Controller(api, ControllerSettings(), writers=1)
     controller.on_quota(
         "ADDED",
         {
@@ -137,7 +137,7 @@ def test_invalid_quota_is_reported_with_the_field() -> None:
 
 def test_invalid_job_template_is_reported_and_gets_no_unit() -> None:
     api = MemoryApi()
-    controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
+    controller = Controller(api, ControllerSettings(), writers=1)
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -160,7 +160,7 @@ def test_invalid_job_template_is_reported_and_gets_no_unit() -> None:
 
 def test_invalid_unit_is_reported_once() -> None:
     api = MemoryApi()
-    controller = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
+    controller = Controller(api, ControllerSettings(), writers=1)
     unit = {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "QueueUnit",

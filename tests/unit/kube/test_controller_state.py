@@ -35,7 +35,7 @@ def unit(name: str, quota_name: str, phase: str | None = None, cpu: str = "1") -
 
 
 def controller(api: MemoryApi) -> Controller:
-    return Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
+    return Controller(api, ControllerSettings(), writers=1)
 
 
 def test_resync_creates_missing_queues_and_skips_matching_ones() -> None:

@@ -48,7 +48,7 @@ def make(api: MemoryApi, cpu: str = "1", **settings: Any) -> tuple[Controller, C
         "default",
     )
     clock = Clock()
-    c = Controller(api, ControllerSettings(**settings), clock=clock, writers=1)  # type: ignore[arg-type]
+    c = Controller(api, ControllerSettings(**settings), clock=clock, writers=1)
     c.resync()
     for obj in api.list_objects(QUEUE):
         c.on_queue("ADDED", obj)
@@ -274,7 +274,7 @@ def test_job_that_started_before_it_was_suspended_is_not_managed(api: MemoryApi)
 
 
 def test_running_timeout_backoff_survives_a_controller_restart(api: MemoryApi) -> None:
-    settings = {"job_running_timeout": 30.0, "job_backoff_time": 60.0}
+    settings: dict[str, Any] = {"job_running_timeout": 30.0, "job_backoff_time": 60.0}
     c, clock = make(api, **settings)
     submit(c, api, "j")
     c.on_job("MODIFIED", job(api, "j"))
@@ -282,7 +282,7 @@ def test_running_timeout_backoff_survives_a_controller_restart(api: MemoryApi) -
     c.fire_job_timers()
     assert unit(api, "j")["status"]["phase"] == "TimeoutBackoff"
     c.close()
-    restarted = Controller(api, ControllerSettings(**settings), clock=clock, writers=1)  # type: ignore[arg-type]
+    restarted = Controller(api, ControllerSettings(**settings), clock=clock, writers=1)
     restarted.resync()
     for obj in api.list_objects(QUEUE):
         restarted.on_queue("ADDED", obj)

@@ -53,7 +53,7 @@ def test_sync_writes_the_six_annotations_in_whole_units() -> None:
     api = MemoryApi()
     _queue(api, "org")
     _queue(api, "leaf")
-    assert QueueUsageWriter(api, NS).sync(_tree().report()) == 2  # type: ignore[arg-type]
+    assert QueueUsageWriter(api, NS).sync(_tree().report()) == 2
     org = _annotations(api, "org")
     assert org[QUEUE_USED_ANNOTATION] == '{"cpu":3,"memory":1073741824}'  # 1500m rounds up
     assert org[QUEUE_GUARANTEED_USED_ANNOTATION] == '{"cpu":2}'
@@ -66,7 +66,7 @@ def test_an_unchanged_usage_is_not_written_again() -> None:
     api = MemoryApi()
     _queue(api, "org")
     _queue(api, "leaf")
-    writer = QueueUsageWriter(api, NS)  # type: ignore[arg-type]
+    writer = QueueUsageWriter(api, NS)
     t = _tree()
     writer.sync(t.report())
     assert writer.sync(t.report()) == 0
@@ -81,7 +81,7 @@ def test_annotations_already_on_the_queue_are_not_rewritten_after_a_restart() ->
     t = QuotaTree()
     t.upsert(QuotaSpec(name="org", max=Resources.of(cpu=10)))
     t.admit("b", "org", Resources.of(cpu=3, memory="1Gi"))
-    writes = QueueUsageWriter(api, NS).sync(t.report())  # type: ignore[arg-type]
+    writes = QueueUsageWriter(api, NS).sync(t.report())
     annotations = _annotations(api, "org")
     assert writes == 1  # the other five were missing
     assert annotations[QUEUE_USED_ANNOTATION] == '{"cpu":3,"memory":1073741824}'
@@ -90,7 +90,7 @@ def test_annotations_already_on_the_queue_are_not_rewritten_after_a_restart() ->
 
 def test_a_quota_without_a_queue_is_skipped() -> None:
     api = MemoryApi()
-    assert QueueUsageWriter(api, NS).sync(_tree().report()) == 0  # type: ignore[arg-type]
+    assert QueueUsageWriter(api, NS).sync(_tree().report()) == 0
 
 
 def test_the_controller_writes_usage_on_its_metrics_cadence(
@@ -111,7 +111,7 @@ def test_the_controller_writes_usage_on_its_metrics_cadence(
         "spec": {"resource": {"cpu": "2"}},
         "status": {"phase": "Running"},
     }, "ns")
-    c = Controller(api, ControllerSettings(), writers=1)  # type: ignore[arg-type]
+    c = Controller(api, ControllerSettings(), writers=1)
     c.resync()
     for obj in api.list_objects(QUEUE):
         c.on_queue("ADDED", obj)
