@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from koordqueue.domain.backoff import Backoff
 from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
@@ -36,6 +37,7 @@ from koordqueue.domain.resources import Resources
 BACKOFF_BASE: Final = 10.0
 BACKOFF_CAP: Final = 15 * 60.0
 BACKOFF_JITTER: Final = 0.10
+UNIT_BACKOFF: Final = Backoff(BACKOFF_BASE, BACKOFF_CAP, BACKOFF_JITTER)
 
 
 class InvalidJobError(ValueError):
@@ -372,6 +374,4 @@ def _after_backoff(since_update: float, backoff_time: float) -> JobAction:
 
 def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
     """Seconds before retry `attempt` (1-based): 10 s doubling, capped at 15 min, ±10% jitter."""
-    base = min(BACKOFF_BASE * 2 ** min(max(attempt - 1, 0), 32), BACKOFF_CAP)
-    jitter: float = (rng or random.Random()).uniform(-BACKOFF_JITTER, BACKOFF_JITTER)
-    return float(base * (1 + jitter))
+    return UNIT_BACKOFF.delay(attempt - 1, rng)

@@ -20,6 +20,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from koordqueue.domain import names
+from koordqueue.domain.backoff import Backoff
 
 FIELD_MANAGER: Final = "koordqueue"
 FENCED: Final = -1
@@ -363,5 +364,5 @@ def with_retries(
             last = attempt == attempts - 1
             if last or not (exc.retryable or (retry_conflicts and exc.conflict)):
                 raise
-            sleep(base_delay * 2**attempt)
+            sleep(Backoff(base_delay).delay(attempt))
     raise AssertionError("unreachable")  # pragma: no cover

@@ -20,13 +20,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
 
+from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
 from koordqueue.kube.api import ApiError, Kind, KubeApi, Listing
 
@@ -35,8 +36,8 @@ log = structlog.get_logger(__name__)
 Handler = Callable[[str | None, dict[str, Any]], None]
 """(event type or None for objects of a listing, object) -> None, like kopf's raw events."""
 
-BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-"""Seconds between attempts after a failed list or watch, growing while failures repeat."""
+BACKOFF: Final = Backoff(0.5, cap=30.0)
+"""Seconds between attempts after a failed list or watch: 0.5 s doubling to 30 s, for good."""
 
 Event = tuple[str | None, dict[str, Any]]
 
@@ -111,13 +112,13 @@ class Informer:
         *,
         workers: int = 8,
         watch_timeout: int = 300,
-        backoff: Sequence[float] = BACKOFF,
+        backoff: Backoff = BACKOFF,
     ) -> None:
         self.api = api
         self.kind = kind
         self.handler = handler
         self.watch_timeout = watch_timeout
-        self.backoff = tuple(backoff)
+        self.backoff = backoff
         self.synced = threading.Event()
         """Set once the first listing has been handed to the workers."""
         self._stop = threading.Event()
@@ -186,7 +187,7 @@ class Informer:
 
     def _pause(self, failures: int, exc: Exception) -> int:
         metrics.WATCH_RESTARTS.labels(self.kind.plural, "error").inc()
-        delay = self.backoff[min(failures, len(self.backoff) - 1)]
+        delay = self.backoff.delay(failures)
         if not self._stop.is_set():
             log.warning("watch failed; retrying", kind=self.kind.plural, error=str(exc), in_s=delay)
         self._stop.wait(delay)

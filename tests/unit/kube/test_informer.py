@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
+from koordqueue.domain.backoff import Backoff
 from koordqueue.kube.api import JOB
 from koordqueue.kube.informer import Informer, KeyedQueue
 
@@ -152,7 +153,7 @@ class FakeResponse:
 
 
 def _informer(api: Any, handler: Any) -> Informer:
-    return Informer(api, JOB, handler, workers=2, backoff=(0.0,))
+    return Informer(api, JOB, handler, workers=2, backoff=Backoff(0.0))
 
 
 def test_watch_dispatches_changes_skips_bookmarks_and_returns_the_last_version() -> None:
