@@ -419,7 +419,7 @@ class AdmissionEngine:
         untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
         waiting = still_waiting + [u for _, u in untried]
         result.waiting[queue.name] = waiting
-        outcomes.extend(policy.skipped(u, i, waiting) for i, u in untried)
+        outcomes.extend(policy.skipped(untried, waiting))
 
     def _preempt_for(self, unit: QueueUnit, admitted_here: list[QueueUnit]) -> Preemption | None:
         """Free quota from admitted, not-yet-running units that sort after `unit`, lowest first."""

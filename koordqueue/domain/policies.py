@@ -162,13 +162,16 @@ class QueuePolicy(ABC):
         """The queue in the order the policy offers it (positions in explain)."""
         return ordered
 
-    def skipped(self, unit: QueueUnit, index: int, waiting: Sequence[QueueUnit]) -> Skip:
-        """Why `candidates` did not offer `unit` (at `index` of the ordered queue) this round.
+    def skipped(
+        self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
+    ) -> list[Skip]:
+        """Why `candidates` did not offer these units (index in the ordered queue, unit).
 
         Asked after the round, so it sees the blocks the round itself set; `waiting` is the
-        queue's units still waiting after the round, in order.
+        queue's units still waiting after the round, in order. One call per queue and round:
+        a blocked queue may skip thousands of units, so this stays a tight loop.
         """
-        return self._beyond_depth(unit, index) or NotOffered(unit)
+        return [self._beyond_depth(u, i) or NotOffered(u) for i, u in untried]
 
     def _beyond_depth(self, unit: QueueUnit, index: int) -> BeyondMaxDepth | None:
         depth = self.settings.max_depth
@@ -222,11 +225,12 @@ class _QuotaBlockingPolicy(QueuePolicy):
         if not admitted:
             self._blocked.setdefault(quota_of(unit), _Hold(now, unit.key))
 
-    def _blocked_by(self, unit: QueueUnit) -> BlockedByHead | None:
-        hold = self._blocked.get(quota_of(unit))
+    def _blocked_by(self, unit: QueueUnit) -> Skip:
+        quota = quota_of(unit)
+        hold = self._blocked.get(quota)
         if hold is None:
-            return None
-        return BlockedByHead(unit, quota_of(unit), hold.head, hold.since)
+            return NotOffered(unit)
+        return BlockedByHead(unit, quota, hold.head, hold.since)
 
     def unit_released(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
@@ -283,8 +287,25 @@ class BlockPolicy(_QuotaBlockingPolicy):
             if tried or not self._idle_clear(now):
                 return
 
-    def skipped(self, unit: QueueUnit, index: int, waiting: Sequence[QueueUnit]) -> Skip:
-        return self._beyond_depth(unit, index) or self._blocked_by(unit) or NotOffered(unit)
+    def skipped(
+        self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
+    ) -> list[Skip]:
+        depth = self.settings.max_depth
+        out: list[Skip] = []
+        last_label: object = untried  # (no label is this list) a queue's units mostly share
+        quota, hold = "", None  # one quota: look its hold up once per run of equal labels
+        for i, u in untried:
+            if 0 < depth <= i:
+                out.append(BeyondMaxDepth(u, i + 1, depth))
+                continue
+            label = u.labels.get(QUOTA_NAME_LABEL)
+            if label is not last_label and label != last_label:
+                last_label, quota = label, quota_of(u)
+                hold = self._blocked.get(quota)
+            out.append(
+                NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
+            )
+        return out
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
@@ -340,12 +361,16 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
             u for u in ordered if u.priority < threshold
         ]
 
-    def skipped(self, unit: QueueUnit, index: int, waiting: Sequence[QueueUnit]) -> Skip:
+    def skipped(
+        self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
+    ) -> list[Skip]:
         threshold = self.settings.priority_threshold
-        if unit.priority >= threshold:
-            return self._blocked_by(unit) or NotOffered(unit)
         high = tuple(u.key for u in waiting if u.priority >= threshold)
-        return HighPriorityWaiting(unit, high, threshold) if high else NotOffered(unit)
+        return [
+            self._blocked_by(u) if u.priority >= threshold
+            else HighPriorityWaiting(u, high, threshold) if high else NotOffered(u)
+            for _, u in untried
+        ]
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._low_cursor = 0

@@ -15,7 +15,7 @@ from koordqueue.domain.mapping import Unresolved
 from koordqueue.domain.queue_unit import QueueUnit
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admit:
     """CheckUsage admitted the unit (after preempting, if `Preempted` outcomes name it)."""
 
@@ -23,7 +23,7 @@ class Admit:
     decision: Admitted
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reject:
     """The policy offered the unit and CheckUsage refused it."""
 
@@ -31,7 +31,7 @@ class Reject:
     decision: Rejection
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Preempted:
     """An admitted, not yet running unit lost its admission so that `by` fits."""
 
@@ -39,7 +39,7 @@ class Preempted:
     by: QueueUnit
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QueueNotFound:
     """The unit names a queue (or quota) that does not exist."""
 
@@ -47,7 +47,7 @@ class QueueNotFound:
     queue: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unmapped:
     """The unit names no usable quota: it is never admitted."""
 
@@ -55,7 +55,7 @@ class Unmapped:
     unresolved: Unresolved
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class QueueUnserved:
     """Its queue asks for a policy the factory cannot serve (AddQueueFail on the Queue)."""
 
@@ -64,7 +64,7 @@ class QueueUnserved:
     error: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BlockedByHead:
     """Block/Intelligent: its quota is blocked since `since` by `head` (maybe the unit itself)."""
 
@@ -74,7 +74,7 @@ class BlockedByHead:
     since: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HighPriorityWaiting:
     """Intelligent: below the priority threshold, and these high units still wait."""
 
@@ -83,7 +83,7 @@ class HighPriorityWaiting:
     threshold: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BeyondMaxDepth:
     """Its position (1-based) is past `koord-queue/max-depth`: the policy does not scan it."""
 
@@ -92,7 +92,7 @@ class BeyondMaxDepth:
     depth: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WaitingForPodsRunning:
     """wait-for-pods-running: these admitted units of the queue do not run yet."""
 
@@ -100,7 +100,7 @@ class WaitingForPodsRunning:
     not_running: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BackingOff:
     """The unit is kept out of rounds until `until` (back-off after a failure)."""
 
@@ -108,7 +108,7 @@ class BackingOff:
     until: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NotOffered:
     """The policy did not offer the unit this round for no rule above (should not happen)."""
 
