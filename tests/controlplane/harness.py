@@ -398,6 +398,28 @@ class ControlPlane:
                 lambda body: body.strip() == "ok",
             )
 
+    def restart_etcd(self, down_seconds: float = 0.0) -> None:
+        """Stop etcd and start it again on the same ports over the same data dir.
+
+        kube-apiserver stays up and reconnects on its own: clients see writes fail (or time
+        out) while etcd is down, and watches end or stall; no committed data is lost.
+        """
+        with self._lock:
+            _terminate_group(self.procs["etcd"], 10.0)
+            time.sleep(down_seconds)
+            self._spawn("etcd", self._argv["etcd"])
+            self._wait_healthy(
+                "etcd",
+                f"{self.etcd_url}/health",
+                None,
+                lambda body: json.loads(body).get("health") == "true",
+            )
+
+    @property
+    def pki(self) -> dict[str, Path]:
+        """The plane's certificates and keys by file name (ca.crt, serving.crt, admin.key...)."""
+        return dict(self._pki)
+
     def __enter__(self) -> ControlPlane:
         return self.start()
 

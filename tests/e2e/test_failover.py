@@ -17,121 +17,28 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from kubernetes import client as k8s
-from kubernetes import watch
-
-from koordqueue.domain.names import QUOTA_NAME_LABEL
-from koordqueue.kube.api import EVENT, JOB, ApiError, KubeApi
+from koordqueue.kube.api import EVENT, JOB, KubeApi
 from tests.e2e import kq
+from tests.e2e.replay import History, admitted_peaks, complete, start_controller
 
 JOBS = 500
 QUOTAS = 10
 CAPACITY = 40  # CPUs per quota; each Job asks 1
 KILL_AFTER = 100  # admissions seen before the leader is killed
-ADMITTED = {"Reserved", "Dequeued", "Running", "SchedReady", "SchedSucceed"}
-RELEASED = {"Succeed", "Failed", "Preempted", "Enqueued", "TimeoutBackoff", "Backoff"}
 
 
 def start(kubeconfig: Path, lease: str, log: IO[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "koordqueue.cli.main", "run", f"--kubeconfig={kubeconfig}",
-         "--leader-elect=true", f"--leader-elect-resource-name={lease}",
-         "--leader-elect-lease-duration=3", "--leader-elect-renew-deadline=2",
-         "--leader-elect-retry-period=0.5", "--admission-period=0.2", "--metrics-port=0",
-         "--health-port=0", "--log-format=console", "--log-level=info",
-         "--scheduler-name=kq-failover-unused"],
-        stdout=log, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    return start_controller(kubeconfig, log, lease=lease)
 
 
 def holder(kubectl: Any, lease: str) -> str:
     found = kq.get(kubectl, "lease", lease, "koord-queue")
     return str(((found or {}).get("spec") or {}).get("holderIdentity") or "")
-
-
-class History:
-    """Every QueueUnit status change in the namespace, in the order etcd committed them."""
-
-    def __init__(self, api_client: Any, namespace: str) -> None:
-        self.changes: list[tuple[str, str, str]] = []  # (unit, quota, phase)
-        self.admitted_seen = 0
-        self._api = k8s.CustomObjectsApi(api_client)
-        self._ns = namespace
-        self._stop = threading.Event()
-        self._last: dict[str, str] = {}
-        self.on_admitted: list[str] = []
-        self.lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        rv = ""
-        while not self._stop.is_set():
-            stream = watch.Watch().stream(
-                self._api.list_namespaced_custom_object, "scheduling.x-k8s.io", "v1alpha1",
-                self._ns, "queueunits", resource_version=rv or None, timeout_seconds=5,
-            )
-            for event in stream:
-                obj = event["object"]
-                rv = obj["metadata"]["resourceVersion"]
-                self._record(event["type"], obj)
-                if self._stop.is_set():
-                    break
-
-    def _record(self, event_type: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        quota = (obj["metadata"].get("labels") or {}).get(QUOTA_NAME_LABEL, "")
-        phase = "Deleted" if event_type == "DELETED" else str(
-            (obj.get("status") or {}).get("phase") or "")
-        with self.lock:
-            if self._last.get(name) == phase:
-                return
-            self._last[name] = phase
-            self.changes.append((name, quota, phase))
-            if phase in ADMITTED:
-                self.admitted_seen += 1
-                self.on_admitted.append(name)
-
-    def final(self) -> dict[str, str]:
-        with self.lock:
-            return dict(self._last)
-
-
-def complete(api: KubeApi, namespace: str, name: str) -> None:
-    """Mark a resumed Job finished, as its kubelet-run pods would (retried until resumed)."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    done = {"status": "True", "lastTransitionTime": now, "lastProbeTime": now,
-            "reason": "CompletionsReached", "message": "done"}
-    status = {"status": {"startTime": now, "completionTime": now, "succeeded": 1,
-                         "conditions": [{"type": "SuccessCriteriaMet", **done},
-                                        {"type": "Complete", **done}]}}
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        job = api.get(JOB, name, namespace)
-        if job is not None and job["spec"].get("suspend") is False:
-            try:
-                api.merge_patch(JOB, name, status, namespace, subresource="status")
-                return
-            except ApiError as exc:
-                if not (exc.retryable or exc.conflict):
-                    raise
-        time.sleep(0.3)
-    raise AssertionError(f"job {namespace}/{name} was never resumed")
 
 
 def test_the_standby_takes_over_and_nothing_is_admitted_twice(
@@ -205,36 +112,12 @@ def test_the_standby_takes_over_and_nothing_is_admitted_twice(
     assert lease_obj is not None and lease_obj["spec"]["leaseTransitions"] >= 1
 
     # replay the history: at no moment may a quota hold more than it allows
-    holding: dict[str, set[str]] = defaultdict(set)
-    admissions: dict[str, int] = defaultdict(int)
-    peak: dict[str, int] = defaultdict(int)
-    for unit, quota, phase in history.changes:
-        if phase in ADMITTED and unit not in holding[quota]:
-            holding[quota].add(unit)
-            admissions[unit] += 1
-            peak[quota] = max(peak[quota], len(holding[quota]))
-        elif phase in RELEASED or phase == "Deleted":
-            holding[quota].discard(unit)
+    admissions, peak = admitted_peaks(history.changes)
     assert len(admissions) == JOBS
     twice = {u: n for u, n in admissions.items() if n != 1}
     assert not twice, f"admitted more than once: {json.dumps(twice)[:500]}"
     assert max(peak.values()) <= CAPACITY, dict(peak)
     assert set(peak) == set(quotas)
-
-
-def admitted_peaks(changes: list[tuple[str, str, str]]) -> tuple[dict[str, int], dict[str, int]]:
-    """(admissions per unit, peak admitted units per quota) from a QueueUnit history."""
-    holding: dict[str, set[str]] = defaultdict(set)
-    admissions: dict[str, int] = defaultdict(int)
-    peak: dict[str, int] = defaultdict(int)
-    for unit, quota, phase in changes:
-        if phase in ADMITTED and unit not in holding[quota]:
-            holding[quota].add(unit)
-            admissions[unit] += 1
-            peak[quota] = max(peak[quota], len(holding[quota]))
-        elif phase in RELEASED or phase == "Deleted":
-            holding[quota].discard(unit)
-    return dict(admissions), dict(peak)
 
 
 def events_by(api: KubeApi, namespace: str, instance: str) -> dict[str, int]:
