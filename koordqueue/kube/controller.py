@@ -87,6 +87,8 @@ from koordqueue.kube.settings import ControllerSettings
 log = structlog.get_logger(__name__)
 WARNING = names.EVENT_WARNING
 NORMAL = names.EVENT_NORMAL
+STATUS_RETRY_SECONDS = 1.0
+"""After a Job-extension status write was refused past its retries, when to try again."""
 
 
 def _now() -> str:
@@ -400,7 +402,11 @@ class Controller:
         )
         suspended = bool((job.get("spec") or {}).get("suspend"))
         if action.phase is not None:
-            self._set_unit_phase(unit, action.phase, action.message)
+            if not self._set_unit_phase(unit, action.phase, action.message):
+                # refused past its retries: look again soon (the engine still has the old
+                # phase, as the API does), not at the next resync
+                self._job_timers[key] = now + STATUS_RETRY_SECONDS
+                return
             with self.lock:
                 if action.phase is Phase.BACKOFF:
                     self.engine.requeue(unit_uid, math.inf)  # gives its quota back
@@ -553,7 +559,9 @@ class Controller:
             if not exc.not_found:
                 raise
 
-    def _set_unit_phase(self, unit: QueueUnit, phase: Phase, message: str) -> None:
+    def _set_unit_phase(self, unit: QueueUnit, phase: Phase, message: str) -> bool:
+        """Write the phase, then record it in the engine; False (and nothing recorded) if the
+        API refused the write, so the quota stays held as long as the API says it is."""
         status: dict[str, Any] = {
             "phase": phase.value,
             "message": message,
@@ -562,9 +570,11 @@ class Controller:
         if phase not in ADMITTED_PHASES:  # finished or back in the queue: it holds nothing
             status["admissions"] = []
         patch = {"status": status}
-        self._patch_unit_status(unit, patch, retry=True)
+        if self._patch_unit_status(unit, patch, retry=True) is None:
+            return False
         with self.lock:
             self.engine.upsert_unit(replace(unit, phase=phase))
+        return True
 
     def _patch_unit_status(
         self, unit: QueueUnit, patch: dict[str, Any], *, retry: bool = False

@@ -1,0 +1,54 @@
+"""A Job-extension status write that fails past its retries is tried again soon, not at the
+next resync (issue 12, part 3: found by the 409 storm in tests/e2e/test_faults.py, where a
+finished Job's unit stayed Dequeued, holding its quota, for the 60 s until the resync)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
+from tests.unit.kube.memory_api import MemoryApi
+from tests.unit.kube.test_job_extension_controller import make, set_job_status, submit, unit
+
+
+class Storm(MemoryApi):
+    """Answers 409 to every QueueUnit status patch while `conflicts` is set."""
+
+    conflicts = False
+
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        if self.conflicts and kind == QUEUE_UNIT and subresource == "status":
+            raise ApiError(409, "Conflict", "storm", "PATCH", kind.path())
+        return super().merge_patch(kind, name, patch, namespace, subresource)
+
+
+def test_a_succeed_write_refused_past_its_retries_is_written_at_the_next_round() -> None:
+    api = Storm()
+    c, clock = make(api, cpu="1")
+    submit(c, api, "first")
+    submit(c, api, "second")  # waits: the quota holds one
+    assert unit(api, "first")["status"]["phase"] == "Dequeued"
+
+    api.conflicts = True
+    set_job_status(c, api, "first", succeeded=1,
+                   conditions=[{"type": "Complete", "status": "True"}])
+    assert unit(api, "first")["status"]["phase"] == "Dequeued"  # every attempt refused
+    uid = unit(api, "first")["metadata"]["uid"]
+    assert c.engine.is_admitted(uid), "the quota is held for as long as the API says Dequeued"
+
+    api.conflicts = False
+    clock.offset += 2.0
+    c.admission_round()  # the retry is due: no Job event, no resync
+    assert unit(api, "first")["status"]["phase"] == "Succeed"
+    assert not c.engine.is_admitted(uid)
+    c.admission_round()
+    assert unit(api, "second")["status"]["phase"] == "Dequeued"
+    c.close()
