@@ -88,7 +88,8 @@ log = structlog.get_logger(__name__)
 WARNING = names.EVENT_WARNING
 NORMAL = names.EVENT_NORMAL
 STATUS_RETRY_SECONDS = 1.0
-"""After a Job-extension status write was refused past its retries, when to try again."""
+"""After a Job-extension write (unit status, unit creation) was refused past its retries,
+when to try again (instead of waiting for the next resync)."""
 
 
 def _now() -> str:
@@ -456,7 +457,8 @@ class Controller:
             self._reconcile_job(job, str(uid))
 
     def fire_job_timers(self) -> None:
-        """Look again at Jobs whose running timeout or back-off may have expired."""
+        """Look again at Jobs whose running timeout or back-off may have expired, or whose
+        last write was refused."""
         now = self.clock()
         due = [key for key, at in list(self._job_timers.items()) if at <= now]
         for key in due:
@@ -467,6 +469,8 @@ class Controller:
                 unit_uid = self._unit_by_key.get(key)
             if job is not None and unit_uid:
                 self._reconcile_job(job, unit_uid)
+            elif job is not None:  # its unit could not be created: try again
+                self._maybe_create_unit(job, key)
 
     def _maybe_create_unit(self, job: dict[str, Any], key: str) -> None:
         if not self.settings.manage_jobs or not is_managed(job) or key in self._creating:
@@ -492,6 +496,7 @@ class Controller:
             )
             if marked is None:
                 self._creating.pop(key, None)
+                self._job_timers[key] = self.clock() + STATUS_RETRY_SECONDS
                 return
             body["metadata"]["annotations"] = dict(_meta(marked).get("annotations") or {})
         try:
@@ -502,6 +507,7 @@ class Controller:
             if exc.status == 409:  # AlreadyExists: a previous run made it; its event will come
                 return
             self._creating.pop(key, None)
+            self._job_timers[key] = self.clock() + STATUS_RETRY_SECONDS  # not at the resync
             metrics.API_ERRORS.labels("create unit").inc()
             log.warning("could not create QueueUnit", job=key, error=str(exc))
             return

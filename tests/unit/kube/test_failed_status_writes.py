@@ -52,3 +52,31 @@ def test_a_succeed_write_refused_past_its_retries_is_written_at_the_next_round()
     c.admission_round()
     assert unit(api, "second")["status"]["phase"] == "Dequeued"
     c.close()
+
+
+class Throttled(MemoryApi):
+    """Answers 429 to every QueueUnit create while `throttled` is set."""
+
+    throttled = False
+
+    def create(
+        self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        if self.throttled and kind == QUEUE_UNIT:
+            raise ApiError(429, "TooManyRequests", "slow down", "POST", kind.path())
+        return super().create(kind, body, namespace)
+
+
+def test_a_unit_create_refused_past_its_retries_is_tried_again_at_the_next_round() -> None:
+    """Found by the 429/500 fault e2e: the Job waited for the 60 s resync to get its unit."""
+    api = Throttled()
+    c, clock = make(api, cpu="1")
+    api.throttled = True
+    submit(c, api, "j")
+    assert api.get(QUEUE_UNIT, "j", "ns") is None
+    api.throttled = False
+    clock.offset += 2.0
+    c.admission_round()  # the retry is due: no Job event, no resync
+    c.admission_round()
+    assert unit(api, "j")["status"]["phase"] == "Dequeued"
+    c.close()
