@@ -24,7 +24,7 @@ import structlog
 
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.scheduler import ClusterSnapshot
-from koordqueue.scheduler.api import JobInfo, NodeInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opted_in
 
 log = structlog.get_logger(__name__)
@@ -56,12 +56,15 @@ class Built:
 
     snapshot: ClusterSnapshot
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Task uid -> pod object (only our scheduler's pods)."""
+    """Task uid -> pod object (only our scheduler's pods); from `SchedulerCache.build` it is
+    the cache's own index, valid until the next build (copy it to keep it)."""
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Job uid -> PodGroup object (standalone pods have none)."""
     view: GateView = field(default_factory=GateView)
     gate_without_opt_in: list[str] = field(default_factory=list)
     """Pod keys with our gate but no opt-in annotation (to warn about)."""
+    generation: int = 0
+    """The cache's generation this snapshot reflects."""
 
 
 P = TypeVar("P")
@@ -97,8 +100,53 @@ def _reuse(
     return make()
 
 
+class _Derived:
+    """The converted state a snapshot is made of, updated in place key by key.
+
+    Why: converting and grouping every pod at every session made a session's cost grow with
+    every pod in the cluster, bound ones included; now only what changed is redone.
+    """
+
+    __slots__ = (
+        "candidates", "groups", "job_pods", "jobs", "no_opt_in", "nodes", "pods", "queues",
+        "reserved",
+    )
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self.jobs: dict[str, JobInfo] = {}
+        """Job key ("pod:<uid>" for a standalone pod, "<ns>/<name>" of a PodGroup) -> job."""
+        self.job_pods: dict[str, list[str]] = {}
+        """Job key -> uids of the pods it put into `pods` (to take them out again)."""
+        self.queues: dict[str, QueueInfo] = {}
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.candidates: set[str] = set()
+        self.reserved: set[str] = set()
+        self.no_opt_in: dict[str, str] = {}
+
+
+def _job_key(key: str, pod: Mapping[str, Any]) -> str:
+    """The derived job a pod (stored under `key`) feeds."""
+    group = convert.group_name(pod)
+    if group is None:
+        return STANDALONE_KEY + key
+    return f"{convert.meta(pod).get('namespace', 'default')}/{group}"
+
+
+STANDALONE_KEY = "pod:"
+
+
 class SchedulerCache:
-    """Thread-safe object store fed by watch events and relists."""
+    """Thread-safe object store fed by watch events and relists.
+
+    Besides the raw objects it keeps their conversions (nodes with other schedulers' pods,
+    jobs with their tasks, queues) and the keys that changed since the last `build`, with a
+    generation number that every change moves; `build` redoes only those keys (as
+    kube-scheduler's cache `UpdateSnapshot` does) and hands out the same Built when nothing
+    moved. A snapshot's objects are shared with the cache: a session never writes them (it
+    works on its own copies), and they are replaced, not mutated, when their object changes.
+    """
 
     def __init__(
         self, scheduler_name: str = names.DEFAULT_SCHEDULER_NAME,
@@ -110,9 +158,18 @@ class SchedulerCache:
         self._objs: dict[CachedKind, dict[str, dict[str, Any]]] = {k: {} for k in CachedKind}
         self._assumed: dict[str, tuple[str, float]] = {}
         self._converted: dict[str, tuple[str, TaskInfo]] = {}
-        self._nodes: dict[str, tuple[str, NodeInfo]] = {}
-        """uid -> (resourceVersion, converted task): parsing requests dominates a build, and
-        most pods do not change between sessions."""
+        """uid -> (resourceVersion, converted task): parsing requests dominates a conversion."""
+        self._foreign: dict[str, dict[str, None]] = {}
+        """Node name -> uids of other schedulers' pods on it."""
+        self._members: dict[str, dict[str, None]] = {}
+        """PodGroup key -> uids of our pods that name it."""
+        self._dirty: dict[CachedKind, set[str]] = {k: set() for k in CachedKind}
+        self.generation = 0
+        """Moves with every change a snapshot could see."""
+        self._built_generation = -1
+        self._built: Built | None = None
+        self._built_gates = False
+        self._derived = _Derived()
         self.work = threading.Event()
         """Set when something may be placeable that was not; the session loop clears it."""
 
@@ -135,19 +192,67 @@ class SchedulerCache:
         phase = (obj.get("status") or {}).get("phase")
         return bool(spec.get("nodeName")) and phase not in ("Succeeded", "Failed")
 
+    def _ours(self, pod: Mapping[str, Any]) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
+
+    def _index(self, key: str, pod: Mapping[str, Any] | None, sign: int) -> None:
+        """Add (sign 1) or drop (-1) a pod in the node/group indexes and mark what it feeds
+        as changed. Called under the lock."""
+        if pod is None:
+            return
+        if self._ours(pod):
+            group = convert.group_name(pod)
+            if group is not None:
+                gkey = f"{convert.meta(pod).get('namespace', 'default')}/{group}"
+                members = self._members.setdefault(gkey, {})
+                if sign > 0:
+                    members[key] = None
+                else:
+                    members.pop(key, None)
+                    if not members:
+                        del self._members[gkey]
+            self._dirty[CachedKind.POD].add(_job_key(key, pod))
+        else:
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            on = self._foreign.setdefault(node, {})
+            if sign > 0:
+                on[key] = None
+            else:
+                on.pop(key, None)
+                if not on:
+                    del self._foreign[node]
+            self._dirty[CachedKind.NODE].add(node)
+
+    def _store(self, kind: CachedKind, key: str, obj: dict[str, Any] | None) -> None:
+        """Replace (or drop, None) one object and mark what it feeds. Under the lock."""
+        store = self._objs[kind]
+        old = store.pop(key, None) if obj is None else store.get(key)
+        if obj is not None:
+            store[key] = obj
+        self.generation += 1
+        if kind is CachedKind.POD:
+            self._index(key, old, -1)
+            self._index(key, obj, 1)
+            if obj is None:
+                self._converted.pop(key, None)
+        else:
+            self._dirty[kind].add(key)
+
     def on_event(self, kind: CachedKind, event_type: str | None, obj: Mapping[str, Any]) -> None:
         """Fold one watch event (ADDED/MODIFIED/DELETED, or None for a listing) in."""
         key = self._key(kind, obj)
         with self._lock:
             store = self._objs[kind]
+            old = store.get(key)
             if event_type == "DELETED" or not self._relevant(kind, obj):
-                old = store.pop(key, None)
                 new = None
+                if old is not None:
+                    self._store(kind, key, None)
                 if kind is CachedKind.POD:
                     self._assumed.pop(key, None)
             else:
-                old = store.get(key)
-                new = store[key] = dict(obj)
+                new = dict(obj)
+                self._store(kind, key, new)
                 if kind is CachedKind.POD and (obj.get("spec") or {}).get("nodeName"):
                     self._assumed.pop(key, None)
         if self._is_work(kind, old, new):
@@ -171,25 +276,44 @@ class SchedulerCache:
         )
 
     def replace(self, kind: CachedKind, objs: Iterable[Mapping[str, Any]]) -> None:
-        """A full listing of `kind` replaces what the cache had."""
+        """A full listing of `kind` replaces what the cache had (only the differences are
+        marked as changed)."""
         fresh = {self._key(kind, o): dict(o) for o in objs if self._relevant(kind, o)}
         with self._lock:
-            self._objs[kind] = fresh
+            store = self._objs[kind]
+            for key in [k for k in store if k not in fresh]:
+                self._store(kind, key, None)
+            for key, obj in fresh.items():
+                if store.get(key) != obj:
+                    self._store(kind, key, obj)
+            self._objs[kind] = {k: store[k] for k in fresh}  # the listing's order
             if kind is CachedKind.POD:
                 for uid in list(self._assumed):
                     pod = fresh.get(uid)
                     if pod is None or (pod.get("spec") or {}).get("nodeName"):
-                        self._assumed.pop(uid, None)
+                        self._drop_assumed(uid)
+
+    def _drop_assumed(self, uid: str) -> None:
+        """Under the lock: forget an assumption and mark its job changed."""
+        if self._assumed.pop(uid, None) is not None:
+            self.generation += 1
+            pod = self._objs[CachedKind.POD].get(uid)
+            if pod is not None and self._ours(pod):
+                self._dirty[CachedKind.POD].add(_job_key(uid, pod))
 
     def assume(self, uid: str, node: str) -> None:
         """A bind was sent: treat the pod as Binding on `node` until the update arrives."""
         with self._lock:
             self._assumed[uid] = (node, self._clock() + ASSUME_TTL)
+            self.generation += 1
+            pod = self._objs[CachedKind.POD].get(uid)
+            if pod is not None and self._ours(pod):
+                self._dirty[CachedKind.POD].add(_job_key(uid, pod))
 
     def forget(self, uid: str) -> None:
         """A bind failed: the pod is pending again."""
         with self._lock:
-            self._assumed.pop(uid, None)
+            self._drop_assumed(uid)
         self.work.set()
 
     def get(self, kind: CachedKind, key: str) -> dict[str, Any] | None:
@@ -202,85 +326,197 @@ class SchedulerCache:
 
     # --- snapshot --------------------------------------------------------------------------
     def build(self, *, gates_enabled: bool = False) -> Built:
-        """A ClusterSnapshot of ready nodes, queues and our pods grouped into jobs."""
+        """A ClusterSnapshot of ready nodes, queues and our pods grouped into jobs, updated
+        from the last one for the keys that changed since."""
         with self._lock:
-            pods = list(self._objs[CachedKind.POD].values())
-            nodes_raw = list(self._objs[CachedKind.NODE].values())
-            groups_raw = list(self._objs[CachedKind.POD_GROUP].values())
-            queues_raw = list(self._objs[CachedKind.QUEUE].values())
             now = self._clock()
-            for uid, (_node, expiry) in list(self._assumed.items()):
-                if expiry < now:
-                    del self._assumed[uid]
-            assumed = dict(self._assumed)
+            for uid in [u for u, (_n, expiry) in self._assumed.items() if expiry < now]:
+                self._drop_assumed(uid)
+            if (
+                self._built is not None and self._built_generation == self.generation
+                and self._built_gates == gates_enabled
+            ):
+                return self._built
+            self._refresh()
+            d = self._derived
+            built = Built(
+                ClusterSnapshot(
+                    nodes=list(d.nodes.values()), jobs=list(d.jobs.values()),
+                    queues=list(d.queues.values()),
+                ),
+                pods=d.pods,
+                groups=dict(d.groups),
+                generation=self.generation,
+            )
+            if gates_enabled:
+                built.view = GateView(frozenset(d.candidates), frozenset(d.reserved))
+                built.gate_without_opt_in = sorted(d.no_opt_in.values())
+            self._built, self._built_generation = built, self.generation
+            self._built_gates = gates_enabled
+            return built
 
-        nodes: dict[str, NodeInfo] = {}
-        node_protos: dict[str, tuple[str, NodeInfo]] = {}
-        for raw in nodes_raw:
-            if convert.node_ready(raw):
-                m = convert.meta(raw)
-                name, version = str(m.get("name", "")), str(m.get("resourceVersion", ""))
-                proto = _reuse(self._nodes, name, version, partial(convert.node_info, raw))
-                node_protos[name] = (version, proto)
-                nodes[name] = proto.clone()
-        self._nodes = node_protos
-        jobs: dict[str, JobInfo] = {}
-        groups: dict[str, dict[str, Any]] = {}
-        by_key: dict[str, JobInfo] = {}
-        for raw in groups_raw:
-            job = convert.job_info(raw)
-            jobs[job.uid] = job
-            groups[job.uid] = raw
-            by_key[f"{job.namespace}/{job.name}"] = job
-        built = Built(ClusterSnapshot(), groups=groups)
-        converted: dict[str, tuple[str, TaskInfo]] = {}
-        candidates: set[str] = set()
-        reserved: set[str] = set()
-        for pod in pods:
-            ours = (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
-            task = self._task(pod, converted)
-            if not ours:
-                host = nodes.get(task.node_name or "")
-                if host is not None and task.uid not in host.tasks:
-                    task.status = TaskStatus.RUNNING
-                    host.add_task(task)
-                continue
-            if task.status is TaskStatus.PENDING and task.uid in assumed:
-                task.status = TaskStatus.BINDING
-                task.node_name = assumed[task.uid][0]
-            group = convert.group_name(pod)
-            if group is None:
-                job = convert.standalone_job(pod, task)
-                jobs[job.uid] = job
+    def rebuild(self, *, gates_enabled: bool = False) -> Built:
+        """A snapshot converted from scratch from the stored objects (the reference the
+        incremental `build` must equal; tests)."""
+        with self._lock:
+            objs = {k: list(v.values()) for k, v in self._objs.items()}
+            assumed = {u: n for u, (n, _e) in self._assumed.items()}
+        return full_build(objs, assumed, self.scheduler_name, gates_enabled=gates_enabled)
+
+    def _refresh(self) -> None:
+        """Under the lock: redo the conversions of every key marked since the last build."""
+        d = self._derived
+        dirty = self._dirty
+        for name in dirty[CachedKind.QUEUE]:
+            raw = self._objs[CachedKind.QUEUE].get(name)
+            if raw is None:
+                d.queues.pop(name, None)
             else:
-                found = by_key.get(f"{task.namespace}/{group}")
-                if found is None:
-                    continue  # its PodGroup is not there (yet): nothing to schedule it in
-                job = found
+                d.queues[name] = convert.queue_info(raw)
+        for name in dirty[CachedKind.NODE]:
+            self._refresh_node(name)
+        # a PodGroup change is a change of its job
+        job_keys = dirty[CachedKind.POD] | dirty[CachedKind.POD_GROUP]
+        for key in job_keys:
+            self._drop_job(key)
+        for key in job_keys:
+            self._make_job(key)
+        for kind in CachedKind:
+            dirty[kind] = set()
+
+    def _refresh_node(self, name: str) -> None:
+        d = self._derived
+        raw = self._objs[CachedKind.NODE].get(name)
+        if raw is None or not convert.node_ready(raw):
+            d.nodes.pop(name, None)
+            return
+        node = convert.node_info(raw)
+        pods = self._objs[CachedKind.POD]
+        for uid in self._foreign.get(name, ()):
+            task = self._task(pods[uid])
+            task.status = TaskStatus.RUNNING
+            node.add_task(task)
+        d.nodes[name] = node
+
+    def _drop_job(self, key: str) -> None:
+        d = self._derived
+        d.jobs.pop(key, None)
+        d.groups.pop(key, None)
+        for uid in d.job_pods.pop(key, ()):
+            d.pods.pop(uid, None)
+            d.candidates.discard(uid)
+            d.reserved.discard(uid)
+            d.no_opt_in.pop(uid, None)
+
+    def _make_job(self, key: str) -> None:
+        d = self._derived
+        pods = self._objs[CachedKind.POD]
+        if key.startswith(STANDALONE_KEY):
+            uid = key[len(STANDALONE_KEY):]
+            pod = pods.get(uid)
+            if pod is None or not self._ours(pod) or convert.group_name(pod) is not None:
+                return
+            task = self._placed(pod)
+            job = convert.standalone_job(pod, task)
+            members = [(pod, task)]
+        else:
+            group = self._objs[CachedKind.POD_GROUP].get(key)
+            if group is None:
+                return  # its pods wait for it: nothing to schedule them in
+            job = convert.job_info(group)
+            d.groups[key] = group
+            members = [(pods[u], self._placed(pods[u])) for u in self._members.get(key, ())]
+        uids: list[str] = []
+        for pod, task in members:
             job.add_task(task)
-            built.pods[task.uid] = pod
-            if gates_enabled and task.status is TaskStatus.PENDING:
+            d.pods[task.uid] = pod
+            uids.append(task.uid)
+            if task.status is TaskStatus.PENDING:
                 state = classify_gates(gate_names(pod))
                 opt = opted_in(convert.meta(pod).get("annotations"))
                 if state in (GateState.OURS_ONLY, GateState.OURS_AND_OTHERS) and not opt:
-                    built.gate_without_opt_in.append(convert.pod_key(pod))
+                    d.no_opt_in[task.uid] = convert.pod_key(pod)
                 elif state is GateState.OURS_ONLY:
-                    candidates.add(task.uid)
+                    d.candidates.add(task.uid)
                 elif state is GateState.NONE and opt:
-                    reserved.add(task.uid)
-        built.snapshot = ClusterSnapshot(
-            nodes=list(nodes.values()),
-            jobs=list(jobs.values()),
-            queues=[convert.queue_info(q) for q in queues_raw],
-        )
-        built.view = GateView(frozenset(candidates), frozenset(reserved))
-        self._converted = converted
-        return built
+                    d.reserved.add(task.uid)
+        d.jobs[key] = job
+        d.job_pods[key] = uids
 
-    def _task(self, pod: Mapping[str, Any], converted: dict[str, tuple[str, TaskInfo]]) -> TaskInfo:
+    def _placed(self, pod: Mapping[str, Any]) -> TaskInfo:
+        """The pod's task, Binding on its node while a bind we sent is assumed."""
+        task = self._task(pod)
+        assumed = self._assumed.get(task.uid)
+        if task.status is TaskStatus.PENDING and assumed is not None:
+            task.status = TaskStatus.BINDING
+            task.node_name = assumed[0]
+        return task
+
+    def _task(self, pod: Mapping[str, Any]) -> TaskInfo:
         """A fresh TaskInfo for the pod, converted again only when its resourceVersion moved."""
         m = convert.meta(pod)
         uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
         proto = _reuse(self._converted, uid, version, partial(convert.task_info, pod))
-        converted[uid] = (version, proto)
+        self._converted[uid] = (version, proto)
         return proto.clone()
+
+
+def full_build(
+    objs: Mapping[CachedKind, list[dict[str, Any]]], assumed: Mapping[str, str],
+    scheduler_name: str, *, gates_enabled: bool = False,
+) -> Built:
+    """A snapshot converted from scratch: every node, job and queue from the raw objects."""
+    nodes: dict[str, NodeInfo] = {}
+    for raw in objs[CachedKind.NODE]:
+        if convert.node_ready(raw):
+            info = convert.node_info(raw)
+            nodes[info.name] = info
+    jobs: dict[str, JobInfo] = {}
+    groups: dict[str, dict[str, Any]] = {}
+    by_key: dict[str, JobInfo] = {}
+    for raw in objs[CachedKind.POD_GROUP]:
+        job = convert.job_info(raw)
+        key = f"{job.namespace}/{job.name}"
+        jobs[key] = by_key[key] = job
+        groups[key] = raw
+    built = Built(ClusterSnapshot(), groups=groups)
+    candidates: set[str] = set()
+    reserved: set[str] = set()
+    for pod in objs[CachedKind.POD]:
+        task = convert.task_info(pod)
+        if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
+            host = nodes.get(task.node_name or "")
+            if host is not None and task.uid not in host.tasks:
+                task.status = TaskStatus.RUNNING
+                host.add_task(task)
+            continue
+        if task.status is TaskStatus.PENDING and task.uid in assumed:
+            task.status = TaskStatus.BINDING
+            task.node_name = assumed[task.uid]
+        group = convert.group_name(pod)
+        if group is None:
+            job = convert.standalone_job(pod, task)
+            jobs[STANDALONE_KEY + task.uid] = job
+        else:
+            found = by_key.get(f"{task.namespace}/{group}")
+            if found is None:
+                continue
+            job = found
+        job.add_task(task)
+        built.pods[task.uid] = pod
+        if gates_enabled and task.status is TaskStatus.PENDING:
+            state = classify_gates(gate_names(pod))
+            opt = opted_in(convert.meta(pod).get("annotations"))
+            if state in (GateState.OURS_ONLY, GateState.OURS_AND_OTHERS) and not opt:
+                built.gate_without_opt_in.append(convert.pod_key(pod))
+            elif state is GateState.OURS_ONLY:
+                candidates.add(task.uid)
+            elif state is GateState.NONE and opt:
+                reserved.add(task.uid)
+    built.gate_without_opt_in.sort()
+    built.snapshot = ClusterSnapshot(
+        nodes=list(nodes.values()), jobs=list(jobs.values()),
+        queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]],
+    )
+    built.view = GateView(frozenset(candidates), frozenset(reserved))
+    return built
