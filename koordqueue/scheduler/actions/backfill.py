@@ -19,10 +19,9 @@ class BackfillAction(Action):
         for job in list(session.jobs.values()):
             if enqueue_configured and job.is_pending():
                 continue
-            if session.job_valid(job) is not None:
-                continue
+            # the (pure) validity check only for jobs with best-effort work: most have none
             tasks = [t for t in job.pending_tasks() if t.best_effort and not t.scheduling_gated]
-            if not tasks:
+            if not tasks or session.job_valid(job) is not None:
                 continue
             statement = Statement(session)
             for task in tasks:

@@ -117,7 +117,12 @@ class JobInfo:
     def count(self, *statuses: TaskStatus) -> int:
         """Number of tasks in any of `statuses`."""
         index = self.task_status_index
-        return sum(len(index.get(s, ())) for s in statuses)
+        total = 0
+        for status in statuses:  # a loop, not sum(genexpr): asked for every job, every session
+            bucket = index.get(status)
+            if bucket:
+                total += len(bucket)
+        return total
 
     def ready_task_num(self) -> int:
         """Bound + Binding + Running + Allocated + Succeeded (kept as a counter: gang asks
@@ -173,6 +178,11 @@ class JobInfo:
         """The PodGroup has not been enqueued yet."""
         return self.phase is PodGroupPhase.PENDING
 
+    def allocated_amounts(self) -> dict[str, int]:
+        """The live allocated amounts; read-only by convention (per-queue sums at session
+        open read them without building a Resources per job)."""
+        return self._allocated
+
     @property
     def allocated(self) -> Resources:
         """Sum of the requests of tasks in allocated statuses."""
@@ -206,8 +216,15 @@ class JobInfo:
             creation=self.creation,
             preemptable=self.preemptable,
         )
+        # copy the counters instead of re-accounting every task: a session clones every job
+        index = job.task_status_index
         for task in self.tasks.values():
-            job.add_task(task.clone())
+            copy = task.clone()
+            copy.job = self.uid
+            job.tasks[copy.uid] = copy
+            index.setdefault(copy.status, {})[copy.uid] = copy
+        job._allocated = dict(self._allocated)
+        job._ready = self._ready
         return job
 
     def __repr__(self) -> str:

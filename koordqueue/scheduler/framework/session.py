@@ -633,9 +633,7 @@ class Session:
 
     # --- results -----------------------------------------------------------------------------
     def _phase(self, job: JobInfo) -> PodGroupPhase:
-        if job.tasks and all(
-            t.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED) for t in job.tasks.values()
-        ):
+        if job.tasks and job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED) == len(job.tasks):
             return PodGroupPhase.COMPLETED
         unschedulable = job.uid in self.job_conditions
         if unschedulable and job.count(TaskStatus.RUNNING):

@@ -24,11 +24,16 @@ class OvercommitPlugin(Plugin):
             factor = names.OVERCOMMIT_FACTOR_DEFAULT
         used = sum_resources(n.used for n in session.node_list)
         idle = scale(session.total_resource, factor) - used
-        inqueue: list[Resources] = [
-            (job.min_request() - job.allocated).clamp_nonnegative()
-            for job in session.jobs.values()
-            if job.phase is PodGroupPhase.INQUEUE
-        ]
+        inqueue: list[Resources] = []
+        zero_dims: dict[str, int] = {}
+        for job in session.jobs.values():
+            if job.phase is not PodGroupPhase.INQUEUE:
+                continue
+            if job.min_resources is None:  # contributes 0 on each dimension it holds
+                zero_dims.update(dict.fromkeys(job.allocated_amounts(), 0))
+            else:
+                inqueue.append((job.min_request() - job.allocated).clamp_nonnegative())
+        inqueue.append(Resources(zero_dims))
         state = {"inqueue": sum_resources(inqueue)}
 
         def enqueueable(job: JobInfo) -> Vote:

@@ -19,7 +19,6 @@ from koordqueue.scheduler.api.resource import (
     subtract,
     sum_resources,
 )
-from koordqueue.scheduler.api.task_info import ALLOCATED_STATUSES
 from koordqueue.scheduler.framework.interface import Plugin, Vote
 from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.plugins.queue_accounting import elastic, flat_capability, inqueue
@@ -94,6 +93,9 @@ class ProportionPlugin(Plugin):
         total = session.total_resource
         total_guarantee = sum_resources(q.guarantee for q in session.queues.values())
         attrs: dict[str, QueueAttr] = {}
+        allocated_acc: dict[str, dict[str, int]] = {}
+        request_acc: dict[str, dict[str, int]] = {}
+        elastic_acc: dict[str, dict[str, int]] = {}
         for job in session.jobs.values():
             queue = session.queues[job.queue]
             attr = attrs.get(queue.name)
@@ -105,19 +107,28 @@ class ProportionPlugin(Plugin):
                 attr = attrs[queue.name] = QueueAttr(
                     queue.name, queue.weight, real, queue.guarantee
                 )
-            requested: list[Resources] = [attr.request]
-            allocated: list[Resources] = [attr.allocated]
-            for status, tasks in job.task_status_index.items():
-                if status in ALLOCATED_STATUSES:
-                    for t in tasks.values():
-                        allocated.append(t.resreq)
-                        requested.append(t.resreq)
-                elif status is TaskStatus.PENDING:
-                    requested.extend(t.resreq for t in tasks.values())
-            attr.request = sum_resources(requested)
-            attr.allocated = sum_resources(allocated)
-            attr.inqueue = attr.inqueue + inqueue(job)
-            attr.elastic = attr.elastic + elastic(job)
+            # one accumulator per queue: the job keeps its allocated sum, only its pending
+            # tasks are added one by one
+            acc_allocated = allocated_acc.setdefault(queue.name, {})
+            acc_request = request_acc.setdefault(queue.name, {})
+            for name, amount in job.allocated_amounts().items():
+                acc_allocated[name] = acc_allocated.get(name, 0) + amount
+                acc_request[name] = acc_request.get(name, 0) + amount
+            for t in job.task_status_index.get(TaskStatus.PENDING, {}).values():
+                for name, amount in t.resreq.items():
+                    acc_request[name] = acc_request.get(name, 0) + amount
+            if job.min_resources is not None:
+                attr.inqueue = attr.inqueue + inqueue(job)
+                attr.elastic = attr.elastic + elastic(job)
+            else:  # no minResources: nothing reserved, all of the allocation is elastic
+                acc_elastic = elastic_acc.setdefault(queue.name, {})
+                for name, amount in job.allocated_amounts().items():
+                    acc_elastic[name] = acc_elastic.get(name, 0) + max(amount, 0)
+        for name, attr in attrs.items():
+            attr.request = Resources(request_acc.get(name, {}))
+            attr.allocated = Resources(allocated_acc.get(name, {}))
+            if name in elastic_acc:
+                attr.elastic = attr.elastic + Resources(elastic_acc[name])
         water_fill(list(attrs.values()), total)
         self.attrs = attrs
 
