@@ -178,15 +178,27 @@ class NodeInfo:
         self.add_task(task)
 
     def clone(self) -> NodeInfo:
-        """An empty copy of the node (tasks are re-added by the session from cloned jobs)."""
-        return NodeInfo(
-            self.name,
-            self.allocatable,
-            labels=self.labels,
-            taints=self.taints,
-            unschedulable=self.unschedulable,
-            ready=self.ready,
-        )
+        """An empty copy of the node (tasks are re-added by the session from cloned jobs).
+
+        Slots are set directly (labels and taints shared, never written by a session): a
+        session clones every node, and the constructor's copies were most of that cost.
+        """
+        node = NodeInfo.__new__(NodeInfo)
+        node.name = self.name
+        node.allocatable = self.allocatable
+        node.labels = self.labels
+        node.taints = self.taints
+        node.unschedulable = self.unschedulable
+        node.ready = self.ready
+        node.index = -1
+        node.tasks = {}
+        node.ports = {}
+        node._accounted = {}
+        node._idle = self.allocatable.as_dict()
+        node._used = {}
+        node._releasing = {}
+        node._pipelined = {}
+        return node
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name}, idle={self.idle})"
