@@ -772,10 +772,13 @@ class Controller:
                         break
                     self._units[unit.uid] = fresh
                     continue
-                if not exc.not_found:
-                    metrics.API_ERRORS.labels("admit").inc()
-                    log.warning("admission not persisted", unit=unit.key, error=str(exc))
-                break
+                landed = self._admission_landed(unit, now) if exc.retryable else None
+                if landed is None:
+                    if not exc.not_found:
+                        metrics.API_ERRORS.labels("admit").inc()
+                        log.warning("admission not persisted", unit=unit.key, error=str(exc))
+                    break
+                updated = landed  # the answer was lost, not the write
             with self.lock:
                 self._units[unit.uid] = updated
                 self._reported[unit.uid] = effect.message
@@ -787,6 +790,19 @@ class Controller:
         with self.lock:
             self.engine.rollback(unit.uid)
         return None
+
+    def _admission_landed(self, unit: QueueUnit, admitted_at: str) -> dict[str, Any] | None:
+        """After a write whose outcome is unknown (connection lost, timeout, 5xx): the unit
+        if our admission is what the API holds now, else None. Rolling back an admission
+        that did land would leave the Job suspended and its quota counted twice."""
+        fresh = self._safely(
+            "get unit", lambda: self.api.get(QUEUE_UNIT, unit.name, unit.namespace)
+        )
+        if fresh is None or _meta(fresh).get("uid") != unit.uid:
+            return None
+        status = fresh.get("status") or {}
+        ours = status.get("admissionTime") == admitted_at
+        return dict(fresh) if ours and status.get("phase") == Phase.DEQUEUED.value else None
 
     def _resume_consumer(self, unit_obj: Mapping[str, Any]) -> None:
         ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}

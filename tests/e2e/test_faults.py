@@ -154,3 +154,56 @@ def test_etcd_restarted_mid_burst_loses_nothing_and_admits_nothing_twice(
     assert restarted, "etcd was not restarted"
     assert history.relists == 0
     assert_exactly_once(history, quotas)
+
+
+def test_a_watch_that_never_ends_nor_delivers_is_given_up_and_resumed_without_loss(
+    control_plane: ControlPlane, kubectl: Any, tmp_path: Path
+) -> None:
+    """The first watch is answered (headers) and then stalls for good: no event, no end, the
+    connection open, as behind a middlebox that lost the server's side. The informer gives it
+    up after its read timeout (the server-side `watch_timeout` + 30 s) and resumes from the
+    listing's resourceVersion: every change made meanwhile arrives, with no second list.
+    (The watch the server ends every second is tests/e2e/test_informer.py.)"""
+    import threading
+
+    from koordqueue.kube.api import Kind, load_api_client
+    from koordqueue.kube.informer import Informer
+
+    config_map = Kind("", "v1", "configmaps", "ConfigMap")
+    ns = kq.namespace(kubectl, kq.unique("stall"))
+    seen: set[str] = set()
+    lists: list[str] = []
+    lock = threading.Lock()
+
+    def handler(event_type: str | None, obj: dict[str, Any]) -> None:
+        if obj["metadata"].get("namespace") == ns:
+            with lock:
+                seen.add(obj["metadata"]["name"])
+
+    class Counting(Informer):
+        def _list(self) -> str:
+            version = super()._list()
+            lists.append(version)
+            return version
+
+    rules = [Rule("stall", methods=frozenset({"GET"}), path=r"/configmaps\?.*watch=1")]
+    with FaultProxy(control_plane, rules, faults_for=5.0) as proxy:
+        api = KubeApi(load_api_client(str(proxy.write_kubeconfig(tmp_path / "kubeconfig"))))
+        informer = Counting(api, config_map, handler, workers=2, watch_timeout=1)
+        informer.start()
+        try:
+            assert informer.synced.wait(30)
+            kq.wait_for(lambda: proxy.fired["stall"] == 1, what="the first watch stalled")
+            started = time.monotonic()
+            for i in range(5):
+                kubectl("create", "configmap", f"cm{i}", "-n", ns, f"--from-literal=v={i}")
+            time.sleep(2)
+            assert not seen, "nothing can arrive through the stalled watch"
+            kq.wait_for(lambda: len(seen) == 5, timeout=50, what="every ConfigMap, late",
+                        state=lambda: sorted(seen))
+            waited = time.monotonic() - started
+        finally:
+            informer.stop()
+    assert lists and len(lists) == 1, "a given-up watch resumes from its version, no re-list"
+    assert proxy.fired["stall"] == 1
+    assert 25 < waited < 45, waited  # the read timeout (1 + 30 s), not sooner, not never

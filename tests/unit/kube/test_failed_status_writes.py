@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
+from koordqueue.kube.api import JOB, QUEUE_UNIT, ApiError, Kind
 from tests.unit.kube.memory_api import MemoryApi
 from tests.unit.kube.test_job_extension_controller import make, set_job_status, submit, unit
 
@@ -79,4 +79,38 @@ def test_a_unit_create_refused_past_its_retries_is_tried_again_at_the_next_round
     c.admission_round()  # the retry is due: no Job event, no resync
     c.admission_round()
     assert unit(api, "j")["status"]["phase"] == "Dequeued"
+    c.close()
+
+
+class LostReply(MemoryApi):
+    """Applies the next QueueUnit status patch, then loses the answer (connection dropped)."""
+
+    lose_next = False
+
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        result = super().merge_patch(kind, name, patch, namespace, subresource)
+        if self.lose_next and kind == QUEUE_UNIT and subresource == "status":
+            self.lose_next = False
+            raise ApiError(0, "ProtocolError", "connection aborted", "PATCH", kind.path())
+        return result
+
+
+def test_an_admission_whose_answer_was_lost_but_which_landed_is_kept_and_resumes_the_job() -> None:
+    """Found by the dropped-connections fault e2e: the controller rolled back an admission the
+    API had stored, so the Job stayed suspended until the 60 s resync."""
+    api = LostReply()
+    c, _ = make(api, cpu="1")
+    api.lose_next = True
+    submit(c, api, "j")  # the fast path admits it; its write lands, the answer is lost
+    assert unit(api, "j")["status"]["phase"] == "Dequeued"
+    assert c.engine.is_admitted(unit(api, "j")["metadata"]["uid"])
+    job = api.get(JOB, "j", "ns")
+    assert job is not None and job["spec"]["suspend"] is False
     c.close()
