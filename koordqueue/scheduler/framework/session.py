@@ -95,13 +95,19 @@ class Session:
         self.warnings: list[str] = []
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
         self.jobs: dict[str, JobInfo] = {}
+        self._shared: set[str] = set()
+        """Jobs still the snapshot's own objects (copy-on-write: see `_private`)."""
         for original in sorted(snapshot.jobs, key=lambda j: j.uid):
             if original.queue not in self.queues:
                 self.warnings.append(
                     names.QUEUE_NOT_FOUND_WARNING.format(job=original.uid, queue=original.queue)
                 )
                 continue
-            self.jobs[original.uid] = original.clone()
+            if _may_change(original):
+                self.jobs[original.uid] = original.clone()
+            else:
+                self.jobs[original.uid] = original
+                self._shared.add(original.uid)
         self._original_phase = {uid: job.phase for uid, job in self.jobs.items()}
         ready = sorted((n for n in snapshot.nodes if n.ready), key=lambda n: n.name)
         self.nodes: dict[str, NodeInfo] = {}
@@ -598,8 +604,29 @@ class Session:
         self.tensor.refresh(node)
         self._fire(False, task)
 
+    def _private(self, task: TaskInfo) -> TaskInfo:
+        """The session's own copy of `task`, copying its job first if it is still shared.
+
+        Why: jobs with nothing to place (no pending, allocated or pipelined task, already
+        enqueued) are not cloned at open; only eviction writes them, so the job is copied
+        then and its tasks swapped in on their nodes. A caller may still hold the shared
+        task (a victim list): it is resolved by uid.
+        """
+        uid = task.job
+        if uid in self._shared:
+            self._shared.discard(uid)
+            job = self.jobs[uid].clone()
+            self.jobs[uid] = job
+            for copy in job.tasks.values():
+                node = self.nodes.get(copy.node_name or "")
+                if node is not None and copy.uid in node.tasks:
+                    node.tasks[copy.uid] = copy
+        owner = self.jobs.get(uid)
+        return owner.tasks.get(task.uid, task) if owner is not None else task
+
     def evict_task(self, task: TaskInfo) -> None:
         """Task becomes Releasing: its resources turn into future idle."""
+        task = self._private(task)
         node = self.nodes[task.node_name or ""]
         self.jobs[task.job].update_task_status(task, TaskStatus.RELEASING)
         node.update_task(task)
@@ -608,6 +635,7 @@ class Session:
 
     def unevict_task(self, task: TaskInfo, previous: TaskStatus) -> None:
         """Undo evict: restore the previous status."""
+        task = self._private(task)
         node = self.nodes[task.node_name or ""]
         self.jobs[task.job].update_task_status(task, previous)
         node.update_task(task)
@@ -680,6 +708,18 @@ class Session:
             action_durations=dict(self.action_durations),
             plugin_durations=timings,
         )
+
+
+def _may_change(job: JobInfo) -> bool:
+    """Can a session write this job other than by evicting its tasks (place, pipeline, bind
+    or enqueue it)? Such jobs are copied at open; the rest are shared until evicted from."""
+    index = job.task_status_index
+    return (
+        job.phase is PodGroupPhase.PENDING
+        or bool(index.get(TaskStatus.PENDING))
+        or bool(index.get(TaskStatus.ALLOCATED))
+        or bool(index.get(TaskStatus.PIPELINED))
+    )
 
 
 def open_session(
