@@ -83,9 +83,12 @@ def test_unsuspend_lost_in_a_crash_is_repaired_on_restart(kubectl: Any, kubeconf
         kq.wait_for(
             lambda: (kq.get(kubectl, "job", "j", ns) or {}).get("spec", {}).get("suspend") is False
         )
-    kubectl(
-        "patch", "job", "j", "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"suspend": True}})
-    )
+    # the Job as a crash between the two writes leaves it: never resumed, so suspended and
+    # without the dequeue timestamp the resume writes together with suspend: false (a Job
+    # suspended by hand after its resume keeps that timestamp, and Koord-Queue leaves it alone)
+    crashed = {"spec": {"suspend": True},
+               "metadata": {"annotations": {"koord-queue/job-dequeue-timestamp": ""}}}
+    kubectl("patch", "job", "j", "-n", ns, "--type=merge", "-p", json.dumps(crashed))
     with RunningController(kubeconfig):
         kq.wait_for(
             lambda: (kq.get(kubectl, "job", "j", ns) or {}).get("spec", {}).get("suspend") is False,

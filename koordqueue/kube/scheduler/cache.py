@@ -59,7 +59,7 @@ class Built:
     """Task uid -> pod object (only our scheduler's pods); from `SchedulerCache.build` it is
     the cache's own index, valid until the next build (copy it to keep it)."""
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Job uid -> PodGroup object (standalone pods have none)."""
+    """namespace/name -> PodGroup object (standalone pods have none)."""
     view: GateView = field(default_factory=GateView)
     gate_without_opt_in: list[str] = field(default_factory=list)
     """Pod keys with our gate but no opt-in annotation (to warn about)."""

@@ -270,7 +270,7 @@ class Scheduler:
             out.conditions_written += 1
         metrics.UNSCHEDULABLE.set(unplaced)
         for update in result.phase_updates:
-            if update.job in built.groups:
+            if f"{update.namespace}/{update.name}" in built.groups:
                 futures.append((update, self._pool.submit(
                     self._set_phase, update.namespace, update.name, update.new.value)))
         if self.gates is not None:

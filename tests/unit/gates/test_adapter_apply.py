@@ -178,3 +178,18 @@ def test_a_failed_bind_is_forgotten_reported_and_placed_again() -> None:
     assert sched.run_once().wait_for_binds(10) == (1, 0)
     assert len(api.paths("/binding")) == 1  # the refused call raised before being recorded
     sched.drain()
+
+
+def test_a_podgroup_phase_change_is_written_to_its_status() -> None:
+    """The phase update is matched to its PodGroup by namespace/name (the cache's job key)."""
+    member = pod("m")
+    member["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "gang"
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "gang", "namespace": "ns", "uid": "pg-uid"},
+             "spec": {"minMember": 1, "queue": "default"}}
+    sched, api = scheduler(member)
+    sched.cache.replace(CachedKind.POD_GROUP, [group])
+    sched.run_once()
+    sched.drain()
+    patches = [b for m, p, b in api.calls if p.endswith("/podgroups/gang/status")]
+    assert patches and patches[-1]["status"]["phase"] in ("Inqueue", "Running")
