@@ -23,7 +23,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -260,6 +260,27 @@ async def wait_until_leading(leadership: Leadership) -> None:
     leadership.start()
     while not leadership.leading.is_set():
         await asyncio.to_thread(leadership.leading.wait, 1.0)
+
+
+async def start_when_leading(
+    leadership: Leadership,
+    start: Callable[[], Awaitable[None]],
+    tasks: dict[str, asyncio.Task[None]],
+    key: str = "lead",
+) -> None:
+    """Run `start` now when this process leads (no election: before kopf's watches start);
+    otherwise in a background task, `tasks[key]`, once the Lease is ours — kopf's start-up
+    must not block, since its liveness endpoint starts only after it."""
+    if leadership.leading.is_set():
+        await start()
+        return
+
+    async def lead_then_start() -> None:
+        log.info("standby: waiting for the leader election lease")
+        await wait_until_leading(leadership)
+        await start()
+
+    tasks[key] = asyncio.create_task(lead_then_start())
 
 
 def lease_config(settings: ControllerSettings, default_name: str) -> LeaseConfig | None:

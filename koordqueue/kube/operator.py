@@ -18,7 +18,7 @@ from koordqueue.kube import kopf_support
 from koordqueue.kube.api import JOB, QUEUE_UNIT, KubeApi
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.informer import Informer
-from koordqueue.kube.leader import Leadership, wait_until_leading
+from koordqueue.kube.leader import Leadership, start_when_leading
 
 log = structlog.get_logger(__name__)
 
@@ -76,18 +76,10 @@ def build_registry(
         state["loop"] = asyncio.create_task(admission_loop(controller))
         log.info("controller ready", namespace=controller.settings.namespace)
 
-    async def lead_then_start() -> None:
-        log.info("standby: waiting for the leader election lease")
-        await wait_until_leading(leadership)
-        await start_controller()
-
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
-        if leadership.leading.is_set():  # no election: start before kopf's watches do
-            await start_controller()
-        else:
-            state["lead"] = asyncio.create_task(lead_then_start())
+        await start_when_leading(leadership, start_controller, state)
 
     def close() -> None:
         for informer in informers:

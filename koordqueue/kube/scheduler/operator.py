@@ -19,7 +19,7 @@ from koordqueue.domain import names as domain_names
 from koordqueue.kube import kopf_support
 from koordqueue.kube.api import NODE, POD
 from koordqueue.kube.informer import Informer
-from koordqueue.kube.leader import Leadership, wait_until_leading
+from koordqueue.kube.leader import Leadership, start_when_leading
 from koordqueue.kube.scheduler.cache import CachedKind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 
@@ -72,17 +72,10 @@ def register_scheduler(
             gates=scheduler.gates_enabled,
         )
 
-    async def lead_then_start() -> None:
-        await wait_until_leading(leadership)
-        await start()
-
     @kopf.on.startup(registry=registry)
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
-        if leadership.leading.is_set():  # no election: start before kopf's watches do
-            await start()
-        else:
-            state["lead"] = asyncio.create_task(lead_then_start())
+        await start_when_leading(leadership, start, state)
 
     def close() -> None:
         for informer in informers:
