@@ -13,10 +13,26 @@ listed with another uid (deleted and re-created), is handed over as DELETED firs
 Events go through a keyed work queue to a pool of worker threads: the events of one object
 (namespace/name) are handled in order and never concurrently, while other objects proceed
 in parallel (a handler may block on an API write).
+
+A watch that dies silently (no data, no close: a NAT entry or a middlebox that lost the
+server's side) is noticed as client-go's reflector arranges it: each watch asks for a
+server-side `timeoutSeconds` drawn at random from [min, 2 x min] (client-go's
+minWatchTimeout, 5 min), so the informers of many controllers do not reconnect in step, and
+for bookmarks (`allowWatchBookmarks`). The API server's watch cache sends a bookmark to such
+a watch about every minute (`defaultBookmarkFrequency`, k8s.io/apiserver storage/cacher), even
+when nothing changes, so a healthy watch is never silent much longer than a minute. The socket
+read timeout is the liveness deadline: no byte (event or bookmark) for `idle_timeout` (75 s:
+the bookmark period plus the 15 s margin the API server itself allows for, its
+`DefaultEventFreshDuration`) abandons the watch, and it is re-established at once from the last
+resourceVersion it delivered (re-listing only on 410 Gone, as always). client-go over HTTP/2
+notices a dead connection with pings instead (30 s idle + 15 s ping timeout); over HTTP/1.1
+the bookmark is the only heartbeat there is.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import threading
 import time
 from collections import deque
@@ -26,6 +42,7 @@ from typing import Any, Final
 import structlog
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
+from urllib3.exceptions import ReadTimeoutError
 
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
@@ -39,7 +56,40 @@ Handler = Callable[[str | None, dict[str, Any]], None]
 BACKOFF: Final = Backoff(0.5, cap=30.0)
 """Seconds between attempts after a failed list or watch: 0.5 s doubling to 30 s, for good."""
 
+MIN_WATCH_TIMEOUT: Final = 300
+"""Seconds: each watch asks the server to end it after a random time in [this, 2 x this]
+(client-go reflector's defaultMinWatchTimeout, 5 min, and its randomisation)."""
+
+WATCH_IDLE_TIMEOUT: Final = 75.0
+"""Seconds without a byte (event or bookmark) after which a watch is presumed dead: the API
+server's bookmark period (1 min) plus 15 s, the margin its watch cache keeps for the same
+bookmark (`DefaultEventFreshDuration`)."""
+
+WATCH_END_GRACE: Final = 30.0
+"""A watch still open this long past its server-side timeout is dead, however short that is."""
+
+MIN_WATCH_TIMEOUT_ENV: Final = "KOORDQUEUE_MIN_WATCH_TIMEOUT"
+WATCH_IDLE_TIMEOUT_ENV: Final = "KOORDQUEUE_WATCH_IDLE_TIMEOUT"
+"""Environment overrides of the two defaults above (seconds), for every informer of the
+process; the constructor's arguments win over them."""
+
 Event = tuple[str | None, dict[str, Any]]
+
+
+def _from_env(name: str, default: float) -> float:
+    """A positive number of seconds from the environment, or `default` (with a warning when
+    the value is not one)."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value > 0:
+        return value
+    log.warning("ignoring an invalid setting", variable=name, value=raw, using=default)
+    return default
 
 
 class KeyedQueue:
@@ -111,14 +161,30 @@ class Informer:
         handler: Handler,
         *,
         workers: int = 8,
-        watch_timeout: int = 300,
+        watch_timeout: float | None = None,
+        idle_timeout: float | None = None,
         backoff: Backoff = BACKOFF,
+        rng: random.Random | None = None,
     ) -> None:
+        """`watch_timeout`: the least server-side timeout of a watch (each is random in
+        [watch_timeout, 2 x watch_timeout]); `idle_timeout`: the liveness deadline. Both in
+        seconds, defaulting to $KOORDQUEUE_MIN_WATCH_TIMEOUT / $KOORDQUEUE_WATCH_IDLE_TIMEOUT,
+        else MIN_WATCH_TIMEOUT / WATCH_IDLE_TIMEOUT."""
         self.api = api
         self.kind = kind
         self.handler = handler
-        self.watch_timeout = watch_timeout
+        self.watch_timeout = (
+            watch_timeout
+            if watch_timeout is not None
+            else _from_env(MIN_WATCH_TIMEOUT_ENV, MIN_WATCH_TIMEOUT)
+        )
+        self.idle_timeout = (
+            idle_timeout
+            if idle_timeout is not None
+            else _from_env(WATCH_IDLE_TIMEOUT_ENV, WATCH_IDLE_TIMEOUT)
+        )
         self.backoff = backoff
+        self._rng = rng or random.Random()
         self.synced = threading.Event()
         """Set once the first listing has been handed to the workers."""
         self._stop = threading.Event()
@@ -128,6 +194,8 @@ class Informer:
         # uid of every object seen, by key; only the watch thread touches it (after start())
         self._known: dict[str, str | None] = {}
         self._first_version: str | None = None
+        # the last resourceVersion the current watch delivered (None: listing, not watching)
+        self._progress: str | None = None
         metrics.INFORMER_BACKLOG.labels(kind.plural).set_function(lambda: len(self._queue))
         self._threads: list[threading.Thread] = []
 
@@ -169,9 +237,11 @@ class Informer:
         version = self._first_version
         failures = 0
         while not self._stop.is_set():
+            self._progress = None
             try:
                 if version is None:
                     version = self._list()
+                self._progress = version
                 version = self._watch_from(version)
                 failures = 0
             except (ApiException, ApiError) as exc:
@@ -181,8 +251,20 @@ class Informer:
                     log.info("watch expired; re-listing", kind=self.kind.plural)
                     version = None
                     continue
+                version = self._progress or version
                 failures = self._pause(failures, exc)
+            except ReadTimeoutError:  # silent past the liveness deadline: presumed dead
+                version = self._progress or version
+                metrics.WATCH_RESTARTS.labels(self.kind.plural, "idle").inc()
+                if not self._stop.is_set():
+                    log.warning(
+                        "watch silent past its deadline; re-watching",
+                        kind=self.kind.plural,
+                        silent_s=self.idle_timeout,
+                        resource_version=version,
+                    )
             except Exception as exc:  # connection reset, TLS, timeouts: retry from where we were
+                version = self._progress or version
                 failures = self._pause(failures, exc)
 
     def _pause(self, failures: int, exc: Exception) -> int:
@@ -222,8 +304,23 @@ class Informer:
             meta["namespace"] = namespace
         return {"apiVersion": self.kind.api_version, "kind": self.kind.kind, "metadata": meta}
 
+    def next_watch_timeout(self) -> int:
+        """The server-side timeout of the next watch: random in [min, 2 x min] whole seconds,
+        as client-go's reflector draws it, so reconnects of many clients spread out."""
+        low = max(1.0, self.watch_timeout)
+        return int(low + self._rng.random() * low)
+
+    def read_timeout(self, timeout_seconds: float) -> float:
+        """The socket read timeout of a watch: the liveness deadline, or the server-side
+        timeout plus a grace when that is sooner (a watch the server should have ended)."""
+        return min(self.idle_timeout, timeout_seconds + WATCH_END_GRACE)
+
     def _watch_from(self, version: str) -> str:
-        """Stream events from `version` until the server ends the watch; the last version seen."""
+        """Stream events from `version` until the server ends the watch; the last version seen.
+
+        `_progress` follows every version delivered, so a watch that fails midway (a reset,
+        the liveness deadline) resumes from where it got to, not from where it began.
+        """
         watch = Watch()  # type: ignore[no-untyped-call]
         self._watch = watch
         if self._stop.is_set():  # stop() ran before it could see this watch
@@ -233,13 +330,14 @@ class Informer:
             for event in watch.stream(  # type: ignore[no-untyped-call]
                 self._open_watch,
                 resource_version=version,
-                timeout_seconds=self.watch_timeout,
+                timeout_seconds=self.next_watch_timeout(),
                 allow_watch_bookmarks=True,
             ):
                 if self._stop.is_set():
                     break
                 obj = event.get("raw_object") or {}
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                self._progress = version
                 kind = event.get("type")
                 if kind != "BOOKMARK":
                     self._dispatch(kind, obj)
@@ -265,8 +363,10 @@ class Informer:
             header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
-        # a read timeout past the server's own bound, so a silently dead connection ends too
-        response = client.call_api(*serialized, _request_timeout=(10, self.watch_timeout + 30))
+        # the read timeout is the liveness deadline: it applies to every read of the stream, so
+        # a watch with no event and no bookmark for that long raises ReadTimeoutError
+        read = self.read_timeout(float(kwargs.get("timeout_seconds") or self.watch_timeout))
+        response = client.call_api(*serialized, _request_timeout=(10, read))
         return response.response
 
     # --- workers ------------------------------------------------------------------------

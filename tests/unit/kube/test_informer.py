@@ -176,7 +176,8 @@ def test_watch_dispatches_changes_skips_bookmarks_and_returns_the_last_version()
     assert informer._watch_from("10") == "20"
     assert calls[0]["resource_version"] == "10"
     assert calls[0]["allow_watch_bookmarks"] is True
-    assert calls[0]["timeout_seconds"] == informer.watch_timeout
+    # client-go's reflector: a random server-side timeout in [min, 2 x min] whole seconds
+    assert informer.watch_timeout <= calls[0]["timeout_seconds"] <= 2 * informer.watch_timeout
     informer._queue.close()
     informer._work()  # drain in this thread
     assert sorted(received) == [("ADDED", "a"), ("DELETED", "b"), ("MODIFIED", "a")]
