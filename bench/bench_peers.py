@@ -410,7 +410,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
 
 def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dict[str, Any]:
     from tests.controlplane import peers
-    from tests.controlplane.harness import ControlPlane, free_port
+    from tests.controlplane.harness import ControlPlane
     from tests.e2e import kq
     from tests.e2e.conftest import Kubectl, install_crds
 
@@ -461,32 +461,41 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 kueue_job(kq.job(f"job{i:05d}", ns, None, cpu="1", memory="1Gi"), f"lq{i % quotas}")
                 for i in range(jobs)
             ]
-            certs = Path(tmp) / "certs"
-            _openssl_cert(certs)
-            health = free_port()
-            config = Path(tmp) / "kueue.yaml"
-            config.write_text(json.dumps(kueue_config(
-                cert_dir=str(certs), webhook_port=free_port(), health_port=health)))  # fmt: skip
-            argv = [
-                str(kueue.binary),
-                f"--config={config}",
-                f"--zap-log-level={kueue_level(args.peer_v)}",
-            ]
-            if not Path(KUEUE_METRICS_CERT_DIR, "tls.crt").is_file():
-                argv = metrics_cert_namespace(argv, certs)
-            with peer_process(
-                argv,
-                log,
-                env={"KUBECONFIG": str(cp.kubeconfig)},
-                ready=lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"),
-                startup_s=0.0,
-            ) as pid:
+            with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                                   clients=args.clients)  # fmt: skip
     dump = _dump(args, who, f"admission-{jobs}x{quotas}")
     headline = _headline(burst, jobs, "controller_to_resume", dump)
     return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}", **headline}
+
+
+@contextmanager
+def kueue_process(kueue: Any, kubeconfig: str, tmp: Path, log: str, peer_v: int) -> Iterator[int]:
+    """Kueue (`peers.ensure_peer(KUEUE)`) on the API server of `kubeconfig`; yields its pid.
+
+    Its certs and config go in `tmp`; ready once /readyz answers. The caller waits for its
+    ClusterQueues to be Active (bench_scale.py shares this start-up).
+    """
+    from tests.controlplane.harness import free_port
+
+    certs = tmp / "certs"
+    _openssl_cert(certs)
+    health = free_port()
+    config = tmp / "kueue.yaml"
+    config.write_text(json.dumps(kueue_config(
+        cert_dir=str(certs), webhook_port=free_port(), health_port=health)))  # fmt: skip
+    argv = [str(kueue.binary), f"--config={config}", f"--zap-log-level={kueue_level(peer_v)}"]
+    if not Path(KUEUE_METRICS_CERT_DIR, "tls.crt").is_file():
+        argv = metrics_cert_namespace(argv, certs)
+    with peer_process(
+        argv,
+        log,
+        env={"KUBECONFIG": kubeconfig},
+        ready=lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"),
+        startup_s=0.0,
+    ) as pid:
+        yield pid
 
 
 def metrics_cert_namespace(argv: list[str], certs: Path) -> list[str]:
