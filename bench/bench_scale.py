@@ -1,0 +1,698 @@
+"""Kueue's scalability baseline shape through koordqueue and through Kueue, on a real API server.
+
+    python bench/bench_scale.py [--peer koordqueue,kueue] [--scale 1.0 | --jobs 15000]
+
+The shape is Kueue's `test/performance/scheduler` baseline (configs/baseline/generator.yaml,
+the config behind its published figures in default_rangespec.yaml), transcribed:
+
+- 5 cohorts x 6 ClusterQueues, each with nominal quota 20 cpu and borrowing limit 100 (so one
+  queue may use its whole cohort, 120 cpu); preemption reclaimWithinCohort Any,
+  withinClusterQueue LowerPriority (Kueue side only: koordqueue's default has no preemption);
+- per queue, three job streams created in parallel: small (350, one every 100 ms, 1 cpu, runs
+  200 ms, priority 50), medium (100, every 500 ms, 5 cpu, 500 ms, 100), large (50, every
+  1,200 ms, 20 cpu, 1,000 ms, 200): 500 Jobs per queue, 15,000 in all.
+
+koordqueue gets the same shape as ElasticQuotas: one parent quota per cohort (max 120 cpu,
+label `quota.scheduling.koordinator.sh/is-parent`) and six children under it
+(`quota.scheduling.koordinator.sh/parent`, min 20, max 120 cpu). Kueue gets one ClusterQueue per
+child (`cohortName` = the cohort) and a LocalQueue in the child's namespace. Priorities come from
+three PriorityClasses on the pod template, which both read. Jobs are suspended batch/v1 Jobs
+(not Kueue's bare Workloads), created on Kueue's schedule (due times `interval x (k+1)` per
+stream; creators that fall behind catch up as fast as `--clients` threads go).
+
+No kubelet: once the bench's own watch sees a Job resumed, it marks the Job Complete through its
+status (SuccessCriteriaMet + Complete, succeeded 1) after the class's run time, as Kueue's runner
+marks Workloads Finished; the controller sees the Job finish and releases its quota. A Job
+suspended again before its time is up (a Kueue preemption) is counted as an eviction and runs
+its full time after its next admission.
+
+Reported per peer: wall time (first creation -> last Job seen Complete), average / p50 / p99
+time to admission per class (creation -> the last resume seen, as Kueue's recorder keeps the
+last admission), evictions, quota usage over the run (time-weighted, held quota / the children's
+total nominal quota, over the wall-time window: `held` = resume seen -> release seen, the
+QueueUnit leaving its admitted phases or the Workload turning Finished, Kueue's definition;
+`running` = resume seen -> Complete seen), the controller's CPU from /proc and the bench's
+own CPU. Kueue's published figures for this shape: wall 351 s, usage 58.7 %, average time to
+admission small 215 s, medium 77 s, large 6.7 s (envtest + minimalkueue, client qps 50).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_peers import (  # noqa: E402
+    CLUSTER_QUEUE,
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    LOCAL_QUEUE,
+    RESOURCE_FLAVOR,
+    all_active,
+    cluster_queue,
+    kueue_job,
+    kueue_process,
+    local_queue,
+    resource_flavor,
+    wait_until,
+)
+from bench.burst import component, cpu_seconds, percentile, watch_objects  # noqa: E402
+from bench.calibration import calibrate  # noqa: E402
+from koordqueue.domain.names import (  # noqa: E402
+    QUOTA_IS_PARENT_LABEL,
+)
+from koordqueue.kube.api import (  # noqa: E402
+    ELASTIC_QUOTA,
+    JOB,
+    PRIORITY_CLASS,
+    QUEUE_UNIT,
+    ApiError,
+    Kind,
+    KubeApi,
+    load_api_client,
+)
+
+PUBLISHED_WALL_S = 351.1  # Kueue default_rangespec.yaml: average of 5 runs, 351116.4 ms
+PUBLISHED_USAGE = 0.587
+PUBLISHED_AVG_ADMISSION_S = {"small": 215.5, "medium": 76.8, "large": 6.7}
+TARGET_WALL_S = PUBLISHED_WALL_S / 2
+TARGET_USAGE = 0.55
+WORKLOAD = Kind(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload")
+ADMITTED_PHASES = frozenset({"Reserved", "Dequeued", "Running", "SchedReady", "SchedSucceed"})
+RELEASED_PHASES = frozenset({"Succeed", "Failed"})
+PRIORITY_CLASS_PREFIX = "bench-scale-"
+
+
+# --------------------------------------------------------------------------- the shape
+
+
+@dataclass(frozen=True)
+class JobClass:
+    """One job stream per queue: `count` Jobs, one every `interval_s`, each `cpu` for `run_s`."""
+
+    name: str
+    count: int
+    interval_s: float
+    run_s: float
+    priority: int
+    cpu: int
+
+
+@dataclass(frozen=True)
+class Shape:
+    cohorts: int
+    queues: int  # child quotas (ClusterQueues) per cohort
+    nominal_cpu: int
+    borrowing_cpu: int
+    classes: tuple[JobClass, ...]
+
+    @property
+    def capacity_cpu(self) -> int:
+        """The children's total nominal quota (Kueue's usage denominator)."""
+        return self.cohorts * self.queues * self.nominal_cpu
+
+    @property
+    def jobs(self) -> int:
+        return self.cohorts * self.queues * sum(c.count for c in self.classes)
+
+
+KUEUE_BASELINE = Shape(
+    cohorts=5,
+    queues=6,
+    nominal_cpu=20,
+    borrowing_cpu=100,
+    classes=(
+        JobClass("small", 350, 0.1, 0.2, 50, 1),
+        JobClass("medium", 100, 0.5, 0.5, 100, 5),
+        JobClass("large", 50, 1.2, 1.0, 200, 20),
+    ),
+)
+
+
+def scaled(shape: Shape, scale: float) -> Shape:
+    """The same queues and streams with `scale` x the Jobs per stream (at least one each)."""
+    if scale <= 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    classes = tuple(replace(c, count=max(1, round(c.count * scale))) for c in shape.classes)
+    return replace(shape, classes=classes)
+
+
+def cohort_name(c: int) -> str:
+    return f"cohort-{c}"
+
+
+def queue_name(c: int, q: int) -> str:
+    """A child quota, ClusterQueue, LocalQueue and namespace (Kueue: cq-<set>-<i>-<cohort>)."""
+    return f"cq-0-{q}-{cohort_name(c)}"
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    namespace: str  # = the child quota / queue name
+    cohort: str
+    name: str
+    klass: str
+    due_s: float  # creation time, seconds after the start
+    run_s: float
+    cpu: int
+    priority: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def plan(shape: Shape) -> list[PlannedJob]:
+    """Every Job of the shape with its creation time, in creation order (ties by key)."""
+    jobs = []
+    for c in range(shape.cohorts):
+        for q in range(shape.queues):
+            ns = queue_name(c, q)
+            for set_index, jc in enumerate(shape.classes):
+                for k in range(jc.count):
+                    jobs.append(
+                        PlannedJob(
+                            namespace=ns,
+                            cohort=cohort_name(c),
+                            name=f"{jc.name}-{set_index}-{k}-0",
+                            klass=jc.name,
+                            due_s=round(jc.interval_s * (k + 1), 6),
+                            run_s=jc.run_s,
+                            cpu=jc.cpu,
+                            priority=jc.priority,
+                        )
+                    )
+    jobs.sort(key=lambda j: (j.due_s, j.key))
+    return jobs
+
+
+def usage_ratio(
+    intervals: Iterable[tuple[float, float, float]], capacity: float, start: float, end: float
+) -> float:
+    """Time-weighted used / capacity over [start, end]: sum(amount x overlap) / (capacity x span).
+
+    `intervals` are (from, to, amount); the parts outside the window do not count.
+    """
+    span = end - start
+    if span <= 0 or capacity <= 0:
+        return 0.0
+    used = 0.0
+    for begin, finish, amount in intervals:
+        overlap = min(finish, end) - max(begin, start)
+        if overlap > 0:
+            used += amount * overlap
+    return used / (capacity * span)
+
+
+def class_stats(
+    jobs: Iterable[PlannedJob], created: Mapping[str, float], admitted: Mapping[str, float]
+) -> dict[str, dict[str, float]]:
+    """Per class: Jobs admitted of all, average / p50 / p99 / max seconds creation -> admission."""
+    waits: dict[str, list[float]] = {}
+    totals: dict[str, int] = {}
+    for job in jobs:
+        totals[job.klass] = totals.get(job.klass, 0) + 1
+        if job.key in created and job.key in admitted:
+            waits.setdefault(job.klass, []).append(admitted[job.key] - created[job.key])
+    stats: dict[str, dict[str, float]] = {}
+    for klass, total in totals.items():
+        values = waits.get(klass, [])
+        stats[klass] = {
+            "admitted": len(values),
+            "of": total,
+            "avg_s": round(statistics.fmean(values), 3) if values else float("nan"),
+            "p50_s": round(percentile(values, 50), 3) if values else float("nan"),
+            "p99_s": round(percentile(values, 99), 3) if values else float("nan"),
+            "max_s": round(max(values), 3) if values else float("nan"),
+        }
+    return stats
+
+
+def complete_status(now: datetime) -> dict[str, Any]:
+    """The status a Job's finished pods would leave (what the API server accepts as Complete)."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = {"status": "True", "lastTransitionTime": stamp, "lastProbeTime": stamp,
+            "reason": "CompletionsReached", "message": "done by bench_scale"}  # fmt: skip
+    return {
+        "status": {
+            "startTime": stamp,
+            "completionTime": stamp,
+            "succeeded": 1,
+            "conditions": [{"type": "SuccessCriteriaMet", **done}, {"type": "Complete", **done}],
+        }
+    }
+
+
+def is_complete(job: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Complete" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def priority_class(jc: JobClass) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PRIORITY_CLASS_PREFIX + jc.name},
+        "value": jc.priority,
+        "globalDefault": False,
+    }
+
+
+def job_body(job: PlannedJob) -> dict[str, Any]:
+    """A suspended one-pod Job asking `cpu` (cpu only: the quotas cover only cpu), koordqueue's."""
+    from tests.e2e import kq
+
+    body = kq.job(job.name, job.namespace, job.namespace, cpu=str(job.cpu),
+                  priority_class=PRIORITY_CLASS_PREFIX + job.klass)  # fmt: skip
+    body["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].pop("memory")
+    return body
+
+
+def parent_quota(shape: Shape, c: int) -> dict[str, Any]:
+    from tests.e2e import kq
+
+    total = str(shape.queues * shape.nominal_cpu)
+    return kq.quota(cohort_name(c), "default", max_={"cpu": total}, min_={"cpu": total},
+                    labels={QUOTA_IS_PARENT_LABEL: "true"})  # fmt: skip
+
+
+def child_quota(shape: Shape, c: int, q: int) -> dict[str, Any]:
+    from tests.e2e import kq
+
+    return kq.quota(
+        queue_name(c, q),
+        queue_name(c, q),
+        max_={"cpu": str(shape.nominal_cpu + shape.borrowing_cpu)},
+        min_={"cpu": str(shape.nominal_cpu)},
+        parent=cohort_name(c),
+    )
+
+
+def kueue_cluster_queue(shape: Shape, c: int, q: int, preemption: bool) -> dict[str, Any]:
+    """bench_peers' ClusterQueue, cpu only, in its cohort with the shape's borrowing limit."""
+    cq = cluster_queue(queue_name(c, q), str(shape.nominal_cpu), "0")
+    group = cq["spec"]["resourceGroups"][0]
+    group["coveredResources"] = ["cpu"]
+    group["flavors"][0]["resources"] = [
+        {"name": "cpu", "nominalQuota": str(shape.nominal_cpu),
+         "borrowingLimit": str(shape.borrowing_cpu)}
+    ]  # fmt: skip
+    cq["spec"]["cohortName"] = cohort_name(c)
+    if preemption:
+        cq["spec"]["preemption"] = {
+            "reclaimWithinCohort": "Any",
+            "withinClusterQueue": "LowerPriority",
+        }
+    return cq
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Run:
+    """Wall times per Job key, filled by the creators, the watches and the completer."""
+
+    created: dict[str, float] = field(default_factory=dict)
+    admitted: dict[str, float] = field(default_factory=dict)  # the last resume seen
+    first_admitted: dict[str, float] = field(default_factory=dict)
+    completed: dict[str, float] = field(default_factory=dict)  # Complete seen on the watch
+    released: dict[str, float] = field(default_factory=dict)  # the controller released it
+    evictions: dict[str, int] = field(default_factory=dict)
+    patch_errors: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Completer:
+    """Marks each resumed Job Complete `run_s` after its resume was seen (a heap and a pool)."""
+
+    def __init__(self, api: KubeApi, run: Run, jobs: Mapping[str, PlannedJob], workers: int):
+        self._api, self._run, self._jobs = api, run, jobs
+        self._heap: list[tuple[float, str, int]] = []
+        self._epoch: dict[str, int] = {}
+        self._cv = threading.Condition()
+        self._stop = False
+        self._pool = ThreadPoolExecutor(workers)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def admitted(self, key: str, at: float) -> None:
+        with self._cv:
+            epoch = self._epoch.get(key, 0)
+            heapq.heappush(self._heap, (at + self._jobs[key].run_s, key, epoch))
+            self._cv.notify()
+
+    def evicted(self, key: str) -> None:
+        with self._cv:
+            self._epoch[key] = self._epoch.get(key, 0) + 1
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        self._thread.join(5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop and (not self._heap or self._heap[0][0] > time.time()):
+                    wait = self._heap[0][0] - time.time() if self._heap else None
+                    self._cv.wait(wait)
+                if self._stop:
+                    return
+                due: list[tuple[str, int]] = []
+                while self._heap and self._heap[0][0] <= time.time():
+                    _, key, epoch = heapq.heappop(self._heap)
+                    if epoch == self._epoch.get(key, 0):
+                        due.append((key, epoch))
+            for key, epoch in due:
+                self._pool.submit(self._complete, key, epoch)
+
+    def _complete(self, key: str, epoch: int) -> None:
+        namespace, name = key.split("/", 1)
+        for attempt in range(20):
+            with self._cv:
+                if epoch != self._epoch.get(key, 0):
+                    return  # evicted meanwhile: its next admission schedules it again
+            try:
+                self._api.merge_patch(JOB, name, complete_status(datetime.now(UTC)), namespace,
+                                      subresource="status")  # fmt: skip
+                return
+            except ApiError as exc:
+                with self._run.lock:
+                    self._run.patch_errors += 1
+                if not (exc.retryable or exc.conflict) or attempt == 19:
+                    print(f"complete {key}: {exc}", file=sys.stderr)
+                    return
+                time.sleep(0.2)
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def run_scale(
+    api: KubeApi,
+    jobs: list[PlannedJob],
+    bodies: Mapping[str, dict[str, Any]],
+    *,
+    pid: int,
+    release_kind: Kind,
+    capacity_cpu: float,
+    clients: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Create `bodies` on the plan's schedule; complete them as they are resumed; time it all."""
+    run = Run()
+    by_key = {j.key: j for j in jobs}
+    completer = Completer(api, run, by_key, workers=clients)
+    all_complete_at: list[float] = []
+
+    def everything_done() -> bool:
+        """Every Job seen Complete and released (or 30 s after the last Complete)."""
+        if len(run.completed) < len(jobs):
+            return False
+        if not all_complete_at:
+            all_complete_at.append(time.time())
+        return len(run.released) >= len(jobs) or time.time() - all_complete_at[0] > 30
+
+    deadline = time.time() + timeout_s
+
+    def on_job(event_type: str, obj: dict[str, Any], at: float) -> None:
+        key = _key(obj)
+        if key not in by_key or event_type == "DELETED":
+            return
+        suspended = (obj.get("spec") or {}).get("suspend")
+        with run.lock:
+            if is_complete(obj):
+                run.completed.setdefault(key, at)
+                return
+            if key in run.completed:
+                return
+            if suspended is False and key not in run.admitted:
+                run.admitted[key] = at
+                run.first_admitted.setdefault(key, at)
+                completer.admitted(key, at)
+            elif suspended is True and key in run.admitted:
+                del run.admitted[key]  # re-suspended before its time was up: preempted
+                run.evictions[key] = run.evictions.get(key, 0) + 1
+                completer.evicted(key)
+
+    def on_release(event_type: str, obj: dict[str, Any], at: float) -> None:
+        if release_kind is QUEUE_UNIT:
+            key = _key(obj)
+            released = ((obj.get("status") or {}).get("phase") in RELEASED_PHASES
+                        or event_type == "DELETED")  # fmt: skip
+        else:  # a Kueue Workload: owned by its Job, released once Finished
+            owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+            job_name = next((o.get("name") for o in owners if o.get("kind") == "Job"), None)
+            key = f"{(obj.get('metadata') or {}).get('namespace')}/{job_name}"
+            released = any(
+                c.get("type") == "Finished" and c.get("status") == "True"
+                for c in (obj.get("status") or {}).get("conditions") or []
+            )
+        if released and key in by_key:
+            with run.lock:
+                run.released.setdefault(key, at)
+
+    watchers = [
+        threading.Thread(
+            target=watch_objects,
+            args=(api, kind, "", callback),
+            kwargs={"done": everything_done, "deadline": deadline},
+            daemon=True,
+        )
+        for kind, callback in ((JOB, on_job), (release_kind, on_release))
+    ]
+    for watcher in watchers:
+        watcher.start()
+    time.sleep(1)
+
+    cpu_before, bench_before = cpu_seconds(pid), time.process_time()
+    t0 = time.time()
+    queue = iter(jobs)
+    queue_lock = threading.Lock()
+
+    def creator() -> None:
+        while True:
+            with queue_lock:
+                job = next(queue, None)
+            if job is None:
+                return
+            delay = t0 + job.due_s - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            body = bodies[job.key]
+            run.created[job.key] = time.time()
+            api.create(JOB, body, job.namespace)
+
+    creators = [threading.Thread(target=creator, daemon=True) for _ in range(clients)]
+    for thread in creators:
+        thread.start()
+    for thread in creators:
+        thread.join()
+    create_s = time.time() - t0
+    progress_at = time.time()
+    while not everything_done() and time.time() < deadline:
+        time.sleep(0.5)
+        if time.time() - progress_at >= 30:
+            progress_at = time.time()
+            print(f"  {time.time() - t0:.0f} s: created {len(run.created)}, admitted "
+                  f"{len(run.admitted)}, complete {len(run.completed)}, released "
+                  f"{len(run.released)} of {len(jobs)}", flush=True)  # fmt: skip
+    cpu_s, bench_cpu_s = cpu_seconds(pid) - cpu_before, time.process_time() - bench_before
+    completer.stop()
+    for watcher in watchers:
+        watcher.join(70)
+    return summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s, bench_cpu_s=bench_cpu_s,
+                     capacity_cpu=capacity_cpu)  # fmt: skip
+
+
+def summarise(
+    jobs: list[PlannedJob],
+    run: Run,
+    *,
+    t0: float,
+    create_s: float,
+    cpu_s: float,
+    bench_cpu_s: float,
+    capacity_cpu: float,
+) -> dict[str, Any]:
+    """The headline figures of one run (pure: from the recorded wall times)."""
+    by_key = {j.key: j for j in jobs}
+    end = max(run.completed.values(), default=time.time())
+    held = [(run.admitted[k], run.released.get(k, run.completed[k]), by_key[k].cpu)
+            for k in run.completed if k in run.admitted]  # fmt: skip
+    running = [(run.admitted[k], run.completed[k], by_key[k].cpu)
+               for k in run.completed if k in run.admitted]  # fmt: skip
+    done = len(run.completed)
+    return {
+        "jobs": len(jobs),
+        "completed": done,
+        "released": len(run.released),
+        "wall_s": round(end - t0, 2),
+        "create_phase_s": round(create_s, 2),
+        "usage_held": round(usage_ratio(held, capacity_cpu, t0, end), 4),
+        "usage_running": round(usage_ratio(running, capacity_cpu, t0, end), 4),
+        "admission_s": class_stats(jobs, run.created, run.admitted),
+        "evictions": sum(run.evictions.values()),
+        "complete_patch_errors": run.patch_errors,
+        "controller_cpu_s": round(cpu_s, 2),
+        "controller_cpu_ms_per_job": round(1000 * cpu_s / max(done, 1), 3),
+        "bench_cpu_s": round(bench_cpu_s, 2),
+    }
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]:
+    from tests.controlplane import peers
+    from tests.controlplane.harness import ControlPlane
+    from tests.e2e.conftest import Kubectl, install_crds
+
+    kueue = peers.ensure_peer(peers.KUEUE) if who == "kueue" else None
+    jobs = plan(shape)
+    with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        assert cp.kubeconfig is not None
+        kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
+        api = KubeApi(load_api_client(str(cp.kubeconfig)))
+        log = f"{args.log_dir}/scale-{who}-{len(jobs)}.log"
+        namespaces = [queue_name(c, q) for c in range(shape.cohorts) for q in range(shape.queues)]
+        for ns in namespaces:
+            kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for jc in shape.classes:
+            api.create(PRIORITY_CLASS, priority_class(jc))
+        bodies = {j.key: job_body(j) for j in jobs}
+        common = {"pid": 0, "clients": args.clients, "timeout_s": args.timeout,
+                  "capacity_cpu": shape.capacity_cpu}  # fmt: skip
+        if kueue is None:
+            install_crds(kubectl)
+            kubectl.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koord-queue"}}
+            )
+            for c in range(shape.cohorts):
+                api.create(ELASTIC_QUOTA, parent_quota(shape, c), "default")
+                for q in range(shape.queues):
+                    api.create(ELASTIC_QUOTA, child_quota(shape, c, q), queue_name(c, q))
+            argv = ["run", f"--kubeconfig={cp.kubeconfig}", "--metrics-port=0",
+                    "--health-port=0", "--log-level=info",
+                    *shlex.split(args.koordqueue_run_flags)]  # fmt: skip
+            with component(argv, log) as pid:
+                common["pid"] = pid
+                result = run_scale(api, jobs, bodies, release_kind=QUEUE_UNIT, **common)
+        else:
+            assert kueue.crds is not None
+            install_crds(kubectl, kueue.crds)
+            kubectl.apply({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": "kueue-system"}})  # fmt: skip
+            api.create(RESOURCE_FLAVOR, resource_flavor())
+            for c in range(shape.cohorts):
+                for q in range(shape.queues):
+                    name = queue_name(c, q)
+                    cq = kueue_cluster_queue(shape, c, q, preemption=not args.no_kueue_preemption)
+                    api.create(CLUSTER_QUEUE, cq)
+                    api.create(LOCAL_QUEUE, local_queue(name, name, name), name)
+            bodies = {k: kueue_job(b, b["metadata"]["namespace"]) for k, b in bodies.items()}
+            with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v) as pid:
+                wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
+                common["pid"] = pid
+                result = run_scale(api, jobs, bodies, release_kind=WORKLOAD, **common)
+    return {"who": who, **result}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """Markdown: one row per peer, with ratios to Kueue (same run) and to the published 351 s."""
+    kueue = next((r for r in results if r["who"] == "kueue"), None)
+    head = ("| peer | Jobs | wall s | wall / 351 s | wall / Kueue | usage held | usage running "
+            "| avg (p99) admission s: small | medium | large | evictions | controller CPU s "
+            "(ms / Job) |")  # fmt: skip
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        adm = r["admission_s"]
+        vs_kueue = f"{r['wall_s'] / kueue['wall_s']:.2f}x" if kueue and kueue["wall_s"] else "—"
+        cells = [
+            r["who"], f"{r['completed']}/{r['jobs']}", f"{r['wall_s']:.1f}",
+            f"{r['wall_s'] / PUBLISHED_WALL_S:.2f}x", vs_kueue,
+            f"{100 * r['usage_held']:.1f} %", f"{100 * r['usage_running']:.1f} %",
+            *[f"{adm[c]['avg_s']:.2f} ({adm[c]['p99_s']:.2f})" if c in adm else "—"
+              for c in ("small", "medium", "large")],
+            str(r["evictions"]),
+            f"{r['controller_cpu_s']:.1f} ({r['controller_cpu_ms_per_job']:.2f})",
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--peer", default="koordqueue,kueue", help="koordqueue and/or kueue")
+    parser.add_argument("--scale", type=float, default=1.0, help="x Jobs per stream (0.1: 1,500)")
+    parser.add_argument("--jobs", type=int, default=0, help="total Jobs (sets --scale)")
+    parser.add_argument("--clients", type=int, default=8, help="parallel creators / completers")
+    parser.add_argument("--timeout", type=float, default=1800, help="give up after S s")
+    parser.add_argument("--koordqueue-run-flags", default="", help="extra flags, one string")
+    parser.add_argument("--no-kueue-preemption", action="store_true",
+                        help="ClusterQueues without the shape's preemption policies")  # fmt: skip
+    parser.add_argument("--peer-v", type=int, default=1, help="Kueue log verbosity (2: reconciles)")
+    parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
+    args = parser.parse_args()
+    scale = args.jobs / KUEUE_BASELINE.jobs if args.jobs else args.scale
+    shape = scaled(KUEUE_BASELINE, scale)
+    who_list = [w.strip() for w in args.peer.split(",") if w.strip()]
+    unknown = set(who_list) - {"koordqueue", "kueue"}
+    if unknown:
+        parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
+    cal = calibrate()  # before any control plane starts
+    print(cal.line(), flush=True)
+    print(
+        f"shape: {shape.cohorts} cohorts x {shape.queues} queues, {shape.jobs} Jobs, "
+        f"{', '.join(f'{c.name} {c.count}' for c in shape.classes)} per queue",
+        flush=True,
+    )
+    results = []
+    for who in who_list:
+        result = run_peer(who, shape, args)
+        result["controller_cpu_py_refs_per_job"] = round(
+            cal.in_py_refs(result["controller_cpu_s"]) / max(result["completed"], 1), 4
+        )
+        result["calibration"] = cal.as_dict()
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    print()
+    print(cal.line())
+    print(table(results))
+    for r in results:
+        if r["who"] == "koordqueue" and shape.jobs == KUEUE_BASELINE.jobs:
+            met = r["wall_s"] < TARGET_WALL_S and r["usage_held"] >= TARGET_USAGE
+            print(f"target (wall < {TARGET_WALL_S:.1f} s, usage held >= 55 %): "
+                  f"{'met' if met else 'not met'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
