@@ -24,6 +24,9 @@ class ClusterSnapshot:
     nodes: Sequence[NodeInfo] = ()
     jobs: Sequence[JobInfo] = ()
     queues: Sequence[QueueInfo] = ()
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Namespace name -> labels, for pod affinity terms' namespaceSelector (a namespace
+    missing here has no labels)."""
 
 
 @dataclass(frozen=True, slots=True)

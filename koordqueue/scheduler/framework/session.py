@@ -94,6 +94,7 @@ class Session:
         self.started = time.perf_counter()
         self.warnings: list[str] = []
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
+        self.namespace_labels = snapshot.namespace_labels
         self.jobs: dict[str, JobInfo] = {}
         self._shared: set[str] = set()
         """Jobs still the snapshot's own objects (copy-on-write: see `_private`)."""
