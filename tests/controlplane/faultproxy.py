@@ -16,7 +16,12 @@ random source); the first that fires decides:
 * ``"lose-reply"``: forward the request, wait for the whole answer, then close the connection
   without passing it on (the write happened, the client cannot know);
 * ``"stall"``: forward, pass on the response head and then nothing more, holding the
-  connection open (a watch that never ends and never delivers: a half-dead connection).
+  connection open (a watch that never ends and never delivers: a half-dead connection);
+  with `after`, the response is passed on for that many seconds first, then nothing more (a
+  watch that delivered, then died silently: a NAT entry or a middlebox that lost one side);
+  with `after=math.inf`, until the test calls `silence()`.
+
+A rule with `times` fires at most that many times (e.g. only the first watch stalls).
 
 Faults fire only during the first `faults_for` seconds after start (bounded in time); every
 request after that passes. `fired` counts what fired, by action. Loopback only.
@@ -48,12 +53,15 @@ STATUS_REASON = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError",
 @dataclass(frozen=True)
 class Rule:
     """`action` on a `share` of the requests whose method is in `methods` (all when empty)
-    and whose path (with query) matches the `path` regex (all when empty)."""
+    and whose path (with query) matches the `path` regex (all when empty); at most `times`
+    times (no bound when None); a stall goes silent `after` seconds (0: at once)."""
 
     action: str
     share: float = 1.0
     methods: frozenset[str] = field(default_factory=frozenset)
     path: str = ""
+    times: int | None = None
+    after: float = 0.0
 
     def matches(self, method: str, target: str) -> bool:
         if self.methods and method not in self.methods:
@@ -70,6 +78,9 @@ class FaultProxy:
         self.faults_for = faults_for
         self.fired: collections.Counter[str] = collections.Counter()
         self.forwarded = 0
+        self.silenced: list[float] = []  # time.monotonic() each stalled stream went silent
+        self._uses: collections.Counter[int] = collections.Counter()  # fired, by rule index
+        self._silence = threading.Event()
         self._rng = random.Random(seed)
         self._plane = plane
         hostport = plane.server.removeprefix("https://")
@@ -120,6 +131,10 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
+    def silence(self) -> None:
+        """Every stalled stream still delivering (its `after` not yet reached) goes silent now."""
+        self._silence.set()
+
     def write_kubeconfig(self, path: Path) -> Path:
         write_kubeconfig(path, self.url, self._plane.pki)
         return path
@@ -139,13 +154,16 @@ class FaultProxy:
         )
         self.port = self._server.sockets[0].getsockname()[1]
 
-    def _pick(self, method: str, target: str) -> str | None:
+    def _pick(self, method: str, target: str) -> Rule | None:
         if not self.faulting:
             return None
-        for rule in self.rules:  # each matching rule rolls its own die; the first hit fires
+        for index, rule in enumerate(self.rules):  # each matching rule rolls its own die
+            if rule.times is not None and self._uses[index] >= rule.times:
+                continue
             if rule.matches(method, target) and self._rng.random() < rule.share:
+                self._uses[index] += 1
                 self.fired[rule.action] += 1
-                return rule.action
+                return rule  # the first hit fires
         return None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -164,9 +182,10 @@ class FaultProxy:
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
                 body = await reader.readexactly(length) if length else b""
-                action = self._pick(method, target)
-                if action is None or action in ("lose-reply", "stall"):
-                    await self._forward(method, target, headers, body, writer, action)
+                rule = self._pick(method, target)
+                action = rule.action if rule is not None else None
+                if rule is None or rule.action in ("lose-reply", "stall"):
+                    await self._forward(method, target, headers, body, writer, rule)
                     return  # the upstream answer ended with its connection
                 if action == "drop":
                     return
@@ -192,8 +211,9 @@ class FaultProxy:
 
     async def _forward(
         self, method: str, target: str, headers: list[str], body: bytes,
-        writer: asyncio.StreamWriter, action: str | None,
+        writer: asyncio.StreamWriter, rule: Rule | None,
     ) -> None:
+        action = rule.action if rule is not None else None
         self.forwarded += 1
         up_reader, up_writer = await asyncio.open_connection(
             self._up_host, self._up_port, ssl=self._client_ctx
@@ -211,9 +231,21 @@ class FaultProxy:
                     pass
                 return
             if action == "stall":
+                assert rule is not None and self._stopping is not None
                 writer.write(await up_reader.readuntil(b"\r\n\r\n"))
                 await writer.drain()
-                assert self._stopping is not None
+                silent_at = time.monotonic() + rule.after
+                # deliver until `after`, or until silence() is called
+                while not self._silence.is_set() and (left := silent_at - time.monotonic()) > 0:
+                    try:
+                        chunk = await asyncio.wait_for(up_reader.read(65536), min(left, 0.1))
+                    except TimeoutError:
+                        continue
+                    if not chunk:
+                        return  # the server ended it before it could go silent
+                    writer.write(chunk)
+                    await writer.drain()
+                self.silenced.append(time.monotonic())
                 await self._stopping.wait()
                 return
             while chunk := await up_reader.read(65536):
