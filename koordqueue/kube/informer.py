@@ -21,10 +21,12 @@ minWatchTimeout, 5 min), so the informers of many controllers do not reconnect i
 for bookmarks (`allowWatchBookmarks`). The API server's watch cache sends a bookmark to such
 a watch about every minute (`defaultBookmarkFrequency`, k8s.io/apiserver storage/cacher), even
 when nothing changes, so a healthy watch is never silent much longer than a minute. The socket
-read timeout is the liveness deadline: no byte (event or bookmark) for `idle_timeout` (75 s:
-the bookmark period plus the 15 s margin the API server itself allows for, its
-`DefaultEventFreshDuration`) abandons the watch, and it is re-established at once from the last
-resourceVersion it delivered (re-listing only on 410 Gone, as always). client-go over HTTP/2
+read timeout is the liveness deadline: no byte (event or bookmark) for `idle_timeout` (70 s,
+kopf's `inactivity_timeout`: past the bookmark period with room for jitter, and short of the
+75 s for which the watch cache keeps events, `DefaultEventFreshDuration`, so the resume from the
+last bookmark's version is still served from memory, not refused 410) abandons the watch, and
+it is re-established at once from the last resourceVersion it delivered (re-listing only on
+410 Gone, as always). client-go over HTTP/2
 notices a dead connection with pings instead (30 s idle + 15 s ping timeout); over HTTP/1.1
 the bookmark is the only heartbeat there is.
 """
@@ -60,10 +62,11 @@ MIN_WATCH_TIMEOUT: Final = 300
 """Seconds: each watch asks the server to end it after a random time in [this, 2 x this]
 (client-go reflector's defaultMinWatchTimeout, 5 min, and its randomisation)."""
 
-WATCH_IDLE_TIMEOUT: Final = 75.0
-"""Seconds without a byte (event or bookmark) after which a watch is presumed dead: the API
-server's bookmark period (1 min) plus 15 s, the margin its watch cache keeps for the same
-bookmark (`DefaultEventFreshDuration`)."""
+WATCH_IDLE_TIMEOUT: Final = 70.0
+"""Seconds without a byte (event or bookmark) after which a watch is presumed dead: past the
+API server's bookmark period (1 min) with room for its jitter, and within the 75 s its watch
+cache keeps events (`DefaultEventFreshDuration`), so the resume is served without a 410.
+kopf's `inactivity_timeout` for the quota and queue watches is the same 70 s."""
 
 WATCH_END_GRACE: Final = 30.0
 """A watch still open this long past its server-side timeout is dead, however short that is."""

@@ -70,8 +70,8 @@ def test_watch_timeouts_spread_out_over_many_watches() -> None:
 
 def test_the_read_timeout_is_the_idle_deadline_or_the_server_timeout_plus_grace() -> None:
     informer = Informer(None, JOB, lambda t, o: None)  # type: ignore[arg-type]
-    assert informer.idle_timeout == WATCH_IDLE_TIMEOUT == 75.0
-    assert informer.read_timeout(450) == 75.0  # the usual case: the liveness deadline
+    assert informer.idle_timeout == WATCH_IDLE_TIMEOUT == 70.0
+    assert informer.read_timeout(450) == 70.0  # the usual case: the liveness deadline
     assert informer.read_timeout(1) == 1 + WATCH_END_GRACE  # a watch the server should end
 
 
