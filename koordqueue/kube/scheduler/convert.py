@@ -31,6 +31,17 @@ from koordqueue.scheduler.api import (
     Toleration,
 )
 from koordqueue.scheduler.api.names import PREEMPT_NEVER, QUEUE_STATE_OPEN
+from koordqueue.scheduler.api.selectors import LabelSelector, LabelSelectorRequirement
+from koordqueue.scheduler.api.task_info import (
+    DO_NOT_SCHEDULE,
+    NO_LABELS,
+    POLICY_HONOR,
+    POLICY_IGNORE,
+    PodAffinity,
+    PodAffinityTerm,
+    PreferredSchedulingTerm,
+    TopologySpreadConstraint,
+)
 
 log = structlog.get_logger(__name__)
 Obj = Mapping[str, Any]
@@ -108,27 +119,118 @@ def pod_status(pod: Obj) -> TaskStatus:
     return TaskStatus.BOUND if node else TaskStatus.PENDING
 
 
-def _affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:
-    required = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
+def _node_selector_term(term: Mapping[str, Any]) -> NodeSelectorTerm:
+    return NodeSelectorTerm(
+        tuple(
+            NodeSelectorRequirement(
+                str(e.get("key", "")),
+                str(e.get("operator", "In")),
+                tuple(str(v) for v in e.get("values") or ()),
+            )
+            for e in term.get("matchExpressions") or []
         )
-        or {}
     )
-    terms = tuple(
-        NodeSelectorTerm(
-            tuple(
-                NodeSelectorRequirement(
-                    str(e.get("key", "")),
-                    str(e.get("operator", "In")),
-                    tuple(str(v) for v in e.get("values") or ()),
-                )
-                for e in term.get("matchExpressions") or []
+
+
+def _affinity(spec: Mapping[str, Any]) -> NodeAffinity | None:
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = tuple(_node_selector_term(t) for t in required.get("nodeSelectorTerms") or [])
+    preferred = tuple(
+        PreferredSchedulingTerm(int(p.get("weight") or 0), _node_selector_term(p["preference"]))
+        for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        if isinstance(p, Mapping) and isinstance(p.get("preference"), Mapping)
+    )
+    return NodeAffinity(terms, preferred) if terms or preferred else None
+
+
+def label_selector(raw: object) -> LabelSelector | None:
+    """A metav1.LabelSelector; None for a missing one (which selects nothing)."""
+    if not isinstance(raw, Mapping):
+        return None
+    labels = raw.get("matchLabels") or {}
+    return LabelSelector(
+        tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        tuple(
+            LabelSelectorRequirement(
+                str(e.get("key", "")),
+                str(e.get("operator", "")),
+                tuple(str(v) for v in e.get("values") or ()),
+            )
+            for e in raw.get("matchExpressions") or []
+        ),
+    )
+
+
+def _pod_affinity_term(raw: Mapping[str, Any], namespace: str, weight: int) -> PodAffinityTerm:
+    namespaces = frozenset(str(n) for n in raw.get("namespaces") or ())
+    ns_selector = label_selector(raw.get("namespaceSelector"))
+    if not namespaces and ns_selector is None:
+        namespaces = frozenset({namespace})
+    return PodAffinityTerm(
+        str(raw.get("topologyKey", "")),
+        label_selector(raw.get("labelSelector")),
+        namespaces,
+        ns_selector,
+        weight,
+    )
+
+
+def _pod_affinity_terms(
+    block: Mapping[str, Any], namespace: str
+) -> tuple[tuple[PodAffinityTerm, ...], tuple[PodAffinityTerm, ...]]:
+    required = tuple(
+        _pod_affinity_term(t, namespace, 0)
+        for t in block.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        if isinstance(t, Mapping)
+    )
+    preferred = tuple(
+        _pod_affinity_term(p["podAffinityTerm"], namespace, int(p.get("weight") or 0))
+        for p in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        if isinstance(p, Mapping) and isinstance(p.get("podAffinityTerm"), Mapping)
+    )
+    return required, preferred
+
+
+def pod_affinity(spec: Mapping[str, Any], namespace: str) -> PodAffinity | None:
+    """spec.affinity.podAffinity and podAntiAffinity (matchLabelKeys are already merged
+    into the selectors by the API server)."""
+    affinity = spec.get("affinity") or {}
+    required, preferred = _pod_affinity_terms(affinity.get("podAffinity") or {}, namespace)
+    anti_required, anti_preferred = _pod_affinity_terms(
+        affinity.get("podAntiAffinity") or {}, namespace
+    )
+    if not (required or preferred or anti_required or anti_preferred):
+        return None
+    return PodAffinity(required, preferred, anti_required, anti_preferred)
+
+
+def spread_constraints(
+    spec: Mapping[str, Any], labels: Mapping[str, str]
+) -> tuple[TopologySpreadConstraint, ...]:
+    """spec.topologySpreadConstraints with kube-scheduler's defaults; matchLabelKeys are
+    merged into the selector from the pod's own labels."""
+    out = []
+    for raw in spec.get("topologySpreadConstraints") or []:
+        if not isinstance(raw, Mapping):
+            continue
+        selector = label_selector(raw.get("labelSelector"))
+        keys = raw.get("matchLabelKeys") or ()
+        extra = {str(k): labels[str(k)] for k in keys if str(k) in labels}
+        if extra:
+            selector = (selector or LabelSelector()).merged(extra)
+        out.append(
+            TopologySpreadConstraint(
+                int(raw.get("maxSkew") or 0),
+                str(raw.get("topologyKey", "")),
+                str(raw.get("whenUnsatisfiable") or DO_NOT_SCHEDULE),
+                selector,
+                int(raw.get("minDomains") or 1),
+                str(raw.get("nodeAffinityPolicy") or POLICY_HONOR),
+                str(raw.get("nodeTaintsPolicy") or POLICY_IGNORE),
             )
         )
-        for term in required.get("nodeSelectorTerms") or []
-    )
-    return NodeAffinity(terms) if terms else None
+    return tuple(out)
 
 
 def task_info(pod: Obj) -> TaskInfo:
@@ -156,6 +258,13 @@ def task_info(pod: Obj) -> TaskInfo:
         for t in spec.get("tolerations") or []
     )
     status = pod_status(pod)
+    namespace = str(m.get("namespace", "default"))
+    raw_labels = m.get("labels")
+    labels = (
+        {str(k): str(v) for k, v in raw_labels.items()}
+        if isinstance(raw_labels, Mapping) and raw_labels
+        else NO_LABELS
+    )
     return TaskInfo(
         str(m.get("uid", "")),
         str(m.get("name", "")),
@@ -172,6 +281,9 @@ def task_info(pod: Obj) -> TaskInfo:
         priority_class_name=str(spec.get("priorityClassName") or ""),
         creation=timestamp(m.get("creationTimestamp")),
         preempt_never=spec.get("preemptionPolicy") == PREEMPT_NEVER,
+        labels=labels,
+        pod_affinity=pod_affinity(spec, namespace),
+        spread=spread_constraints(spec, labels),
     )
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Final
 
 from koordqueue.domain.resources import ZERO, Resources
+from koordqueue.scheduler.api.selectors import LabelSelector, selector_matches
 
 
 class TaskStatus(StrEnum):
@@ -72,10 +75,86 @@ class NodeSelectorTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    """A preferred node affinity term: its weight counts on nodes matching it."""
+
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
 class NodeAffinity:
-    """Required node affinity: the node must satisfy at least one term."""
+    """Node affinity: required (the node must satisfy at least one term) and preferred."""
 
     required: tuple[NodeSelectorTerm, ...] = ()
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A pod (anti-)affinity term with its namespaces resolved at parse time.
+
+    `namespaces` is the term's list, or the owner pod's namespace when both the list and
+    the namespace selector are absent (Kubernetes' rule). `selector` None selects nothing
+    (a missing labelSelector); `namespace_selector` None selects no namespace, an empty one
+    every namespace. `weight` is the preferred term's weight (0 for required terms).
+    """
+
+    topology_key: str
+    selector: LabelSelector | None = None
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+    weight: int = 0
+
+    def matches(
+        self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str]
+    ) -> bool:
+        """Does a pod (its namespace, labels, and its namespace's labels) match the term."""
+        if namespace not in self.namespaces and not selector_matches(
+            self.namespace_selector, namespace_labels
+        ):
+            return False
+        return selector_matches(self.selector, labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """A pod's inter-pod affinity and anti-affinity, required and preferred."""
+
+    required: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[PodAffinityTerm, ...] = ()
+    anti_required: tuple[PodAffinityTerm, ...] = ()
+    anti_preferred: tuple[PodAffinityTerm, ...] = ()
+
+    def terms(self) -> tuple[PodAffinityTerm, ...]:
+        """Every term, in all four lists."""
+        return self.required + self.preferred + self.anti_required + self.anti_preferred
+
+
+DO_NOT_SCHEDULE: Final = "DoNotSchedule"
+SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
+POLICY_HONOR: Final = "Honor"
+POLICY_IGNORE: Final = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    """A topology spread constraint, defaults applied and matchLabelKeys merged into the
+    selector at parse time (minDomains 1, nodeAffinityPolicy Honor, nodeTaintsPolicy
+    Ignore, as kube-scheduler defaults them)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str = DO_NOT_SCHEDULE
+    selector: LabelSelector | None = None
+    min_domains: int = 1
+    node_affinity_policy: str = POLICY_HONOR
+    node_taints_policy: str = POLICY_IGNORE
+
+    @property
+    def hard(self) -> bool:
+        """A filter (DoNotSchedule) rather than a score (ScheduleAnyway)."""
+        return self.when_unsatisfiable == DO_NOT_SCHEDULE
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +167,7 @@ class HostPort:
 
 
 PlacementKey = tuple[object, ...]
+NO_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 @dataclass(slots=True, eq=False)
@@ -119,6 +199,11 @@ class TaskInfo:
     preempt_never: bool = False
     """`spec.preemptionPolicy: Never`: the pod may not evict others (preempt or reclaim)."""
     _key: PlacementKey | None = field(default=None, repr=False)
+    labels: Mapping[str, str] = field(default_factory=lambda: NO_LABELS, repr=False)
+    """The pod's labels (shared, never written): what other pods' terms select."""
+    pod_affinity: PodAffinity | None = None
+    spread: tuple[TopologySpreadConstraint, ...] = ()
+    """Topology spread constraints (hard and soft)."""
 
     def __post_init__(self) -> None:
         if self.init_resreq is None:
@@ -149,6 +234,14 @@ class TaskInfo:
                 self.affinity,
                 self.host_ports,
             )
+            if self.pod_affinity is not None or self.spread:
+                # Self-matching terms make the pod's own namespace and labels matter.
+                self._key += (
+                    self.pod_affinity,
+                    self.spread,
+                    self.namespace,
+                    tuple(sorted(self.labels.items())),
+                )
         return self._key
 
     def clone(self) -> TaskInfo:
@@ -174,6 +267,9 @@ class TaskInfo:
             self.creation,
             self.preempt_never,
             self._key,
+            self.labels,
+            self.pod_affinity,
+            self.spread,
         )
 
     def __repr__(self) -> str:

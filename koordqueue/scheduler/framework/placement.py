@@ -9,6 +9,11 @@ nodes) plus one argmax, instead of O(nodes) Python work.
 
 Contract for plugins: batch predicate and score callbacks must depend only on the task's
 placement key and the state of the node they are asked about.
+
+*Dynamic* predicates and scores (inter-pod affinity, topology spread, normalised scores) are
+the exception: a placement on one node changes the answer on every node of its topology
+domain, and kube-scheduler normalises scores over the feasible nodes. They are evaluated at
+query time over all nodes, never cached, and cost nothing for a task they return None for.
 """
 
 from __future__ import annotations
@@ -39,6 +44,11 @@ PredicateFn = Callable[[TaskInfo, NodeInfo], str | None]
 BatchNodeOrderFn = Callable[[TaskInfo, IntArray], FloatArray]
 """(task, node indices) -> score per node."""
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
+DynamicPredicateFn = Callable[[TaskInfo], BoolArray | None]
+"""task -> passes per node (all nodes), or None when it rejects no node for this task."""
+DynamicScoreFn = Callable[[TaskInfo], Callable[[BoolArray], FloatArray | None] | None]
+"""task -> None when it has no preference for this task, else a function from the
+candidate mask to weighted scores over all nodes (normalised over the candidates)."""
 
 _CACHE_SIZE = 256
 SMALL: Final = 8
@@ -161,6 +171,8 @@ class PlacementEngine:
         self.predicates: list[PredicateFn] = []
         self.batch_scores: list[BatchNodeOrderFn] = []
         self.scores: list[NodeOrderFn] = []
+        self.dynamic_predicates: list[tuple[DynamicPredicateFn, PredicateFn]] = []
+        self.dynamic_scores: list[DynamicScoreFn] = []
         self._cache: OrderedDict[PlacementKey, _Entry] = OrderedDict()
         self._all: IntArray = np.arange(tensor.size, dtype=np.intp)
 
@@ -271,30 +283,81 @@ class PlacementEngine:
             eff_arr[i] = score if ok and idle_ok else _NEG_INF
 
     # --- queries -------------------------------------------------------------------------
+    def add_dynamic_predicate(self, fn: DynamicPredicateFn, explain: PredicateFn) -> None:
+        """Register a query-time filter; `explain` gives one failing node's reason."""
+        self.dynamic_predicates.append((fn, explain))
+
+    def add_dynamic_score(self, fn: DynamicScoreFn) -> None:
+        """Register a query-time score normalised over the candidate nodes."""
+        self.dynamic_scores.append(fn)
+
+    def _dynamic_mask(self, task: TaskInfo) -> BoolArray | None:
+        mask: BoolArray | None = None
+        for fn, _explain in self.dynamic_predicates:
+            part = fn(task)
+            if part is not None:
+                mask = part if mask is None else mask & part
+        return mask
+
+    def _dynamic_scorers(self, task: TaskInfo) -> list[Callable[[BoolArray], FloatArray | None]]:
+        return [s for fn in self.dynamic_scores if (s := fn(task)) is not None]
+
+    @staticmethod
+    def _scored(
+        scorers: list[Callable[[BoolArray], FloatArray | None]],
+        scores: FloatArray,
+        candidates: BoolArray,
+    ) -> FloatArray:
+        for scorer in scorers:
+            extra = scorer(candidates)
+            if extra is not None:
+                scores = scores + extra
+        return scores
+
     def select(self, task: TaskInfo) -> tuple[int, bool] | None:
         """Best node index and whether it is a pipeline (future-idle) placement, or None.
 
         Nodes where the request fits idle resources are preferred; only when there is none
-        are nodes that fit future-idle (releasing) resources considered (SPEC 3.4).
+        are nodes that fit future-idle (releasing) resources considered (SPEC 3.4). Dynamic
+        scores are normalised over the idle candidates, or else the future-idle ones, as
+        Volcano scores each group separately.
         """
         entry = self._entry(task)
         if not len(entry.idle_eff):  # no ready node at all
             return None
-        best = int(np.argmax(entry.idle_eff))
-        if entry.idle_eff[best] > _NEG_INF:
-            return best, False
-        future = np.where(entry.passes & entry.future_ok, entry.scores, _NEG_INF)
-        best = int(np.argmax(future))
-        if future[best] > _NEG_INF:
-            return best, True
+        mask = self._dynamic_mask(task) if self.dynamic_predicates else None
+        scorers = self._dynamic_scorers(task) if self.dynamic_scores else []
+        if mask is None and not scorers:
+            best = int(np.argmax(entry.idle_eff))
+            if entry.idle_eff[best] > _NEG_INF:
+                return best, False
+            future = np.where(entry.passes & entry.future_ok, entry.scores, _NEG_INF)
+            best = int(np.argmax(future))
+            if future[best] > _NEG_INF:
+                return best, True
+            return None
+        passes = entry.passes if mask is None else entry.passes & mask
+        for pipelined, fit in ((False, entry.idle_ok), (True, entry.future_ok)):
+            candidates = passes & fit
+            if not candidates.any():
+                continue
+            scores = self._scored(scorers, entry.scores, candidates)
+            best = int(np.argmax(np.where(candidates, scores, _NEG_INF)))
+            return best, pipelined
         return None
 
     def candidates(self, task: TaskInfo, *, future: bool = False) -> tuple[IntArray, FloatArray]:
         """Feasible node indices (idle fit, or future-idle fit) and their scores."""
         entry = self._entry(task)
         mask = entry.passes & (entry.future_ok if future else entry.idle_ok)
+        scores = entry.scores
+        if self.dynamic_predicates or self.dynamic_scores:
+            dynamic = self._dynamic_mask(task)
+            if dynamic is not None:
+                mask = mask & dynamic
+            scores = self._scored(self._dynamic_scorers(task), scores, mask)
         idx = np.flatnonzero(mask)
-        return idx, entry.scores[idx]
+        return idx, scores[idx]
 
     def predicate_nodes(self, task: TaskInfo) -> IntArray:
         """Nodes passing the plugin predicates regardless of free resources, best score first.
@@ -302,8 +365,15 @@ class PlacementEngine:
         Preempt and reclaim use this: resources are what they are about to free.
         """
         entry = self._entry(task)
-        idx = np.flatnonzero(entry.passes)
-        order = np.argsort(-entry.scores[idx], kind="stable")
+        passes = entry.passes
+        scores = entry.scores
+        if self.dynamic_predicates or self.dynamic_scores:
+            dynamic = self._dynamic_mask(task)
+            if dynamic is not None:
+                passes = passes & dynamic
+            scores = self._scored(self._dynamic_scorers(task), scores, passes)
+        idx = np.flatnonzero(passes)
+        order = np.argsort(-scores[idx], kind="stable")
         result: IntArray = idx[order]
         return result
 
@@ -325,7 +395,19 @@ class PlacementEngine:
         for i in np.flatnonzero(entry.future_ok & ~entry.passes).tolist():
             node = t.nodes[i]
             reasons[node.name] = (self._explain(task, node),)
+        dynamic = self._dynamic_mask(task) if self.dynamic_predicates else None
+        if dynamic is not None:
+            for i in np.flatnonzero(entry.future_ok & entry.passes & ~dynamic).tolist():
+                node = t.nodes[i]
+                reasons[node.name] = (self._explain_dynamic(task, node),)
         return FitErrors(t.size, reasons)
+
+    def _explain_dynamic(self, task: TaskInfo, node: NodeInfo) -> str:
+        for _fn, explain in self.dynamic_predicates:
+            reason = explain(task, node)
+            if reason is not None:
+                return reason
+        return _GENERIC_REASON
 
     def _explain(self, task: TaskInfo, node: NodeInfo) -> str:
         idx = np.asarray([node.index], dtype=np.intp)

@@ -1,9 +1,16 @@
 """predicates: node selector, taints/tolerations, required node affinity, host ports,
-cordoned nodes. Label/taint checks are static per session and cached per constraint set."""
+cordoned nodes, inter-pod (anti-)affinity and topology spread (DoNotSchedule).
+
+Label/taint checks are static per session and cached per constraint set; inter-pod
+affinity and spreading are query-time filters over the session's pod counts
+(`plugins/interpod.py`). Arguments (Volcano's): `predicate.PodAffinityEnable` and
+`predicate.PodTopologySpreadEnable`, both true by default.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Final
 
 import numpy as np
 
@@ -19,9 +26,21 @@ from koordqueue.scheduler.api import (
     Toleration,
     names,
 )
-from koordqueue.scheduler.framework.interface import Plugin
+from koordqueue.scheduler.api.selectors import LabelSelector
+from koordqueue.scheduler.api.task_info import TopologySpreadConstraint
+from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin
 from koordqueue.scheduler.framework.placement import BoolArray, IntArray
 from koordqueue.scheduler.framework.session import Session
+from koordqueue.scheduler.plugins.interpod import (
+    InterPodAffinity,
+    PodTopologySpread,
+    included_nodes,
+    plugin_enabled,
+    pod_counts,
+)
+
+POD_AFFINITY_ENABLE: Final = "predicate.PodAffinityEnable"
+POD_TOPOLOGY_SPREAD_ENABLE: Final = "predicate.PodTopologySpreadEnable"
 
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _UNSCHEDULABLE_TAINT = Taint(names.UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
@@ -120,6 +139,63 @@ def static_reason(task: TaskInfo, node: NodeInfo) -> str | None:
     return None
 
 
+def required_node_affinity_matches(task: TaskInfo, labels: Mapping[str, str]) -> bool:
+    """nodeSelector and required node affinity (kube's RequiredNodeAffinity.Match)."""
+    for key, value in task.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    required = task.affinity.required if task.affinity is not None else ()
+    return not required or any(term_matches(term, labels) for term in required)
+
+
+def spread_inclusion(
+    nodes: list[NodeInfo],
+) -> Callable[[TaskInfo, TopologySpreadConstraint], BoolArray]:
+    """Topology spread's node inclusion policies over `nodes`, cached per constraint set."""
+    everywhere = np.ones(len(nodes), dtype=np.bool_)
+    by_affinity: dict[object, BoolArray] = {}
+    by_taints: dict[object, BoolArray] = {}
+
+    def honor_affinity(task: TaskInfo) -> BoolArray:
+        if not task.node_selector and (task.affinity is None or not task.affinity.required):
+            return everywhere
+        key = (tuple(sorted(task.node_selector.items())), task.affinity)
+        mask = by_affinity.get(key)
+        if mask is None:
+            mask = by_affinity[key] = np.fromiter(
+                (required_node_affinity_matches(task, n.labels) for n in nodes),
+                dtype=np.bool_,
+                count=len(nodes),
+            )
+        return mask
+
+    def honor_taints(task: TaskInfo) -> BoolArray:
+        mask = by_taints.get(task.tolerations)
+        if mask is None:
+            mask = by_taints[task.tolerations] = np.fromiter(
+                (untolerated_taint(task.tolerations, n.taints) is None for n in nodes),
+                dtype=np.bool_,
+                count=len(nodes),
+            )
+        return mask
+
+    return included_nodes(honor_affinity, honor_taints)
+
+
+def invalid_constraints(task: TaskInfo) -> str | None:
+    """Why the pod's label selectors (pod affinity, spread) cannot be evaluated."""
+    selectors: list[LabelSelector | None] = []
+    if task.pod_affinity is not None:
+        for term in task.pod_affinity.terms():
+            selectors.extend((term.selector, term.namespace_selector))
+    selectors.extend(c.selector for c in task.spread)
+    for selector in selectors:
+        reason = selector.invalid() if selector is not None else None
+        if reason is not None:
+            return reason
+    return None
+
+
 def pods_reason(node: NodeInfo) -> str | None:
     """A node whose `pods` allocatable is used up takes no more pods."""
     limit = node.allocatable.get(PODS)
@@ -198,7 +274,22 @@ class PredicatesPlugin(Plugin):
                 if key in seen:
                     return f"host port {port.port}/{port.protocol} requested twice"
                 seen.add(key)
+            if task.pod_affinity is not None or task.spread:
+                return invalid_constraints(task)
             return None
 
         session.add_batch_predicate_fn(self.name, batch, explain)
         session.add_pre_predicate_fn(self.name, pre_predicate)
+        affinity_on = self.arguments.get_bool(POD_AFFINITY_ENABLE, True)
+        spread_on = self.arguments.get_bool(POD_TOPOLOGY_SPREAD_ENABLE, True)
+        if (affinity_on or spread_on) and plugin_enabled(
+            session, self.name, ExtensionPoint.PREDICATE
+        ):
+            counts = pod_counts(session)
+            engine = session.placement
+            if affinity_on:
+                ipa = InterPodAffinity(counts)
+                engine.add_dynamic_predicate(ipa.filter, ipa.explain)
+            if spread_on:
+                pts = PodTopologySpread(counts, spread_inclusion(nodes))
+                engine.add_dynamic_predicate(pts.filter, pts.explain)

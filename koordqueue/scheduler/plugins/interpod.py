@@ -1,0 +1,601 @@
+"""Per-session pod counts behind inter-pod affinity and topology spread (kube-scheduler's
+InterPodAffinity and PodTopologySpread PreFilter/PreScore state, kept incrementally).
+
+Why a shared, incremental state: kube-scheduler rebuilds these counts for every pod in
+PreFilter (a walk over all pods); here each distinct pod filter (a term, all required
+terms of a pod, or a spread selector) keeps a per-node count of the pods it selects, built
+once from a label index and moved by the session's allocate/deallocate events. A query is
+then a few O(nodes) numpy operations: `bincount` turns node counts into topology-domain
+counts. Pods that use none of the features cost one attribute check.
+
+Counted pods are those placed on a node (Bound, Binding, Running, Allocated, Pipelined,
+Releasing). As in Volcano, a pod the session evicts or un-allocates stops counting; a pod
+already terminating when the session opens counts for inter-pod affinity but not for
+spreading (kube-scheduler skips terminating pods there).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from koordqueue.scheduler.api.node_info import NodeInfo
+from koordqueue.scheduler.api.selectors import LabelSelector
+from koordqueue.scheduler.api.task_info import (
+    POLICY_HONOR,
+    TERMINATED_STATUSES,
+    PodAffinityTerm,
+    TaskInfo,
+    TaskStatus,
+    TopologySpreadConstraint,
+)
+from koordqueue.scheduler.framework.interface import ExtensionPoint
+from koordqueue.scheduler.framework.placement import BoolArray, FloatArray, IntArray
+from koordqueue.scheduler.framework.session import EventHandler, Session
+
+HOSTNAME_KEY: Final = "kubernetes.io/hostname"
+MAX_NODE_SCORE: Final = 100
+HARD_POD_AFFINITY_WEIGHT: Final = 1
+"""kube-scheduler's InterPodAffinityArgs.hardPodAffinityWeight default."""
+
+ERR_AFFINITY_RULES: Final = "node(s) didn't match pod affinity rules"
+ERR_ANTI_AFFINITY_RULES: Final = "node(s) didn't match pod anti-affinity rules"
+ERR_EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_SPREAD_LABEL: Final = (
+    "node(s) didn't match pod topology spread constraints (missing required label)"
+)
+ERR_SPREAD: Final = "node(s) didn't match pod topology spread constraints"
+
+# Kinds of an existing pod's terms, as other pods see them.
+_REQ_ANTI: Final = 0
+_REQ_AFF: Final = 1
+_PREF_AFF: Final = 2
+_PREF_ANTI: Final = 3
+
+Anchor = tuple[str, str] | None
+
+
+def plugin_enabled(session: Session, plugin: str, point: ExtensionPoint) -> bool:
+    """Whether `plugin` is configured and its switch for `point` is on."""
+    for tier in session.config.tiers:
+        for option in tier.plugins:
+            if option.name == plugin:
+                return option.enabled(point)
+    return False
+
+
+def _anchor(selector: LabelSelector | None) -> Anchor:
+    """A label pair every selected pod carries (for the index), or None."""
+    if selector is None or not selector.match_labels:
+        return None
+    return selector.match_labels[0]
+
+
+class _Filter:
+    """A set of pods (by namespace and labels) with its per-node count."""
+
+    __slots__ = ("anchor", "counts", "match", "skip_terminating")
+
+    def __init__(
+        self,
+        match: Callable[[TaskInfo], bool],
+        anchor: Anchor,
+        size: int,
+        skip_terminating: bool,
+    ) -> None:
+        self.match = match
+        self.anchor = anchor
+        self.skip_terminating = skip_terminating
+        self.counts: IntArray = np.zeros(size, dtype=np.intp)
+
+
+@dataclass(slots=True)
+class _Placed:
+    task: TaskInfo
+    node: int
+    terminating: bool
+    """Terminating when the session opened (not counted for spreading)."""
+
+
+class PodCounts:
+    """The session's counted pods, their label index, and the pod filters in use."""
+
+    def __init__(self, session: Session) -> None:
+        self.nodes: list[NodeInfo] = session.node_list
+        self._by_name: Mapping[str, NodeInfo] = session.nodes
+        self.size = len(self.nodes)
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = session.namespace_labels
+        self._domains: dict[str, tuple[IntArray, int]] = {}
+        self._placed: dict[str, _Placed] | None = None
+        self._by_pair: dict[tuple[str, str], set[str]] = {}
+        self._filters: dict[object, _Filter] = {}
+        self._anchored: dict[tuple[str, str], list[_Filter]] = {}
+        self._unanchored: list[_Filter] = []
+        # Existing pods' own terms: (kind, term) -> per-node count of pods carrying it.
+        self._owners: dict[tuple[int, PodAffinityTerm], IntArray] = {}
+        self._owner_anchored: dict[tuple[str, str], set[tuple[int, PodAffinityTerm]]] = {}
+        self._owner_unanchored: set[tuple[int, PodAffinityTerm]] = set()
+        self._owner_index_fresh = True
+        for node in self.nodes:
+            for task in node.tasks.values():
+                if task.pod_affinity is not None and _counted(task):
+                    self._add_owner(task, node.index, 1)
+        session.add_event_handler(
+            "predicates", EventHandler(allocate=self._allocated, deallocate=self._deallocated)
+        )
+
+    # --- topology ------------------------------------------------------------------------
+    def domains(self, key: str) -> tuple[IntArray, int]:
+        """Per node, the id of its value for topology `key` (-1 without it); and how many."""
+        found = self._domains.get(key)
+        if found is None:
+            ids: dict[str, int] = {}
+            out = np.fromiter(
+                (
+                    ids.setdefault(v, len(ids)) if (v := n.labels.get(key)) is not None else -1
+                    for n in self.nodes
+                ),
+                dtype=np.intp,
+                count=self.size,
+            )
+            found = self._domains[key] = (out, len(ids))
+        return found
+
+    def spread_over(self, key: str, per_node: IntArray, among: BoolArray | None = None) -> IntArray:
+        """Each node gets the sum of `per_node` over its domain (nodes in `among` only);
+        nodes without the key get 0."""
+        dom, count = self.domains(key)
+        if count == 0:
+            return np.zeros(self.size, dtype=np.intp)
+        has = dom >= 0 if among is None else (dom >= 0) & among
+        sums = np.bincount(dom[has], weights=per_node[has], minlength=count)
+        out: IntArray = np.where(dom >= 0, sums[np.maximum(dom, 0)], 0).astype(np.intp)
+        return out
+
+    def ns_labels(self, namespace: str) -> Mapping[str, str]:
+        return self.namespace_labels.get(namespace) or {}
+
+    # --- counted pods and filters ----------------------------------------------------------
+    def _placed_pods(self) -> dict[str, _Placed]:
+        if self._placed is None:
+            placed: dict[str, _Placed] = {}
+            by_pair = self._by_pair
+            for node in self.nodes:
+                for task in node.tasks.values():
+                    if _counted(task):
+                        placed[task.uid] = _Placed(
+                            task, node.index, task.status is TaskStatus.RELEASING
+                        )
+                        for pair in task.labels.items():
+                            by_pair.setdefault(pair, set()).add(task.uid)
+            self._placed = placed
+        return self._placed
+
+    def pod_filter(
+        self,
+        key: object,
+        match: Callable[[TaskInfo], bool],
+        anchor: Anchor,
+        *,
+        skip_terminating: bool = False,
+    ) -> _Filter:
+        """The filter registered under `key`, built from the counted pods on first use."""
+        found = self._filters.get(key)
+        if found is not None:
+            return found
+        placed = self._placed_pods()
+        flt = _Filter(match, anchor, self.size, skip_terminating)
+        uids: Iterable[str] = self._by_pair.get(anchor, ()) if anchor is not None else placed
+        counts = flt.counts
+        for uid in uids:
+            entry = placed[uid]
+            if (skip_terminating and entry.terminating) or not match(entry.task):
+                continue
+            counts[entry.node] += 1
+        self._filters[key] = flt
+        if anchor is None:
+            self._unanchored.append(flt)
+        else:
+            self._anchored.setdefault(anchor, []).append(flt)
+        return flt
+
+    def term_filter(self, terms: tuple[PodAffinityTerm, ...]) -> _Filter:
+        """Pods matching every term (one term: that term)."""
+        labels_of = self.ns_labels
+
+        def match(task: TaskInfo) -> bool:
+            ns = labels_of(task.namespace)
+            return all(t.matches(task.namespace, task.labels, ns) for t in terms)
+
+        anchor = next((a for t in terms if (a := _anchor(t.selector)) is not None), None)
+        return self.pod_filter(("terms", terms), match, anchor)
+
+    def spread_filter(self, namespace: str, selector: LabelSelector) -> _Filter:
+        """Pods of `namespace` the selector matches, not terminating."""
+
+        def match(task: TaskInfo) -> bool:
+            return task.namespace == namespace and selector.matches(task.labels)
+
+        return self.pod_filter(
+            ("spread", namespace, selector), match, _anchor(selector), skip_terminating=True
+        )
+
+    # --- existing pods' terms ---------------------------------------------------------------
+    def _add_owner(self, task: TaskInfo, node: int, delta: int) -> None:
+        pa = task.pod_affinity
+        assert pa is not None
+        for kind, terms in (
+            (_REQ_ANTI, pa.anti_required),
+            (_REQ_AFF, pa.required),
+            (_PREF_AFF, pa.preferred),
+            (_PREF_ANTI, pa.anti_preferred),
+        ):
+            for term in terms:
+                if term.selector is None:
+                    continue  # selects nothing, never matters
+                key = (kind, term)
+                counts = self._owners.get(key)
+                if counts is None:
+                    counts = self._owners[key] = np.zeros(self.size, dtype=np.intp)
+                    anchor = _anchor(term.selector)
+                    if anchor is None:
+                        self._owner_unanchored.add(key)
+                    else:
+                        self._owner_anchored.setdefault(anchor, set()).add(key)
+                counts[node] += delta
+
+    @property
+    def has_owners(self) -> bool:
+        """Whether any counted pod carries (anti-)affinity terms."""
+        return bool(self._owners)
+
+    def owner_terms(
+        self, task: TaskInfo, kinds: frozenset[int]
+    ) -> list[tuple[int, PodAffinityTerm, IntArray]]:
+        """Existing pods' terms of these kinds that select `task`, with their owner counts."""
+        if not self._owners:
+            return []
+        candidates: set[tuple[int, PodAffinityTerm]] = set(self._owner_unanchored)
+        for pair in task.labels.items():
+            found = self._owner_anchored.get(pair)
+            if found:
+                candidates |= found
+        if not candidates:
+            return []
+        ns = self.ns_labels(task.namespace)
+        out = []
+        for kind, term in candidates:
+            if kind in kinds and term.matches(task.namespace, task.labels, ns):
+                counts = self._owners[(kind, term)]
+                if counts.any():
+                    out.append((kind, term, counts))
+        out.sort(key=lambda item: (item[0], item[1].topology_key, item[1].weight))
+        return out
+
+    # --- events ---------------------------------------------------------------------------
+    def _node_of(self, task: TaskInfo) -> int:
+        placed = self._placed
+        if placed is not None:
+            entry = placed.get(task.uid)
+            if entry is not None:
+                return entry.node
+        node = self._by_name.get(task.node_name or "")
+        return node.index if node is not None else -1
+
+    def _move(self, task: TaskInfo, node: int, delta: int) -> None:
+        filters: list[_Filter] = list(self._unanchored)
+        for pair in task.labels.items():
+            found = self._anchored.get(pair)
+            if found:
+                filters.extend(found)
+        for flt in filters:
+            if flt.match(task):
+                flt.counts[node] += delta
+
+    def _allocated(self, task: TaskInfo) -> None:
+        node = self._by_name.get(task.node_name or "")
+        if node is None:
+            return
+        i = node.index
+        if task.pod_affinity is not None:
+            self._add_owner(task, i, 1)
+        placed = self._placed
+        if placed is None:
+            return
+        placed[task.uid] = _Placed(task, i, False)
+        for pair in task.labels.items():
+            self._by_pair.setdefault(pair, set()).add(task.uid)
+        self._move(task, i, 1)
+
+    def _deallocated(self, task: TaskInfo) -> None:
+        i = self._node_of(task)
+        if i < 0:
+            return
+        if task.pod_affinity is not None:
+            self._add_owner(task, i, -1)
+        placed = self._placed
+        if placed is None:
+            return
+        entry = placed.pop(task.uid, None)
+        if entry is None:
+            return
+        for pair in task.labels.items():
+            uids = self._by_pair.get(pair)
+            if uids is not None:
+                uids.discard(task.uid)
+        self._move(task, i, -1)
+
+
+def _counted(task: TaskInfo) -> bool:
+    return task.status not in TERMINATED_STATUSES and task.status is not TaskStatus.PENDING
+
+
+_STATES: weakref.WeakKeyDictionary[Session, PodCounts] = weakref.WeakKeyDictionary()
+
+
+def pod_counts(session: Session) -> PodCounts:
+    """The session's shared counts (created, with its event handler, on first request)."""
+    state = _STATES.get(session)
+    if state is None:
+        state = _STATES[session] = PodCounts(session)
+    return state
+
+
+# --- inter-pod affinity -------------------------------------------------------------------
+_EXISTING_ANTI: Final = frozenset({_REQ_ANTI})
+_SCORING_KINDS: Final = frozenset({_REQ_AFF, _PREF_AFF, _PREF_ANTI})
+
+
+class InterPodAffinity:
+    """kube-scheduler's InterPodAffinity filter and score over the shared counts."""
+
+    def __init__(self, counts: PodCounts, hard_weight: int = HARD_POD_AFFINITY_WEIGHT) -> None:
+        self.counts = counts
+        self.hard_weight = hard_weight
+
+    def _affinity_ok(self, task: TaskInfo, terms: tuple[PodAffinityTerm, ...]) -> BoolArray:
+        c = self.counts
+        per_node = c.term_filter(terms).counts
+        all_keys = np.ones(c.size, dtype=np.bool_)
+        exist = np.ones(c.size, dtype=np.bool_)
+        any_match = False
+        for term in terms:
+            dom, _ = c.domains(term.topology_key)
+            in_domain = c.spread_over(term.topology_key, per_node)
+            any_match = any_match or bool(in_domain.any())
+            all_keys &= dom >= 0
+            exist &= in_domain > 0
+        if not any_match:
+            # The first of a series of pods with affinity to each other: allowed where the
+            # node has every topology key, if the pod matches its own terms.
+            ns = c.ns_labels(task.namespace)
+            if all(t.matches(task.namespace, task.labels, ns) for t in terms):
+                return all_keys
+        return exist & all_keys
+
+    def _anti_ok(self, terms: tuple[PodAffinityTerm, ...]) -> BoolArray:
+        c = self.counts
+        ok = np.ones(c.size, dtype=np.bool_)
+        for term in terms:
+            ok &= c.spread_over(term.topology_key, c.term_filter((term,)).counts) == 0
+        return ok
+
+    def _existing_ok(self, task: TaskInfo) -> BoolArray | None:
+        c = self.counts
+        found = c.owner_terms(task, _EXISTING_ANTI)
+        if not found:
+            return None
+        ok = np.ones(c.size, dtype=np.bool_)
+        for _kind, term, owners in found:
+            ok &= c.spread_over(term.topology_key, owners) == 0
+        return ok
+
+    def filter(self, task: TaskInfo) -> BoolArray | None:
+        """Nodes passing the filter, or None when the filter cannot reject any node."""
+        pa = task.pod_affinity
+        mask: BoolArray | None = None
+        if pa is not None:
+            if pa.required:
+                mask = self._affinity_ok(task, pa.required)
+            if pa.anti_required:
+                anti = self._anti_ok(pa.anti_required)
+                mask = anti if mask is None else mask & anti
+        if self.counts.has_owners:
+            existing = self._existing_ok(task)
+            if existing is not None:
+                mask = existing if mask is None else mask & existing
+        return mask
+
+    def explain(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        """The filter's reason for one node (kube-scheduler's order of checks)."""
+        i = node.index
+        pa = task.pod_affinity
+        if pa is not None and pa.required and not self._affinity_ok(task, pa.required)[i]:
+            return ERR_AFFINITY_RULES
+        if pa is not None and pa.anti_required and not self._anti_ok(pa.anti_required)[i]:
+            return ERR_ANTI_AFFINITY_RULES
+        existing = self._existing_ok(task) if self.counts.has_owners else None
+        if existing is not None and not existing[i]:
+            return ERR_EXISTING_ANTI_AFFINITY
+        return None
+
+    def raw_score(self, task: TaskInfo) -> FloatArray | None:
+        """The summed topology score per node before normalisation, or None when no term
+        (the pod's preferred terms, existing pods' terms selecting it) applies."""
+        c = self.counts
+        pa = task.pod_affinity
+        total: FloatArray | None = None
+
+        def add(key: str, per_node: IntArray, weight: int) -> None:
+            nonlocal total
+            if weight == 0:
+                return
+            part = c.spread_over(key, per_node).astype(np.float64) * weight
+            total = part if total is None else total + part
+
+        if pa is not None:
+            for term in pa.preferred:
+                if term.selector is not None:
+                    add(term.topology_key, c.term_filter((term,)).counts, term.weight)
+            for term in pa.anti_preferred:
+                if term.selector is not None:
+                    add(term.topology_key, c.term_filter((term,)).counts, -term.weight)
+        if c.has_owners:
+            for kind, term, owners in c.owner_terms(task, _SCORING_KINDS):
+                if kind == _REQ_AFF:
+                    add(term.topology_key, owners, self.hard_weight)
+                elif kind == _PREF_AFF:
+                    add(term.topology_key, owners, term.weight)
+                else:
+                    add(term.topology_key, owners, -term.weight)
+        if total is None or not total.any():
+            return None
+        return total
+
+    @staticmethod
+    def normalize(raw: FloatArray, candidates: BoolArray) -> FloatArray | None:
+        """(score - min) / (max - min) x 100, truncated, over the candidates."""
+        values = raw[candidates]
+        if not len(values):
+            return None
+        low, high = float(values.min()), float(values.max())
+        if high - low <= 0:
+            return None
+        out: FloatArray = np.floor(MAX_NODE_SCORE * (raw - low) / (high - low))
+        return out
+
+
+# --- topology spread ----------------------------------------------------------------------
+class PodTopologySpread:
+    """kube-scheduler's PodTopologySpread filter (DoNotSchedule) and score (ScheduleAnyway)
+    over the shared counts. Only the pod's own constraints: the system default constraints
+    need Services/ReplicaSets to select pods, which the scheduler does not watch."""
+
+    def __init__(
+        self, counts: PodCounts, included: Callable[[TaskInfo, TopologySpreadConstraint], BoolArray]
+    ) -> None:
+        self.counts = counts
+        self.included = included
+        """Nodes a constraint's inclusion policies (node affinity, taints) keep."""
+
+    def _node_counts(self, task: TaskInfo, constraint: TopologySpreadConstraint) -> IntArray:
+        selector = constraint.selector
+        if selector is None or selector.empty:
+            # kube-scheduler counts no pod for a nil or empty selector.
+            return np.zeros(self.counts.size, dtype=np.intp)
+        return self.counts.spread_filter(task.namespace, selector).counts
+
+    def _all_keys(self, constraints: Iterable[TopologySpreadConstraint]) -> BoolArray:
+        ok = np.ones(self.counts.size, dtype=np.bool_)
+        for c in constraints:
+            ok &= self.counts.domains(c.topology_key)[0] >= 0
+        return ok
+
+    def _constraint_ok(
+        self, task: TaskInfo, constraint: TopologySpreadConstraint, all_keys: BoolArray
+    ) -> BoolArray:
+        c = self.counts
+        dom, ndom = c.domains(constraint.topology_key)
+        eligible = all_keys & self.included(task, constraint)
+        per_node = self._node_counts(task, constraint)
+        sums = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom)
+        present = np.bincount(dom[eligible], minlength=ndom) > 0
+        has = dom >= 0
+        domains = int(present.sum())
+        if domains == 0:
+            return has  # no eligible domain: kube-scheduler skips the constraint
+        minimum = float(sums[present].min())
+        if domains < constraint.min_domains:
+            minimum = 0.0
+        selector = constraint.selector
+        own = 1 if selector is not None and selector.matches(task.labels) else 0
+        here = np.where(has, sums[np.maximum(dom, 0)], 0.0)
+        ok: BoolArray = has & (here + own - minimum <= constraint.max_skew)
+        return ok
+
+    def filter(self, task: TaskInfo) -> BoolArray | None:
+        hard = [c for c in task.spread if c.hard]
+        if not hard:
+            return None
+        all_keys = self._all_keys(hard)
+        mask = all_keys.copy()
+        for constraint in hard:
+            mask &= self._constraint_ok(task, constraint, all_keys)
+        return mask
+
+    def explain(self, task: TaskInfo, node: NodeInfo) -> str | None:
+        hard = [c for c in task.spread if c.hard]
+        if not hard:
+            return None
+        i = node.index
+        for constraint in hard:
+            if node.labels.get(constraint.topology_key) is None:
+                return ERR_SPREAD_LABEL
+        all_keys = self._all_keys(hard)
+        for constraint in hard:
+            if not self._constraint_ok(task, constraint, all_keys)[i]:
+                return ERR_SPREAD
+        return None
+
+    def score(self, task: TaskInfo, candidates: BoolArray) -> FloatArray | None:
+        """Normalised 0..100 per node (0 for candidates missing a topology key)."""
+        soft = [c for c in task.spread if not c.hard]
+        if not soft:
+            return None
+        c = self.counts
+        all_keys = self._all_keys(soft)
+        valid = candidates & all_keys
+        if not valid.any():
+            return None
+        raw = np.zeros(c.size, dtype=np.float64)
+        for constraint in soft:
+            dom, ndom = c.domains(constraint.topology_key)
+            per_node = self._node_counts(task, constraint)
+            if constraint.topology_key == HOSTNAME_KEY:
+                size = int(valid.sum())
+                count = per_node.astype(np.float64)
+            else:
+                size = int((np.bincount(dom[valid], minlength=ndom) > 0).sum())
+                eligible = all_keys & self.included(task, constraint)
+                sums = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom)
+                count = np.where(dom >= 0, sums[np.maximum(dom, 0)], 0.0)
+            weight = math.log(size + 2)
+            raw += np.where(dom >= 0, count * weight + (constraint.max_skew - 1), 0.0)
+        raw = np.floor(raw + 0.5)  # math.Round of a non-negative number
+        values = raw[valid]
+        high = max(float(values.max()), 0.0)
+        low = float(values.min())
+        if high == 0:
+            if bool((valid == candidates).all()):
+                return None  # every candidate scores 100: no preference
+            return np.where(valid, float(MAX_NODE_SCORE), 0.0)
+        out = np.where(valid, np.floor(MAX_NODE_SCORE * (high + low - raw) / high), 0.0)
+        result: FloatArray = out
+        return result
+
+
+def included_nodes(
+    honor_affinity: Callable[[TaskInfo], BoolArray],
+    honor_taints: Callable[[TaskInfo], BoolArray],
+) -> Callable[[TaskInfo, TopologySpreadConstraint], BoolArray]:
+    """A constraint's node inclusion: the pod's node selector and required node affinity
+    (nodeAffinityPolicy Honor, the default), untolerated NoSchedule/NoExecute taints
+    (nodeTaintsPolicy Honor; Ignore is the default)."""
+
+    def included(task: TaskInfo, constraint: TopologySpreadConstraint) -> BoolArray:
+        mask: BoolArray | None = None
+        if constraint.node_affinity_policy == POLICY_HONOR:
+            mask = honor_affinity(task)
+        if constraint.node_taints_policy == POLICY_HONOR:
+            taints = honor_taints(task)
+            mask = taints if mask is None else mask & taints
+        if mask is None:
+            return np.ones(len(honor_affinity(task)), dtype=np.bool_)
+        return mask
+
+    return included

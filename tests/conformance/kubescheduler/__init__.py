@@ -1,0 +1,1 @@
+"""Cases transcribed from kubernetes/kubernetes pkg/scheduler/framework/plugins tests."""
