@@ -3,26 +3,39 @@
 The adapter calls these with the Job object it watched; everything Kubernetes-specific about
 the *rules* (resource totals, pod-set count, phase from Job status, retry back-off) is here, so
 it is unit-tested without a cluster and reused by the simulator.
+
+The Job's own rules now live in koordqueue.domain.integrations.batch_job (the first of the
+job integrations, issue 13); the Job functions here are thin wrappers kept for their callers.
+What stays here is shared by every integration: the reconcile decision (`reconcile_job`),
+Go's timestamp format and the retry back-off.
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, Final
 
 from koordqueue.domain.backoff import Backoff
+from koordqueue.domain.integrations import BATCH_JOB
+from koordqueue.domain.integrations.base import (
+    InvalidJobError,
+    JobStatus,
+    Mutation,
+    WorkloadPatch,
+    object_key,
+    pod_requests,
+    queue_unit_for,
+)
+from koordqueue.domain.integrations.batch_job import (
+    count_failed_indexes,
+    job_resource,
+    pod_set_count,
+)
 from koordqueue.domain.names import (
-    JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
-    JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
-    JOB_HAS_ENQUEUED_ANNOTATION,
-    KOORD_QUEUE_GROUP,
-    KOORD_QUEUE_VERSION,
     MSG_ENQUEUED_AFTER_BACKOFF,
     MSG_ENQUEUED_AFTER_PREEMPTED,
     MSG_RUNNING_TIMEOUT,
@@ -30,9 +43,32 @@ from koordqueue.domain.names import (
     MSG_UNIT_RUNNING,
     MSG_UNIT_SUCCEEDED,
 )
-from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.queue_unit import Phase
-from koordqueue.domain.resources import Resources
+
+__all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
+    "BACKOFF_JITTER",
+    "UNIT_BACKOFF",
+    "InvalidJobError",
+    "JobAction",
+    "JobStatus",
+    "backoff_delay",
+    "count_failed_indexes",
+    "enqueue_patch",
+    "go_time_string",
+    "is_created_suspended",
+    "is_managed",
+    "job_key",
+    "job_resource",
+    "job_status",
+    "pod_requests",
+    "pod_set_count",
+    "queue_unit_for_job",
+    "reconcile_job",
+    "resume_patch",
+    "suspend_patch",
+]
 
 BACKOFF_BASE: Final = 10.0
 BACKOFF_CAP: Final = 15 * 60.0
@@ -40,208 +76,29 @@ BACKOFF_JITTER: Final = 0.10
 UNIT_BACKOFF: Final = Backoff(BACKOFF_BASE, BACKOFF_CAP, BACKOFF_JITTER)
 
 
-class InvalidJobError(ValueError):
-    """A Job whose pod template cannot be turned into a resource request."""
-
-    def __init__(self, key: str, field: str, reason: str) -> None:
-        self.key = key
-        self.field = field
-        self.reason = reason
-        super().__init__(f"Job {key}: {field}: {reason}")
-
-
-def _requests(container: Mapping[str, Any], field: str) -> Resources:
-    resources = container.get("resources") or {}
-    # Kubernetes defaults requests to limits when only limits are given.
-    limits = Resources.parse(resources.get("limits"), f"{field}.resources.limits")
-    requests = Resources.parse(resources.get("requests"), f"{field}.resources.requests")
-    return Resources({**limits.as_dict(), **requests.as_dict()})
-
-
-def pod_requests(pod_spec: Mapping[str, Any], key: str = "?") -> Resources:
-    """Effective pod request: max(sum of containers, each init container) + overhead.
-
-    Restartable (sidecar) init containers run alongside the app and are summed as well.
-    """
-    try:
-        total = Resources()
-        for i, container in enumerate(pod_spec.get("containers") or []):
-            total = total + _requests(container, f"spec.template.spec.containers[{i}]")
-        init_peak = Resources()
-        sidecars = Resources()
-        for i, container in enumerate(pod_spec.get("initContainers") or []):
-            request = _requests(container, f"spec.template.spec.initContainers[{i}]")
-            if container.get("restartPolicy") == "Always":
-                sidecars = sidecars + request
-            else:
-                init_peak = init_peak.max(sidecars + request)
-        effective = (total + sidecars).max(init_peak)
-        overhead = Resources.parse(pod_spec.get("overhead"), "spec.template.spec.overhead")
-        return (effective + overhead).nonzero()
-    except InvalidQuantityError as exc:
-        raise InvalidJobError(key, exc.field, f"{exc.value!r}: {exc.reason}") from exc
-
-
 def job_key(job: Mapping[str, Any]) -> str:
-    metadata = job.get("metadata") or {}
-    return f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
-
-
-def count_failed_indexes(indexes: str, completions: int) -> int:
-    """How many indexes `status.failedIndexes` names ("1,3-5,7" -> 5).
-
-    Raises ValueError for what the Job controller never writes: a non-number, a reversed or
-    overlapping range, indexes out of order, or an index outside [0, completions).
-    """
-    if not indexes:
-        return 0
-    count, last = 0, -1
-    for part in indexes.split(","):
-        first_text, _, end_text = part.partition("-")
-        first = int(first_text)
-        end = int(end_text) if end_text else first
-        if first < 0 or end < first or first <= last or end >= completions:
-            raise ValueError(f"invalid failedIndexes {indexes!r} for {completions} completions")
-        count += end - first + 1
-        last = end
-    return count
-
-
-def pod_set_count(job: Mapping[str, Any]) -> int:
-    """min(parallelism, completions − succeeded [− failed indexes]), never negative.
-
-    parallelism defaults to 1 and completions to parallelism. An Indexed Job's permanently
-    failed indexes will not run again, so they are not asked for; a failedIndexes value that
-    cannot be parsed keeps the full demand.
-    """
-    spec = job.get("spec") or {}
-    status = job.get("status") or {}
-    parallelism = spec.get("parallelism")
-    parallelism = 1 if parallelism is None else int(parallelism)
-    completions = spec.get("completions")
-    completions = parallelism if completions is None else int(completions)
-    remaining = completions - int(status.get("succeeded") or 0)
-    if spec.get("completionMode") == "Indexed" and status.get("failedIndexes"):
-        with contextlib.suppress(ValueError):  # unparsable: keep the full demand
-            remaining -= count_failed_indexes(str(status["failedIndexes"]), completions)
-    return max(min(parallelism, remaining), 0)
-
-
-def job_resource(job: Mapping[str, Any]) -> Resources:
-    """spec.resource of the unit: parallelism × the pod template's effective requests."""
-    spec = job.get("spec") or {}
-    parallelism = spec.get("parallelism")
-    parallelism = 1 if parallelism is None else int(parallelism)
-    pod_spec = ((spec.get("template") or {}).get("spec")) or {}
-    return pod_requests(pod_spec, job_key(job)) * parallelism
+    return object_key(job)
 
 
 def is_created_suspended(job: Mapping[str, Any]) -> bool:
-    return bool((job.get("spec") or {}).get("suspend"))
+    return BATCH_JOB.is_suspended(job)
 
 
 def queue_unit_for_job(
     job: Mapping[str, Any], priority_of_class: Callable[[str], int | None] | None = None
 ) -> dict[str, Any]:
     """The QueueUnit object for a suspended Job: same namespace/name, owner ref, copied metadata."""
-    metadata = job.get("metadata") or {}
-    spec = job.get("spec") or {}
-    pod_spec = ((spec.get("template") or {}).get("spec")) or {}
-    class_name = pod_spec.get("priorityClassName") or ""
-    # the class's value when the class exists, else the template's own priority, else 0
-    priority = priority_of_class(class_name) if class_name and priority_of_class else None
-    if priority is None:
-        priority = pod_spec.get("priority") or 0
-    resource = job_resource(job)
-    unit_spec: dict[str, Any] = {
-        "consumerRef": {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": metadata.get("name"),
-            "namespace": metadata.get("namespace", "default"),
-            "uid": metadata.get("uid"),
-        },
-        "priority": int(priority),
-        "queue": "",
-        "resource": resource.to_quantities(),
-        "podSet": [
-            {
-                "name": metadata.get("name"),
-                "count": pod_set_count(job),
-                "template": spec.get("template") or {},
-            }
-        ],
-    }
-    if class_name:
-        unit_spec["priorityClassName"] = class_name
-    return {
-        "apiVersion": f"{KOORD_QUEUE_GROUP}/{KOORD_QUEUE_VERSION}",
-        "kind": "QueueUnit",
-        "metadata": {
-            "name": metadata.get("name"),
-            "namespace": metadata.get("namespace", "default"),
-            "labels": dict(metadata.get("labels") or {}),
-            "annotations": dict(metadata.get("annotations") or {}),
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": metadata.get("name"),
-                    "uid": metadata.get("uid"),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": unit_spec,
-    }
-
-
-class JobStatus(StrEnum):
-    """Where a Job stands for the extension (Koord-Queue framework.JobStatus)."""
-
-    CREATED = "Created"
-    QUEUING = "Queuing"
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-
-def _annotations(job: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (job.get("metadata") or {}).get("annotations") or {}
+    return queue_unit_for(BATCH_JOB, [job], priority_of_class)
 
 
 def is_managed(job: Mapping[str, Any]) -> bool:
     """Enqueued once (annotated), or never started and suspended: the queue owns this Job."""
-    if _annotations(job).get(JOB_HAS_ENQUEUED_ANNOTATION):
-        return True
-    return not (job.get("status") or {}).get("startTime") and is_created_suspended(job)
+    return BATCH_JOB.is_managed(job)
 
 
 def job_status(job: Mapping[str, Any], pod_running: bool = False) -> JobStatus:
-    """The Job's state, in the reference's order of precedence.
-
-    `pod_running`: one of the Job's pods is in phase Running (the caller looks; this module
-    does not list pods). With active pods and none running the Job is Pending, as it is after
-    a resume (dequeue timestamp set) before any pod exists.
-    """
-    status = job.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("status") != "True":
-            continue
-        if condition.get("type") == "Complete":
-            return JobStatus.SUCCEEDED
-        if condition.get("type") == "Failed":
-            return JobStatus.FAILED
-    if int(status.get("active") or 0) > 0:
-        return JobStatus.RUNNING if pod_running else JobStatus.PENDING
-    annotations = _annotations(job)
-    if annotations.get(JOB_DEQUEUE_TIMESTAMP_ANNOTATION):
-        return JobStatus.PENDING
-    if annotations.get(JOB_HAS_ENQUEUED_ANNOTATION) == "true":
-        return JobStatus.QUEUING
-    return JobStatus.CREATED
+    """The Job's state, in the reference's order of precedence (BatchJob.status)."""
+    return BATCH_JOB.status([job], pod_running)
 
 
 _PROCESS_START_NS: Final = time.monotonic_ns()
@@ -266,38 +123,26 @@ def go_time_string(epoch_ns: int | None = None, monotonic_ns: int | None = None)
     return f"{text} +0000 UTC m={sign}{mono_s}.{mono_ns:09d}"
 
 
+def _patch(mutations: tuple[Mutation, ...]) -> dict[str, Any] | None:
+    for mutation in mutations:
+        if isinstance(mutation, WorkloadPatch):
+            return dict(mutation.body)
+    return None
+
+
 def enqueue_patch(job: Mapping[str, Any], now: str) -> dict[str, Any] | None:
     """Mark a Job enqueued (merge patch), or None when it already is."""
-    if _annotations(job).get(JOB_HAS_ENQUEUED_ANNOTATION):
-        return None
-    return {
-        "metadata": {
-            "annotations": {
-                JOB_HAS_ENQUEUED_ANNOTATION: "true",
-                JOB_ENQUEUE_TIMESTAMP_ANNOTATION: now,
-            }
-        }
-    }
+    return _patch(BATCH_JOB.enqueue(job, now))
 
 
 def resume_patch(now: str, job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """Let the Job run and stamp when it left the queue; None when `job` is not suspended."""
-    if job is not None and not is_created_suspended(job):
-        return None
-    return {
-        "spec": {"suspend": False},
-        "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: now}},
-    }
+    return _patch(BATCH_JOB.resume(job, now))
 
 
 def suspend_patch(job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """Stop the Job again (empty dequeue timestamp: back in the queue); None if it is stopped."""
-    if job is not None and is_created_suspended(job):
-        return None
-    return {
-        "spec": {"suspend": True},
-        "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: ""}},
-    }
+    return _patch(BATCH_JOB.suspend(job))
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,3 +127,21 @@ MSG_UNIT_FAILED: Final = "Failed"
 MSG_ENQUEUED_AFTER_PREEMPTED: Final = "Enqueued after preempted"
 MSG_ENQUEUED_AFTER_BACKOFF: Final = "Enqueued because backoff timeout"
 MSG_RUNNING_TIMEOUT: Final = "Backoff due to running timeout"
+
+# --- Job integrations beyond batch/v1 Job (issue 13; koordqueue/domain/integrations) ---------
+INTEGRATION_SUSPEND_ANNOTATION: Final = "scheduling.x-k8s.io/suspend"
+"""Kubeflow jobs: "true" while the queue holds the job (Koord-Queue handles.QueueAnnotation)."""
+QUEUING_CONDITION: Final = "Queuing"
+"""Kubeflow jobs: the status condition Koord-Queue sets True when enqueued, False when dequeued."""
+MSG_JOB_ENQUEUED_CONDITION: Final = "Job Enqueued"
+MSG_JOB_DEQUEUED_CONDITION: Final = "Job Dequeued"
+POD_ADMISSION_GATE: Final = "koord-queue/admission"
+"""Plain pods: the scheduling gate that holds a queued pod; removed to admit it (Kueue's
+kueue.x-k8s.io/admission)."""
+POD_GROUP_NAME_LABEL: Final = "koord-queue/pod-group-name"
+"""Plain pods: pods with the same value in one namespace form one unit (Kueue's
+kueue.x-k8s.io/pod-group-name)."""
+POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "koord-queue/pod-group-total-count"
+"""Plain pods: how many pods the group has; its unit is made when that many exist."""
+POD_RETRIABLE_IN_GROUP_ANNOTATION: Final = "koord-queue/retriable-in-group"
+"""Plain pods: "false" on any member ends the group as Failed once no member is active."""

@@ -1,0 +1,85 @@
+"""Job integrations: one module per framework, one registry keyed by `--integrations` name.
+
+Adding a kind is one module with an `Integration` subclass and its tests, plus one entry
+here. The names are Kueue's (`batch/job`, `kubeflow.org/pytorchjob`, ...), so a user moving
+between the two writes the same flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from koordqueue.domain.integrations.base import (
+    DeleteWorkload,
+    Integration,
+    InvalidJobError,
+    JobStatus,
+    Mutation,
+    PodSet,
+    WorkloadKind,
+    WorkloadPatch,
+    queue_unit_for,
+)
+from koordqueue.domain.integrations.batch_job import BatchJob
+from koordqueue.domain.integrations.jobset import JobSet
+from koordqueue.domain.integrations.kubeflow import MPIJob, PyTorchJob
+from koordqueue.domain.integrations.pod import Pod
+
+BATCH_JOB: Final = BatchJob()
+PYTORCH_JOB: Final = PyTorchJob()
+MPI_JOB: Final = MPIJob()
+JOBSET: Final = JobSet()
+POD: Final = Pod()
+
+INTEGRATIONS: Final[Mapping[str, Integration]] = {
+    i.name: i for i in (BATCH_JOB, PYTORCH_JOB, MPI_JOB, JOBSET, POD)
+}
+"""Every integration by its `--integrations` name."""
+DEFAULT_INTEGRATIONS: Final = (BATCH_JOB.name,)
+"""What is served without the flag: batch/v1 Job only, as before the flag existed."""
+
+
+def by_kind(kind: str, api_version: str | None = None) -> Integration | None:
+    """The integration serving objects of `kind` (and `api_version`, when given)."""
+    for integration in INTEGRATIONS.values():
+        workload = integration.workload
+        if workload.kind == kind and api_version in (None, workload.api_version):
+            return integration
+    return None
+
+
+def parse_integrations(names: str | Iterable[str]) -> tuple[Integration, ...]:
+    """`--integrations` ("batch/job,pod" or a list) to integrations, in order, no repeats.
+
+    Raises ValueError naming the unknown entries and the known ones.
+    """
+    items = names.split(",") if isinstance(names, str) else list(names)
+    wanted = [item.strip() for item in items if item.strip()]
+    unknown = [name for name in wanted if name not in INTEGRATIONS]
+    if unknown:
+        known = ", ".join(INTEGRATIONS)
+        raise ValueError(f"unknown integrations {', '.join(unknown)} (known: {known})")
+    return tuple(INTEGRATIONS[name] for name in dict.fromkeys(wanted))
+
+
+__all__ = [
+    "BATCH_JOB",
+    "DEFAULT_INTEGRATIONS",
+    "INTEGRATIONS",
+    "JOBSET",
+    "MPI_JOB",
+    "POD",
+    "PYTORCH_JOB",
+    "DeleteWorkload",
+    "Integration",
+    "InvalidJobError",
+    "JobStatus",
+    "Mutation",
+    "PodSet",
+    "WorkloadKind",
+    "WorkloadPatch",
+    "by_kind",
+    "parse_integrations",
+    "queue_unit_for",
+]

@@ -1,0 +1,342 @@
+"""What a workload framework must say for the queue to serve it (issue 13).
+
+A job kind (batch/v1 Job, PyTorchJob, MPIJob, JobSet, plain Pods) is queued through one
+`Integration`: how to read its pod sets (counts and per-pod requests), its priority, whether
+the queue holds it (suspended), the writes that hold and release it, and where it stands
+(running, finished, failed). Everything here is pure: objects are the API's JSON as dicts and
+writes are returned as data, so the kube edge (koordqueue/kube/integration_reconciler.py), the
+simulator and the tests all run the same rules.
+
+A workload is usually one object. A pod group is several (every Pod with the same group
+label); methods that read a workload's state therefore take its `members`, one object for
+every kind but Pod.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from koordqueue.domain.names import (
+    JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
+    JOB_HAS_ENQUEUED_ANNOTATION,
+    KOORD_QUEUE_GROUP,
+    KOORD_QUEUE_VERSION,
+)
+from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.resources import Resources
+
+Obj = Mapping[str, Any]
+
+
+class InvalidJobError(ValueError):
+    """A workload whose pod template cannot be turned into a resource request."""
+
+    def __init__(self, key: str, field: str, reason: str, kind: str = "Job") -> None:
+        self.key = key
+        self.field = field
+        self.reason = reason
+        self.kind = kind
+        super().__init__(f"{kind} {key}: {field}: {reason}")
+
+
+class JobStatus(StrEnum):
+    """Where a workload stands for the job extension (Koord-Queue framework.JobStatus)."""
+
+    CREATED = "Created"
+    QUEUING = "Queuing"
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    """Group, version, kind and plural of a framework's objects (REST paths, consumerRef)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """Pods of one role: how many, their template, and what each one requests."""
+
+    name: str
+    count: int
+    template: Mapping[str, Any]
+    request: Resources = field(default_factory=Resources)
+
+    def to_object(self) -> dict[str, Any]:
+        """The QueueUnit's spec.podSet entry (Kueue's PodSet: name, count, template)."""
+        return {"name": self.name, "count": self.count, "template": dict(self.template)}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPatch:
+    """A JSON merge patch of one workload object (of its `subresource` when given)."""
+
+    body: Mapping[str, Any]
+    subresource: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteWorkload:
+    """Delete the object (a started Pod cannot be gated again: stopping it means deleting it)."""
+
+
+Mutation = WorkloadPatch | DeleteWorkload
+
+
+def meta(obj: Obj) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def annotations_of(obj: Obj) -> Mapping[str, Any]:
+    return meta(obj).get("annotations") or {}
+
+
+def object_key(obj: Obj) -> str:
+    m = meta(obj)
+    return f"{m.get('namespace', 'default')}/{m.get('name', '?')}"
+
+
+def condition_true(obj: Obj, kind: str) -> bool:
+    """Whether status.conditions holds `kind` with status "True"."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return True
+    return False
+
+
+def _requests(container: Mapping[str, Any], path: str) -> Resources:
+    resources = container.get("resources") or {}
+    # Kubernetes defaults requests to limits when only limits are given.
+    limits = Resources.parse(resources.get("limits"), f"{path}.resources.limits")
+    requests = Resources.parse(resources.get("requests"), f"{path}.resources.requests")
+    return Resources({**limits.as_dict(), **requests.as_dict()})
+
+
+def pod_requests(
+    pod_spec: Mapping[str, Any],
+    key: str = "?",
+    path: str = "spec.template.spec",
+    kind: str = "Job",
+) -> Resources:
+    """Effective pod request: max(sum of containers, each init container) + overhead.
+
+    Restartable (sidecar) init containers run alongside the app and are summed as well.
+    `path` is where the pod spec sits in the object, for the error's field name.
+    """
+    try:
+        total = Resources()
+        for i, container in enumerate(pod_spec.get("containers") or []):
+            total = total + _requests(container, f"{path}.containers[{i}]")
+        init_peak = Resources()
+        sidecars = Resources()
+        for i, container in enumerate(pod_spec.get("initContainers") or []):
+            request = _requests(container, f"{path}.initContainers[{i}]")
+            if container.get("restartPolicy") == "Always":
+                sidecars = sidecars + request
+            else:
+                init_peak = init_peak.max(sidecars + request)
+        effective = (total + sidecars).max(init_peak)
+        overhead = Resources.parse(pod_spec.get("overhead"), f"{path}.overhead")
+        return (effective + overhead).nonzero()
+    except InvalidQuantityError as exc:
+        raise InvalidJobError(key, exc.field, f"{exc.value!r}: {exc.reason}", kind) from exc
+
+
+PriorityOfClass = Callable[[str], int | None]
+"""A PriorityClass's value by name (None: no such class)."""
+
+
+class Integration(ABC):
+    """One framework's rules. Subclasses are stateless; one instance serves every object."""
+
+    name: ClassVar[str]
+    """The `--integrations` entry (Kueue's names: batch/job, kubeflow.org/pytorchjob, ...)."""
+    workload: ClassVar[WorkloadKind]
+
+    # --- identity -------------------------------------------------------------------------
+    def group_name(self, obj: Obj) -> str | None:
+        """The group an object belongs to when several objects form one workload, else None."""
+        return None
+
+    def group_label(self) -> str | None:
+        """The label that names an object's group (None: every object is its own workload)."""
+        return None
+
+    def unit_name(self, obj: Obj) -> str:
+        """Name of the workload's QueueUnit (in the object's namespace)."""
+        return self.group_name(obj) or str(meta(obj).get("name", ""))
+
+    def expected_members(self, members: Sequence[Obj]) -> int:
+        """How many objects the workload has when whole; its unit waits for that many."""
+        return 1
+
+    # --- what it asks for -----------------------------------------------------------------
+    @abstractmethod
+    def pod_sets(self, members: Sequence[Obj]) -> tuple[PodSet, ...]:
+        """Its pods by role, with counts and per-pod requests (raises InvalidJobError)."""
+
+    def resource(self, members: Sequence[Obj]) -> Resources:
+        """The unit's spec.resource: every pod set's count × per-pod request."""
+        total = Resources()
+        for pod_set in self.pod_sets(members):
+            total = total + pod_set.request * pod_set.count
+        return total
+
+    @abstractmethod
+    def priority_class_name(self, obj: Obj) -> str:
+        """The priority class the workload's pods ask for ("" when none)."""
+
+    @abstractmethod
+    def template_priority(self, obj: Obj) -> int | None:
+        """The pods' own spec.priority, used when the class does not exist."""
+
+    def priority(self, obj: Obj, priority_of_class: PriorityOfClass | None = None) -> int:
+        """The class's value when the class exists, else the template's priority, else 0."""
+        class_name = self.priority_class_name(obj)
+        value = priority_of_class(class_name) if class_name and priority_of_class else None
+        if value is None:
+            value = self.template_priority(obj)
+        return int(value or 0)
+
+    # --- holding and releasing it ---------------------------------------------------------
+    @abstractmethod
+    def is_suspended(self, obj: Obj) -> bool:
+        """The queue holds this object (it runs nothing)."""
+
+    @abstractmethod
+    def is_managed(self, obj: Obj) -> bool:
+        """The queue owns this object: enqueued before, or created held and never started."""
+
+    def enqueue(
+        self, obj: Obj, now: str, now_rfc3339: str | None = None
+    ) -> tuple[WorkloadPatch, ...]:
+        """Mark the object enqueued (Koord-Queue's job annotations); nothing when it is.
+
+        `now`: Go's time string (what the reference writes into annotations); `now_rfc3339`:
+        the API's time, for typed fields such as a condition's lastTransitionTime.
+        """
+        if annotations_of(obj).get(JOB_HAS_ENQUEUED_ANNOTATION):
+            return ()
+        return (
+            WorkloadPatch(
+                {
+                    "metadata": {
+                        "annotations": {
+                            JOB_HAS_ENQUEUED_ANNOTATION: "true",
+                            JOB_ENQUEUE_TIMESTAMP_ANNOTATION: now,
+                        }
+                    }
+                }
+            ),
+        )
+
+    @abstractmethod
+    def resume(self, obj: Obj, now: str, now_rfc3339: str | None = None) -> tuple[Mutation, ...]:
+        """The writes that let the object run; nothing when it already runs."""
+
+    @abstractmethod
+    def suspend(self, obj: Obj) -> tuple[Mutation, ...]:
+        """The writes that hold the object again; nothing when it is held."""
+
+    # --- where it stands ------------------------------------------------------------------
+    def pod_running(self, members: Sequence[Obj]) -> bool | None:
+        """Whether one of its pods runs, when its status says; None: the caller lists pods."""
+        return False
+
+    def pod_selector(self, obj: Obj) -> str | None:
+        """Label selector of its pods, for when `pod_running` cannot tell."""
+        return None
+
+    @abstractmethod
+    def status(self, members: Sequence[Obj], pod_running: bool = False) -> JobStatus:
+        """Where the workload stands (finished and failed first, then running, pending...)."""
+
+    # --- the unit -------------------------------------------------------------------------
+    def copied_metadata(self, members: Sequence[Obj]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Labels and annotations the unit copies verbatim (the first member's)."""
+        first = meta(members[0])
+        return dict(first.get("labels") or {}), dict(first.get("annotations") or {})
+
+    def consumer_name(self, obj: Obj) -> str:
+        """spec.consumerRef.name: the object's name, or the group's for a group."""
+        return self.unit_name(obj)
+
+    def owner_references(self, members: Sequence[Obj]) -> list[dict[str, Any]]:
+        """The unit is owned by its object (controller), or by every member of a group."""
+        single = len(members) == 1 and self.group_name(members[0]) is None
+        refs = []
+        for member in members:
+            m = meta(member)
+            ref: dict[str, Any] = {
+                "apiVersion": self.workload.api_version,
+                "kind": self.workload.kind,
+                "name": m.get("name"),
+                "uid": m.get("uid"),
+            }
+            if single:
+                ref["controller"] = True
+                ref["blockOwnerDeletion"] = True
+            refs.append(ref)
+        return refs
+
+
+def queue_unit_for(
+    integration: Integration,
+    members: Sequence[Obj],
+    priority_of_class: PriorityOfClass | None = None,
+) -> dict[str, Any]:
+    """The QueueUnit object for a held workload: its name, owner refs, copied metadata.
+
+    Raises InvalidJobError when a pod template's requests cannot be parsed.
+    """
+    first = members[0]
+    m = meta(first)
+    namespace = m.get("namespace", "default")
+    name = integration.unit_name(first)
+    class_name = integration.priority_class_name(first)
+    resource = integration.resource(members)
+    pod_sets = integration.pod_sets(members)
+    single = integration.group_name(first) is None
+    unit_spec: dict[str, Any] = {
+        "consumerRef": {
+            "apiVersion": integration.workload.api_version,
+            "kind": integration.workload.kind,
+            "name": integration.consumer_name(first),
+            "namespace": namespace,
+            **({"uid": m.get("uid")} if single else {}),
+        },
+        "priority": integration.priority(first, priority_of_class),
+        "queue": "",
+        "resource": resource.to_quantities(),
+        "podSet": [pod_set.to_object() for pod_set in pod_sets],
+    }
+    if class_name:
+        unit_spec["priorityClassName"] = class_name
+    labels, copied = integration.copied_metadata(members)
+    return {
+        "apiVersion": f"{KOORD_QUEUE_GROUP}/{KOORD_QUEUE_VERSION}",
+        "kind": "QueueUnit",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": copied,
+            "ownerReferences": integration.owner_references(members),
+        },
+        "spec": unit_spec,
+    }

@@ -1,0 +1,261 @@
+"""Plain Pods and pod groups, held by a scheduling gate (Kueue pkg/controller/jobs/pod).
+
+A pod created with the scheduling gate `koord-queue/admission` is queued; removing the gate
+admits it. Pods that carry the label `koord-queue/pod-group-name` form one workload per name
+and namespace, whole when as many pods exist as the annotation
+`koord-queue/pod-group-total-count` says (every member carries both); its unit is named
+after the group and made only then. A single pod's unit is named after the pod.
+
+Pod sets as Kueue builds them: a single pod is one pod set "main" of one pod; a group's pods
+(those that can still run or have succeeded) are grouped by a hash of what admission looks at
+in their spec (requests, ports, node selector, affinity, tolerations, runtime class,
+priority, spread constraints, overhead, resource claims), one pod set per hash, sorted.
+A started pod cannot be gated again: holding it again means deleting it (Kueue's Stop).
+A single pod is finished when Succeeded or Failed; a group when all of its pods succeeded,
+or, when a member is annotated `koord-queue/retriable-in-group: "false"`, once none is active.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from koordqueue.domain.integrations.base import (
+    DeleteWorkload,
+    Integration,
+    InvalidJobError,
+    JobStatus,
+    Mutation,
+    Obj,
+    PodSet,
+    WorkloadKind,
+    WorkloadPatch,
+    annotations_of,
+    meta,
+    object_key,
+    pod_requests,
+)
+from koordqueue.domain.names import (
+    POD_ADMISSION_GATE,
+    POD_GROUP_NAME_LABEL,
+    POD_GROUP_TOTAL_COUNT_ANNOTATION,
+    POD_RETRIABLE_IN_GROUP_ANNOTATION,
+)
+
+DEFAULT_POD_SET: Final = "main"
+"""Kueue's DefaultPodSetName: the pod set of a single pod."""
+ROLE_HASH_LENGTH: Final = 8
+TERMINATED: Final = frozenset({"Succeeded", "Failed"})
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def is_gated(pod: Obj) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(gate.get("name") == POD_ADMISSION_GATE for gate in gates)
+
+
+def is_terminated(pod: Obj) -> bool:
+    return _phase(pod) in TERMINATED
+
+
+def runnable_or_succeeded(pod: Obj) -> bool:
+    """Can still run, runs, or succeeded: not Failed, not deleted before it was placed."""
+    deleting = meta(pod).get("deletionTimestamp") and not (pod.get("spec") or {}).get("nodeName")
+    return not deleting and _phase(pod) != "Failed"
+
+
+def _containers_shape(containers: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "resources": {"requests": (c.get("resources") or {}).get("requests")},
+            "ports": c.get("ports"),
+        }
+        for c in containers
+    ]
+
+
+def role_hash(pod_spec: Mapping[str, Any]) -> str:
+    """What admission looks at in a pod's spec, hashed: pods with equal hashes share a role.
+
+    The same fields as Kueue's GenerateRoleHash; the digest is of sorted JSON, so the names
+    differ from Kueue's (which hashes Go's encoding), while the grouping is the same.
+    """
+    shape: dict[str, Any] = {
+        "initContainers": _containers_shape(pod_spec.get("initContainers") or []),
+        "containers": _containers_shape(pod_spec.get("containers") or []),
+        "nodeSelector": pod_spec.get("nodeSelector"),
+        "affinity": pod_spec.get("affinity"),
+        "tolerations": pod_spec.get("tolerations"),
+        "runtimeClassName": pod_spec.get("runtimeClassName"),
+        "priority": pod_spec.get("priority"),
+        "topologySpreadConstraints": pod_spec.get("topologySpreadConstraints"),
+        "overhead": pod_spec.get("overhead"),
+        "resourceClaims": pod_spec.get("resourceClaims"),
+    }
+    if pod_spec.get("resources") is not None:
+        shape["resources"] = (pod_spec.get("resources") or {}).get("requests")
+    text = json.dumps({"spec": shape}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:ROLE_HASH_LENGTH]
+
+
+def group_total_count(pod: Obj) -> int:
+    """The group's size from its annotation; raises InvalidJobError when absent or not ≥ 1."""
+    field = f"metadata.annotations[{POD_GROUP_TOTAL_COUNT_ANNOTATION}]"
+    raw = annotations_of(pod).get(POD_GROUP_TOTAL_COUNT_ANNOTATION)
+    if raw is None:
+        raise InvalidJobError(object_key(pod), field, "missing on a pod of a group", "Pod")
+    try:
+        count = int(str(raw))
+    except ValueError as exc:
+        raise InvalidJobError(object_key(pod), field, f"{raw!r}: not a number", "Pod") from exc
+    if count < 1:
+        raise InvalidJobError(object_key(pod), field, f"{raw!r}: must be at least 1", "Pod")
+    return count
+
+
+def _by_name(members: Sequence[Obj]) -> list[Obj]:
+    return sorted(members, key=lambda pod: str(meta(pod).get("name", "")))
+
+
+class Pod(Integration):
+    name = "pod"
+    workload = WorkloadKind("", "v1", "Pod", "pods")
+
+    def group_name(self, obj: Obj) -> str | None:
+        value = (meta(obj).get("labels") or {}).get(POD_GROUP_NAME_LABEL)
+        return str(value) if value else None
+
+    def group_label(self) -> str | None:
+        return POD_GROUP_NAME_LABEL
+
+    def expected_members(self, members: Sequence[Obj]) -> int:
+        first = members[0]
+        return group_total_count(first) if self.group_name(first) else 1
+
+    def pod_sets(self, members: Sequence[Obj]) -> tuple[PodSet, ...]:
+        first = _by_name(members)[0]
+        if self.group_name(first) is None:
+            spec = first.get("spec") or {}
+            request = pod_requests(spec, object_key(first), "spec", "Pod")
+            return (PodSet(DEFAULT_POD_SET, 1, {"spec": dict(spec)}, request),)
+        roles: dict[str, PodSet] = {}
+        for pod in _by_name(members):
+            if not runnable_or_succeeded(pod):
+                continue
+            spec = pod.get("spec") or {}
+            role = role_hash(spec)
+            known = roles.get(role)
+            if known is not None:
+                roles[role] = PodSet(role, known.count + 1, known.template, known.request)
+            else:
+                request = pod_requests(spec, object_key(pod), "spec", "Pod")
+                roles[role] = PodSet(role, 1, {"spec": dict(spec)}, request)
+        return tuple(roles[name] for name in sorted(roles))
+
+    def _first_spec(self, obj: Obj) -> Mapping[str, Any]:
+        return obj.get("spec") or {}
+
+    def priority_class_name(self, obj: Obj) -> str:
+        return str(self._first_spec(obj).get("priorityClassName") or "")
+
+    def template_priority(self, obj: Obj) -> int | None:
+        value = self._first_spec(obj).get("priority")
+        return None if value is None else int(value)
+
+    def is_suspended(self, obj: Obj) -> bool:
+        return is_gated(obj)
+
+    def is_managed(self, obj: Obj) -> bool:
+        """Created with the gate (the gate is the queue's mark on a pod)."""
+        return is_gated(obj)
+
+    def enqueue(
+        self, obj: Obj, now: str, now_rfc3339: str | None = None
+    ) -> tuple[WorkloadPatch, ...]:
+        return ()  # the gate marks it; pods get no annotation
+
+    def resume(self, obj: Obj, now: str, now_rfc3339: str | None = None) -> tuple[Mutation, ...]:
+        """Remove our gate (only ours), guarded by the resourceVersion it was read at."""
+        if not is_gated(obj):
+            return ()
+        gates = [
+            dict(gate)
+            for gate in (obj.get("spec") or {}).get("schedulingGates") or []
+            if gate.get("name") != POD_ADMISSION_GATE
+        ]
+        patch: dict[str, Any] = {"spec": {"schedulingGates": gates or None}}
+        version = meta(obj).get("resourceVersion")
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
+        return (WorkloadPatch(patch),)
+
+    def suspend(self, obj: Obj) -> tuple[Mutation, ...]:
+        """A pod that was let go cannot be gated again: delete it, unless it is done."""
+        if is_gated(obj) or is_terminated(obj):
+            return ()
+        return (DeleteWorkload(),)
+
+    def pod_running(self, members: Sequence[Obj]) -> bool | None:
+        return any(_phase(pod) == "Running" for pod in members)
+
+    def pod_selector(self, obj: Obj) -> str | None:
+        group = self.group_name(obj)
+        return f"{POD_GROUP_NAME_LABEL}={group}" if group else None
+
+    def status(self, members: Sequence[Obj], pod_running: bool = False) -> JobStatus:
+        first = members[0]
+        if self.group_name(first) is None:
+            phase = _phase(first)
+            if phase == "Succeeded":
+                return JobStatus.SUCCEEDED
+            if phase == "Failed":
+                return JobStatus.FAILED
+            if phase == "Running":
+                return JobStatus.RUNNING
+            return JobStatus.QUEUING if is_gated(first) else JobStatus.PENDING
+        try:
+            total = group_total_count(first)
+        except InvalidJobError:
+            total = len(members)
+        succeeded = sum(1 for pod in members if _phase(pod) == "Succeeded")
+        active = any(not is_terminated(pod) for pod in members)
+        unretriable = any(
+            annotations_of(pod).get(POD_RETRIABLE_IN_GROUP_ANNOTATION) == "false" for pod in members
+        )
+        if succeeded >= total:
+            return JobStatus.SUCCEEDED
+        if not active and unretriable:
+            return JobStatus.FAILED
+        if any(_phase(pod) == "Running" for pod in members):
+            return JobStatus.RUNNING
+        if any(is_gated(pod) for pod in members):
+            return JobStatus.QUEUING
+        return JobStatus.PENDING
+
+    def copied_metadata(self, members: Sequence[Obj]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return super().copied_metadata(_by_name(members))
+
+    def owner_references(self, members: Sequence[Obj]) -> list[dict[str, Any]]:
+        return super().owner_references(_by_name(members))
+
+    def pods_ready(self, members: Sequence[Obj]) -> bool:
+        """Kueue's PodsReady: every pod (all of the group's) has Ready True."""
+        def ready(pod: Obj) -> bool:
+            for condition in (pod.get("status") or {}).get("conditions") or []:
+                if condition.get("type") == "Ready":
+                    return bool(condition.get("status") == "True")
+            return False
+
+        first = members[0]
+        if self.group_name(first) is not None:
+            try:
+                if len(members) < group_total_count(first):
+                    return False
+            except InvalidJobError:
+                return False
+        return all(ready(pod) for pod in members)
