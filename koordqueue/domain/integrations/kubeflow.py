@@ -153,9 +153,7 @@ class KubeflowJob(Integration):
             return ()
         return (WorkloadPatch({"status": {"conditions": conditions}}, "status"),)
 
-    def resume(
-        self, obj: Obj, now: str, now_rfc3339: str | None = None
-    ) -> tuple[Mutation, ...]:
+    def resume(self, obj: Obj, now: str, now_rfc3339: str | None = None) -> tuple[Mutation, ...]:
         """Queuing False ("Job Dequeued"); then, if held, release it and stamp the dequeue."""
         writes: list[Mutation] = []
         stamp = now_rfc3339 or now

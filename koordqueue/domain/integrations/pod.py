@@ -245,6 +245,7 @@ class Pod(Integration):
 
     def pods_ready(self, members: Sequence[Obj]) -> bool:
         """Kueue's PodsReady: every pod (all of the group's) has Ready True."""
+
         def ready(pod: Obj) -> bool:
             for condition in (pod.get("status") or {}).get("conditions") or []:
                 if condition.get("type") == "Ready":

@@ -1,0 +1,97 @@
+"""The integration registry and batch/v1 Job as its first implementation (issue 13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from koordqueue.domain import job_extension
+from koordqueue.domain.integrations import (
+    BATCH_JOB,
+    DEFAULT_INTEGRATIONS,
+    INTEGRATIONS,
+    MPI_JOB,
+    POD,
+    by_kind,
+    parse_integrations,
+    queue_unit_for,
+)
+
+
+def test_the_flag_names_are_kueues() -> None:
+    assert list(INTEGRATIONS) == [
+        "batch/job",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/mpijob",
+        "jobset.x-k8s.io/jobset",
+        "pod",
+    ]
+    assert DEFAULT_INTEGRATIONS == ("batch/job",)
+
+
+def test_parse_keeps_order_drops_repeats_and_blanks() -> None:
+    assert parse_integrations(" pod, batch/job,,pod ") == (POD, BATCH_JOB)
+    assert parse_integrations(["kubeflow.org/mpijob"]) == (MPI_JOB,)
+
+
+def test_parse_rejects_an_unknown_name_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown integrations ray.io/rayjob \(known: batch/job"):
+        parse_integrations("batch/job,ray.io/rayjob")
+
+
+def test_by_kind_finds_the_integration_and_checks_the_version() -> None:
+    assert by_kind("MPIJob") is MPI_JOB
+    assert by_kind("MPIJob", "kubeflow.org/v2beta1") is MPI_JOB
+    assert by_kind("MPIJob", "kubeflow.org/v1") is None
+    assert by_kind("Job", "batch/v1") is BATCH_JOB
+    assert by_kind("RayJob") is None
+
+
+def test_every_integration_declares_its_kind_and_plural() -> None:
+    for name, integration in INTEGRATIONS.items():
+        assert integration.name == name
+        assert integration.workload.plural == integration.workload.kind.lower() + "s"
+
+
+def job(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u", "labels": {"a": "b"}},
+        "spec": {
+            "suspend": True,
+            "parallelism": 3,
+            "completions": 2,
+            "template": {
+                "spec": {
+                    "priorityClassName": "pc",
+                    "priority": 5,
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            },
+            **spec,
+        },
+        "status": {},
+    }
+
+
+def test_the_job_integration_builds_the_same_unit_as_the_job_extension() -> None:
+    """The wrapper and the generic builder agree, resource from parallelism (3 cpu) and the
+    pod set's count from min(parallelism, completions) (2)."""
+    unit = queue_unit_for(BATCH_JOB, [job()], {"pc": 9}.get)
+    assert unit == job_extension.queue_unit_for_job(job(), {"pc": 9}.get)
+    assert unit["spec"]["resource"] == {"cpu": "3"}
+    assert unit["spec"]["podSet"][0]["count"] == 2
+    assert unit["spec"]["priority"] == 9
+    assert queue_unit_for(BATCH_JOB, [job()])["spec"]["priority"] == 5
+
+
+def test_job_extension_keeps_its_names_for_importers() -> None:
+    assert job_extension.JobStatus is BATCH_JOB.status([job()]).__class__
+    assert job_extension.InvalidJobError.__module__ == "koordqueue.domain.integrations.base"
+    assert job_extension.resume_patch("t", job(suspend=False)) is None
+    assert job_extension.suspend_patch() == {
+        "spec": {"suspend": True},
+        "metadata": {"annotations": {"koord-queue/job-dequeue-timestamp": ""}},
+    }
