@@ -5,15 +5,36 @@ feeds it what the API says (quotas, queues, units), calls `run_round`, persists 
 and calls `rollback` for any admission it failed to persist. Admission state only changes by
 the engine's own decisions, a finished/deleted unit, or a rebuild from admitted phases — so a
 stale watch event can never undo an admission, and a restart can never repeat one.
+
+Rounds cost what changed, not what waits (issue 11, part 4). The engine keeps its units
+indexed by queue (sorted in offer order) and remembers, per unit CheckUsage refused, the usage
+of the quota chain it was checked against; per queue, the record of its last round. A round
+re-checks a unit only if its chain's usage (up to the level that refused it), the quota
+structure or the unit changed, and reuses whole runs of the last record when nothing they
+depend on changed, so a round with 16,000 parked units and one release checks a handful. The
+record is the one a full scan writes, entry for entry (`tests/unit/admission/
+test_incremental_rounds.py` drives both with the same random event streams); the full scan is
+kept behind `AdmissionEngine(skip_unchanged=False)` for that proof.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
+from typing import NamedTuple
 
-from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
+from koordqueue.domain.admission import (
+    Admitted,
+    Decision,
+    EmptyQuotaSpec,
+    QuotaCycle,
+    QuotaExceeded,
+    QuotaMissing,
+    Rejection,
+)
 from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
 from koordqueue.domain.names import (
     DEFAULT_POLICY,
@@ -37,6 +58,7 @@ from koordqueue.domain.queue_unit import (
 )
 from koordqueue.domain.quota import QuotaSpec, is_oversold
 from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
+from koordqueue.domain.resources import Resources
 from koordqueue.domain.round import (
     Admit,
     BackingOff,
@@ -57,6 +79,144 @@ class _Queue:
     settings: QueueSettings
     policy: QueuePolicy | None
     error: str | None = None
+
+
+_WAITING = 0
+_ADMITTED = 1
+_UNMAPPED = 2
+
+OrderKey = tuple[int, bool, float, str, int]
+"""`order_key` plus the unit's arrival number: a full scan sorts the units in arrival order
+with a stable sort, so arrival breaks the ties."""
+
+UsagePrefix = tuple[Resources, ...]
+"""Usage of the first quotas of a chain (from the unit's own quota up), as CheckUsage read it."""
+
+
+class _Order:
+    """A queue's waiting units (back-off included), sorted as a round offers them.
+
+    Kept up to date on every change, so a round neither scans every unit nor sorts. `version`
+    changes with every insert or removal (numbers are never reused across queues)."""
+
+    __slots__ = ("keys", "units", "version")
+
+    def __init__(self) -> None:
+        self.keys: list[OrderKey] = []
+        self.units: list[QueueUnit] = []
+        self.version = 0
+
+
+ChainShape = tuple[tuple[str, ...], tuple[tuple[tuple[str, int], ...], ...], str | None]
+"""What CheckUsage reads of a chain besides usage: its path, each quota's max (in order: the
+first resource over its limit is the one reported) and the parent after the path (the root,
+or where the chain breaks: a missing quota or a cycle)."""
+
+
+class _Checked(NamedTuple):
+    """A rejection and what it depended on: the unit, its chain's shape and the usage of the
+    chain up to the level that refused it (levels above were never read)."""
+
+    unit: QueueUnit
+    shape: ChainShape
+    usage: UsagePrefix
+    decision: Rejection
+
+
+@dataclass(slots=True)
+class _Tail:
+    """The last units a Priority-ordered round rejected after its last admission, with the
+    usage they were checked against (up to the highest level that refused one of them)."""
+
+    units: list[QueueUnit]
+    outcomes: list[Outcome]
+    rejected: list[tuple[QueueUnit, Rejection]]
+    usage: UsagePrefix
+    shape: ChainShape
+
+
+@dataclass(slots=True)
+class _Memo:
+    """A queue's last round, as far as a later round may reuse it (see `_serve_queue`)."""
+
+    policy: QueuePolicy
+    tail: _Tail | None = None
+    skipped_order: object = None
+    skipped: list[Outcome] = field(default_factory=list)
+    quiet_order: object = None
+    quiet_key: Hashable | None = None
+    quiet_outcomes: list[Outcome] = field(default_factory=list)
+    quiet_waiting: list[QueueUnit] = field(default_factory=list)
+
+
+class _ChainUsage:
+    """The usage along one queue's quota chain during its turn in a round, re-read after
+    every admission or preemption. Values equal to the last ones read for the queue are
+    replaced by those objects, so most comparisons with a remembered prefix are identities."""
+
+    __slots__ = ("_full", "_name", "_prefixes", "_seen", "_tree", "path", "shape")
+
+    def __init__(
+        self,
+        tree: QuotaTree,
+        name: str,
+        seen: dict[str, UsagePrefix],
+        shapes: dict[str, ChainShape],
+    ) -> None:
+        self._tree = tree
+        self._name = name
+        self._seen = seen
+        self.path = path = tree.path(name)
+        limits = []
+        for q in path:
+            spec = tree.get(q)
+            assert spec is not None  # a chain's path holds live quotas only
+            limits.append(tuple(spec.max.items()))
+        last = tree.get(path[-1]) if path else None
+        shape: ChainShape = (path, tuple(limits), None if last is None else last.parent)
+        old = shapes.get(name)
+        if old == shape:
+            shape = old  # identity: the common comparison is then one pointer compare
+        else:
+            shapes[name] = shape
+        self.shape = shape
+        self._full: UsagePrefix | None = None
+        self._prefixes: dict[int, UsagePrefix] = {}
+
+    def prefix(self, levels: int) -> UsagePrefix:
+        """The usage of the chain's first `levels` quotas (the same object until a change)."""
+        cached = self._prefixes.get(levels)
+        if cached is not None:
+            return cached
+        full = self._full
+        if full is None:
+            full = self._full = self._read()
+        cached = self._prefixes[levels] = full[:levels]
+        return cached
+
+    def _read(self) -> UsagePrefix:
+        seen = self._seen.get(self._name, ())
+        fresh = tuple(self._tree.used(q) for q in self.path)
+        if len(seen) == len(fresh):
+            fresh = tuple(old if old == new else new for old, new in zip(seen, fresh, strict=True))
+        self._seen[self._name] = fresh
+        return fresh
+
+    def changed(self) -> None:
+        self._full = None
+        self._prefixes = {}
+
+
+def _levels(decision: Rejection, path: tuple[str, ...]) -> int | None:
+    """How many quotas of the chain a rejection read (None: not a CheckUsage verdict)."""
+    if isinstance(decision, QuotaExceeded | EmptyQuotaSpec):
+        try:
+            return path.index(decision.quota) + 1
+        except ValueError:
+            return None
+    if isinstance(decision, QuotaMissing | QuotaCycle):
+        return len(path)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +260,12 @@ class AdmissionEngine:
         oversell_rate: float | int | str = 1,
         on_duplicate_quota: DuplicateCallback | None = None,
         clock: Callable[[], float] | None = None,
+        *,
+        skip_unchanged: bool = True,
     ) -> None:
+        """`skip_unchanged=False` runs every round as a full scan that offers every waiting
+        unit to CheckUsage again: the reference the incremental rounds are proved against
+        (same records, same admissions); for tests, or to rule the incremental rounds out."""
         self.tree = QuotaTree(oversell_rate, on_duplicate_quota)
         self._units: dict[str, QueueUnit] = {}
         # uids by quota label value: the fast path looks at one queue, not every unit
@@ -108,6 +273,22 @@ class AdmissionEngine:
         self._queues: dict[str, _Queue] = {}
         self._first_attempt: dict[str, float] = {}
         self._not_before: dict[str, float] = {}
+        # --- incremental rounds (see the module docstring) ---
+        self._skip_unchanged = skip_unchanged
+        self._seq: dict[str, int] = {}
+        """Arrival number of each unit: its position in `_units`, which a full scan walks."""
+        self._next_seq = 0
+        self._where: dict[str, tuple[int, str]] = {}
+        """Each unit's place: (_WAITING or _ADMITTED, queue) or (_UNMAPPED, "")."""
+        self._okey: dict[str, tuple[OrderKey, QueueUnit]] = {}
+        self._waiting: dict[str, _Order] = {}
+        self._admitted_in: dict[str, dict[str, None]] = {}
+        self._unmapped: dict[str, None] = {}
+        self._versions = 0
+        self._checked: dict[str, _Checked] = {}
+        self._memos: dict[str, _Memo] = {}
+        self._seen_usage: dict[str, UsagePrefix] = {}
+        self._seen_shapes: dict[str, ChainShape] = {}
 
     # --- quotas and queues ----------------------------------------------------------------
     def upsert_quota(self, quota: QuotaSpec) -> None:
@@ -158,6 +339,9 @@ class AdmissionEngine:
         previous = self._units.get(unit.uid)
         if previous is not None:
             self._unindex(previous)
+        else:
+            self._seq[unit.uid] = self._next_seq
+            self._next_seq += 1
         self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
         self._first_attempt.setdefault(unit.uid, unit.created)
@@ -186,6 +370,7 @@ class AdmissionEngine:
             and (policy := self._policy_of(unit)) is not None
         ):
             policy.unit_started(unit)
+        self._reindex(unit.uid)
 
     def remove_unit(self, uid: str) -> QueueUnit | None:
         """The unit (or its Job) is gone: release its quota and forget it."""
@@ -196,6 +381,9 @@ class AdmissionEngine:
         if unit is not None:
             self._unindex(unit)
             self._tell_policy(unit, added=False)
+        self._reindex(uid)
+        self._seq.pop(uid, None)
+        self._checked.pop(uid, None)
         return unit
 
     def _unindex(self, unit: QueueUnit) -> None:
@@ -205,6 +393,61 @@ class AdmissionEngine:
             same.discard(unit.uid)
             if not same:
                 del self._by_label[label]
+
+    def _reindex(self, uid: str) -> None:
+        """Put a unit where a round looks for it after any change to it or its admission."""
+        if not self._skip_unchanged:
+            return
+        unit = self._units.get(uid)
+        place: tuple[int, str] | None = None
+        if unit is not None and unit.phase not in FINISHED_PHASES:
+            resolution = queue_name_for(unit.labels)
+            admitted = self.tree.is_admitted(uid)
+            if isinstance(resolution, Unresolved):
+                if not admitted:
+                    place = (_UNMAPPED, "")
+            else:
+                place = (_ADMITTED if admitted else _WAITING, resolution.name)
+        old = self._where.get(uid)
+        if old == place and (place is None or place[0] != _WAITING or self._okey[uid][1] is unit):
+            return
+        if old is not None:
+            kind, queue = old
+            if kind == _WAITING:
+                key, _ = self._okey.pop(uid)
+                order = self._waiting[queue]
+                i = bisect_left(order.keys, key)
+                del order.keys[i], order.units[i]
+                self._versions += 1
+                order.version = self._versions
+                if not order.units:
+                    del self._waiting[queue]
+            elif kind == _ADMITTED:
+                members = self._admitted_in[queue]
+                del members[uid]
+                if not members:
+                    del self._admitted_in[queue]
+            else:
+                del self._unmapped[uid]
+        if place is None:
+            self._where.pop(uid, None)
+            return
+        assert unit is not None
+        self._where[uid] = place
+        kind, queue = place
+        if kind == _WAITING:
+            key = (*order_key(unit, self._first_attempt[uid]), self._seq[uid])
+            self._okey[uid] = (key, unit)
+            order = self._waiting.get(queue) or self._waiting.setdefault(queue, _Order())
+            i = bisect_left(order.keys, key)
+            order.keys.insert(i, key)
+            order.units.insert(i, unit)
+            self._versions += 1
+            order.version = self._versions
+        elif kind == _ADMITTED:
+            self._admitted_in.setdefault(queue, {})[uid] = None
+        else:
+            self._unmapped[uid] = None
 
     def defer(self, uid: str, until: float) -> None:
         """Keep a unit out of rounds until `until` (exponential backoff after a failure)."""
@@ -218,6 +461,7 @@ class AdmissionEngine:
             self._units[uid] = replace(unit, phase=Phase.BACKOFF)
             self._tell_policy(unit, added=False)
         self._not_before[uid] = until
+        self._reindex(uid)
 
     def rollback(self, uid: str) -> None:
         """An admission could not be persisted: give the quota back, keep the unit waiting."""
@@ -225,6 +469,7 @@ class AdmissionEngine:
         unit = self._units.get(uid)
         if unit is not None and unit.phase in ADMITTED_PHASES:
             self._units[uid] = replace(unit, phase=Phase.ENQUEUED)
+        self._reindex(uid)
 
     def unit(self, uid: str) -> QueueUnit | None:
         return self._units.get(uid)
@@ -288,6 +533,7 @@ class AdmissionEngine:
             return None
         queue.policy.feedback(unit, True, now)
         self._units[uid] = replace(unit, phase=Phase.DEQUEUED)
+        self._reindex(uid)
         return decision
 
     # --- the round ------------------------------------------------------------------------
@@ -303,7 +549,16 @@ class AdmissionEngine:
         return twin.run_round(now)
 
     def run_round(self, now: float) -> RoundResult:
-        """Offer every served queue's waiting units to CheckUsage, in policy order."""
+        """Offer every served queue's waiting units to CheckUsage, in policy order.
+
+        Incremental unless built with `skip_unchanged=False` (module docstring): the record
+        and every decision are those of the full scan."""
+        if self._skip_unchanged:
+            return self._run_round_incremental(now)
+        return self._run_round_full(now)
+
+    def _run_round_full(self, now: float) -> RoundResult:
+        """The reference round: classify every unit, sort every queue, check every candidate."""
         result = RoundResult()
         outcomes = result.outcomes
         by_queue: dict[str, list[QueueUnit]] = {}
@@ -352,6 +607,209 @@ class AdmissionEngine:
             )
         return result
 
+    def _run_round_incremental(self, now: float) -> RoundResult:
+        """The full scan's round from the indexes, reusing what did not change."""
+        result = RoundResult()
+        outcomes = result.outcomes
+        units, seq, where = self._units, self._seq, self._where
+        first: list[tuple[int, Outcome]] = []
+        for uid in self._unmapped:
+            unit = units[uid]
+            resolution = queue_name_for(unit.labels)
+            assert isinstance(resolution, Unresolved)
+            first.append((seq[uid], Unmapped(unit, resolution)))
+        backing: dict[str, set[str]] = {}
+        for uid, until in self._not_before.items():
+            if until > now:
+                place = where.get(uid)
+                if place is not None and place[0] == _WAITING:
+                    first.append((seq[uid], BackingOff(units[uid], until)))
+                    backing.setdefault(place[1], set()).add(uid)
+        if first:
+            first.sort(key=itemgetter(0))
+            for _, outcome in first:
+                outcomes.append(outcome)
+                if isinstance(outcome, Unmapped):
+                    result.unmapped.append((outcome.unit, outcome.unresolved))
+        touched: list[str] = []
+        for name in sorted(self._waiting):
+            self._serve_queue(name, backing.get(name), now, result, touched)
+            for uid in touched:
+                self._reindex(uid)
+            touched.clear()
+        return result
+
+    def _serve_queue(
+        self,
+        name: str,
+        backing: set[str] | None,
+        now: float,
+        result: RoundResult,
+        touched: list[str],
+    ) -> None:
+        """One queue's turn in an incremental round: what the full scan does for it.
+
+        `ordered` is the live index (not copied): the units whose state the turn changes
+        are re-indexed after it, through `touched`. Two reuses make a round cost what
+        changed: a Priority queue's trailing rejections whose chain usage is back where it
+        was (`_serve_in_order`), and a Block/Intelligent queue whose policy offers nothing
+        (`quiet_key`) and whose units did not change.
+        """
+        order = self._waiting.get(name)
+        if order is None:
+            return
+        ordered = order.units
+        order_id: object = order.version
+        if backing:
+            ordered = [u for u in ordered if u.uid not in backing]
+            if not ordered:
+                return
+            order_id = (order.version, frozenset(backing))
+        outcomes = result.outcomes
+        queue = self._queues.get(name)
+        if queue is None or name not in self.tree or queue.policy is None:
+            in_arrival = sorted(ordered, key=lambda u: self._seq[u.uid])
+            if queue is None or name not in self.tree:
+                result.queue_not_found.extend((u, name) for u in in_arrival)
+                outcomes.extend(QueueNotFound(u, name) for u in in_arrival)
+            else:
+                error = queue.error or "not served"
+                result.unserved_queues[name] = error
+                outcomes.extend(QueueUnserved(u, name, error) for u in in_arrival)
+            return
+        policy = queue.policy
+        settings = queue.settings
+        admitted_here: list[QueueUnit] = []
+        not_running: tuple[str, ...] = ()
+        if settings.wait_for_pods_running:
+            members = self._admitted_in.get(name, {})
+            admitted_here = [self._units[uid] for uid in sorted(members, key=self._seq.__getitem__)]
+            not_running = tuple(u.key for u in admitted_here if u.phase in NOT_YET_RUNNING)
+        paused = settings.wait_for_pods_running and bool(not_running)
+        if paused and not settings.enable_preemption:
+            result.waiting[name] = list(ordered)
+            outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
+            return
+        memo = self._memos.get(name)
+        if memo is None or memo.policy is not policy:
+            memo = self._memos[name] = _Memo(policy)
+        usage = _ChainUsage(self.tree, name, self._seen_usage, self._seen_shapes)
+        if policy.offers_window_in_order and not settings.preemption:
+            self._serve_in_order(
+                queue, ordered, order_id=order_id, memo=memo, usage=usage, now=now,
+                result=result, touched=touched,
+            )
+            return
+        quiet = policy.quiet_key(ordered, now)
+        if quiet is not None and memo.quiet_order == order_id and memo.quiet_key == quiet:
+            outcomes.extend(memo.quiet_outcomes)
+            result.waiting[name] = list(memo.quiet_waiting)
+            return
+        start = len(outcomes)
+        tried = self._serve(
+            queue, ordered, admitted_here, now, result,
+            not_running=not_running if paused else (), usage=usage, touched=touched,
+        )
+        if quiet is not None and not tried:
+            memo.quiet_order, memo.quiet_key = order_id, quiet
+            memo.quiet_outcomes = outcomes[start:]
+            memo.quiet_waiting = list(result.waiting[name])
+        else:
+            memo.quiet_order = memo.quiet_key = None
+
+    def _serve_in_order(
+        self,
+        queue: _Queue,
+        ordered: list[QueueUnit],
+        *,
+        order_id: object,
+        memo: _Memo,
+        usage: _ChainUsage,
+        now: float,
+        result: RoundResult,
+        touched: list[str],
+    ) -> None:
+        """`_serve` for a policy that offers its max-depth window in order and keeps no state
+        (Priority, without preemption).
+
+        Rejections after the last admission form the queue's tail. Next round, once the
+        units still to offer are the end of that tail and the chain's usage (up to the
+        highest level that refused one of them) is what they were checked against, their
+        decisions and record entries are the tail's: reused in one step. After one release,
+        the round checks the units up to the one that fills the quota again, then reuses.
+        """
+        policy = queue.policy
+        assert policy is not None
+        outcomes, rejected = result.outcomes, result.rejected
+        depth = queue.settings.max_depth
+        window = ordered[:depth] if 0 < depth < len(ordered) else ordered
+        shape = usage.shape
+        tail = memo.tail if memo.tail is not None and memo.tail.shape == shape else None
+        failed_usage: UsagePrefix | None = None
+        run_units: list[QueueUnit] = []
+        run_outcomes: list[Outcome] = []
+        run_rejected: list[tuple[QueueUnit, Rejection]] = []
+        run_levels = 0
+        still_waiting: list[QueueUnit] = []
+        n = len(window)
+        i = 0
+        while i < n:
+            unit = window[i]
+            if tail is not None:
+                j = len(tail.units) - (n - i)
+                if j >= 0 and tail.units[j] is unit:
+                    current = usage.prefix(len(tail.usage))
+                    if current is not failed_usage:
+                        if current == tail.usage:
+                            if tail.units[j:] == window[i:]:
+                                reused = tail.units[j:]
+                                reused_outcomes = tail.outcomes[j:]
+                                reused_rejected = tail.rejected[j:]
+                                outcomes.extend(reused_outcomes)
+                                rejected.extend(reused_rejected)
+                                still_waiting.extend(reused)
+                                run_units.extend(reused)
+                                run_outcomes.extend(reused_outcomes)
+                                run_rejected.extend(reused_rejected)
+                                run_levels = max(run_levels, len(tail.usage))
+                                break
+                            tail = None  # the queue changed within: no second try
+                        else:
+                            failed_usage = current
+            decision = self._decide(unit, queue.name, usage, admit=True)
+            policy.feedback(unit, decision.admitted, now)
+            if isinstance(decision, Admitted):
+                admitted = replace(unit, phase=Phase.DEQUEUED)
+                self._units[unit.uid] = admitted
+                result.admitted.append((admitted, decision))
+                outcomes.append(Admit(admitted, decision))
+                touched.append(unit.uid)
+                run_units, run_outcomes, run_rejected, run_levels = [], [], [], 0
+            else:
+                outcome = Reject(unit, decision)
+                rejected.append((unit, decision))
+                outcomes.append(outcome)
+                still_waiting.append(unit)
+                run_units.append(unit)
+                run_outcomes.append(outcome)
+                run_rejected.append((unit, decision))
+                levels = _levels(decision, usage.path)
+                run_levels = max(run_levels, len(usage.path) if levels is None else levels)
+            i += 1
+        memo.tail = _Tail(
+            run_units, run_outcomes, run_rejected, usage.prefix(run_levels), shape
+        ) if run_units else None
+        if window is ordered:
+            result.waiting[queue.name] = still_waiting
+            return
+        if memo.skipped_order != order_id:
+            untried = [(k, u) for k, u in enumerate(ordered) if k >= n]
+            memo.skipped = list[Outcome]()
+            memo.skipped.extend(policy.skipped(untried, ordered[n:]))
+            memo.skipped_order = order_id
+        result.waiting[queue.name] = still_waiting + ordered[n:]
+        outcomes.extend(memo.skipped)
+
     def _serve(
         self,
         queue: _Queue,
@@ -361,12 +819,16 @@ class AdmissionEngine:
         result: RoundResult,
         *,
         not_running: Sequence[str] = (),
-    ) -> None:
+        usage: _ChainUsage | None = None,
+        touched: list[str] | None = None,
+    ) -> set[str]:
         """Offer the queue's candidates to CheckUsage, and record why the others were skipped.
 
         `not_running` non-empty (wait-for-pods-running with admitted units not running yet):
         a unit that fits keeps waiting; only one that needs preemption may get in, by
-        preempting.
+        preempting. With `usage` (incremental rounds), a rejection whose chain did not change
+        is reused instead of checked again, and the uids whose state changed are added to
+        `touched` (re-indexed after the queue's turn). Returns the uids offered.
         """
         assert queue.policy is not None
         policy = queue.policy
@@ -377,7 +839,13 @@ class AdmissionEngine:
         tried: set[str] = set()
         for unit in policy.candidates(ordered, now):
             tried.add(unit.uid)
-            if paused:
+            if usage is not None:
+                decision = self._decide(unit, queue.name, usage, admit=not paused)
+                if paused and decision.admitted:
+                    still_waiting.append(unit)  # room, but its queue waits for pods to run
+                    outcomes.append(WaitingForPodsRunning(unit, tuple(not_running)))
+                    continue
+            elif paused:
                 decision = self.tree.check(unit.key, queue.name, unit.resource)
                 if decision.admitted:
                     still_waiting.append(unit)  # room, but its queue waits for pods to run
@@ -395,10 +863,14 @@ class AdmissionEngine:
                 and not preempted_this_round
             ):
                 preemption = self._preempt_for(unit, admitted_here)
+                if usage is not None:
+                    usage.changed()
                 if preemption is not None:
                     preempted_this_round = True
                     result.preempted.append(preemption)
                     outcomes.extend(Preempted(v, unit) for v in preemption.victims)
+                    if touched is not None:
+                        touched.extend(v.uid for v in preemption.victims)
                     decision = self.tree.try_admit(
                         unit.uid, unit.key, queue.name, unit.resource,
                         oversold=is_oversold(unit.annotations),
@@ -409,17 +881,51 @@ class AdmissionEngine:
                 self._units[unit.uid] = admitted
                 result.admitted.append((admitted, decision))
                 outcomes.append(Admit(admitted, decision))
+                if touched is not None:
+                    touched.append(unit.uid)
             else:
                 result.rejected.append((unit, decision))
                 outcomes.append(Reject(unit, decision))
                 still_waiting.append(unit)
         if len(tried) == len(ordered):
             result.waiting[queue.name] = still_waiting
-            return
+            return tried
         untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
         waiting = still_waiting + [u for _, u in untried]
         result.waiting[queue.name] = waiting
         outcomes.extend(policy.skipped(untried, waiting))
+        return tried
+
+    def _decide(
+        self, unit: QueueUnit, quota: str, usage: _ChainUsage, *, admit: bool
+    ) -> Decision:
+        """CheckUsage for a waiting unit (recording the admission when `admit`), or its last
+        rejection when nothing it read has changed since: the unit itself, the quota
+        structure, and the usage of its chain up to the level that refused it."""
+        uid = unit.uid
+        last = self._checked.get(uid)
+        if (
+            last is not None
+            and last.unit is unit
+            and last.shape == usage.shape
+            and last.usage == usage.prefix(len(last.usage))
+        ):
+            return last.decision
+        if admit:
+            decision = self.tree.try_admit(
+                uid, unit.key, quota, unit.resource, oversold=is_oversold(unit.annotations)
+            )
+        else:
+            decision = self.tree.check(unit.key, quota, unit.resource)
+        if isinstance(decision, Admitted):
+            if admit:
+                usage.changed()
+                self._checked.pop(uid, None)
+        else:
+            levels = _levels(decision, usage.path)
+            if levels is not None:
+                self._checked[uid] = _Checked(unit, usage.shape, usage.prefix(levels), decision)
+        return decision
 
     def _preempt_for(self, unit: QueueUnit, admitted_here: list[QueueUnit]) -> Preemption | None:
         """Free quota from admitted, not-yet-running units that sort after `unit`, lowest first."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -134,8 +134,23 @@ class QueuePolicy(ABC):
 
     name: ClassVar[str]
 
+    offers_window_in_order: ClassVar[bool] = False
+    """True when `candidates` yields exactly the max-depth window of `ordered`, in order, and
+    `feedback` changes nothing: the engine may then reuse the last round's decisions for a
+    run of units whose quota chain did not change, without asking the policy."""
+
     def __init__(self, settings: QueueSettings) -> None:
         self.settings = settings
+
+    def quiet_key(self, ordered: Sequence[QueueUnit], now: float) -> Hashable | None:
+        """A key of the state `skipped()` reads, if `candidates(ordered, now)` would offer no
+        unit and change no state; None otherwise (or when the policy cannot tell).
+
+        The engine reuses a queue's last record while the key and the queue's units stay
+        the same, instead of walking thousands of blocked units every round. It relies on
+        the engine's invariant that all units of a queue carry the queue's quota label.
+        """
+        return None
 
     @abstractmethod
     def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
@@ -186,6 +201,7 @@ class PriorityPolicy(QueuePolicy):
     """Try every unit in order; one that does not fit never blocks later ones."""
 
     name = "Priority"
+    offers_window_in_order = True
 
     def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
         yield from self._depth_limited(ordered)
@@ -310,6 +326,18 @@ class BlockPolicy(_QuotaBlockingPolicy):
     def unit_added(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
 
+    def quiet_key(self, ordered: Sequence[QueueUnit], now: float) -> Hashable | None:
+        """Quiet while the queue's quota stays blocked: no hold passes its block timeout
+        (`candidates` would drop it) and the idle retry is not due."""
+        if not ordered or quota_of(ordered[0]) not in self._blocked:
+            return None
+        timeout = self.settings.block_timeout
+        if timeout > 0 and any(now - hold.since >= timeout for hold in self._blocked.values()):
+            return None
+        if now - self._last_tried > BLOCKED_IDLE_RETRY:
+            return None
+        return (tuple(self._blocked.items()), self._last_tried, self._last_admitted)
+
     @property
     def blocked(self) -> bool:
         return bool(self._blocked)
@@ -374,6 +402,20 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._low_cursor = 0
+
+    def quiet_key(self, ordered: Sequence[QueueUnit], now: float) -> Hashable | None:
+        """Quiet while a high unit waits (`ordered[0]` has the highest priority) and the
+        queue's quota is blocked, so no high unit is offered and no low one either, and the
+        idle retry is not due."""
+        if not ordered or ordered[0].priority < self.settings.priority_threshold:
+            return None
+        if quota_of(ordered[0]) not in self._blocked:
+            return None
+        if now - self._last_tried > BLOCKED_IDLE_RETRY:
+            return None
+        return (
+            tuple(self._blocked.items()), self._last_tried, self._last_admitted, self._low_cursor
+        )
 
     def unit_released(self, unit: QueueUnit) -> None:
         super().unit_released(unit)

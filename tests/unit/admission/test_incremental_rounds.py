@@ -1,0 +1,347 @@
+"""Incremental rounds (issue 11, part 4): a round re-checks only what its changes can affect,
+and records and decides exactly what the full scan (`skip_unchanged=False`) does.
+
+The property test drives both engines with the same random event streams — quota adds,
+edits, removes and reparents (cycles and missing parents included), queue policy and setting
+changes, unit adds, updates, finishes and removes, requeues, rollbacks, back-offs, the fast
+path, dry rounds and rounds at advancing times — and compares every answer, every round
+record in full, and the engines' state after each step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from koordqueue.domain.engine import AdmissionEngine
+from koordqueue.domain.names import (
+    BLOCK_TIMEOUT_ANNOTATION,
+    ENABLE_PREEMPTION_ANNOTATION,
+    MAX_DEPTH_ANNOTATION,
+    PREEMPTIBLE_ANNOTATION,
+    PRIORITY_THRESHOLD_ANNOTATION,
+    QUOTA_NAME_LABEL,
+    WAIT_FOR_PODS_RUNNING_ANNOTATION,
+)
+from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.resources import Resources
+from koordqueue.domain.round import Reject
+
+QUOTAS = ("q0", "q1", "q2", "q3")
+UIDS = tuple(f"u{i}" for i in range(12))
+POLICIES = ("Priority", "Block", "Intelligent")
+
+
+def resources(draw: st.DrawFn, top: int) -> Resources:
+    """cpu and memory in a random order, zeros included (a zero limit is still a limit)."""
+    amounts: dict[str, str] = {}
+    for name in draw(st.permutations(("cpu", "memory"))):
+        if draw(st.booleans()):
+            amounts[name] = str(draw(st.integers(0, top)))
+    return Resources.of(amounts)
+
+
+@st.composite
+def quota_op(draw: st.DrawFn) -> tuple[Any, ...]:
+    name = draw(st.sampled_from(QUOTAS))
+    parent = draw(st.sampled_from(("root", "root", *QUOTAS, "gone")))
+    namespace = draw(st.sampled_from(("a", "a", "b")))
+    return ("quota", QuotaSpec(name, max=resources(draw, 5), parent=parent, namespace=namespace))
+
+
+@st.composite
+def queue_op(draw: st.DrawFn) -> tuple[Any, ...]:
+    name = draw(st.sampled_from((*QUOTAS, "nope")))
+    policy = draw(st.sampled_from((*POLICIES, *POLICIES, "Round")))
+    annotations: dict[str, str] = {}
+    if draw(st.integers(0, 3)) == 0:
+        annotations[MAX_DEPTH_ANNOTATION] = draw(st.sampled_from(("1", "2", "3")))
+    if draw(st.integers(0, 3)) == 0:
+        annotations[WAIT_FOR_PODS_RUNNING_ANNOTATION] = "true"
+        if draw(st.booleans()):
+            annotations[ENABLE_PREEMPTION_ANNOTATION] = "true"
+    if draw(st.integers(0, 3)) == 0:
+        annotations[BLOCK_TIMEOUT_ANNOTATION] = draw(st.sampled_from(("5", "100")))
+    if draw(st.integers(0, 3)) == 0:
+        annotations[PRIORITY_THRESHOLD_ANNOTATION] = draw(st.sampled_from(("1", "3")))
+    return ("queue", name, policy, annotations)
+
+
+@st.composite
+def unit_op(draw: st.DrawFn) -> tuple[Any, ...]:
+    uid = draw(st.sampled_from(UIDS))
+    name = draw(st.sampled_from((uid, uid, "same")))  # equal keys: arrival breaks the tie
+    label = draw(st.sampled_from((*QUOTAS, *QUOTAS, "nope", None, "bad label!")))
+    phase = draw(
+        st.sampled_from(
+            (Phase.ENQUEUED,) * 4
+            + (Phase.DEQUEUED, Phase.RUNNING, Phase.SUCCEED, Phase.FAILED, Phase.BACKOFF)
+        )
+    )
+    annotations = {PREEMPTIBLE_ANNOTATION: "true"} if draw(st.integers(0, 4)) == 0 else {}
+    return (
+        "unit",
+        QueueUnit(
+            "ns",
+            name,
+            uid=uid,
+            resource=resources(draw, 3),
+            priority=draw(st.integers(0, 5)),
+            labels={} if label is None else {QUOTA_NAME_LABEL: label},
+            annotations=annotations,
+            phase=phase,
+            created=float(draw(st.integers(0, 3))),
+        ),
+    )
+
+
+def uid_op(kind: str) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.tuples(st.just(kind), st.sampled_from(UIDS))
+
+
+OPS = st.one_of(
+    quota_op(),
+    st.tuples(st.just("rmquota"), st.sampled_from(QUOTAS), st.sampled_from((None, "a", "b"))),
+    queue_op(),
+    st.tuples(st.just("rmqueue"), st.sampled_from(QUOTAS)),
+    unit_op(),
+    unit_op(),
+    uid_op("rmunit"),
+    uid_op("finish"),
+    uid_op("start"),
+    uid_op("rollback"),
+    uid_op("fast"),
+    st.tuples(st.just("requeue"), st.sampled_from(UIDS), st.sampled_from((1.0, 30.0))),
+    st.tuples(st.just("defer"), st.sampled_from(UIDS), st.sampled_from((1.0, 30.0))),
+    st.tuples(st.just("round"), st.sampled_from((0.0, 1.0, 1.0, 7.0, 200.0))),
+    st.tuples(st.just("round"), st.sampled_from((0.0, 1.0, 3.0))),
+    st.tuples(st.just("dry"), st.just(0.0)),
+)
+
+
+@dataclass
+class Twin:
+    """The full-scan engine and the incremental one, driven in lockstep."""
+
+    full: AdmissionEngine = field(default_factory=lambda: AdmissionEngine(skip_unchanged=False))
+    fast: AdmissionEngine = field(default_factory=AdmissionEngine)
+    now: float = 0.0
+    rounds: int = 0
+
+    def both(self, call: str, *args: Any) -> Any:
+        a = getattr(self.full, call)(*args)
+        b = getattr(self.fast, call)(*args)
+        assert a == b, (call, args)
+        return a
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        if kind == "quota":
+            self.both("upsert_quota", op[1])
+        elif kind == "rmquota":
+            self.both("remove_quota", op[1], op[2])
+        elif kind == "queue":
+            self.both("upsert_queue", op[1], op[2], op[3])
+        elif kind == "rmqueue":
+            self.both("remove_queue", op[1])
+        elif kind == "unit":
+            self.both("upsert_unit", op[1])
+        elif kind == "rmunit":
+            self.both("remove_unit", op[1])
+        elif kind in ("finish", "start"):
+            current = self.full.unit(op[1])
+            if current is not None:
+                phase = Phase.SUCCEED if kind == "finish" else Phase.RUNNING
+                self.both("upsert_unit", _with_phase(current, phase))
+        elif kind == "rollback":
+            self.both("rollback", op[1])
+        elif kind == "fast":
+            self.both("admit_if_queue_idle", op[1], self.now)
+        elif kind == "requeue":
+            self.both("requeue", op[1], self.now + op[2])
+        elif kind == "defer":
+            self.both("defer", op[1], self.now + op[2])
+        elif kind == "round":
+            self.now += op[1]
+            self.rounds += 1
+            self.both("run_round", self.now)
+        elif kind == "dry":
+            self.both("dry_round", self.now)
+        self.same_state()
+
+    def same_state(self) -> None:
+        full, fast = self.full, self.fast
+        assert full.units() == fast.units()
+        assert full.tree.admitted_uids() == fast.tree.admitted_uids()
+        assert full.tree.report() == fast.tree.report()
+        for quota in (*QUOTAS, "nope"):
+            a, b = full.queue_policy(quota), fast.queue_policy(quota)
+            assert (a is None) == (b is None)
+            if a is not None and b is not None:
+                assert vars_of(a) == vars_of(b), quota
+
+
+def vars_of(policy: object) -> dict[str, object]:
+    """A policy's state (its slots and attributes), for comparing two engines' policies."""
+    return {k: v for k, v in vars(policy).items() if k != "settings"}
+
+
+def _with_phase(unit: QueueUnit, phase: Phase) -> QueueUnit:
+    from dataclasses import replace
+
+    return replace(unit, phase=phase)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(OPS, min_size=1, max_size=80))
+def test_incremental_rounds_decide_and_record_exactly_like_the_full_scan(
+    ops: list[tuple[Any, ...]],
+) -> None:
+    twin = Twin()
+    for op in ops:
+        twin.apply(op)
+    twin.apply(("round", 1.0))
+
+
+@st.composite
+def busy_stream(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """Quotas and queues first, many units, then rounds between single changes: the shape
+    where parked units are reused most (and wrongly reused ones would show)."""
+    ops: list[tuple[Any, ...]] = []
+    for name in QUOTAS:
+        parent = draw(st.sampled_from(("root", "root", "q0")))
+        if name == "q0":
+            parent = "root"
+        ops.append(("quota", QuotaSpec(name, max=resources(draw, 6), parent=parent)))
+        ops.append(("queue", name, draw(st.sampled_from(POLICIES)), {}))
+    ops.extend(draw(st.lists(unit_op(), min_size=8, max_size=24)))
+    for change in draw(st.lists(OPS, min_size=1, max_size=40)):
+        ops.append(change)
+        ops.append(("round", draw(st.sampled_from((0.0, 1.0, 200.0)))))
+    return ops
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_stream())
+def test_incremental_rounds_match_the_full_scan_with_a_parked_backlog(
+    ops: list[tuple[Any, ...]],
+) -> None:
+    twin = Twin()
+    for op in ops:
+        twin.apply(op)
+
+
+class CountingEngine(AdmissionEngine):
+    """Counts CheckUsage calls (try_admit and check) made by rounds."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.checks = 0
+        tree = self.tree
+        try_admit, check = tree.try_admit, tree.check
+
+        def counted_try_admit(*args: Any, **kw: Any) -> Any:
+            self.checks += 1
+            return try_admit(*args, **kw)
+
+        def counted_check(*args: Any, **kw: Any) -> Any:
+            self.checks += 1
+            return check(*args, **kw)
+
+        tree.try_admit = counted_try_admit  # type: ignore[method-assign]
+        tree.check = counted_check  # type: ignore[method-assign]
+
+
+def backlog(policy: str, *, skip_unchanged: bool = True, units: int = 200) -> CountingEngine:
+    """Two full quotas of 4 cpu (4 running units each) and `units` 1-cpu units waiting."""
+    engine = CountingEngine(skip_unchanged=skip_unchanged)
+    for name in ("a", "b"):
+        engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="4")))
+        engine.upsert_queue(name, policy, None)
+    for i in range(units):
+        engine.upsert_unit(
+            QueueUnit(
+                "ns", f"w{i}", uid=f"w{i}", resource=Resources.of(cpu="1"), priority=i % 7,
+                labels={QUOTA_NAME_LABEL: "ab"[i % 2]}, created=float(i),
+            )
+        )
+    engine.run_round(0.0)  # admits 4 per quota; the rest is parked
+    engine.run_round(1.0)
+    return engine
+
+
+def test_a_round_after_one_release_checks_only_up_to_the_unit_that_fills_the_quota() -> None:
+    engine = backlog("Priority")
+    admitted = next(u for u in engine.units() if engine.is_admitted(u.uid) and u.labels[
+        QUOTA_NAME_LABEL] == "a")
+    engine.checks = 0
+    engine.run_round(2.0)
+    assert engine.checks == 0  # nothing changed: every parked unit's rejection is reused
+    engine.upsert_unit(_with_phase(admitted, Phase.SUCCEED))
+    record = engine.run_round(3.0)
+    assert engine.checks == 1  # the head of queue a fits; the others' chain is full again
+    assert len(record.admitted) == 1
+    assert sum(isinstance(o, Reject) for o in record.outcomes) == 200 - 8 - 1
+
+
+def test_the_full_scan_checks_every_waiting_unit_every_round() -> None:
+    engine = backlog("Priority", skip_unchanged=False)
+    engine.checks = 0
+    engine.run_round(2.0)
+    assert engine.checks == 200 - 8
+
+
+def test_a_blocked_queue_is_not_walked_again_while_nothing_changes() -> None:
+    engine = backlog("Block")
+    engine.run_round(2.0)
+    engine.checks = 0
+    first = engine.run_round(3.0)
+    second = engine.run_round(4.0)
+    assert engine.checks == 0
+    assert first == second
+    assert first.outcomes[0] is second.outcomes[0]  # reused, not rebuilt
+
+
+def test_a_quota_edit_makes_parked_units_be_checked_again() -> None:
+    engine = backlog("Priority")
+    engine.checks = 0
+    engine.upsert_quota(QuotaSpec("a", max=Resources.of(cpu="6")))
+    record = engine.run_round(2.0)
+    assert len(record.admitted) == 2
+    assert engine.checks == 100 - 4  # queue a: every parked unit; queue b: none
+
+
+def test_an_unchanged_quota_upsert_keeps_parked_units_parked() -> None:
+    engine = backlog("Priority")
+    engine.checks = 0
+    engine.upsert_quota(QuotaSpec("a", max=Resources.of(cpu="4")))
+    engine.run_round(2.0)
+    assert engine.checks == 0
+
+
+def test_a_sibling_release_wakes_units_refused_by_the_shared_parent_only() -> None:
+    engine = CountingEngine()
+    engine.upsert_quota(QuotaSpec("p", max=Resources.of(cpu="2")))
+    for name in ("a", "b"):
+        engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="9"), parent="p"))
+        engine.upsert_queue(name, "Priority", None)
+    engine.upsert_quota(QuotaSpec("c", max=Resources.of(cpu="1")))
+    engine.upsert_queue("c", "Priority", None)
+
+    def waiting(name: str, quota: str, cpu: str = "1") -> QueueUnit:
+        return QueueUnit("ns", name, uid=name, resource=Resources.of(cpu=cpu),
+                         labels={QUOTA_NAME_LABEL: quota})
+
+    for u in (waiting("a1", "a"), waiting("a2", "a"), waiting("b1", "b"), waiting("c1", "c"),
+              waiting("c2", "c")):
+        engine.upsert_unit(u)
+    engine.run_round(0.0)  # a1, a2 fill p; b1 waits on p; c1 fills c; c2 waits on c
+    engine.checks = 0
+    engine.upsert_unit(_with_phase(engine.unit("a1"), Phase.SUCCEED))  # type: ignore[arg-type]
+    record = engine.run_round(1.0)
+    assert [u.name for u, _ in record.admitted] == ["b1"]
+    assert engine.checks == 1  # c2 was refused by c, which did not change
