@@ -339,6 +339,7 @@ class Run:
     completed: dict[str, float] = field(default_factory=dict)  # Complete seen on the watch
     released: dict[str, float] = field(default_factory=dict)  # the controller released it
     evictions: dict[str, int] = field(default_factory=dict)
+    history: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # release watch
     patch_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -423,6 +424,7 @@ def run_scale(
     capacity_cpu: float,
     clients: int,
     timeout_s: float,
+    dump: str = "",
 ) -> dict[str, Any]:
     """Create `bodies` on the plan's schedule; complete them as they are resumed; time it all."""
     run = Run()
@@ -463,8 +465,12 @@ def run_scale(
     def on_release(event_type: str, obj: dict[str, Any], at: float) -> None:
         if release_kind is QUEUE_UNIT:
             key = _key(obj)
-            released = ((obj.get("status") or {}).get("phase") in RELEASED_PHASES
-                        or event_type == "DELETED")  # fmt: skip
+            phase = (obj.get("status") or {}).get("phase") or ""
+            released = phase in RELEASED_PHASES or event_type == "DELETED"
+            with run.lock:
+                steps = run.history.setdefault(key, [])
+                if not steps or steps[-1][1] != phase:
+                    steps.append((at, phase))
         else:  # a Kueue Workload: owned by its Job, released once Finished
             owners = (obj.get("metadata") or {}).get("ownerReferences") or []
             job_name = next((o.get("name") for o in owners if o.get("kind") == "Job"), None)
@@ -526,6 +532,12 @@ def run_scale(
     completer.stop()
     for watcher in watchers:
         watcher.join(70)
+    if dump:
+        times = {"t0": t0, "created": run.created, "admitted": run.admitted,
+                 "first_admitted": run.first_admitted, "completed": run.completed,
+                 "released": run.released, "evictions": run.evictions,
+                 "unit_phases": run.history}  # fmt: skip
+        Path(dump).write_text(json.dumps(times))
     return summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s, bench_cpu_s=bench_cpu_s,
                      capacity_cpu=capacity_cpu)  # fmt: skip
 
@@ -586,8 +598,9 @@ def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]
         for jc in shape.classes:
             api.create(PRIORITY_CLASS, priority_class(jc))
         bodies = {j.key: job_body(j) for j in jobs}
+        dump = f"{args.log_dir}/scale-times-{who}-{len(jobs)}.json" if args.dump else ""
         common = {"pid": 0, "clients": args.clients, "timeout_s": args.timeout,
-                  "capacity_cpu": shape.capacity_cpu}  # fmt: skip
+                  "capacity_cpu": shape.capacity_cpu, "dump": dump}  # fmt: skip
         if kueue is None:
             install_crds(kubectl)
             kubectl.apply(
@@ -660,6 +673,8 @@ def main() -> int:
                         help="ClusterQueues without the shape's preemption policies")  # fmt: skip
     parser.add_argument("--peer-v", type=int, default=1, help="Kueue log verbosity (2: reconciles)")
     parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
+    parser.add_argument("--dump", action="store_true",
+                        help="write every Job's wall times to the log dir")  # fmt: skip
     args = parser.parse_args()
     scale = args.jobs / KUEUE_BASELINE.jobs if args.jobs else args.scale
     shape = scaled(KUEUE_BASELINE, scale)
