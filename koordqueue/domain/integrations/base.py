@@ -167,6 +167,9 @@ class Integration(ABC):
     name: ClassVar[str]
     """The `--integrations` entry (Kueue's names: batch/job, kubeflow.org/pytorchjob, ...)."""
     workload: ClassVar[WorkloadKind]
+    unit_suffix: ClassVar[str] = ""
+    """Appended to the unit's name ("-" + suffix), as Koord-Queue's QueueUnitSuffix() does:
+    units of different kinds with the same name in one namespace do not collide."""
 
     # --- identity -------------------------------------------------------------------------
     def group_name(self, obj: Obj) -> str | None:
@@ -179,7 +182,8 @@ class Integration(ABC):
 
     def unit_name(self, obj: Obj) -> str:
         """Name of the workload's QueueUnit (in the object's namespace)."""
-        return self.group_name(obj) or str(meta(obj).get("name", ""))
+        base = self.consumer_name(obj)
+        return f"{base}-{self.unit_suffix}" if self.unit_suffix else base
 
     def expected_members(self, members: Sequence[Obj]) -> int:
         """How many objects the workload has when whole; its unit waits for that many."""
@@ -274,7 +278,7 @@ class Integration(ABC):
 
     def consumer_name(self, obj: Obj) -> str:
         """spec.consumerRef.name: the object's name, or the group's for a group."""
-        return self.unit_name(obj)
+        return self.group_name(obj) or str(meta(obj).get("name", ""))
 
     def owner_references(self, members: Sequence[Obj]) -> list[dict[str, Any]]:
         """The unit is owned by its object (controller), or by every member of a group."""

@@ -52,6 +52,7 @@ def _replicas(replicated_job: Mapping[str, Any]) -> int:
 class JobSet(Integration):
     name = "jobset.x-k8s.io/jobset"
     workload = WorkloadKind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+    unit_suffix = "js-qu"
 
     @staticmethod
     def replicated_jobs(obj: Obj) -> list[Mapping[str, Any]]:

@@ -220,6 +220,7 @@ class PyTorchJob(KubeflowJob):
     name = "kubeflow.org/pytorchjob"
     workload = WorkloadKind("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
     replica_specs_field = "pytorchReplicaSpecs"
+    unit_suffix = "py-qu"
     roles = ("Master", "Worker")
 
     def priority_roles(self, obj: Obj) -> list[str]:
@@ -237,6 +238,7 @@ class MPIJob(KubeflowJob):
     name = "kubeflow.org/mpijob"
     workload = WorkloadKind("kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
     replica_specs_field = "mpiReplicaSpecs"
+    unit_suffix = "mpi-qu"
     roles = ("Launcher", "Worker")
 
     def priority_class_name(self, obj: Obj) -> str:

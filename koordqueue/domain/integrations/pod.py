@@ -125,6 +125,7 @@ def _by_name(members: Sequence[Obj]) -> list[Obj]:
 class Pod(Integration):
     name = "pod"
     workload = WorkloadKind("", "v1", "Pod", "pods")
+    unit_suffix = "pod-qu"
 
     def group_name(self, obj: Obj) -> str | None:
         value = (meta(obj).get("labels") or {}).get(POD_GROUP_NAME_LABEL)

@@ -242,7 +242,7 @@ def test_pytorch_queue_unit_names_the_job_and_lists_both_roles() -> None:
         {"Master": (1, template("2", "4Gi")), "Worker": (2, template("1", "2Gi"))},
     )
     unit = queue_unit_for(PYTORCH_JOB, [job])
-    assert unit["metadata"]["name"] == "test-job"
+    assert unit["metadata"]["name"] == "test-job-py-qu"  # Koord-Queue's QueueUnitSuffix()
     assert unit["spec"]["consumerRef"] == {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",

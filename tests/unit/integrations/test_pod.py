@@ -175,7 +175,7 @@ def test_group_with_a_failed_pod_waits_for_a_replacement_unless_unretriable() ->
 def test_group_unit_is_named_after_the_group_and_owned_by_every_member() -> None:
     members = [pod("b", group="train", total="2"), pod("a", group="train", total="2")]
     unit = queue_unit_for(POD, members)
-    assert unit["metadata"]["name"] == "train"
+    assert unit["metadata"]["name"] == "train-pod-qu"
     assert unit["spec"]["consumerRef"] == {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -190,7 +190,7 @@ def test_group_unit_is_named_after_the_group_and_owned_by_every_member() -> None
 
 def test_single_pod_unit_is_named_after_the_pod_and_controlled_by_it() -> None:
     unit = queue_unit_for(POD, [pod("solo", priority_class="high")], {"high": 50}.get)
-    assert unit["metadata"]["name"] == "solo"
+    assert unit["metadata"]["name"] == "solo-pod-qu"
     assert unit["spec"]["consumerRef"]["uid"] == "uid-solo"
     assert unit["spec"]["priority"] == 50
     assert unit["spec"]["priorityClassName"] == "high"

@@ -34,6 +34,9 @@ from tests.unit.integrations.helpers import condition, jobset, kubeflow_job, pod
 from tests.unit.kube.memory_api import MemoryApi
 
 NOW = 1_000_000.0
+TJ = "test-job"
+PY_UNIT = "test-job-py-qu"
+MPI_UNIT = "test-job-mpi-qu"
 
 
 def reconciler(api: MemoryApi, integration: Integration, **kwargs: Any) -> IntegrationReconciler:
@@ -139,12 +142,12 @@ def test_a_held_pytorchjob_gets_an_enqueued_unit_and_a_queuing_condition() -> No
     job = pytorch(api)
     result = reconciler(api, PYTORCH_JOB).on_event("ADDED", job)
     assert result.created is not None
-    made = unit(api, "test-job", "default")
+    made = unit(api, PY_UNIT, "default")
     assert made["status"]["phase"] == "Enqueued"
     assert made["spec"]["resource"] == {"cpu": "4", "memory": "8Gi"}
     assert made["spec"]["consumerRef"]["kind"] == "PyTorchJob"
     assert made["metadata"]["labels"]["quota.scheduling.koordinator.sh/name"] == "q"
-    conditions = current(api, PYTORCH_JOB, "test-job", "default")["status"]["conditions"]
+    conditions = current(api, PYTORCH_JOB, TJ, "default")["status"]["conditions"]
     assert [(c["type"], c["status"]) for c in conditions] == [("Queuing", "True")]
 
 
@@ -153,23 +156,23 @@ def test_a_pytorchjob_that_runs_unheld_gets_no_unit() -> None:
     job = pytorch(api, suspend=False)
     result = reconciler(api, PYTORCH_JOB).on_event("ADDED", job)
     assert result.skipped == "not managed"
-    assert api.get(QUEUE_UNIT, "test-job", "default") is None
+    assert api.get(QUEUE_UNIT, PY_UNIT, "default") is None
 
 
 def test_admitted_pytorchjob_is_resumed_then_runs_then_succeeds() -> None:
     api = MemoryApi()
     rec = reconciler(api, PYTORCH_JOB)
     rec.on_event("ADDED", pytorch(api))
-    set_phase(api, "test-job", "default", Phase.DEQUEUED)
+    set_phase(api, PY_UNIT, "default", Phase.DEQUEUED)
 
-    result = rec.on_event("MODIFIED", current(api, PYTORCH_JOB, "test-job", "default"))
+    result = rec.on_event("MODIFIED", current(api, PYTORCH_JOB, TJ, "default"))
     assert result.resumed
-    job = current(api, PYTORCH_JOB, "test-job", "default")
+    job = current(api, PYTORCH_JOB, TJ, "default")
     assert job["spec"]["runPolicy"]["suspend"] is False
     assert job["metadata"]["annotations"][INTEGRATION_SUSPEND_ANNOTATION] == "false"
     assert job["metadata"]["annotations"]["koord-queue/job-dequeue-timestamp"] == "go-now"
     assert [(c["type"], c["status"]) for c in job["status"]["conditions"]] == [("Queuing", "False")]
-    assert unit(api, "test-job", "default")["status"]["phase"] == "Dequeued"
+    assert unit(api, PY_UNIT, "default")["status"]["phase"] == "Dequeued"
 
     api.merge_patch(
         kind_of(PYTORCH_JOB),
@@ -178,8 +181,8 @@ def test_admitted_pytorchjob_is_resumed_then_runs_then_succeeds() -> None:
         "default",
         "status",
     )
-    rec.on_event("MODIFIED", current(api, PYTORCH_JOB, "test-job", "default"))
-    assert unit(api, "test-job", "default")["status"]["phase"] == "Running"
+    rec.on_event("MODIFIED", current(api, PYTORCH_JOB, TJ, "default"))
+    assert unit(api, PY_UNIT, "default")["status"]["phase"] == "Running"
 
     api.merge_patch(
         kind_of(PYTORCH_JOB),
@@ -188,9 +191,9 @@ def test_admitted_pytorchjob_is_resumed_then_runs_then_succeeds() -> None:
         "default",
         "status",
     )
-    result = rec.on_event("MODIFIED", current(api, PYTORCH_JOB, "test-job", "default"))
+    result = rec.on_event("MODIFIED", current(api, PYTORCH_JOB, TJ, "default"))
     assert result.phase is Phase.SUCCEED
-    status = unit(api, "test-job", "default")["status"]
+    status = unit(api, PY_UNIT, "default")["status"]
     assert (status["phase"], status["message"], status["admissions"]) == (
         "Succeed",
         "Succeeded",
@@ -202,9 +205,9 @@ def test_a_waiting_unit_leaves_its_job_held() -> None:
     api = MemoryApi()
     rec = reconciler(api, PYTORCH_JOB)
     rec.on_event("ADDED", pytorch(api))
-    result = rec.on_event("MODIFIED", current(api, PYTORCH_JOB, "test-job", "default"))
+    result = rec.on_event("MODIFIED", current(api, PYTORCH_JOB, TJ, "default"))
     assert not result.resumed and result.phase is None
-    assert current(api, PYTORCH_JOB, "test-job", "default")["spec"]["runPolicy"]["suspend"]
+    assert current(api, PYTORCH_JOB, TJ, "default")["spec"]["runPolicy"]["suspend"]
 
 
 # --- MPIJob: preemption -------------------------------------------------------------------------
@@ -217,17 +220,17 @@ def test_a_preempted_mpijob_is_suspended_and_its_unit_enqueued_again() -> None:
         kubeflow_job("MPIJob", {"Launcher": (1, template("1")), "Worker": (2, template("2"))}),
     )
     rec.on_event("ADDED", job)
-    set_phase(api, "test-job", "default", Phase.DEQUEUED)
-    rec.on_event("MODIFIED", current(api, MPI_JOB, "test-job", "default"))
-    assert current(api, MPI_JOB, "test-job", "default")["spec"]["runPolicy"]["suspend"] is False
+    set_phase(api, MPI_UNIT, "default", Phase.DEQUEUED)
+    rec.on_event("MODIFIED", current(api, MPI_JOB, TJ, "default"))
+    assert current(api, MPI_JOB, TJ, "default")["spec"]["runPolicy"]["suspend"] is False
 
-    set_phase(api, "test-job", "default", Phase.PREEMPTED)
-    result = rec.on_event("MODIFIED", current(api, MPI_JOB, "test-job", "default"))
+    set_phase(api, MPI_UNIT, "default", Phase.PREEMPTED)
+    result = rec.on_event("MODIFIED", current(api, MPI_JOB, TJ, "default"))
     assert result.suspended and result.phase is Phase.ENQUEUED
-    job = current(api, MPI_JOB, "test-job", "default")
+    job = current(api, MPI_JOB, TJ, "default")
     assert job["spec"]["runPolicy"]["suspend"] is True
     assert job["metadata"]["annotations"][INTEGRATION_SUSPEND_ANNOTATION] == "true"
-    status = unit(api, "test-job", "default")["status"]
+    status = unit(api, MPI_UNIT, "default")["status"]
     assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued after preempted")
 
 
@@ -235,13 +238,13 @@ def test_running_timeout_backs_the_unit_off_and_suspends_the_job() -> None:
     api = MemoryApi()
     rec = reconciler(api, MPI_JOB, running_timeout=60.0, backoff_time=30.0)
     rec.on_event("ADDED", put(api, MPI_JOB, kubeflow_job("MPIJob", {"Worker": (1, template("1"))})))
-    set_phase(api, "test-job", "default", Phase.DEQUEUED)
-    rec.on_event("MODIFIED", current(api, MPI_JOB, "test-job", "default"))  # resumed: Pending
+    set_phase(api, MPI_UNIT, "default", Phase.DEQUEUED)
+    rec.on_event("MODIFIED", current(api, MPI_JOB, TJ, "default"))  # resumed: Pending
     late = reconciler(api, MPI_JOB, running_timeout=60.0, backoff_time=30.0)
     late.clock = lambda: 1_767_225_600.0 + 61  # 61 s after lastUpdateTime
-    result = late.on_event("MODIFIED", current(api, MPI_JOB, "test-job", "default"))
+    result = late.on_event("MODIFIED", current(api, MPI_JOB, TJ, "default"))
     assert result.phase is Phase.BACKOFF and result.suspended
-    assert current(api, MPI_JOB, "test-job", "default")["spec"]["runPolicy"]["suspend"] is True
+    assert current(api, MPI_JOB, TJ, "default")["spec"]["runPolicy"]["suspend"] is True
 
 
 # --- JobSet: the admission seam -----------------------------------------------------------------
@@ -254,7 +257,7 @@ def test_jobset_resume_and_suspend_through_its_unit() -> None:
         jobset([("workers", 2, 2, 2, template("1")), ("driver", 1, None, None, template("1"))]),
     )
     rec.on_event("ADDED", obj)
-    made = unit(api, "jobset", "ns")
+    made = unit(api, "jobset-js-qu", "ns")
     assert [(ps["name"], ps["count"]) for ps in made["spec"]["podSet"]] == [
         ("workers", 4),
         ("driver", 1),
@@ -275,12 +278,12 @@ def test_jobset_failed_condition_fails_the_unit() -> None:
     api = MemoryApi()
     rec = reconciler(api, JOBSET)
     rec.on_event("ADDED", put(api, JOBSET, jobset([("a", 1, 1, 1, template("1"))])))
-    set_phase(api, "jobset", "ns", Phase.RUNNING)
+    set_phase(api, "jobset-js-qu", "ns", Phase.RUNNING)
     api.merge_patch(
         kind_of(JOBSET), "jobset", {"status": {"conditions": [condition("Failed")]}}, "ns", "status"
     )
     assert rec.on_event("MODIFIED", current(api, JOBSET, "jobset", "ns")).phase is Phase.FAILED
-    assert unit(api, "jobset", "ns")["status"]["phase"] == "Failed"
+    assert unit(api, "jobset-js-qu", "ns")["status"]["phase"] == "Failed"
 
 
 def test_deleting_the_workload_deletes_its_unit() -> None:
@@ -290,7 +293,7 @@ def test_deleting_the_workload_deletes_its_unit() -> None:
     rec.on_event("ADDED", obj)
     api.delete(kind_of(JOBSET), "jobset", "ns")
     assert rec.on_event("DELETED", obj).deleted_unit
-    assert api.get(QUEUE_UNIT, "jobset", "ns") is None
+    assert api.get(QUEUE_UNIT, "jobset-js-qu", "ns") is None
 
 
 def test_a_unit_of_the_same_name_owned_by_another_object_is_left_alone() -> None:
@@ -300,7 +303,7 @@ def test_a_unit_of_the_same_name_owned_by_another_object_is_left_alone() -> None
         QUEUE_UNIT,
         {
             "metadata": {
-                "name": "jobset",
+                "name": "jobset-js-qu",
                 "namespace": "ns",
                 "ownerReferences": [{"uid": "someone"}],
             }
@@ -310,7 +313,7 @@ def test_a_unit_of_the_same_name_owned_by_another_object_is_left_alone() -> None
     obj = put(api, JOBSET, jobset([("a", 1, 1, 1, template("1"))]))
     assert rec.on_event("ADDED", obj).skipped.startswith("unit of the same name")
     assert rec.on_event("DELETED", obj).skipped == "no unit of its own"
-    assert api.get(QUEUE_UNIT, "jobset", "ns") is not None
+    assert api.get(QUEUE_UNIT, "jobset-js-qu", "ns") is not None
 
 
 def test_an_invalid_request_is_reported_and_makes_no_unit() -> None:
@@ -321,7 +324,7 @@ def test_an_invalid_request_is_reported_and_makes_no_unit() -> None:
     assert "JobSet ns/jobset: spec.replicatedJobs[0].template.spec.template.spec.containers[0]" in (
         str(result.error)
     )
-    assert api.get(QUEUE_UNIT, "jobset", "ns") is None
+    assert api.get(QUEUE_UNIT, "jobset-js-qu", "ns") is None
 
 
 # --- Pods ------------------------------------------------------------------------------------
@@ -338,7 +341,7 @@ def test_a_pod_group_is_queued_once_whole_and_released_whole() -> None:
     last = put_pod(api, pod("worker-2", group="train", total="3"))
     result = rec.on_event("ADDED", last)
     assert result.created is not None
-    made = unit(api, "train", "ns")
+    made = unit(api, "train-pod-qu", "ns")
     assert made["spec"]["resource"] == {"cpu": "4"}
     assert sorted(ps["count"] for ps in made["spec"]["podSet"]) == [1, 2]
     assert [o["name"] for o in made["metadata"]["ownerReferences"]] == [
@@ -347,7 +350,7 @@ def test_a_pod_group_is_queued_once_whole_and_released_whole() -> None:
         "worker-2",
     ]
 
-    set_phase(api, "train", "ns", Phase.DEQUEUED)
+    set_phase(api, "train-pod-qu", "ns", Phase.DEQUEUED)
     assert rec.on_event("MODIFIED", api.get(POD_KIND, "driver", "ns") or {}).resumed
     for name in ("driver", "worker-1", "worker-2"):
         gates = (api.get(POD_KIND, name, "ns") or {})["spec"].get("schedulingGates")
@@ -366,10 +369,10 @@ def test_a_group_unit_goes_with_its_last_pod() -> None:
     rec.on_event("ADDED", pods[1])
     api.delete(POD_KIND, "a", "ns")
     assert not rec.on_event("DELETED", pods[0]).deleted_unit
-    assert api.get(QUEUE_UNIT, "g", "ns") is not None
+    assert api.get(QUEUE_UNIT, "g-pod-qu", "ns") is not None
     api.delete(POD_KIND, "b", "ns")
     assert rec.on_event("DELETED", pods[1]).deleted_unit
-    assert api.get(QUEUE_UNIT, "g", "ns") is None
+    assert api.get(QUEUE_UNIT, "g-pod-qu", "ns") is None
 
 
 def test_a_single_pod_is_ungated_on_admission_and_deleted_on_preemption() -> None:
@@ -377,7 +380,7 @@ def test_a_single_pod_is_ungated_on_admission_and_deleted_on_preemption() -> Non
     rec = reconciler(api, POD)
     solo = put_pod(api, pod("solo", extra_gates=["other.io/gate"]))
     rec.on_event("ADDED", solo)
-    made = unit(api, "solo", "ns")
+    made = unit(api, "solo-pod-qu", "ns")
     assert rec.resume(made)
     gates = (api.get(POD_KIND, "solo", "ns") or {})["spec"]["schedulingGates"]
     assert gates == [{"name": "other.io/gate"}]

@@ -95,3 +95,18 @@ def test_job_extension_keeps_its_names_for_importers() -> None:
         "spec": {"suspend": True},
         "metadata": {"annotations": {"koord-queue/job-dequeue-timestamp": ""}},
     }
+
+
+def test_unit_names_carry_koord_queues_per_kind_suffix() -> None:
+    """koord-queue framework GetRelatedQueueUnit(): <name>-<QueueUnitSuffix()>, "py-qu" for
+    PyTorchJob (pytorchjob.go), none for batch/v1 Job; so two kinds' objects of one name in
+    one namespace get different units."""
+    names = {i.name: i.unit_name({"metadata": {"name": "train"}}) for i in INTEGRATIONS.values()}
+    assert names == {
+        "batch/job": "train",
+        "kubeflow.org/pytorchjob": "train-py-qu",
+        "kubeflow.org/mpijob": "train-mpi-qu",
+        "jobset.x-k8s.io/jobset": "train-js-qu",
+        "pod": "train-pod-qu",
+    }
+    assert len(set(names.values())) == len(names)
