@@ -99,12 +99,15 @@ class _Order:
     Kept up to date on every change, so a round neither scans every unit nor sorts. `version`
     changes with every insert or removal (numbers are never reused across queues)."""
 
-    __slots__ = ("keys", "units", "version")
+    __slots__ = ("keys", "stable", "units", "version")
 
     def __init__(self) -> None:
         self.keys: list[OrderKey] = []
         self.units: list[QueueUnit] = []
         self.version = 0
+        self.stable = 0
+        """How many trailing units are the same, in the same order, as when the queue's last
+        round ended (set by the round, lowered by every insert and removal)."""
 
 
 ChainShape = tuple[tuple[str, ...], tuple[tuple[tuple[str, int], ...], ...], str | None]
@@ -126,13 +129,18 @@ class _Checked(NamedTuple):
 @dataclass(slots=True)
 class _Tail:
     """The last units a Priority-ordered round rejected after its last admission, with the
-    usage they were checked against (up to the highest level that refused one of them)."""
+    usage they were checked against (up to the highest level that refused one of them).
+
+    `suffix`: the tail was the end of the queue's whole index (no max-depth cut, no unit
+    backing off), so `_Order.stable` says how much of it is still the end of the queue
+    without comparing units."""
 
     units: list[QueueUnit]
     outcomes: list[Outcome]
     rejected: list[tuple[QueueUnit, Rejection]]
     usage: UsagePrefix
     shape: ChainShape
+    suffix: bool = False
 
 
 @dataclass(slots=True)
@@ -417,6 +425,7 @@ class AdmissionEngine:
                 key, _ = self._okey.pop(uid)
                 order = self._waiting[queue]
                 i = bisect_left(order.keys, key)
+                order.stable = min(order.stable, len(order.keys) - i - 1)
                 del order.keys[i], order.units[i]
                 self._versions += 1
                 order.version = self._versions
@@ -440,6 +449,7 @@ class AdmissionEngine:
             self._okey[uid] = (key, unit)
             order = self._waiting.get(queue) or self._waiting.setdefault(queue, _Order())
             i = bisect_left(order.keys, key)
+            order.stable = min(order.stable, len(order.keys) - i)
             order.keys.insert(i, key)
             order.units.insert(i, unit)
             self._versions += 1
@@ -696,8 +706,9 @@ class AdmissionEngine:
         usage = _ChainUsage(self.tree, name, self._seen_usage, self._seen_shapes)
         if policy.offers_window_in_order and not settings.preemption:
             self._serve_in_order(
-                queue, ordered, order_id=order_id, memo=memo, usage=usage, now=now,
-                result=result, touched=touched,
+                queue, ordered, order=order if ordered is order.units else None,
+                order_id=order_id, memo=memo, usage=usage, now=now, result=result,
+                touched=touched,
             )
             return
         quiet = policy.quiet_key(ordered, now)
@@ -722,6 +733,7 @@ class AdmissionEngine:
         queue: _Queue,
         ordered: list[QueueUnit],
         *,
+        order: _Order | None,
         order_id: object,
         memo: _Memo,
         usage: _ChainUsage,
@@ -730,7 +742,7 @@ class AdmissionEngine:
         touched: list[str],
     ) -> None:
         """`_serve` for a policy that offers its max-depth window in order and keeps no state
-        (Priority, without preemption).
+        (Priority, without preemption). `order`: the index `ordered` is (None: a filtered copy).
 
         Rejections after the last admission form the queue's tail. Next round, once the
         units still to offer are the end of that tail and the chain's usage (up to the
@@ -743,39 +755,37 @@ class AdmissionEngine:
         outcomes, rejected = result.outcomes, result.rejected
         depth = queue.settings.max_depth
         window = ordered[:depth] if 0 < depth < len(ordered) else ordered
+        whole = order is not None and window is ordered
         shape = usage.shape
         tail = memo.tail if memo.tail is not None and memo.tail.shape == shape else None
+        stable = order.stable if whole and order is not None and tail and tail.suffix else -1
         failed_usage: UsagePrefix | None = None
         run_units: list[QueueUnit] = []
         run_outcomes: list[Outcome] = []
         run_rejected: list[tuple[QueueUnit, Rejection]] = []
         run_levels = 0
         still_waiting: list[QueueUnit] = []
+        new_tail: _Tail | None = None
         n = len(window)
         i = 0
         while i < n:
             unit = window[i]
             if tail is not None:
-                j = len(tail.units) - (n - i)
-                if j >= 0 and tail.units[j] is unit:
+                j = len(tail.units) - (n - i)  # where window[i:] would start in the tail
+                if j >= 0 and (n - i <= stable or tail.units[j] is unit):
                     current = usage.prefix(len(tail.usage))
                     if current is not failed_usage:
-                        if current == tail.usage:
-                            if tail.units[j:] == window[i:]:
-                                reused = tail.units[j:]
-                                reused_outcomes = tail.outcomes[j:]
-                                reused_rejected = tail.rejected[j:]
-                                outcomes.extend(reused_outcomes)
-                                rejected.extend(reused_rejected)
-                                still_waiting.extend(reused)
-                                run_units.extend(reused)
-                                run_outcomes.extend(reused_outcomes)
-                                run_rejected.extend(reused_rejected)
-                                run_levels = max(run_levels, len(tail.usage))
-                                break
-                            tail = None  # the queue changed within: no second try
-                        else:
+                        if current != tail.usage:
                             failed_usage = current
+                        elif n - i <= stable or tail.units[j:] == window[i:]:
+                            new_tail = self._reuse_tail(
+                                tail, j, still_waiting=still_waiting, result=result,
+                                run=(run_units, run_outcomes, run_rejected),
+                                usage=usage.prefix(max(run_levels, len(tail.usage))),
+                            )
+                            break
+                        else:
+                            tail = None  # the queue changed within: no second try
             decision = self._decide(unit, queue.name, usage, admit=True)
             policy.feedback(unit, decision.admitted, now)
             if isinstance(decision, Admitted):
@@ -796,9 +806,16 @@ class AdmissionEngine:
                 levels = _levels(decision, usage.path)
                 run_levels = max(run_levels, len(usage.path) if levels is None else levels)
             i += 1
-        memo.tail = _Tail(
-            run_units, run_outcomes, run_rejected, usage.prefix(run_levels), shape
-        ) if run_units else None
+        if new_tail is None and run_units:
+            new_tail = _Tail(
+                run_units, run_outcomes, run_rejected, usage.prefix(run_levels), shape
+            )
+        if new_tail is not None:
+            new_tail.shape = shape
+            new_tail.suffix = whole
+        memo.tail = new_tail
+        if order is not None:
+            order.stable = len(order.units)
         if window is ordered:
             result.waiting[queue.name] = still_waiting
             return
@@ -809,6 +826,36 @@ class AdmissionEngine:
             memo.skipped_order = order_id
         result.waiting[queue.name] = still_waiting + ordered[n:]
         outcomes.extend(memo.skipped)
+
+    @staticmethod
+    def _reuse_tail(
+        tail: _Tail,
+        j: int,
+        *,
+        still_waiting: list[QueueUnit],
+        result: RoundResult,
+        run: tuple[list[QueueUnit], list[Outcome], list[tuple[QueueUnit, Rejection]]],
+        usage: UsagePrefix,
+    ) -> _Tail:
+        """Record `tail[j:]` as this round's decisions; returns the queue's new tail (the
+        rejections since the last admission, `run`, followed by the reused ones). A new
+        tail starts at 0 again, so an idle round copies each list once, in C."""
+        run_units, run_outcomes, run_rejected = run
+        if j == 0:
+            units, outcomes, rejected = tail.units, tail.outcomes, tail.rejected
+        else:
+            units, outcomes, rejected = tail.units[j:], tail.outcomes[j:], tail.rejected[j:]
+        result.outcomes.extend(outcomes)
+        result.rejected.extend(rejected)
+        still_waiting.extend(units)
+        if not run_units:
+            if j == 0 and usage == tail.usage:
+                return tail
+            return _Tail(units, outcomes, rejected, usage, tail.shape)
+        run_units.extend(units)
+        run_outcomes.extend(outcomes)
+        run_rejected.extend(rejected)
+        return _Tail(run_units, run_outcomes, run_rejected, usage, tail.shape)
 
     def _serve(
         self,
@@ -890,8 +937,12 @@ class AdmissionEngine:
         if len(tried) == len(ordered):
             result.waiting[queue.name] = still_waiting
             return tried
-        untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
-        waiting = still_waiting + [u for _, u in untried]
+        if tried:
+            untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
+            waiting = still_waiting + [u for _, u in untried]
+        else:
+            untried = list(enumerate(ordered))
+            waiting = list(ordered)
         result.waiting[queue.name] = waiting
         outcomes.extend(policy.skipped(untried, waiting))
         return tried

@@ -241,13 +241,6 @@ class _QuotaBlockingPolicy(QueuePolicy):
         if not admitted:
             self._blocked.setdefault(quota_of(unit), _Hold(now, unit.key))
 
-    def _blocked_by(self, unit: QueueUnit) -> Skip:
-        quota = quota_of(unit)
-        hold = self._blocked.get(quota)
-        if hold is None:
-            return NotOffered(unit)
-        return BlockedByHead(unit, quota, hold.head, hold.since)
-
     def unit_released(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
 
@@ -292,14 +285,22 @@ class BlockPolicy(_QuotaBlockingPolicy):
             passing = {q for q, hold in self._blocked.items() if now - hold.since >= timeout}
             for quota in passing:
                 del self._blocked[quota]
+        blocked = self._blocked
         for _ in range(2):
             tried = False
+            last_label: object = window  # (no label is this list) a queue's units mostly
+            held = False  # share one quota: decide once per run of equal labels
             for unit in window:
-                quota = quota_of(unit)
-                if quota in self._blocked and quota not in passing:
+                label = unit.labels.get(QUOTA_NAME_LABEL)
+                if label is not last_label and label != last_label:
+                    last_label = label
+                    quota = label if isinstance(label, str) else ""
+                    held = quota in blocked and quota not in passing
+                if held:
                     continue
                 tried = True
                 yield self._offer(unit, now)
+                last_label = window  # the try may have blocked its quota: decide again
             if tried or not self._idle_clear(now):
                 return
 
@@ -394,11 +395,21 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
     ) -> list[Skip]:
         threshold = self.settings.priority_threshold
         high = tuple(u.key for u in waiting if u.priority >= threshold)
-        return [
-            self._blocked_by(u) if u.priority >= threshold
-            else HighPriorityWaiting(u, high, threshold) if high else NotOffered(u)
-            for _, u in untried
-        ]
+        out: list[Skip] = []
+        last_label: object = untried  # (no label is this list) look a quota's hold up once
+        quota, hold = "", None  # per run of equal labels, as Block does
+        for _, u in untried:
+            if u.priority < threshold:
+                out.append(HighPriorityWaiting(u, high, threshold) if high else NotOffered(u))
+                continue
+            label = u.labels.get(QUOTA_NAME_LABEL)
+            if label is not last_label and label != last_label:
+                last_label, quota = label, quota_of(u)
+                hold = self._blocked.get(quota)
+            out.append(
+                NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
+            )
+        return out
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._low_cursor = 0
