@@ -88,9 +88,17 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--job-workers",
         "job_workers",
-        "Job events handled at once (each new Job costs up to four blocking API writes); "
-        "more absorbs longer bursts of Jobs at some CPU cost",
+        "accepted for compatibility; no effect (Job events go to the controller's one owner "
+        "thread; the writes they cause run on the --api-writers pool)",
         _DEFAULTS.job_workers,
+        _positive_int,
+    ),
+    Flag(
+        "--api-writers",
+        "api_writers",
+        "API calls the controller makes at once (its bounded write pool; a new Job costs four "
+        "writes in sequence); more absorbs longer bursts of Jobs on a slow API server",
+        _DEFAULTS.api_writers,
         _positive_int,
     ),
     Flag(

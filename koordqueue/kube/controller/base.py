@@ -1,62 +1,52 @@
-"""State shared by the controller's handlers, and the helpers they share."""
+"""The controller's state, owned by one thread, and the helpers its handler modules share."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
-from cachetools import TTLCache
 
 from koordqueue.domain import names
-from koordqueue.domain.effects import (
-    Effect,
-    QueueEvent,
-    UnitEvent,
-)
+from koordqueue.domain.effects import Effect, QueueEvent, UnitEvent
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.mapping import QuotaName, queue_name_for
-from koordqueue.domain.queue_unit import (
-    Phase,
-    QueueUnit,
-)
+from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.quota import QuotaSpec
-from koordqueue.kube import metrics
-from koordqueue.kube.api import (
-    ApiError,
-    ObjectApi,
-)
+from koordqueue.kube.api import ObjectApi
+from koordqueue.kube.controller.writes import Apis, Writer
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.quota_status import QueueUsageWriter
 from koordqueue.kube.settings import ControllerSettings
 
+if TYPE_CHECKING:
+    from koordqueue.kube.controller.consumers import ConsumerReconciler
+
 log = structlog.get_logger(__name__)
-WARNING = names.EVENT_WARNING
-NORMAL = names.EVENT_NORMAL
-STATUS_RETRY_SECONDS = 1.0
-"""After a Job-extension write (unit status, unit creation) was refused past its retries,
-when to try again (instead of waiting for the next resync)."""
+WARNING: Final = names.EVENT_WARNING
+NORMAL: Final = names.EVENT_NORMAL
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _queue_label(unit: QueueUnit) -> str:
+def queue_label(unit: QueueUnit) -> str:
     """The unit's queue for metric labels ("" when it has none or an unusable one)."""
     resolution = queue_name_for(unit.labels)
     return resolution.name if isinstance(resolution, QuotaName) else ""
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _epoch(timestamp: object) -> float | None:
+def object_key(obj: Mapping[str, Any]) -> str:
+    """namespace/name of an object (namespace "default" when it has none)."""
+    m = meta(obj)
+    return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
+
+
+def epoch(timestamp: object) -> float | None:
     """Seconds since the epoch of an RFC 3339 time as the API writes it (None if unreadable)."""
     if not isinstance(timestamp, str) or not timestamp:
         return None
@@ -66,14 +56,12 @@ def _epoch(timestamp: object) -> float | None:
         return None
 
 
-def _admissions(unit_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """status.admissions of a unit admitted whole: each pod set with all its replicas."""
-    pod_sets = (unit_obj.get("spec") or {}).get("podSet") or []
-    return [{"name": ps.get("name"), "replicas": int(ps.get("count") or 0)} for ps in pod_sets]
-
-
 class ControllerBase:
-    """The controller's state; each handler module adds the reactions to one kind of object."""
+    """The controller's state; each handler module adds the reactions to one kind of object.
+
+    Every attribute is read and written by one thread only: the owner loop (loop.py) when
+    the controller runs, the caller in unit tests. API calls leave through `writer`.
+    """
 
     def __init__(
         self,
@@ -81,51 +69,48 @@ class ControllerBase:
         settings: ControllerSettings | None = None,
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.time,
-        writers: int = 16,
+        writers: int | None = None,
     ) -> None:
         self.api = api
         self.settings = settings or ControllerSettings()
         self.recorder = recorder or EventRecorder(api)
         self.clock = clock
-        self.lock = threading.RLock()
+        self.writers = writers or self.settings.api_writers
+        """Threads of the writer's pool once an owner loop runs the controller."""
+        self.writer = Writer(Apis(api, self.recorder))
         self.engine = AdmissionEngine(self.settings.oversell_rate, self._on_duplicate_quota)
         self.ready = threading.Event()
         self.wake = threading.Event()
         """Set when something happened that may let a unit in (new unit, release, quota change)."""
-        self._units: dict[str, dict[str, Any]] = {}  # uid -> last seen QueueUnit object
-        self._unit_by_key: dict[str, str] = {}  # namespace/name -> uid
-        self._quotas: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> object
-        self._reported: dict[str, str] = {}  # uid -> last status message written
-        self._queue_errors: dict[str, str] = {}
-        self._creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
-        self._priorities: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
-        self._known_metric_queues: set[str] = set()
-        self._queue_usage = QueueUsageWriter(api, self.settings.namespace)
-        self._job_timers: dict[str, float] = {}  # Job namespace/name -> when to look again
-        self._timed_out: set[str] = set()  # unit uids backed off by the running timeout
-        self._pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="kq-write")
-        self._events = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kq-event")
+        self.unit_objects: dict[str, dict[str, Any]] = {}  # uid -> last seen QueueUnit object
+        self.unit_by_key: dict[str, str] = {}  # namespace/name -> uid
+        self.quota_objects: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) ->
+        self.reported: dict[str, str] = {}  # uid -> last status message written (or in flight)
+        self.queue_errors: dict[str, str] = {}
+        self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
+        self.known_metric_queues: set[str] = set()
+        self.queue_usage = QueueUsageWriter(api, self.settings.namespace)
+        self.consumers: dict[str, ConsumerReconciler] = {}
+        """Reconcilers of the workloads that follow their units, by spec.consumerRef.kind."""
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        self._events.shutdown(wait=True)
+        """Wait for the writes in flight."""
+        self.writer.close()
 
+    def consumer_of(self, unit_obj: Mapping[str, Any]) -> ConsumerReconciler | None:
+        """The reconciler of the unit's workload, if it has one we serve."""
+        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
+        kind = ref.get("kind")
+        return self.consumers.get(kind) if isinstance(kind, str) and ref.get("name") else None
 
-    # --- helpers ------------------------------------------------------------------------
-    def _safely(self, operation: str, call: Callable[[], Any]) -> Any:
-        """Run one API write; log and count failures instead of crashing the handler."""
-        try:
-            return call()
-        except ApiError as exc:
-            metrics.API_ERRORS.labels(operation).inc()
-            log.warning("api call failed", operation=operation, error=str(exc))
-            return None
+    def remember_unit(self, uid: str, obj: dict[str, Any], message: str | None = None) -> None:
+        """The unit object a write returned; `message` is the status message it wrote."""
+        self.unit_objects[uid] = obj
+        if message is not None:
+            self.reported[uid] = message
 
     # --- reactions one handler module asks of another (defined in those modules) ---------
     def on_unit(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def on_job(self, event_type: str | None, obj: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
@@ -137,31 +122,11 @@ class ControllerBase:
     def _on_duplicate_quota(self, previous: QuotaSpec, winner: QuotaSpec) -> None:
         raise NotImplementedError
 
-    def _quota_object(self, name: str) -> dict[str, Any] | None:
+    def quota_object(self, name: str) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def _record_event(self, obj: Mapping[str, Any], effect: UnitEvent | QueueEvent) -> None:
+    def record_event(self, obj: Mapping[str, Any], effect: UnitEvent | QueueEvent) -> None:
         raise NotImplementedError
 
-    def _execute(self, group: list[Effect]) -> None:
-        raise NotImplementedError
-
-    def _reconcile_consumer(self, unit_obj: Mapping[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _resume_consumer(self, unit_obj: Mapping[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _suspend_consumer(self, unit_obj: Mapping[str, Any]) -> None:
-        raise NotImplementedError
-
-    def fire_job_timers(self) -> None:
-        raise NotImplementedError
-
-    def _set_unit_phase(self, unit: QueueUnit, phase: Phase, message: str) -> bool:
-        raise NotImplementedError
-
-    def _patch_unit_status(
-        self, unit: QueueUnit, patch: dict[str, Any], *, retry: bool = False
-    ) -> dict[str, Any] | None:
+    def execute(self, planned: list[Effect], done: Callable[[], None] | None = None) -> None:
         raise NotImplementedError

@@ -1,16 +1,25 @@
-"""The batch/v1 Job extension: a unit per suspended Job, and the Job kept in line with it."""
+"""The batch/v1 Job extension (SPEC 2.6): a unit per suspended Job, the Job kept in line with it.
+
+The only module of the controller that knows what a Job is. The rules are the pure functions
+of koordqueue.domain.job_extension; this reconciler reads the Job, decides on the owner
+thread, and leaves every API call to the writer. One Job is reconciled at a time: an event
+that arrives while the Job's writes are in flight waits for them (the latest one is kept),
+as the informer's keyed queue guaranteed when handlers wrote inline.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from cachetools import TTLCache
 
 from koordqueue.domain import names
-from koordqueue.domain.effects import (
-    effects,
-)
+from koordqueue.domain.backoff import Backoff
+from koordqueue.domain.effects import JOB_KIND, effects
 from koordqueue.domain.job_extension import (
     InvalidJobError,
     JobStatus,
@@ -27,6 +36,7 @@ from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
     InvalidQueueUnitError,
     Phase,
+    QueueUnit,
     queue_unit_from_object,
 )
 from koordqueue.domain.round import Admit
@@ -37,118 +47,296 @@ from koordqueue.kube.api import (
     PRIORITY_CLASS,
     QUEUE_UNIT,
     ApiError,
+    ObjectApi,
     with_retries,
 )
 from koordqueue.kube.controller.base import (
     NORMAL,
-    STATUS_RETRY_SECONDS,
     WARNING,
     ControllerBase,
-    _epoch,
-    _meta,
-    _now,
+    epoch,
     log,
+    meta,
+    object_key,
+)
+from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.writes import (
+    Apis,
+    Delete,
+    MergePatch,
+    Read,
+    RecordEvent,
+    Write,
 )
 
+STATUS_RETRY: Final = Backoff(1.0, cap=30.0)
+"""After a Job-extension write (unit status, unit creation) was refused past its retries, when
+to look again (instead of waiting for the next resync): 1 s, doubling per refusal, at most 30 s."""
+STATUS_RETRY_SECONDS: Final = STATUS_RETRY.base
+POD_RUNNING: Final = "Running"
+CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
 
-class JobHandlers(ControllerBase):
-    def _priority_of_class(self, name: str) -> int | None:
-        if name in self._priorities:
-            return self._priorities[name]
+PhaseWriter = Callable[[QueueUnit, Phase, str, Callable[[bool], None]], None]
+"""UnitHandlers.write_unit_phase: write a unit's phase, then call back whether it landed."""
+
+
+class PriorityClasses:
+    """PriorityClass values by name, cached for a minute; read from the writer's threads."""
+
+    def __init__(self, api: ObjectApi) -> None:
+        self._api = api
+        self._lock = threading.Lock()
+        self._cache: TTLCache[str, int | None] = TTLCache(maxsize=1000, ttl=60)
+
+    def value(self, name: str) -> int | None:
+        with self._lock:
+            if name in self._cache:
+                return self._cache[name]
         try:
-            pc = self.api.get(PRIORITY_CLASS, name)
+            pc = self._api.get(PRIORITY_CLASS, name)
         except ApiError:
             return None
         value = None if pc is None else int(pc.get("value") or 0)
-        self._priorities[name] = value
+        with self._lock:
+            self._cache[name] = value
         return value
 
-    def on_job(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        meta = _meta(obj)
-        namespace, name, job_uid = (
-            meta.get("namespace", "default"),
-            meta.get("name", ""),
-            meta.get("uid"),
-        )
-        key = f"{namespace}/{name}"
-        with self.lock:
-            unit_uid = self._unit_by_key.get(key)
-            unit_obj = self._units.get(unit_uid) if unit_uid else None
-        owned = unit_obj is not None and any(
-            ref.get("uid") == job_uid for ref in _meta(unit_obj).get("ownerReferences") or []
-        )
+
+@dataclass(frozen=True, slots=True)
+class UnitCreated:
+    obj: dict[str, Any]
+    resource: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRefused:
+    """Marking the Job or creating its unit was refused past its retries."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnitExists:
+    """AlreadyExists: an earlier run made the unit; its watch event will come."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobInvalid:
+    error: InvalidJobError
+
+
+CreateOutcome = UnitCreated | CreateRefused | UnitExists | JobInvalid
+
+
+@dataclass(frozen=True, slots=True)
+class CreateUnitForJob:
+    """Mark the Job enqueued, then create its QueueUnit (which copies the Job's annotations)."""
+
+    job: Mapping[str, Any]
+    priorities: PriorityClasses
+
+    def run(self, apis: Apis) -> CreateOutcome:
+        job, api = self.job, apis.api
+        try:
+            body = queue_unit_for_job(job, self.priorities.value)
+        except InvalidJobError as exc:
+            return JobInvalid(exc)
+        m = meta(job)
+        patch = enqueue_patch(job, go_time_string())
+        if patch is not None:
+            marked = MergePatch(
+                JOB, m.get("name", ""), m.get("namespace"), patch, "enqueue job", missing_ok=False
+            ).run(apis)
+            if marked is None:
+                return CreateRefused()
+            body["metadata"]["annotations"] = dict(meta(marked).get("annotations") or {})
+        try:
+            created = with_retries(lambda: api.create(QUEUE_UNIT, body, m.get("namespace")))
+        except ApiError as exc:
+            if exc.status == 409:
+                return UnitExists()
+            metrics.API_ERRORS.labels("create unit").inc()
+            log.warning("could not create QueueUnit", job=object_key(job), error=str(exc))
+            return CreateRefused()
+        return UnitCreated(created, body["spec"]["resource"])
+
+
+def _ref_target(unit_obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of the Job a unit's consumerRef names."""
+    ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
+    return str(ref.get("namespace") or meta(unit_obj).get("namespace")), str(ref.get("name"))
+
+
+def resume_job(namespace: str, name: str) -> MergePatch:
+    """suspend: false and the dequeue timestamp (None outcome if the Job is gone)."""
+    patch = resume_patch(go_time_string()) or {}  # (no Job given: always a patch)
+    return MergePatch(JOB, name, namespace, patch, "resume job")
+
+
+def suspend_job(namespace: str, name: str) -> MergePatch:
+    return MergePatch(JOB, name, namespace, suspend_patch() or {}, "suspend job")
+
+
+class JobReconciler:
+    """Koord-Queue's job handle for batch/v1 Jobs (a ConsumerReconciler)."""
+
+    consumer_kind: Final = JOB_KIND
+    watched: Final = JOB
+
+    def __init__(self, ctl: ControllerBase, write_unit_phase: PhaseWriter) -> None:
+        self.ctl = ctl
+        self.write_unit_phase = write_unit_phase
+        self.priorities = PriorityClasses(ctl.api)
+        self.timers: dict[str, float] = {}  # Job namespace/name -> when to look again
+        self.refusals: dict[str, int] = {}  # Job namespace/name -> writes refused in a row
+        self.creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
+        self.busy: dict[str, dict[str, Any] | None] = {}
+        """Jobs with writes in flight -> the latest event that came meanwhile (None: none)."""
+
+    # --- the seam -------------------------------------------------------------------------
+    def resume(self, unit_obj: Mapping[str, Any]) -> Write[Any] | None:
+        return resume_job(*_ref_target(unit_obj))
+
+    def suspend(self, unit_obj: Mapping[str, Any]) -> Write[Any] | None:
+        return suspend_job(*_ref_target(unit_obj))
+
+    def unit_scheduled(self, unit_obj: Mapping[str, Any]) -> None:
+        """SchedSucceed: read the Job, then reconcile it."""
+        namespace, name = _ref_target(unit_obj)
+        uid = meta(unit_obj).get("uid")
+        if not uid:
+            return
+        read = Read(lambda api: api.get(JOB, name, namespace), "get job")
+        self.ctl.writer.submit(read, lambda job: self._fetched(job, str(uid)))
+
+    def fire_timers(self) -> None:
+        """Look again at Jobs whose running timeout or back-off may have expired, or whose
+        last write was refused."""
+        if not self.timers:
+            return
+        now = self.ctl.clock()
+        for key in [key for key, at in self.timers.items() if at <= now]:
+            self.timers.pop(key, None)
+            self._read_job_then(key, self._timer_fired)
+
+    def _read_job_then(
+        self, key: str, then: Callable[[dict[str, Any] | None, str], None]
+    ) -> None:
+        namespace, _, name = key.partition("/")
+
+        def read(api: ObjectApi) -> dict[str, Any] | None:
+            return api.get(JOB, name, namespace)
+
+        self.ctl.writer.submit(Read(read, "get job"), lambda job: then(job, key))
+
+    def on_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
         if event_type == "DELETED":
-            if unit_obj is not None and owned and unit_uid:
-                # Garbage collection would do this too; doing it here releases quota at once
-                # and works on clusters (and test planes) without kube-controller-manager.
-                self._safely(
-                    "delete unit", lambda: self.api.delete(QUEUE_UNIT, name, namespace, unit_uid)
-                )
-                with self.lock:
-                    self.engine.remove_unit(unit_uid)
-                    self._timed_out.discard(unit_uid)
-            self._job_timers.pop(key, None)
+            if key in self.busy:
+                self.busy[key] = None  # what waited is older than the deletion
+            self._deleted(obj, key)
             return
-        if unit_obj is None or not unit_uid:
+        if key in self.busy:
+            self.busy[key] = obj
+            return
+        self._handle(obj, key)
+
+    # --- one Job at a time ----------------------------------------------------------------
+    def _begin(self, key: str) -> None:
+        self.busy.setdefault(key, None)
+
+    def _end(self, key: str) -> None:
+        waiting = self.busy.pop(key, None)
+        if waiting is not None:
+            self.on_event("MODIFIED", waiting)
+
+    def _fetched(self, job: dict[str, Any] | None, unit_uid: str) -> None:
+        if job is None:
+            return
+        key = object_key(job)
+        if key in self.busy:
+            self.busy[key] = job
+            return
+        self._reconcile(job, unit_uid)
+
+    def _timer_fired(self, job: dict[str, Any] | None, key: str) -> None:
+        if job is None:
+            return
+        if key in self.busy:
+            self.busy[key] = job
+            return
+        unit_uid = self.ctl.unit_by_key.get(key)
+        if unit_uid:
+            self._reconcile(job, unit_uid)
+        else:  # its unit could not be created: try again
+            self._maybe_create_unit(job, key)
+
+    def _retry_soon(self, key: str) -> None:
+        failures = self.refusals.get(key, 0)
+        self.refusals[key] = failures + 1
+        self.timers[key] = self.ctl.clock() + STATUS_RETRY.delay(failures)
+
+    # --- events ---------------------------------------------------------------------------
+    def _owned_unit(self, obj: Mapping[str, Any], key: str) -> tuple[str | None, bool]:
+        unit_uid = self.ctl.unit_by_key.get(key)
+        unit_obj = self.ctl.unit_objects.get(unit_uid) if unit_uid else None
+        if unit_obj is None:
+            return None, False
+        job_uid = meta(obj).get("uid")
+        owners = meta(unit_obj).get("ownerReferences") or []
+        owned = any(ref.get("uid") == job_uid for ref in owners)
+        return unit_uid, owned
+
+    def _deleted(self, obj: dict[str, Any], key: str) -> None:
+        unit_uid, owned = self._owned_unit(obj, key)
+        if owned and unit_uid:
+            # Garbage collection would do this too; doing it here releases quota at once
+            # and works on clusters (and test planes) without kube-controller-manager.
+            m = meta(obj)
+            self.ctl.writer.submit(
+                Delete(QUEUE_UNIT, m.get("name", ""), m.get("namespace"), "delete unit", unit_uid)
+            )
+            self.ctl.engine.remove_unit(unit_uid)
+            self.ctl.timed_out.discard(unit_uid)
+        self.timers.pop(key, None)
+        self.refusals.pop(key, None)
+
+    def _handle(self, obj: dict[str, Any], key: str) -> None:
+        unit_uid, owned = self._owned_unit(obj, key)
+        if unit_uid is None:
             self._maybe_create_unit(obj, key)
-            return
-        if not owned:
-            return
-        self._reconcile_job(obj, unit_uid)
+        elif owned:
+            self._reconcile(obj, unit_uid)
 
-    def _reconcile_job(self, job: dict[str, Any], unit_uid: str) -> None:
+    # --- reconcile ------------------------------------------------------------------------
+    def _reconcile(self, job: dict[str, Any], unit_uid: str) -> None:
         """Koord-Queue's job reconcile for one Job and its unit (SPEC 2.6, issue 18 item 11)."""
-        meta = _meta(job)
-        namespace, name = meta.get("namespace", "default"), meta.get("name", "")
-        key = f"{namespace}/{name}"
-        with self.lock:
-            unit = self.engine.unit(unit_uid)
-            unit_obj = self._units.get(unit_uid)
-            admitted = self.engine.is_admitted(unit_uid)
-            timed_out = unit_uid in self._timed_out
-        if unit is None or unit_obj is None:
+        ctl = self.ctl
+        unit = ctl.engine.unit(unit_uid)
+        if unit is None or unit_uid not in ctl.unit_objects:
             return
-        if unit.phase is Phase.BACKOFF and not timed_out:
+        if unit.phase is Phase.BACKOFF and unit_uid not in ctl.timed_out:
             return  # a SchedFailed back-off runs on its own exponential clock
-        status = job_status(job, self._pod_running(job, unit.phase))
-        updated = _epoch((unit_obj.get("status") or {}).get("lastUpdateTime"))
-        now = self.clock()
-        since = now - updated if updated is not None else 0.0
-        action = reconcile_job(
-            status,
-            unit.phase,
-            since,
-            self.settings.job_running_timeout,
-            self.settings.job_backoff_time,
-        )
-        suspended = bool((job.get("spec") or {}).get("suspend"))
-        if action.phase is not None:
-            if not self._set_unit_phase(unit, action.phase, action.message):
-                # refused past its retries: look again soon (the engine still has the old
-                # phase, as the API does), not at the next resync
-                self._job_timers[key] = now + STATUS_RETRY_SECONDS
-                return
-            with self.lock:
-                if action.phase is Phase.BACKOFF:
-                    self.engine.requeue(unit_uid, math.inf)  # gives its quota back
-                    self._timed_out.add(unit_uid)
-                elif action.phase is Phase.ENQUEUED:
-                    self.engine.defer(unit_uid, 0.0)
-                    self._timed_out.discard(unit_uid)
-            self.wake.set()
-        if action.suspend and not suspended:
-            self._safely("suspend job", lambda: self._suspend_job(namespace, name))
-        if action.resume and suspended and admitted:
-            resumed = self._safely("resume job", lambda: self._resume_job(namespace, name))
-            if resumed is not None and action.resume_event:
-                self.recorder.record(job, NORMAL, names.REASON_RESUME, names.MSG_RESUME)
-        if action.recheck_after is None:
-            self._job_timers.pop(key, None)
-        else:
-            self._job_timers[key] = now + max(action.recheck_after, 0.0)
+        running = self._pod_running(job, unit.phase)
+        key = object_key(job)
+        if running is not None:
+            self._begin(key)
+            self._decide(job, unit_uid, running)
+            return
+        # active pods, none ready: are any Running? (the reference lists them; so do we, rarely)
+        m = meta(job)
+        selector = f"{CONTROLLER_UID_LABEL}={m.get('uid')}"
+        namespace = m.get("namespace")
+        read = Read(lambda api: api.list_objects(POD, namespace, selector), "list pods")
 
-    def _pod_running(self, job: Mapping[str, Any], phase: Phase) -> bool:
-        """Whether one of the Job's pods is Running (the reference lists them; so do we, rarely).
+        def listed(pods: list[dict[str, Any]] | None) -> None:
+            phases = ((pod.get("status") or {}).get("phase") for pod in pods or [])
+            self._decide(job, unit_uid, any(phase == POD_RUNNING for phase in phases))
+
+        self._begin(key)
+        self.ctl.writer.submit(read, listed)
+
+    @staticmethod
+    def _pod_running(job: Mapping[str, Any], phase: Phase) -> bool | None:
+        """Whether one of the Job's pods is Running, when the Job says; None: list its pods.
 
         `status.ready` answers without a call; the pods are listed only while the Job has
         active pods none of which is ready and its unit does not already say Running.
@@ -158,146 +346,150 @@ class JobHandlers(ControllerBase):
             return True
         if int(status.get("active") or 0) == 0 or phase in (Phase.RUNNING, *FINISHED_PHASES):
             return False
-        meta = _meta(job)
-        selector = f"batch.kubernetes.io/controller-uid={meta.get('uid')}"
-        pods = self._safely(
-            "list pods", lambda: self.api.list_objects(POD, meta.get("namespace"), selector)
-        )
-        return any((pod.get("status") or {}).get("phase") == "Running" for pod in pods or [])
+        return None
 
-    def _reconcile_consumer(self, unit_obj: Mapping[str, Any]) -> None:
-        """A unit event the Job must follow (SchedSucceed): look at its Job now."""
-        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
-        if ref.get("kind") != "Job" or not ref.get("name"):
+    def _decide(self, job: dict[str, Any], unit_uid: str, running: bool) -> None:
+        """The reconcile's decision and its writes; ends the Job's turn when they are done."""
+        ctl = self.ctl
+        key = object_key(job)
+        unit = ctl.engine.unit(unit_uid)
+        unit_obj = ctl.unit_objects.get(unit_uid)
+        if unit is None or unit_obj is None:
+            self._end(key)
             return
-        namespace = str(ref.get("namespace") or _meta(unit_obj).get("namespace"))
-        job = self._safely("get job", lambda: self.api.get(JOB, str(ref["name"]), namespace))
-        uid = _meta(unit_obj).get("uid")
-        if job is not None and uid:
-            self._reconcile_job(job, str(uid))
+        admitted = ctl.engine.is_admitted(unit_uid)
+        status = job_status(job, running)
+        updated = epoch((unit_obj.get("status") or {}).get("lastUpdateTime"))
+        now = ctl.clock()
+        since = now - updated if updated is not None else 0.0
+        settings = ctl.settings
+        action = reconcile_job(
+            status, unit.phase, since, settings.job_running_timeout, settings.job_backoff_time
+        )
+        suspended = bool((job.get("spec") or {}).get("suspend"))
+        m = meta(job)
+        namespace, name = str(m.get("namespace", "default")), str(m.get("name", ""))
 
-    def fire_job_timers(self) -> None:
-        """Look again at Jobs whose running timeout or back-off may have expired, or whose
-        last write was refused."""
-        now = self.clock()
-        due = [key for key, at in list(self._job_timers.items()) if at <= now]
-        for key in due:
-            self._job_timers.pop(key, None)
-            namespace, _, name = key.partition("/")
-            job = self._safely("get job", lambda: self.api.get(JOB, name, namespace))  # noqa: B023
-            with self.lock:
-                unit_uid = self._unit_by_key.get(key)
-            if job is not None and unit_uid:
-                self._reconcile_job(job, unit_uid)
-            elif job is not None:  # its unit could not be created: try again
-                self._maybe_create_unit(job, key)
+        def after_phase(written: bool) -> None:
+            if action.phase is not None:
+                if not written:
+                    # refused past its retries: look again soon (the engine still has the old
+                    # phase, as the API does), not at the next resync
+                    self._retry_soon(key)
+                    self._end(key)
+                    return
+                self.refusals.pop(key, None)
+                if action.phase is Phase.BACKOFF:
+                    ctl.engine.requeue(unit_uid, math.inf)  # gives its quota back
+                    ctl.timed_out.add(unit_uid)
+                elif action.phase is Phase.ENQUEUED:
+                    ctl.engine.defer(unit_uid, 0.0)
+                    ctl.timed_out.discard(unit_uid)
+                ctl.wake.set()
+            if action.recheck_after is None:
+                self.timers.pop(key, None)
+            else:
+                self.timers[key] = now + max(action.recheck_after, 0.0)
+            if action.suspend and not suspended:
+                ctl.writer.submit(suspend_job(namespace, name), lambda _: self._end(key), unit_uid)
+            elif action.resume and suspended and admitted:
 
+                def resumed(result: dict[str, Any] | None) -> None:
+                    if result is not None and action.resume_event:
+                        event = RecordEvent(job, NORMAL, names.REASON_RESUME, names.MSG_RESUME)
+                        ctl.writer.submit(event)
+                    self._end(key)
+
+                ctl.writer.submit(resume_job(namespace, name), resumed, unit_uid)
+            else:
+                self._end(key)
+
+        if action.phase is not None:
+            self.write_unit_phase(unit, action.phase, action.message, after_phase)
+        else:
+            after_phase(True)
+
+    # --- a unit for a new Job -------------------------------------------------------------
     def _maybe_create_unit(self, job: dict[str, Any], key: str) -> None:
-        if not self.settings.manage_jobs or not is_managed(job) or key in self._creating:
+        if not self.ctl.settings.manage_jobs or not is_managed(job) or key in self.creating:
             return  # not ours (started before it was suspended), or creation is in flight
         if job_status(job) not in (JobStatus.CREATED, JobStatus.QUEUING):
             return  # enqueued before and resumed since, but its unit is gone: left alone
-        self._creating[key] = True
-        try:
-            body = queue_unit_for_job(job, self._priority_of_class)
-        except InvalidJobError as exc:
-            self.recorder.record(job, WARNING, names.REASON_INVALID_JOB, str(exc))
+        self.creating[key] = True
+        self._begin(key)
+        self.ctl.writer.submit(
+            CreateUnitForJob(job, self.priorities),
+            lambda outcome: self._created(job, key, outcome),
+            key,
+        )
+
+    def _created(self, job: dict[str, Any], key: str, outcome: CreateOutcome) -> None:
+        ctl = self.ctl
+        if isinstance(outcome, JobInvalid):
+            error = str(outcome.error)
+            ctl.writer.submit(RecordEvent(job, WARNING, names.REASON_INVALID_JOB, error))
+        elif isinstance(outcome, CreateRefused):
+            self.creating.pop(key, None)
+            self._retry_soon(key)  # not at the resync
+        if not isinstance(outcome, UnitCreated):
+            self._end(key)
             return
-        patch = enqueue_patch(job, go_time_string())
-        if patch is not None:  # mark the Job enqueued first; the unit copies its annotations
-            meta = _meta(job)
-            marked = self._safely(
-                "enqueue job",
-                lambda: with_retries(
-                    lambda: self.api.merge_patch(
-                        JOB, meta.get("name", ""), patch, meta.get("namespace")
-                    )
-                ),
-            )
-            if marked is None:
-                self._creating.pop(key, None)
-                self._job_timers[key] = self.clock() + STATUS_RETRY_SECONDS
-                return
-            body["metadata"]["annotations"] = dict(_meta(marked).get("annotations") or {})
-        try:
-            created = with_retries(
-                lambda: self.api.create(QUEUE_UNIT, body, _meta(job).get("namespace"))
-            )
-        except ApiError as exc:
-            if exc.status == 409:  # AlreadyExists: a previous run made it; its event will come
-                return
-            self._creating.pop(key, None)
-            self._job_timers[key] = self.clock() + STATUS_RETRY_SECONDS  # not at the resync
-            metrics.API_ERRORS.labels("create unit").inc()
-            log.warning("could not create QueueUnit", job=key, error=str(exc))
-            return
-        log.info("queue unit created", unit=key, resource=body["spec"]["resource"])
+        self.refusals.pop(key, None)
+        created = outcome.obj
+        log.info("queue unit created", unit=key, resource=outcome.resource)
         # Fast path: nothing waits in its queue, so admit now and write the status once.
         try:
             fresh = queue_unit_from_object(created)
         except InvalidQueueUnitError:
             fresh = None
         if fresh is not None:
-            with self.lock:
-                self._units[fresh.uid] = created
-                self._unit_by_key[key] = fresh.uid
-                self.engine.upsert_unit(fresh)
-                decision = self.engine.admit_if_queue_idle(fresh.uid, self.clock())
+            ctl.unit_objects[fresh.uid] = created
+            ctl.unit_by_key[key] = fresh.uid
+            ctl.engine.upsert_unit(fresh)
+            decision = ctl.engine.admit_if_queue_idle(fresh.uid, ctl.clock())
             if decision is not None:
                 admitted = replace(fresh, phase=Phase.DEQUEUED)
-                self._execute(effects([Admit(admitted, decision)], self._reported))
+                planned = effects([Admit(admitted, decision)], ctl.reported)
+                ctl.execute(planned, lambda: self._end(key))
                 return
         # status is a subresource: the create ignored it, so the initial phase is a second write
         # (guarded by the created resourceVersion: if an admission already wrote the status,
         # that write wins and this one is dropped)
-        initial = {
-            "metadata": {"resourceVersion": _meta(created).get("resourceVersion")},
-            "status": {
-                "phase": Phase.ENQUEUED.value,
-                "message": names.MSG_UNIT_ENQUEUED,
-                "lastUpdateTime": _now(),
-            },
-        }
-        namespace, name = _meta(created).get("namespace"), _meta(created).get("name", "")
+        m = meta(created)
+        patch = unit_status_patch(
+            names.MSG_UNIT_ENQUEUED,
+            Phase.ENQUEUED,
+            initial=True,
+            resource_version=m.get("resourceVersion"),
+        )
+        write = InitialUnitStatus(str(m.get("namespace")), str(m.get("name", "")), patch, key)
+
+        def written(enqueued: dict[str, Any] | None) -> None:
+            if enqueued is not None:
+                ctl.on_unit("ADDED", enqueued)
+            self._end(key)
+
+        uid = str(m.get("uid") or key)
+        ctl.writer.submit(write, written, uid)
+
+
+@dataclass(frozen=True, slots=True)
+class InitialUnitStatus:
+    """A new unit's first status (Enqueued), unless something already wrote one (409)."""
+
+    namespace: str
+    name: str
+    patch: Mapping[str, Any]
+    job_key: str
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
         try:
-            enqueued = self.api.merge_patch(QUEUE_UNIT, name, initial, namespace, "status")
+            return apis.api.merge_patch(
+                QUEUE_UNIT, self.name, dict(self.patch), self.namespace, "status"
+            )
         except ApiError as exc:
             if not exc.conflict:
                 metrics.API_ERRORS.labels("patch unit status").inc()
-                log.warning("initial unit status not written", unit=key, error=str(exc))
-            return
-        self.on_unit("ADDED", enqueued)
-
-    def _resume_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """suspend: false and the dequeue timestamp; None if the Job is gone."""
-        patch = resume_patch(go_time_string()) or {}  # (no Job given: always a patch)
-        try:
-            return with_retries(lambda: self.api.merge_patch(JOB, name, patch, namespace))
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+                log.warning("initial unit status not written", unit=self.job_key, error=str(exc))
             return None
 
-    def _suspend_job(self, namespace: str, name: str) -> None:
-        try:
-            with_retries(lambda: self.api.merge_patch(JOB, name, suspend_patch() or {}, namespace))
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-
-    def _resume_consumer(self, unit_obj: Mapping[str, Any]) -> None:
-        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
-        if ref.get("kind") == "Job" and ref.get("name"):
-            self._safely(
-                "resume job",
-                lambda: self._resume_job(
-                    str(ref.get("namespace") or _meta(unit_obj).get("namespace")), ref["name"]
-                ),
-            )
-
-    def _suspend_consumer(self, unit_obj: Mapping[str, Any]) -> None:
-        ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
-        if ref.get("kind") == "Job" and ref.get("name"):
-            namespace = str(ref.get("namespace") or _meta(unit_obj).get("namespace"))
-            job_name = str(ref["name"])
-            self._safely("suspend job", lambda: self._suspend_job(namespace, job_name))

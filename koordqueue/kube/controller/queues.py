@@ -1,60 +1,53 @@
-"""Queues: their policy and annotations folded into the engine; drift from the quota reverted."""
+"""Queues: policy and annotations folded into the engine; drift from the quota reverted."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from koordqueue.domain import names
-from koordqueue.domain.effects import (
-    queue_effects,
-)
+from koordqueue.domain.effects import queue_effects
 from koordqueue.domain.queue_derivation import derive_queue
-from koordqueue.kube.controller.base import (
-    ControllerBase,
-    _meta,
-    log,
-)
-from koordqueue.kube.queue_sync import (
-    apply_queue,
-    queue_drifted,
-)
+from koordqueue.kube.controller.base import ControllerBase, log, meta
+from koordqueue.kube.controller.writes import ApplyQueue
+from koordqueue.kube.queue_sync import queue_drifted
 
 
 class QueueHandlers(ControllerBase):
     def on_queue(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        meta = _meta(obj)
-        if meta.get("namespace") != self.settings.namespace:
+        m = meta(obj)
+        if m.get("namespace") != self.settings.namespace:
             return
-        name = meta.get("name", "")
-        quota = self._quota_object(name)
+        name = m.get("name", "")
+        quota = self.quota_object(name)
+        ns = self.settings.namespace
         if event_type == "DELETED":
             if quota is not None:  # deleted by hand while its quota lives: put it back
-                self._safely(
-                    "apply queue", lambda: apply_queue(self.api, quota, self.settings.namespace)
-                )
+                self.writer.submit(ApplyQueue(quota, ns))
             else:
-                with self.lock:
-                    self.engine.remove_queue(name)
+                self.engine.remove_queue(name)
             return
-        if quota is not None and queue_drifted(obj, derive_queue(quota, self.settings.namespace)):
+        if quota is not None and queue_drifted(obj, derive_queue(quota, ns)):
             log.info("queue drifted from its quota; reverting", queue=name)
-            applied = self._safely(
-                "apply queue", lambda: apply_queue(self.api, quota, self.settings.namespace)
+            drifted = obj  # served as it is if the revert is refused, as before it
+            self.writer.submit(
+                ApplyQueue(quota, ns), lambda applied: self.fold_queue(applied or drifted)
             )
-            if applied is not None:
-                obj = applied
+            return
+        self.fold_queue(obj)
+
+    def fold_queue(self, obj: dict[str, Any]) -> None:
+        """The Queue's policy and annotations into the engine; one event per new error."""
+        name = str(meta(obj).get("name", ""))
         spec = obj.get("spec") or {}
         policy = str(spec.get("queuePolicy") or names.DEFAULT_POLICY)
-        annotations = {k: str(v) for k, v in (_meta(obj).get("annotations") or {}).items()}
-        with self.lock:
-            error = self.engine.upsert_queue(name, policy, annotations)
+        annotations = {k: str(v) for k, v in (meta(obj).get("annotations") or {}).items()}
+        error = self.engine.upsert_queue(name, policy, annotations)
         self.wake.set()
-        planned = queue_effects(name, error, self._queue_errors.get(name))
+        planned = queue_effects(name, error, self.queue_errors.get(name))
         if error is None:
-            self._queue_errors.pop(name, None)
+            self.queue_errors.pop(name, None)
         else:
-            self._queue_errors[name] = error
+            self.queue_errors[name] = error
         for effect in planned:
             log.warning("queue not served", queue=name, error=error)
-            self._record_event(obj, effect)
-
+            self.record_event(obj, effect)

@@ -160,24 +160,25 @@ def test_non_positive_period_is_refused(capsys: pytest.CaptureFixture[str]) -> N
     assert "must be > 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--job-workers", "--api-writers"])
 @pytest.mark.parametrize("value", ["0", "-3", "2.5", "many"])
-def test_job_workers_must_be_a_positive_integer(
-    value: str, capsys: pytest.CaptureFixture[str]
+def test_worker_counts_must_be_positive_integers(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
     add_run_flags(parser)
     with pytest.raises(SystemExit):
-        parser.parse_args(["--job-workers", value])
-    assert "--job-workers" in capsys.readouterr().err
+        parser.parse_args([flag, value])
+    assert flag in capsys.readouterr().err
 
 
-def test_job_workers_size_the_connection_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KOORDQUEUE_JOB_WORKERS", "100")
+def test_api_writers_size_the_connection_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KOORDQUEUE_API_WRITERS", "100")
     parser = argparse.ArgumentParser()
     add_run_flags(parser)
     settings = settings_from_args(parser.parse_args([]))
-    assert settings.job_workers == 100
-    assert settings.api_connections > settings.job_workers
+    assert settings.api_writers == 100
+    assert settings.api_connections > settings.api_writers
 
 
 def test_configuration_reference_lists_every_flag() -> None:

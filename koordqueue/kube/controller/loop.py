@@ -1,0 +1,127 @@
+"""The one owner of the controller: a thread that alone touches the engine and every map.
+
+Informers and kopf handlers do not handle events; they post them onto one queue. This loop
+takes them in order, runs an admission round every `admission_period` (sooner, at most every
+MIN_ROUND_INTERVAL, once something happened that may let a unit in), and the periodic resync.
+The API writes it decides run on the writer's bounded pool and come back here as events (their
+continuations), so nothing but this thread reads or writes controller state and no lock is
+needed. A slow API call costs a pool thread, never the loop.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+
+from koordqueue.kube import metrics
+from koordqueue.kube.api import Kind, Listing
+
+if TYPE_CHECKING:
+    from koordqueue.kube.controller import Controller
+
+log = structlog.get_logger(__name__)
+
+MIN_ROUND_INTERVAL: Final = 0.05
+"""Rounds woken by changes are at least this far apart, so a burst is batched into one round."""
+
+Reaction = Callable[[str | None, dict[str, Any]], None]
+_STOP: Final = object()
+
+
+class OwnerLoop:
+    """`start()` runs the start-up resync, then events, rounds and resyncs, on one thread."""
+
+    def __init__(self, controller: Controller, writers: int) -> None:
+        self.controller = controller
+        self.writers = writers
+        self._queue: queue.SimpleQueue[Callable[[], None] | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        metrics.INFORMER_BACKLOG.labels("owner").set_function(self._queue.qsize)
+
+    # --- what other threads may call ----------------------------------------------------
+    def post(self, action: Callable[[], None]) -> None:
+        """Run `action` on the owner thread, after everything posted before it."""
+        self._queue.put(action)
+
+    def handler(self, source: str, react: Reaction) -> Reaction:
+        """An informer/kopf callback that hands each event to `react` on the owner thread."""
+
+        def on_event(event_type: str | None, obj: dict[str, Any]) -> None:
+            def handle() -> None:
+                try:
+                    react(event_type, obj)
+                except Exception:  # one bad object must not stop the others
+                    metrics.HANDLER_ERRORS.labels(source).inc()
+                    log.exception("event handler failed", kind=source)
+
+            self._queue.put(handle)
+
+        return on_event
+
+    def start(self) -> Future[dict[Kind, Listing]]:
+        """Start the thread; the future holds the start-up resync's listings (or its error)."""
+        self.controller.writer.use_pool(self.writers, self.post)
+        started: Future[dict[Kind, Listing]] = Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(started,), name="kq-controller", daemon=True
+        )
+        self._thread.start()
+        return started
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish the event in hand, then stop; the writer's writes in flight complete."""
+        self._stopping.set()
+        self._queue.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # --- the owner thread ---------------------------------------------------------------
+    def _run(self, started: Future[dict[Kind, Listing]]) -> None:
+        controller = self.controller
+        try:
+            started.set_result(controller.resync())
+        except Exception as exc:
+            started.set_exception(exc)
+            return
+        settings = controller.settings
+        last_resync = round_start = round_end = time.monotonic()
+        round_start -= settings.admission_period  # the first round at once
+        while not self._stopping.is_set():
+            deadline = round_start + settings.admission_period
+            if controller.wake.is_set():
+                deadline = min(deadline, round_end + MIN_ROUND_INTERVAL)
+            timeout = deadline - time.monotonic()
+            if timeout > 0:
+                try:
+                    item = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    continue
+                if item is _STOP:
+                    return
+                self._handle(item)
+                continue
+            controller.wake.clear()
+            round_start = time.monotonic()
+            try:
+                controller.admission_round()
+                if round_start - last_resync >= settings.resync_period:
+                    last_resync = round_start
+                    controller.resync()
+            except Exception:
+                log.exception("admission round failed; continuing")
+            round_end = time.monotonic()
+
+    @staticmethod
+    def _handle(item: object) -> None:
+        assert callable(item)
+        try:
+            item()
+        except Exception:  # a continuation must not end the loop
+            log.exception("controller event failed")

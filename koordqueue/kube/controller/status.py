@@ -1,0 +1,59 @@
+"""Every QueueUnit status patch the controller writes, built here and nowhere else.
+
+The rules that used to be repeated at each write: `lastUpdateTime` on every write; a phase
+that holds no quota clears `admissions`; an admission also writes its time and the pod sets
+admitted whole; a write that must not overwrite a newer status carries the resourceVersion
+it was decided on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
+
+
+def now_string() -> str:
+    """The API's RFC 3339 time, to the second (what lastUpdateTime and admissionTime hold)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def admitted_pod_sets(unit_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """status.admissions of a unit admitted whole: each pod set with all its replicas."""
+    pod_sets = (unit_obj.get("spec") or {}).get("podSet") or []
+    return [{"name": ps.get("name"), "replicas": int(ps.get("count") or 0)} for ps in pod_sets]
+
+
+def unit_status_patch(
+    message: str,
+    phase: Phase | None = None,
+    *,
+    now: str | None = None,
+    attempts: int | None = None,
+    admitted: Mapping[str, Any] | None = None,
+    resource_version: str | None = None,
+    initial: bool = False,
+) -> dict[str, Any]:
+    """A merge patch of status: `message`, and `phase` unless None.
+
+    `admitted`: the unit object being admitted (phase Dequeued): adds admissionTime and its
+    pod sets. `initial`: the first status of a new unit (nothing to clear). `resource_version`
+    guards the write against a newer status.
+    """
+    stamp = now or now_string()
+    status: dict[str, Any] = {"message": message, "lastUpdateTime": stamp}
+    if phase is not None:
+        status["phase"] = phase.value
+    if attempts is not None:
+        status["attempts"] = attempts
+    if admitted is not None:
+        status["admissionTime"] = stamp
+        status["admissions"] = admitted_pod_sets(admitted)
+    elif phase is not None and phase not in ADMITTED_PHASES and not initial:
+        status["admissions"] = []  # finished or back in the queue: it holds nothing
+    patch: dict[str, Any] = {"status": status}
+    if resource_version:
+        patch["metadata"] = {"resourceVersion": resource_version}
+    return patch

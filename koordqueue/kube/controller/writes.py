@@ -1,0 +1,314 @@
+"""Typed API writes, and the one writer that runs them off the owner thread.
+
+The owner (loop.py) decides and never waits on the API: every call it wants is one of the
+small dataclasses here, handed to `Writer.submit` with a continuation. The writer runs it on
+a bounded pool and posts the outcome back onto the owner's queue, where the continuation runs
+with the engine and every map to itself. Writes with the same key (a unit's uid, a Job's
+namespace/name) run one after another in submission order, so two rounds' writes to one
+object never cross. Without a loop (unit tests, one-shot use) `submit` runs the write and its
+continuation at once on the caller's thread: the same code, in the same order.
+
+A write never raises: a refusal comes back as its outcome (None or False), logged and counted
+in koordqueue_api_errors_total under the write's operation name.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase, QueueUnit
+from koordqueue.domain.quota_tree import QuotaUsage
+from koordqueue.kube import metrics
+from koordqueue.kube.api import QUEUE, QUEUE_UNIT, ApiError, Kind, ObjectApi, with_retries
+from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.events import EventRecorder
+from koordqueue.kube.queue_sync import apply_queue
+from koordqueue.kube.quota_status import QueueUsageWriter
+
+log = structlog.get_logger(__name__)
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+Post = Callable[[Callable[[], None]], None]
+"""Hands a continuation to the owner thread (OwnerLoop.post)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Apis:
+    """What a write may use: the API and the event recorder (never the controller's state)."""
+
+    api: ObjectApi
+    recorder: EventRecorder
+
+
+class Write(Protocol[R_co]):
+    """One API call (or a short fixed sequence of them) and its outcome."""
+
+    def run(self, apis: Apis) -> R_co: ...
+
+
+def safely(operation: str, call: Callable[[], R]) -> R | None:
+    """Run one API call; log and count a refusal instead of raising it."""
+    try:
+        return call()
+    except ApiError as exc:
+        metrics.API_ERRORS.labels(operation).inc()
+        log.warning("api call failed", operation=operation, error=str(exc))
+        return None
+
+
+def _missing_ok(call: Callable[[], R]) -> Callable[[], R | None]:
+    """`call`, where 404 (the object is gone) is an answer, not a failure."""
+
+    def run() -> R | None:
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    return run
+
+
+# --- the writes -----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ApplyQueue:
+    """Server-side apply the Queue of `quota` (queue_sync.apply_queue)."""
+
+    quota: Mapping[str, Any]
+    namespace: str
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
+        return safely("apply queue", lambda: apply_queue(apis.api, self.quota, self.namespace))
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete one object (with `uid` as a precondition when given)."""
+
+    kind: Kind
+    name: str
+    namespace: str | None
+    operation: str
+    uid: str | None = None
+    retry: bool = False
+
+    def run(self, apis: Apis) -> bool | None:
+        def call() -> bool:
+            return apis.api.delete(self.kind, self.name, self.namespace, self.uid)
+
+        return safely(self.operation, (lambda: with_retries(call)) if self.retry else call)
+
+
+def delete_queue(name: str, namespace: str) -> Delete:
+    return Delete(QUEUE, name, namespace, "delete queue", retry=True)
+
+
+@dataclass(frozen=True, slots=True)
+class MergePatch:
+    """A merge patch of one object, retried on transient errors; None if gone or refused."""
+
+    kind: Kind
+    name: str
+    namespace: str | None
+    patch: Mapping[str, Any]
+    operation: str
+    missing_ok: bool = True
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
+        def call() -> dict[str, Any]:
+            return with_retries(
+                lambda: apis.api.merge_patch(self.kind, self.name, dict(self.patch), self.namespace)
+            )
+
+        return safely(self.operation, _missing_ok(call) if self.missing_ok else call)
+
+
+@dataclass(frozen=True, slots=True)
+class PatchUnitStatus:
+    """An unconditional status merge patch of a unit (built by status.unit_status_patch)."""
+
+    namespace: str
+    name: str
+    patch: Mapping[str, Any]
+    retry: bool = False
+    operation: str = "patch unit status"
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
+        def call() -> dict[str, Any]:
+            return apis.api.merge_patch(
+                QUEUE_UNIT, self.name, dict(self.patch), self.namespace, "status"
+            )
+
+        return safely(self.operation, (lambda: with_retries(call)) if self.retry else call)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitUnit:
+    """Write an admission, guarded by resourceVersion: on a conflict re-read and try again.
+
+    None when it could not be written (the owner rolls the admission back). After an answer
+    that was lost (connection, timeout, 5xx), the unit is read back: an admission that did
+    land is kept, since rolling it back would leave the Job suspended with its quota counted.
+    """
+
+    unit: QueueUnit
+    current: Mapping[str, Any]
+    message: str
+    now: str
+    attempts: int = 3
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
+        unit, api, current = self.unit, apis.api, self.current
+        for _ in range(self.attempts):
+            rv = (current.get("metadata") or {}).get("resourceVersion")
+            patch = unit_status_patch(
+                self.message, Phase.DEQUEUED, now=self.now, admitted=current, resource_version=rv
+            )
+            try:
+                return api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
+            except ApiError as exc:
+                if exc.conflict:
+                    fresh = safely(
+                        "get unit", lambda: api.get(QUEUE_UNIT, unit.name, unit.namespace)
+                    )
+                    if fresh is None or not self._same_unit(fresh) or self._finished(fresh):
+                        return None
+                    current = fresh
+                    continue
+                landed = self._landed(api) if exc.retryable else None
+                if landed is None and not exc.not_found:
+                    metrics.API_ERRORS.labels("admit").inc()
+                    log.warning("admission not persisted", unit=unit.key, error=str(exc))
+                return landed  # the answer was lost, not the write
+        return None
+
+    def _same_unit(self, obj: Mapping[str, Any]) -> bool:
+        return (obj.get("metadata") or {}).get("uid") == self.unit.uid
+
+    @staticmethod
+    def _finished(obj: Mapping[str, Any]) -> bool:
+        phase = (obj.get("status") or {}).get("phase") or Phase.ENQUEUED.value
+        return Phase(phase) in FINISHED_PHASES
+
+    def _landed(self, api: ObjectApi) -> dict[str, Any] | None:
+        unit = self.unit
+        fresh = safely("get unit", lambda: api.get(QUEUE_UNIT, unit.name, unit.namespace))
+        if fresh is None or not self._same_unit(fresh):
+            return None
+        status = fresh.get("status") or {}
+        ours = status.get("admissionTime") == self.now
+        return dict(fresh) if ours and status.get("phase") == Phase.DEQUEUED.value else None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEvent:
+    """A Kubernetes Event on `obj` (the recorder aggregates repeats; False if refused)."""
+
+    obj: Mapping[str, Any]
+    type: str
+    reason: str
+    message: str
+
+    def run(self, apis: Apis) -> bool:
+        return apis.recorder.record(self.obj, self.type, self.reason, self.message)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A read the owner needs before it can decide (a Job, a unit, a Job's pods)."""
+
+    call: Callable[[ObjectApi], Any]
+    operation: str
+
+    def run(self, apis: Apis) -> Any:
+        return safely(self.operation, lambda: self.call(apis.api))
+
+
+@dataclass(frozen=True, slots=True)
+class SyncQueueUsage:
+    """The usage annotations of every quota's Queue (quota_status.QueueUsageWriter)."""
+
+    writer: QueueUsageWriter
+    rows: tuple[QuotaUsage, ...]
+
+    def run(self, apis: Apis) -> int | None:
+        return safely("queue usage", lambda: self.writer.sync(self.rows))
+
+
+# --- the writer -----------------------------------------------------------------------------
+class Writer:
+    """Runs writes on a bounded pool once `use_pool` is called; at once on the caller before."""
+
+    def __init__(self, apis: Apis) -> None:
+        self.apis = apis
+        self._pool: ThreadPoolExecutor | None = None
+        self._post: Post | None = None
+        self._lock = threading.Lock()
+        self._keyed: dict[str, deque[Callable[[], object]]] = {}
+
+    def use_pool(self, workers: int, post: Post) -> None:
+        """From now on run writes on `workers` threads; outcomes go through `post`."""
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kq-write")
+        self._post = post
+
+    def close(self) -> None:
+        """Wait for the writes in flight (their outcomes are posted to a loop that may be gone)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def submit(
+        self,
+        write: Write[R],
+        then: Callable[[R], None] | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Run `write`, then `then(outcome)` on the owner; after earlier writes of `key`."""
+        pool, post = self._pool, self._post
+        if pool is None or post is None:
+            outcome = write.run(self.apis)
+            if then is not None:
+                then(outcome)
+            return
+
+        def task() -> None:
+            try:
+                outcome = write.run(self.apis)
+            except Exception:  # a bug in a write must not kill the pool thread silently
+                log.exception("write failed", write=type(write).__name__)
+            else:
+                if then is not None:
+                    post(lambda: then(outcome))
+            finally:
+                if key is not None:
+                    self._next(key)
+
+        if key is not None:
+            with self._lock:
+                waiting = self._keyed.get(key)
+                if waiting is not None:
+                    waiting.append(lambda: pool.submit(task))
+                    return
+                self._keyed[key] = deque()
+        pool.submit(task)
+
+    def _next(self, key: str) -> None:
+        with self._lock:
+            waiting = self._keyed[key]
+            if not waiting:
+                del self._keyed[key]
+                return
+            start = waiting.popleft()
+        try:
+            start()
+        except RuntimeError:  # the pool shut down: the controller is stopping
+            log.debug("write dropped at shutdown", key=key)
