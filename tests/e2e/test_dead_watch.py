@@ -11,7 +11,7 @@ default; disabled here with a 600 s period so it cannot rescue the Job).
 
 Asserted as an operator sees it: the second Job is resumed, its QueueUnit is Dequeued and
 carries the admission event, within the deadline plus a few seconds; the controller logged
-that it gave a silent Job watch up.
+that it gave a silent Job watch up, and resumed it without re-listing the Jobs.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ def test_a_job_watch_that_dies_silently_is_replaced_within_the_idle_deadline(
     assert names.REASON_ADMITTED in {e["reason"] for e in events}, events
     silent = [ln for ln in text.splitlines() if "watch silent past its deadline" in ln]
     assert any("jobs" in ln for ln in silent), text[-3000:]
+    # resumed from the last version the dead watch delivered: no re-list of the Jobs
+    assert not [ln for ln in text.splitlines() if "re-listing" in ln and "jobs" in ln]
     assert proxy.fired["stall"] == 1 and len(proxy.silenced) == 1
     # within the deadline (counted from the last byte, before the silence) plus the time to
     # re-watch and admit; the old read timeout was 330 s
