@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -497,6 +498,7 @@ def run_scale(
     time.sleep(1)
 
     cpu_before, bench_before = cpu_seconds(pid), time.process_time()
+    load_before = os.getloadavg()[0]
     t0 = time.time()
     queue = iter(jobs)
     queue_lock = threading.Lock()
@@ -538,8 +540,11 @@ def run_scale(
                  "released": run.released, "evictions": run.evictions,
                  "unit_phases": run.history}  # fmt: skip
         Path(dump).write_text(json.dumps(times))
-    return summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s, bench_cpu_s=bench_cpu_s,
-                     capacity_cpu=capacity_cpu)  # fmt: skip
+    result = summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s,
+                       bench_cpu_s=bench_cpu_s, capacity_cpu=capacity_cpu)  # fmt: skip
+    # the box is shared: the 1-minute load average before and after says how busy it was
+    result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return result
 
 
 def summarise(
