@@ -1,8 +1,11 @@
 """The quota hierarchy and the CheckUsage walker (SPEC 2.1, 2.5).
 
 Quotas are indexed by name across namespaces. Each quota keeps the usage of its whole subtree,
-updated incrementally on admit/release, so a decision costs O(depth × resources named in max)
-dictionary look-ups. Parent chains are resolved once and cached until the structure changes.
+updated incrementally on admit/release. Limits and usage are packed into one integer per quota
+(`_Layout`), so a decision costs one subtraction and one mask per level of the chain, whatever
+the number of resources; where that finds no room, the plain per-resource walk names who
+refused. Parent chains, with their quotas' states, are resolved once and cached until the
+structure changes.
 Admissions are idempotent per unit UID, and each admission remembers exactly what it added
 where, so releases in any order can never drive usage negative.
 
@@ -45,31 +48,135 @@ DuplicateCallback = Callable[[QuotaSpec, QuotaSpec], None]
 """Called with (previous, winner) when two namespaces define a quota of the same name."""
 
 
+_MIN_FIELD_BITS = 160
+"""Field width of the packed layout to start with: amounts below 2**88 nano-units (300 PB of
+memory) fit without a re-layout."""
+_SPARE_BITS = 72
+"""Bits a field keeps above the largest amount: room for 2**64 units summed, plus guards."""
+
+
+class _Layout:
+    """How a tree packs a resource list into one integer: one `width`-bit field per resource.
+
+    CheckUsage compares every requested and every limited resource at every level of a chain.
+    Packed, a level costs one big-integer subtraction and one mask instead of a dict look-up
+    per resource: a quota's `free` holds, per field, `GUARD + limit − used` (unlimited
+    resources have a limit of `unlimited`), so `free − request` keeps every field's top bit
+    set exactly when `limit − used >= request` for every resource (SWAR: fields never borrow
+    from each other because every value stays far below the field width; the width grows
+    whenever a larger amount appears). Usage tables (self, oversold) pack signed fields.
+    Immutable: a new resource name or a larger amount makes a new layout.
+    """
+
+    __slots__ = ("bound", "guard", "guard_mask", "mask", "shifts", "unlimited", "width")
+
+    def __init__(self, names: Iterable[str], width: int) -> None:
+        self.width = width
+        self.shifts: dict[str, int] = {name: i * width for i, name in enumerate(names)}
+        self.mask = (1 << width) - 1
+        self.guard = 1 << (width - 1)
+        self.unlimited = 1 << (width - 4)
+        self.bound = 1 << (width - _SPARE_BITS)
+        """Largest magnitude (exclusive) of a limit or request amount this layout holds."""
+        self.guard_mask = sum(self.guard << shift for shift in self.shifts.values())
+
+    @staticmethod
+    def width_for(magnitude: int) -> int:
+        """The field width (a multiple of 32 bits) for amounts up to `magnitude`."""
+        bits = max(_MIN_FIELD_BITS, magnitude.bit_length() + _SPARE_BITS + 1)
+        return -(-bits // 32) * 32
+
+    def holds(self, names: Iterable[str], magnitude: int) -> bool:
+        """Whether every name has a field and amounts up to `magnitude` are small enough."""
+        shifts = self.shifts
+        return magnitude < self.bound and all(name in shifts for name in names)
+
+    def pack(self, amounts: Iterable[tuple[str, int]]) -> int:
+        """Signed fields: Σ amount << shift (the caller made sure every name has a field)."""
+        shifts = self.shifts
+        return sum(v << shifts[k] for k, v in amounts if v)
+
+    def unpack(self, packed: int) -> dict[str, int]:
+        """The signed fields of `packed`, zero fields left out, in field order."""
+        out: dict[str, int] = {}
+        mask, guard, span = self.mask, self.guard, 1 << self.width
+        for name, shift in self.shifts.items():
+            value = (packed >> shift) & mask
+            if value >= guard:
+                value -= span
+            packed -= value << shift
+            if value:
+                out[name] = value
+        return out
+
+    def base(self, limits: Mapping[str, int]) -> int:
+        """`free` of a quota with these limits and no usage."""
+        guard, unlimited = self.guard, self.unlimited
+        return sum(
+            (guard + limits.get(name, unlimited)) << shift for name, shift in self.shifts.items()
+        )
+
+    def headroom(self, free: int, resource: str) -> int:
+        """limit − used of one limited resource, read from a `free` field."""
+        return ((free >> self.shifts[resource]) & self.mask) - self.guard
+
+
+class _Node:
+    """One live quota's CheckUsage state in the current layout (mutated in place)."""
+
+    __slots__ = ("base", "empty", "free", "limits", "name", "oversold", "own", "own_oversold")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.limits: tuple[tuple[str, int], ...] = ()
+        self.empty = True
+        self.base = 0
+        """`free` at zero usage: per field GUARD + limit (or + unlimited)."""
+        self.free = 0
+        """base − packed subtree usage."""
+        self.own = 0
+        """Packed usage of units admitted into this quota itself."""
+        self.oversold = 0
+        """Packed usage of oversold units in the subtree."""
+        self.own_oversold = 0
+        """Packed usage of oversold units admitted into this quota itself."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Chain:
-    """A resolved parent chain: the path below the root, or where it broke."""
+    """A resolved parent chain: the path below the root, or where it broke.
+
+    `nodes` are the path's quota states, `has_empty` whether one has an empty max (those
+    refuse a non-empty request, which the packed check cannot see: such chains take the
+    plain walk)."""
 
     path: tuple[str, ...]
     broken_at: str | None = None
     cycle: bool = False
+    nodes: tuple[_Node, ...] = ()
+    has_empty: bool = False
 
 
 class _Admission:
     """What one admission added where. A plain slots class: created on every admission, and a
     frozen dataclass's per-field `object.__setattr__` would cost the hot path."""
 
-    __slots__ = ("oversold", "path", "quota", "request")
+    __slots__ = ("nodes", "oversold", "packed", "path", "quota", "request")
 
     def __init__(
         self,
         quota: str,
-        request: tuple[tuple[str, int], ...],
-        path: tuple[str, ...],
+        request: Resources,
+        packed: int,
+        chain: _Chain,
         oversold: bool,
     ) -> None:
         self.quota = quota
         self.request = request
-        self.path = path
+        self.packed = packed
+        """`request` in the layout current when it was recorded (re-packed on a re-layout)."""
+        self.path = chain.path
+        self.nodes = chain.nodes
         self.oversold = oversold
 
 
@@ -177,13 +284,9 @@ class QuotaTree:
         # name -> namespace -> spec, in write order; the last written is the live one.
         self._defs: dict[str, dict[str, QuotaSpec]] = {}
         self._live: dict[str, QuotaSpec] = {}
-        self._limits: dict[str, tuple[tuple[str, int], ...]] = {}
-        self._used: dict[str, dict[str, int]] = {}
-        # Per quota: usage of units admitted into the quota itself, of oversold units in the
-        # subtree, and of oversold units admitted into the quota itself (the rest is derived).
-        self._self: dict[str, dict[str, int]] = {}
-        self._oversold: dict[str, dict[str, int]] = {}
-        self._self_oversold: dict[str, dict[str, int]] = {}
+        self._nodes: dict[str, _Node] = {}
+        """Live quotas' limits and packed usage (subtree, self, oversold)."""
+        self._layout = _Layout((), _MIN_FIELD_BITS)
         self._chains: dict[str, _Chain] = {}
         self._units: dict[str, _Admission] = {}
         self._unit_count: dict[str, int] = {}
@@ -224,44 +327,78 @@ class QuotaTree:
         else:
             del self._defs[name]
             self._live.pop(name, None)
-            self._limits.pop(name, None)
+            self._nodes.pop(name, None)
             self._invalidate_structure()
         return removed
 
     def _set_live(self, name: str, quota: QuotaSpec, previous: QuotaSpec | None) -> None:
         self._live[name] = quota
-        self._limits[name] = tuple(
-            (res, (amount * self._rate.numerator) // self._rate.denominator)
-            for res, amount in quota.max.items()
-        )
-        self._used.setdefault(name, {})
+        num, den = self._rate.numerator, self._rate.denominator
+        limits = tuple((res, (amount * num) // den) for res, amount in quota.max.items())
+        self._ensure_layout([res for res, _ in limits], max((abs(v) for _, v in limits), default=0))
+        node = self._nodes.get(name)
+        if node is None:
+            node = self._nodes[name] = _Node(name)
+        was_empty = node.empty
+        node.limits = limits
+        node.empty = not limits
+        base = self._layout.base(dict(limits))
+        node.free += base - node.base  # the usage (base − free) is unchanged
+        node.base = base
         if previous is None and not self._broken:
             # A brand-new quota cannot be on any admitted unit's (intact) path: only the
             # cached chains that ended at this missing name change. O(1), not O(units).
             self._chains.clear()
         elif previous is None or previous.parent != quota.parent:
             self._invalidate_structure()
+        elif was_empty != node.empty:
+            self._chains.clear()  # chains cache whether a level has an empty max
 
     def _invalidate_structure(self) -> None:
         """Parent links changed: forget chains and recompute subtree usage from the units."""
         self._chains.clear()
-        for used in self._used.values():
-            used.clear()
-        self._self.clear()
-        self._oversold.clear()
-        self._self_oversold.clear()
+        for node in self._nodes.values():
+            node.free = node.base
+            node.own = node.oversold = node.own_oversold = 0
         self._unit_count.clear()
         self._broken.clear()
-        for uid, adm in list(self._units.items()):
-            path = self._reachable_path(adm.quota)
-            if self._chain(adm.quota).broken_at is not None:
+        units = self._units
+        for uid, adm in list(units.items()):
+            chain = self._chain(adm.quota)
+            if chain.broken_at is not None:
                 self._broken.add(uid)
-            self._units[uid] = _Admission(adm.quota, adm.request, path, adm.oversold)
-            self._apply(path, adm.request, 1, adm.oversold)
+            units[uid] = _Admission(adm.quota, adm.request, adm.packed, chain, adm.oversold)
+            self._apply(chain.nodes, adm.packed, adm.oversold)
             self._unit_count[adm.quota] = self._unit_count.get(adm.quota, 0) + 1
-        for name in [n for n in self._used if n not in self._live]:
-            if not self._used[name]:
-                del self._used[name]
+
+    def _ensure_layout(self, names: Iterable[str], magnitude: int) -> None:
+        """Re-lay the packed state out if a name has no field yet or `magnitude` is too large
+        for the fields: every quota's and every admission's packed values are re-encoded."""
+        old = self._layout
+        names = list(names)
+        if old.holds(names, magnitude):
+            return
+        width = max(old.width, _Layout.width_for(magnitude))
+        new = _Layout([*old.shifts, *dict.fromkeys(n for n in names if n not in old.shifts)], width)
+        for node in self._nodes.values():
+            used = old.unpack(node.base - node.free)
+            node.base = new.base(dict(node.limits))
+            node.free = node.base - new.pack(used.items())
+            node.own = new.pack(old.unpack(node.own).items())
+            node.oversold = new.pack(old.unpack(node.oversold).items())
+            node.own_oversold = new.pack(old.unpack(node.own_oversold).items())
+        for adm in self._units.values():
+            adm.packed = new.pack(adm.request.items())
+        self._layout = new
+
+    def _pack(self, request: Resources) -> int:
+        """`request` in the current layout (cached on the request while the layout lives)."""
+        nonzero = [(k, v) for k, v in request._amounts.items() if v]
+        self._ensure_layout([k for k, _ in nonzero], max((abs(v) for _, v in nonzero), default=0))
+        layout = self._layout
+        packed = layout.pack(nonzero)
+        request._packed = (layout, packed)
+        return packed
 
     def __contains__(self, name: object) -> bool:
         return name in self._live
@@ -295,19 +432,22 @@ class QuotaTree:
         visited: list[str] = []
         seen: set[str] = set()
         current = name
+        broken_at: str | None = None
+        cycle = False
         while current != ROOT_QUOTA:
             if current in seen:
-                return _Chain(tuple(visited), broken_at=current, cycle=True)
+                broken_at, cycle = current, True
+                break
             quota = self._live.get(current)
             if quota is None:
-                return _Chain(tuple(visited), broken_at=current)
+                broken_at = current
+                break
             visited.append(current)
             seen.add(current)
             current = quota.parent
-        return _Chain(tuple(visited))
-
-    def _reachable_path(self, name: str) -> tuple[str, ...]:
-        return self._chain(name).path
+        nodes = tuple(self._nodes[n] for n in visited)
+        has_empty = any(node.empty for node in nodes)
+        return _Chain(tuple(visited), broken_at, cycle, nodes, has_empty)
 
     def path(self, name: str) -> tuple[str, ...]:
         """Quotas from `name` up to, not including, the root (as far as the chain is intact)."""
@@ -322,27 +462,49 @@ class QuotaTree:
         A quota with an empty max refuses any non-empty request (even one of zeros).
         """
         chain = self._chains.get(quota) or self._chain(quota)
-        return self._check(unit, quota, request._amounts, chain)
+        cached = request._packed
+        packed = cached[1] if cached is not None and cached[0] is self._layout else None
+        if packed is None:
+            packed = self._pack(request)
+        return self._decide(unit, quota, request, chain, packed)
 
-    def _check(self, unit: str, quota: str, req: Mapping[str, int], chain: _Chain) -> Decision:
-        limits_of = self._limits
-        used_of = self._used
-        for name in chain.path:
-            limits = limits_of[name]
-            if not limits:
-                if req:
-                    return EmptyQuotaSpec(unit, name, chain.path)
-                continue
-            used = used_of[name]
-            for res, limit in limits:
-                if limit - used.get(res, 0) < req.get(res, 0):
-                    return QuotaExceeded(unit, name, res, chain.path)
+    def _decide(
+        self, unit: str, quota: str, request: Resources, chain: _Chain, packed: int
+    ) -> Decision:
+        """The packed check of every level; the plain walk where it finds no room."""
+        if not chain.has_empty:
+            guard = self._layout.guard_mask
+            for node in chain.nodes:
+                if (node.free - packed) & guard != guard:
+                    break
+            else:
+                return self._outcome(unit, quota, chain)
+        return self._walk_check(unit, quota, request._amounts, chain)
+
+    def _outcome(self, unit: str, quota: str, chain: _Chain) -> Decision:
+        """The decision once every level of the intact part of `chain` has room."""
         broken_at = chain.broken_at
         if broken_at is not None:
             if chain.cycle:
                 return QuotaCycle(unit, broken_at, chain.path)
             return QuotaMissing(unit, broken_at, (*chain.path, broken_at))
         return Admitted(unit, quota, chain.path)
+
+    def _walk_check(self, unit: str, quota: str, req: Mapping[str, int], chain: _Chain) -> Decision:
+        """Koord-Queue's walk, level by level and in each max's resource order: where the
+        packed check found no room (or a level has an empty max), this names who refused."""
+        layout = self._layout
+        for node in chain.nodes:
+            limits = node.limits
+            if not limits:
+                if req:
+                    return EmptyQuotaSpec(unit, node.name, chain.path)
+                continue
+            free = node.free
+            for res, _ in limits:
+                if layout.headroom(free, res) < req.get(res, 0):
+                    return QuotaExceeded(unit, node.name, res, chain.path)
+        return self._outcome(unit, quota, chain)
 
     def try_admit(
         self, uid: str, unit: str, quota: str, request: Resources, *, oversold: bool = False
@@ -352,13 +514,40 @@ class QuotaTree:
         A UID already admitted into `quota` gets `Admitted` again (no change); one admitted
         into another quota gets `AlreadyReserved` (Koord-Queue's Reserve refuses it).
         """
-        adm = self._units.get(uid)
+        units = self._units
+        adm = units.get(uid)
         if adm is not None:
             if adm.quota == quota:
                 return Admitted(unit, adm.quota, adm.path)
             return AlreadyReserved(unit, quota, adm.quota)
         chain = self._chains.get(quota) or self._chain(quota)
-        decision = self._check(unit, quota, request._amounts, chain)
+        cached = request._packed
+        packed = cached[1] if cached is not None and cached[0] is self._layout else None
+        if packed is None:
+            packed = self._pack(request)
+        nodes = chain.nodes
+        if not chain.has_empty and chain.broken_at is None:
+            # The hot path: check every level, then take the request off every level.
+            guard = self._layout.guard_mask
+            for node in nodes:
+                if (node.free - packed) & guard != guard:
+                    break
+            else:
+                for node in nodes:
+                    node.free -= packed
+                if nodes:
+                    nodes[0].own += packed
+                    if oversold:
+                        nodes[0].own_oversold += packed
+                        for node in nodes:
+                            node.oversold += packed
+                units[uid] = _Admission(quota, request, packed, chain, oversold)
+                count = self._unit_count
+                count[quota] = count.get(quota, 0) + 1
+                return Admitted(unit, quota, chain.path)
+        # No room somewhere, a broken chain, or an empty max on the way (which still admits
+        # an empty request): the plain walk decides and names who refused.
+        decision = self._decide(unit, quota, request, chain, packed)
         if decision.admitted:
             self._record(uid, quota, request, oversold, chain)
         return decision
@@ -383,25 +572,20 @@ class QuotaTree:
             if adm.quota == quota:
                 return False
             raise AdmissionRejected(AlreadyReserved(unit or uid, quota, adm.quota))
-        self._record(uid, quota, request, oversold)
+        self._record(uid, quota, request, oversold, self._chain(quota))
         return True
 
     def _record(
-        self,
-        uid: str,
-        quota: str,
-        request: Resources,
-        oversold: bool,
-        chain: _Chain | None = None,
+        self, uid: str, quota: str, request: Resources, oversold: bool, chain: _Chain
     ) -> None:
-        items = tuple([(k, v) for k, v in request._amounts.items() if v])
-        if chain is None:
-            chain = self._chain(quota)
+        cached = request._packed
+        packed = cached[1] if cached is not None and cached[0] is self._layout else None
+        if packed is None:
+            packed = self._pack(request)
         if chain.broken_at is not None:
             self._broken.add(uid)
-        path = chain.path
-        self._units[uid] = _Admission(quota, items, path, oversold)
-        self._apply(path, items, 1, oversold)
+        self._units[uid] = _Admission(quota, request, packed, chain, oversold)
+        self._apply(chain.nodes, packed, oversold)
         self._unit_count[quota] = self._unit_count.get(quota, 0) + 1
 
     def release(self, uid: str) -> bool:
@@ -410,7 +594,16 @@ class QuotaTree:
         if adm is None:
             return False
         self._broken.discard(uid)
-        self._apply(adm.path, adm.request, -1, adm.oversold)
+        packed = adm.packed
+        nodes = adm.nodes
+        for node in nodes:
+            node.free += packed
+        if nodes:
+            nodes[0].own -= packed
+            if adm.oversold:
+                nodes[0].own_oversold -= packed
+                for node in nodes:
+                    node.oversold -= packed
         count = self._unit_count.get(adm.quota, 0) - 1
         if count > 0:
             self._unit_count[adm.quota] = count
@@ -418,40 +611,17 @@ class QuotaTree:
             self._unit_count.pop(adm.quota, None)
         return True
 
-    def _apply(
-        self,
-        path: tuple[str, ...],
-        request: tuple[tuple[str, int], ...],
-        sign: int,
-        oversold: bool,
-    ) -> None:
-        # Hot path (every admission and release): the two common tables are updated inline.
-        used_of = self._used
-        for name in path:
-            used = used_of.get(name)
-            if used is None:
-                used = used_of[name] = {}
-            for res, amount in request:
-                value = used.get(res, 0) + sign * amount
-                if value:
-                    used[res] = value
-                else:
-                    used.pop(res, None)
-        if not path:
-            return
-        own_quota = path[0]  # the unit's own quota whenever the path is not empty
-        own = self._self.get(own_quota)
-        if own is None:
-            own = self._self[own_quota] = {}
-        for res, amount in request:
-            value = own.get(res, 0) + sign * amount
-            if value:
-                own[res] = value
-            else:
-                own.pop(res, None)
-        if oversold:
-            _add_along(self._oversold, path, request, sign)
-            _add_along(self._self_oversold, (own_quota,), request, sign)
+    @staticmethod
+    def _apply(nodes: tuple[_Node, ...], packed: int, oversold: bool) -> None:
+        """Add one admission's packed request along `nodes` (its own quota first)."""
+        for node in nodes:
+            node.free -= packed
+        if nodes:
+            nodes[0].own += packed
+            if oversold:
+                nodes[0].own_oversold += packed
+                for node in nodes:
+                    node.oversold += packed
 
     # --- queries ------------------------------------------------------------------------
     def is_admitted(self, uid: str) -> bool:
@@ -460,20 +630,27 @@ class QuotaTree:
     def admitted_uids(self) -> list[str]:
         return list(self._units)
 
+    def _usage(self, name: str) -> dict[str, int]:
+        node = self._nodes.get(name)
+        return {} if node is None else self._layout.unpack(node.base - node.free)
+
     def used(self, name: str) -> Resources:
         """Usage of the subtree rooted at `name` (admitted units only)."""
-        return Resources(self._used.get(name, {}))
+        return Resources(self._usage(name))
 
     def limit(self, name: str) -> Resources:
         """max × oversellrate (rounded down to the nano-unit) for `name`."""
-        return Resources(dict(self._limits.get(name, ())))
+        node = self._nodes.get(name)
+        return Resources(dict(node.limits) if node is not None else {})
 
     def usage_split(self, name: str) -> UsageSplit:
         """`name`'s usage split into self / children and guaranteed / oversold."""
-        used = self._used.get(name, {})
-        own = self._self.get(name, {})
-        oversold = self._oversold.get(name, {})
-        own_oversold = self._self_oversold.get(name, {})
+        node = self._nodes.get(name)
+        unpack = self._layout.unpack
+        used = self._usage(name)
+        own = unpack(node.own) if node is not None else {}
+        oversold = unpack(node.oversold) if node is not None else {}
+        own_oversold = unpack(node.own_oversold) if node is not None else {}
         guaranteed = _minus(used, oversold)
         own_guaranteed = _minus(own, own_oversold)
         return UsageSplit(
@@ -513,25 +690,6 @@ class QuotaTree:
             )
             for q in sorted(self._live.values(), key=lambda q: q.name)
         ]
-
-
-def _add_along(
-    table: dict[str, dict[str, int]],
-    names: Iterable[str],
-    request: tuple[tuple[str, int], ...],
-    sign: int,
-) -> None:
-    """Add `sign` × `request` to every quota in `names`; zero entries are dropped."""
-    for name in names:
-        amounts = table.get(name)
-        if amounts is None:
-            amounts = table[name] = {}
-        for res, amount in request:
-            value = amounts.get(res, 0) + sign * amount
-            if value:
-                amounts[res] = value
-            else:
-                amounts.pop(res, None)
 
 
 def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:

@@ -42,13 +42,16 @@ class Missing(Enum):
 class Resources(Mapping[str, int]):
     """An immutable resource list in nano-units; zero entries are kept (a limit of 0 is a limit)."""
 
-    __slots__ = ("_amounts", "_hash")
+    __slots__ = ("_amounts", "_hash", "_packed")
 
     _amounts: dict[str, int]
 
     def __init__(self, amounts: Mapping[str, int] | None = None) -> None:
         self._amounts = dict(amounts) if amounts else {}
         self._hash: int | None = None
+        self._packed: tuple[object, int] | None = None
+        """(layout, packed int): QuotaTree's encoding of this list, kept while its layout lives
+        (a unit's request is checked every round; encoding it once per layout pays)."""
 
     # --- construction -------------------------------------------------------------------
     @classmethod
