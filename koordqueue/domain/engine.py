@@ -9,12 +9,13 @@ stale watch event can never undo an admission, and a restart can never repeat on
 Rounds cost what changed, not what waits (issue 11, part 4). The engine keeps its units
 indexed by queue (sorted in offer order) and remembers, per unit CheckUsage refused, the usage
 of the quota chain it was checked against; per queue, the record of its last round. A round
-re-checks a unit only if its chain's usage (up to the level that refused it), the quota
-structure or the unit changed, and reuses whole runs of the last record when nothing they
-depend on changed, so a round with 16,000 parked units and one release checks a handful. The
-record is the one a full scan writes, entry for entry (`tests/unit/admission/
-test_incremental_rounds.py` drives both with the same random event streams); the full scan is
-kept behind `AdmissionEngine(skip_unchanged=False)` for that proof.
+re-checks a unit only if its chain's usage (up to the level that refused it), the chain's
+shape (path, maxes, where it ends) or the unit changed, and reuses whole runs of the last
+record when nothing they depend on changed, so a round with 16,000 parked units and one
+release checks a handful (Kueue's inadmissible set, made exact). The record is the one a full
+scan writes, entry for entry: test_incremental_rounds.py (tests/unit/admission) drives both
+with the same random event streams; the full scan stays behind
+`AdmissionEngine(skip_unchanged=False)` for that proof.
 """
 
 from __future__ import annotations
