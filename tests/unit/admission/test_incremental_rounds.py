@@ -29,7 +29,7 @@ from koordqueue.domain.names import (
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
-from koordqueue.domain.round import Reject
+from koordqueue.domain.round import BlockedByHead, Reject
 
 QUOTAS = ("q0", "q1", "q2", "q3")
 UIDS = tuple(f"u{i}" for i in range(12))
@@ -345,3 +345,29 @@ def test_a_sibling_release_wakes_units_refused_by_the_shared_parent_only() -> No
     record = engine.run_round(1.0)
     assert [u.name for u, _ in record.admitted] == ["b1"]
     assert engine.checks == 1  # c2 was refused by c, which did not change
+
+
+def test_a_quiet_block_queue_still_retries_its_head_after_the_idle_spell() -> None:
+    engine = backlog("Block")
+    engine.run_round(2.0)
+    engine.checks = 0
+    engine.run_round(100.0)
+    assert engine.checks == 0  # blocked and quiet: the last record is reused
+    record = engine.run_round(1000.0)  # > BLOCKED_IDLE_RETRY since the last try
+    heads = [o for o in record.outcomes if isinstance(o, Reject)]
+    assert len(heads) == 2  # each queue's head is offered again and blocks again, now
+    assert all(o.since == 1000.0 for o in record.outcomes if isinstance(o, BlockedByHead))
+    assert engine.checks == 0  # its chain did not change: the refusal is reused, not rechecked
+
+
+def test_a_block_timeout_lets_a_quiet_queue_pass_once_it_expires() -> None:
+    engine = CountingEngine()
+    engine.upsert_quota(QuotaSpec("a", max=Resources.of(cpu="2")))
+    engine.upsert_queue("a", "Block", {BLOCK_TIMEOUT_ANNOTATION: "5"})
+    for name, cpu, priority in (("big", "3", 9), ("small", "1", 1)):
+        engine.upsert_unit(QueueUnit("ns", name, uid=name, resource=Resources.of(cpu=cpu),
+                                     priority=priority, labels={QUOTA_NAME_LABEL: "a"}))
+    assert engine.run_round(0.0).admitted == []  # big blocks the quota
+    assert engine.run_round(1.0).admitted == []  # quiet
+    record = engine.run_round(6.0)  # the hold is 6 s old: one Priority-style pass
+    assert [u.name for u, _ in record.admitted] == ["small"]
