@@ -217,6 +217,8 @@ class IntegrationReconciler:
     # --- events -----------------------------------------------------------------------------
     def on_event(self, event_type: str | None, obj: Mapping[str, Any]) -> ReconcileResult:
         """A watch event of one object (None: an object of a listing)."""
+        if not self.integration.may_be_queued(obj):
+            return ReconcileResult(skipped="not the queue's")
         if event_type == "DELETED":
             return self._deleted(obj)
         members = self.members(obj)

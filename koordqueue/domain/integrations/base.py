@@ -226,6 +226,11 @@ class Integration(ABC):
     def is_managed(self, obj: Obj) -> bool:
         """The queue owns this object: enqueued before, or created held and never started."""
 
+    def may_be_queued(self, obj: Obj) -> bool:
+        """False when the object is surely none of the queue's business (no unit, never
+        will be): lets a reconciler of a busy kind (Pod) skip it without an API call."""
+        return True
+
     def enqueue(
         self, obj: Obj, now: str, now_rfc3339: str | None = None
     ) -> tuple[WorkloadPatch, ...]:

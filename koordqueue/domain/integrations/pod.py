@@ -38,6 +38,7 @@ from koordqueue.domain.integrations.base import (
     pod_requests,
 )
 from koordqueue.domain.names import (
+    JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     POD_ADMISSION_GATE,
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
@@ -175,13 +176,19 @@ class Pod(Integration):
         """Created with the gate (the gate is the queue's mark on a pod)."""
         return is_gated(obj)
 
+    def may_be_queued(self, obj: Obj) -> bool:
+        """Gated, or released by the queue (it stamped the dequeue time when it removed the
+        gate): any other pod is not the queue's."""
+        return is_gated(obj) or JOB_DEQUEUE_TIMESTAMP_ANNOTATION in annotations_of(obj)
+
     def enqueue(
         self, obj: Obj, now: str, now_rfc3339: str | None = None
     ) -> tuple[WorkloadPatch, ...]:
-        return ()  # the gate marks it; pods get no annotation
+        return ()  # the gate marks it
 
     def resume(self, obj: Obj, now: str, now_rfc3339: str | None = None) -> tuple[Mutation, ...]:
-        """Remove our gate (only ours), guarded by the resourceVersion it was read at."""
+        """Remove our gate (only ours) and stamp the dequeue time, guarded by the
+        resourceVersion it was read at."""
         if not is_gated(obj):
             return ()
         gates = [
@@ -189,10 +196,13 @@ class Pod(Integration):
             for gate in (obj.get("spec") or {}).get("schedulingGates") or []
             if gate.get("name") != POD_ADMISSION_GATE
         ]
-        patch: dict[str, Any] = {"spec": {"schedulingGates": gates or None}}
+        patch: dict[str, Any] = {
+            "spec": {"schedulingGates": gates or None},
+            "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: now}},
+        }
         version = meta(obj).get("resourceVersion")
         if version:
-            patch["metadata"] = {"resourceVersion": version}
+            patch["metadata"]["resourceVersion"] = version
         return (WorkloadPatch(patch),)
 
     def suspend(self, obj: Obj) -> tuple[Mutation, ...]:

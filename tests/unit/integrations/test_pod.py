@@ -118,7 +118,10 @@ def test_resume_removes_only_our_gate_guarded_by_resource_version() -> None:
     assert patch == WorkloadPatch(
         {
             "spec": {"schedulingGates": [{"name": "someone-else"}]},
-            "metadata": {"resourceVersion": "1"},
+            "metadata": {
+                "annotations": {"koord-queue/job-dequeue-timestamp": "now"},
+                "resourceVersion": "1",
+            },
         }
     )
     (only_ours,) = POD.resume(pod("b"), "now")
@@ -196,3 +199,11 @@ def test_single_pod_unit_is_named_after_the_pod_and_controlled_by_it() -> None:
     assert unit["spec"]["priorityClassName"] == "high"
     (owner,) = unit["metadata"]["ownerReferences"]
     assert owner["controller"] is True
+
+
+def test_only_gated_or_released_pods_may_be_queued() -> None:
+    """Any other pod is skipped without a look at the API (pods are many)."""
+    assert POD.may_be_queued(pod("a"))
+    released = pod("b", gated=False, annotations={"koord-queue/job-dequeue-timestamp": "t"})
+    assert POD.may_be_queued(released)
+    assert not POD.may_be_queued(pod("c", gated=False))

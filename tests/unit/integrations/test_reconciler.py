@@ -445,3 +445,29 @@ def test_a_job_with_active_pods_none_ready_has_its_pods_listed() -> None:
     )
     result = rec.on_event("MODIFIED", current(api, BATCH_JOB, "j", "ns"))
     assert result.phase is Phase.RUNNING
+
+
+def test_a_pod_that_is_not_the_queues_costs_no_api_call() -> None:
+    class Counting(MemoryApi):
+        calls = 0
+
+        def get(self, kind: Kind, name: str, namespace: str | None = None) -> Any:
+            Counting.calls += 1
+            return super().get(kind, name, namespace)
+
+    api = Counting()
+    plain = put_pod(api, pod("plain", gated=False, phase="Running"))
+    result = reconciler(api, POD).on_event("MODIFIED", plain)
+    assert result.skipped == "not the queue's"
+    assert Counting.calls == 0
+
+
+def test_a_released_pod_is_still_followed_to_its_end() -> None:
+    api = MemoryApi()
+    rec = reconciler(api, POD)
+    rec.on_event("ADDED", put_pod(api, pod("solo")))
+    set_phase(api, "solo-pod-qu", "ns", Phase.DEQUEUED)
+    assert rec.on_event("MODIFIED", api.get(POD_KIND, "solo", "ns") or {}).resumed
+    api.merge_patch(POD_KIND, "solo", {"status": {"phase": "Failed"}}, "ns", "status")
+    result = rec.on_event("MODIFIED", api.get(POD_KIND, "solo", "ns") or {})
+    assert result.phase is Phase.FAILED
