@@ -9,6 +9,12 @@ with callback profiling on, because the timing wrappers themselves cost a few pe
 
 Wall time is reported next to process CPU time: on a shared machine the wall time also
 measures the neighbours, the CPU time measures us.
+
+It then runs the same headline with 30 % of the jobs carrying placement constraints (issue
+14, part 5): required anti-affinity to their own pods per host, zone spreading (DoNotSchedule)
+with host spreading (ScheduleAnyway), required zone affinity to their own pods with a
+preferred node affinity; 10 % of the nodes carry a PreferNoSchedule taint. The cost of each
+new plugin is the session's CPU time with everything on minus the time with that one off.
 """
 
 from __future__ import annotations
@@ -25,8 +31,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.calibration import calibrate
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler import ClusterSnapshot, SessionResult, default_config, run_session
-from koordqueue.scheduler.api import JobInfo, NodeInfo, PodGroupPhase, QueueInfo, TaskInfo
+from koordqueue.scheduler import (
+    ClusterSnapshot,
+    SchedulerConfig,
+    SessionResult,
+    default_config,
+    parse_config,
+    run_session,
+)
+from koordqueue.scheduler.api import (
+    JobInfo,
+    NodeAffinity,
+    NodeInfo,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodGroupPhase,
+    QueueInfo,
+    Taint,
+    TaskInfo,
+)
+from koordqueue.scheduler.api.selectors import LabelSelector
+from koordqueue.scheduler.api.task_info import (
+    SCHEDULE_ANYWAY,
+    PodAffinity,
+    PodAffinityTerm,
+    PreferredSchedulingTerm,
+    TopologySpreadConstraint,
+)
+from koordqueue.scheduler.framework.config import DEFAULT_CONFIG_YAML
 
 GANG = 10
 SHAPES = [
@@ -67,6 +99,118 @@ def build(nodes: int, pods: int, seed: int = 7) -> ClusterSnapshot:
     return ClusterSnapshot(node_list, jobs, QUEUES)
 
 
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+ZONES = 10
+CONSTRAINED_SHARE = 0.3
+
+
+def _constraints(kind: int, job: str, namespace: str) -> dict[str, object]:
+    """TaskInfo keyword arguments for one of three kinds of constrained job."""
+    own = LabelSelector((("job", job),))
+    if kind == 0:  # one pod per host
+        return {
+            "pod_affinity": PodAffinity(
+                anti_required=(PodAffinityTerm(HOSTNAME, own, frozenset({namespace})),)
+            )
+        }
+    if kind == 1:  # even over zones, and over hosts when possible
+        return {
+            "spread": (
+                TopologySpreadConstraint(1, ZONE, selector=own),
+                TopologySpreadConstraint(1, HOSTNAME, SCHEDULE_ANYWAY, own),
+            )
+        }
+    gold = NodeSelectorTerm((NodeSelectorRequirement("tier", "In", ("gold",)),))
+    return {  # all in one zone, preferably on gold nodes
+        "pod_affinity": PodAffinity(required=(PodAffinityTerm(ZONE, own, frozenset({namespace})),)),
+        "affinity": NodeAffinity(preferred=(PreferredSchedulingTerm(50, gold),)),
+    }
+
+
+def build_constrained(nodes: int, pods: int, seed: int = 7) -> ClusterSnapshot:
+    """`build`'s cluster with host and zone labels, 10 % PreferNoSchedule-tainted nodes, and
+    30 % of the jobs constrained (a third of them of each kind in `_constraints`)."""
+    rng = random.Random(seed)
+    prefer = (Taint("example.com/spot", "", "PreferNoSchedule"),)
+    node_list = [
+        NodeInfo(
+            f"node-{i:05d}",
+            NODE,
+            labels={
+                "zone": f"z{i % 3}",
+                ZONE: f"zone-{i % ZONES}",
+                HOSTNAME: f"node-{i:05d}",
+                "tier": "gold" if i % 4 == 0 else "silver",
+            },
+            taints=prefer if i % 10 == 0 else (),
+        )
+        for i in range(nodes)
+    ]
+    jobs = []
+    constrained = 0
+    for j in range(pods // GANG):
+        shape = SHAPES[rng.randrange(len(SHAPES))]
+        name = f"j{j:05d}"
+        extra: dict[str, object] = {}
+        if rng.random() < CONSTRAINED_SHARE:
+            extra = _constraints(constrained % 3, name, "default")
+            constrained += 1
+        labels = {"job": name}
+        tasks = [
+            TaskInfo(
+                f"j{j}-t{t}",
+                f"j{j}-t{t}",
+                resreq=shape,
+                priority=rng.randrange(3),
+                labels=labels,
+                **extra,  # type: ignore[arg-type]
+            )
+            for t in range(GANG)
+        ]
+        jobs.append(
+            JobInfo(
+                name,
+                queue=QUEUES[j % len(QUEUES)].name,
+                min_available=GANG,
+                min_resources=shape * GANG,
+                phase=PodGroupPhase.PENDING,
+                tasks=tasks,
+                creation=float(j),
+            )
+        )
+    return ClusterSnapshot(node_list, jobs, QUEUES)
+
+
+FEATURES_OFF = {
+    "interpodaffinity": (
+        {"predicate.PodAffinityEnable": False},
+        {"podaffinity.weight": 0},
+    ),
+    "podtopologyspread": (
+        {"predicate.PodTopologySpreadEnable": False},
+        {"podtopologyspread.weight": 0},
+    ),
+    "nodeaffinity (preferred)": ({}, {"nodeaffinity.weight": 0}),
+    "tainttoleration (score)": ({}, {"tainttoleration.weight": 0}),
+}
+
+
+def config_without(feature: str | None) -> SchedulerConfig:
+    """The default configuration, with one new plugin's filter and score turned off."""
+    if feature is None:
+        return default_config()
+    predicates, nodeorder = FEATURES_OFF[feature]
+    text = DEFAULT_CONFIG_YAML
+    for name, args in (("predicates", predicates), ("nodeorder", nodeorder)):
+        if args:
+            flow = ", ".join(f"{k}: {str(v).lower()}" for k, v in args.items())
+            text = text.replace(
+                f"  - name: {name}\n", f"  - name: {name}\n    arguments: {{{flow}}}\n"
+            )
+    return parse_config(text, f"<bench without {feature}>")
+
+
 @dataclass
 class Measurement:
     wall: float
@@ -74,10 +218,18 @@ class Measurement:
     result: SessionResult
 
 
-def measure(nodes: int, pods: int, repeats: int, *, profile: bool = False) -> Measurement:
+def measure(
+    nodes: int,
+    pods: int,
+    repeats: int,
+    *,
+    profile: bool = False,
+    snapshot: ClusterSnapshot | None = None,
+    config: SchedulerConfig | None = None,
+) -> Measurement:
     """Best-of-`repeats` run_session times (snapshot building excluded)."""
-    snapshot = build(nodes, pods)
-    config = default_config()
+    snapshot = snapshot if snapshot is not None else build(nodes, pods)
+    config = config if config is not None else default_config()
     best: Measurement | None = None
     for _ in range(repeats):
         gc.collect()
@@ -129,6 +281,8 @@ def main() -> None:
         "(actions, placement, state)"
     )
 
+    constrained_costs(repeats)
+
     node_counts = [500, 1000, 5000] if not args.quick else [500, 5000]
     pod_counts = [1000, 5000, 10_000] if not args.quick else [1000, 10_000]
     grid: dict[tuple[int, int], Measurement] = {}
@@ -152,6 +306,31 @@ def main() -> None:
         "\n(placed < pods means the nodes were full: "
         "500 nodes hold fewer than 10,000 of these pods)"
     )
+
+
+def constrained_costs(repeats: int) -> None:
+    """The headline with 30 % constrained jobs, and each new plugin's cost in it."""
+    snapshot = build_constrained(5000, 10_000)
+    # Interleave the configurations so that a noisy neighbour hits them alike.
+    configs: list[str | None] = [None, *FEATURES_OFF]
+    best: dict[str | None, Measurement] = {}
+    for _ in range(repeats):
+        for feature in configs:
+            m = measure(5000, 10_000, 1, snapshot=snapshot, config=config_without(feature))
+            if feature not in best or m.cpu < best[feature].cpu:
+                best[feature] = m
+    full = best[None]
+    print(
+        f"constrained: 5000 nodes x 10000 pods, {CONSTRAINED_SHARE:.0%} of the jobs with "
+        f"(anti-)affinity or spread constraints: wall {full.wall:.3f} s, cpu {full.cpu:.3f} s "
+        f"(target < 1 s), binds={len(full.result.binds)}"
+    )
+    for feature in FEATURES_OFF:
+        m = best[feature]
+        print(
+            f"  cost of {feature:26s} {full.cpu - m.cpu:+.3f} s cpu "
+            f"(session without it: {m.cpu:.3f} s, binds={len(m.result.binds)})"
+        )
 
 
 if __name__ == "__main__":

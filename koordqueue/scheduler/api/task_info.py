@@ -204,6 +204,7 @@ class TaskInfo:
     pod_affinity: PodAffinity | None = None
     spread: tuple[TopologySpreadConstraint, ...] = ()
     """Topology spread constraints (hard and soft)."""
+    _static_key: PlacementKey | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.init_resreq is None:
@@ -234,6 +235,7 @@ class TaskInfo:
                 self.affinity,
                 self.host_ports,
             )
+            self._static_key = self._key
             if self.pod_affinity is not None or self.spread:
                 # Self-matching terms make the pod's own namespace and labels matter.
                 self._key += (
@@ -243,6 +245,15 @@ class TaskInfo:
                     tuple(sorted(self.labels.items())),
                 )
         return self._key
+
+    def static_key(self) -> PlacementKey:
+        """The part of the placement key cached filters and scores may depend on: request,
+        node selector, tolerations, node affinity, host ports (not the inter-pod terms,
+        spread constraints and labels, which only query-time filters read)."""
+        if self._static_key is None:
+            self.placement_key()
+        assert self._static_key is not None
+        return self._static_key
 
     def clone(self) -> TaskInfo:
         """A copy whose status and node can change without touching the snapshot."""
@@ -270,6 +281,7 @@ class TaskInfo:
             self.labels,
             self.pod_affinity,
             self.spread,
+            self._static_key,
         )
 
     def __repr__(self) -> str:

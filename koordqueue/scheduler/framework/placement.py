@@ -1,14 +1,14 @@
 """Vectorised node filtering and scoring with per-placement-key caches.
 
 Node state is mirrored into numpy arrays (resource dimension x node, milli-units) so that
-fit checks and scores run over all nodes at once. Each distinct placement key (request +
-constraints, see `TaskInfo.placement_key`) keeps its predicate, fit and score vectors; every
-node change is logged, and a cached entry recomputes only the nodes changed since it was
-last used. Pods of one gang are usually identical, so placing the next one costs O(changed
-nodes) plus one argmax, instead of O(nodes) Python work.
+fit checks and scores run over all nodes at once. Each distinct static placement key
+(request + node constraints, see `TaskInfo.static_key`) keeps its predicate, fit and score
+vectors; every node change is logged, and a cached entry recomputes only the nodes changed
+since it was last used. Pods of one gang are usually identical, so placing the next one
+costs O(changed nodes) plus one argmax, instead of O(nodes) Python work.
 
 Contract for plugins: batch predicate and score callbacks must depend only on the task's
-placement key and the state of the node they are asked about.
+static key and the state of the node they are asked about.
 
 *Dynamic* predicates and scores (inter-pod affinity, topology spread, normalised scores) are
 the exception: a placement on one node changes the answer on every node of its topology
@@ -46,9 +46,11 @@ BatchNodeOrderFn = Callable[[TaskInfo, IntArray], FloatArray]
 NodeOrderFn = Callable[[TaskInfo, NodeInfo], float]
 DynamicPredicateFn = Callable[[TaskInfo], BoolArray | None]
 """task -> passes per node (all nodes), or None when it rejects no node for this task."""
-DynamicScoreFn = Callable[[TaskInfo], Callable[[BoolArray], FloatArray | None] | None]
-"""task -> None when it has no preference for this task, else a function from the
-candidate mask to weighted scores over all nodes (normalised over the candidates)."""
+Scorer = Callable[[FloatArray], FloatArray | None]
+"""Candidate scores (-inf where a node is not a candidate) -> weighted extra scores over all
+nodes, normalised over the candidates (None: the same for every candidate)."""
+DynamicScoreFn = Callable[[TaskInfo], Scorer | None]
+"""task -> None when it has no preference for this task, else its Scorer."""
 
 _CACHE_SIZE = 256
 SMALL: Final = 8
@@ -182,7 +184,7 @@ class PlacementEngine:
 
     # --- cache maintenance ---------------------------------------------------------------
     def _entry(self, task: TaskInfo) -> _Entry:
-        key = task.placement_key()
+        key = task.static_key()
         entry = self._cache.get(key)
         if entry is None:
             entry = _Entry(self.tensor, task.request)
@@ -299,20 +301,18 @@ class PlacementEngine:
                 mask = part if mask is None else mask & part
         return mask
 
-    def _dynamic_scorers(self, task: TaskInfo) -> list[Callable[[BoolArray], FloatArray | None]]:
+    def _dynamic_scorers(self, task: TaskInfo) -> list[Scorer]:
         return [s for fn in self.dynamic_scores if (s := fn(task)) is not None]
 
     @staticmethod
-    def _scored(
-        scorers: list[Callable[[BoolArray], FloatArray | None]],
-        scores: FloatArray,
-        candidates: BoolArray,
-    ) -> FloatArray:
+    def _scored(scorers: list[Scorer], eff: FloatArray) -> FloatArray:
+        """`eff` (-inf off the candidates) plus every scorer's extra, all judged on `eff`."""
+        total = eff
         for scorer in scorers:
-            extra = scorer(candidates)
+            extra = scorer(eff)
             if extra is not None:
-                scores = scores + extra
-        return scores
+                total = total + extra
+        return total
 
     def select(self, task: TaskInfo) -> tuple[int, bool] | None:
         """Best node index and whether it is a pipeline (future-idle) placement, or None.
@@ -327,37 +327,42 @@ class PlacementEngine:
             return None
         mask = self._dynamic_mask(task) if self.dynamic_predicates else None
         scorers = self._dynamic_scorers(task) if self.dynamic_scores else []
-        if mask is None and not scorers:
-            best = int(np.argmax(entry.idle_eff))
-            if entry.idle_eff[best] > _NEG_INF:
-                return best, False
-            future = np.where(entry.passes & entry.future_ok, entry.scores, _NEG_INF)
-            best = int(np.argmax(future))
-            if future[best] > _NEG_INF:
-                return best, True
-            return None
-        passes = entry.passes if mask is None else entry.passes & mask
-        for pipelined, fit in ((False, entry.idle_ok), (True, entry.future_ok)):
-            candidates = passes & fit
-            if not candidates.any():
-                continue
-            scores = self._scored(scorers, entry.scores, candidates)
-            best = int(np.argmax(np.where(candidates, scores, _NEG_INF)))
-            return best, pipelined
-        return None
+        eff = entry.idle_eff if mask is None else np.where(mask, entry.idle_eff, _NEG_INF)
+        best = int(np.argmax(eff))
+        pipelined = False
+        if eff[best] == _NEG_INF:
+            passes = entry.passes & entry.future_ok
+            if mask is not None:
+                passes &= mask
+            eff = np.where(passes, entry.scores, _NEG_INF)
+            best = int(np.argmax(eff))
+            if eff[best] == _NEG_INF:
+                return None
+            pipelined = True
+        if scorers:
+            best = int(np.argmax(self._scored(scorers, eff)))
+        return best, pipelined
+
+    def _dynamic_eff(self, task: TaskInfo, passes: BoolArray, scores: FloatArray) -> FloatArray:
+        """Scores of the nodes in `passes` and the dynamic filters, plus dynamic scores."""
+        dynamic = self._dynamic_mask(task) if self.dynamic_predicates else None
+        if dynamic is not None:
+            passes = passes & dynamic
+        eff = np.where(passes, scores, _NEG_INF)
+        if self.dynamic_scores:
+            eff = self._scored(self._dynamic_scorers(task), eff)
+        return eff
 
     def candidates(self, task: TaskInfo, *, future: bool = False) -> tuple[IntArray, FloatArray]:
         """Feasible node indices (idle fit, or future-idle fit) and their scores."""
         entry = self._entry(task)
         mask = entry.passes & (entry.future_ok if future else entry.idle_ok)
-        scores = entry.scores
-        if self.dynamic_predicates or self.dynamic_scores:
-            dynamic = self._dynamic_mask(task)
-            if dynamic is not None:
-                mask = mask & dynamic
-            scores = self._scored(self._dynamic_scorers(task), scores, mask)
-        idx = np.flatnonzero(mask)
-        return idx, scores[idx]
+        if not (self.dynamic_predicates or self.dynamic_scores):
+            idx = np.flatnonzero(mask)
+            return idx, entry.scores[idx]
+        eff = self._dynamic_eff(task, mask, entry.scores)
+        idx = np.flatnonzero(eff > _NEG_INF)
+        return idx, eff[idx]
 
     def predicate_nodes(self, task: TaskInfo) -> IntArray:
         """Nodes passing the plugin predicates regardless of free resources, best score first.
@@ -365,14 +370,13 @@ class PlacementEngine:
         Preempt and reclaim use this: resources are what they are about to free.
         """
         entry = self._entry(task)
-        passes = entry.passes
         scores = entry.scores
         if self.dynamic_predicates or self.dynamic_scores:
-            dynamic = self._dynamic_mask(task)
-            if dynamic is not None:
-                passes = passes & dynamic
-            scores = self._scored(self._dynamic_scorers(task), scores, passes)
-        idx = np.flatnonzero(passes)
+            eff = self._dynamic_eff(task, entry.passes, scores)
+            idx = np.flatnonzero(eff > _NEG_INF)
+            scores = eff
+        else:
+            idx = np.flatnonzero(entry.passes)
         order = np.argsort(-scores[idx], kind="stable")
         result: IntArray = idx[order]
         return result

@@ -20,9 +20,10 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.selectors import LabelSelector
@@ -58,6 +59,23 @@ _PREF_AFF: Final = 2
 _PREF_ANTI: Final = 3
 
 Anchor = tuple[str, str] | None
+CountArray = npt.NDArray[Any]
+"""Pod counts per node (integers, as int or float arrays)."""
+
+
+class _Domains:
+    """One topology key over the session's nodes."""
+
+    __slots__ = ("count", "ext", "full", "has", "ids", "unique")
+
+    def __init__(self, ids: IntArray, count: int) -> None:
+        self.ids = ids
+        self.count = count
+        self.has: BoolArray = ids >= 0
+        self.full = bool(self.has.all())
+        self.unique = self.full and count == len(ids)
+        self.ext: IntArray = np.where(self.has, ids, count)
+        """ids with the missing key mapped to one extra, always-zero slot."""
 
 
 def plugin_enabled(session: Session, plugin: str, point: ExtensionPoint) -> bool:
@@ -110,7 +128,7 @@ class PodCounts:
         self._by_name: Mapping[str, NodeInfo] = session.nodes
         self.size = len(self.nodes)
         self.namespace_labels: Mapping[str, Mapping[str, str]] = session.namespace_labels
-        self._domains: dict[str, tuple[IntArray, int]] = {}
+        self._domains: dict[str, _Domains] = {}
         self._placed: dict[str, _Placed] | None = None
         self._by_pair: dict[tuple[str, str], set[str]] = {}
         self._filters: dict[object, _Filter] = {}
@@ -120,7 +138,10 @@ class PodCounts:
         self._owners: dict[tuple[int, PodAffinityTerm], IntArray] = {}
         self._owner_anchored: dict[tuple[str, str], set[tuple[int, PodAffinityTerm]]] = {}
         self._owner_unanchored: set[tuple[int, PodAffinityTerm]] = set()
-        self._owner_index_fresh = True
+        self._owner_version = 0
+        self._match_cache: dict[
+            int, tuple[Mapping[str, str], str, int, list[tuple[int, PodAffinityTerm]]]
+        ] = {}
         for node in self.nodes:
             for task in node.tasks.values():
                 if task.pod_affinity is not None and _counted(task):
@@ -130,8 +151,8 @@ class PodCounts:
         )
 
     # --- topology ------------------------------------------------------------------------
-    def domains(self, key: str) -> tuple[IntArray, int]:
-        """Per node, the id of its value for topology `key` (-1 without it); and how many."""
+    def topology(self, key: str) -> _Domains:
+        """The nodes' domains for topology `key` (computed once per session)."""
         found = self._domains.get(key)
         if found is None:
             ids: dict[str, int] = {}
@@ -143,18 +164,30 @@ class PodCounts:
                 dtype=np.intp,
                 count=self.size,
             )
-            found = self._domains[key] = (out, len(ids))
+            found = self._domains[key] = _Domains(out, len(ids))
         return found
 
-    def spread_over(self, key: str, per_node: IntArray, among: BoolArray | None = None) -> IntArray:
+    def domains(self, key: str) -> tuple[IntArray, int]:
+        """Per node, the id of its value for topology `key` (-1 without it); and how many."""
+        d = self.topology(key)
+        return d.ids, d.count
+
+    def spread_over(
+        self, key: str, per_node: CountArray, among: BoolArray | None = None
+    ) -> CountArray:
         """Each node gets the sum of `per_node` over its domain (nodes in `among` only);
         nodes without the key get 0."""
-        dom, count = self.domains(key)
-        if count == 0:
-            return np.zeros(self.size, dtype=np.intp)
-        has = dom >= 0 if among is None else (dom >= 0) & among
-        sums = np.bincount(dom[has], weights=per_node[has], minlength=count)
-        out: IntArray = np.where(dom >= 0, sums[np.maximum(dom, 0)], 0).astype(np.intp)
+        d = self.topology(key)
+        if d.count == 0:
+            return np.zeros(self.size, dtype=np.float64)
+        if among is None and d.unique:
+            return per_node  # every node is its own domain (the hostname key)
+        if among is None and d.full:
+            sums = np.bincount(d.ids, weights=per_node, minlength=d.count)
+        else:
+            sel = d.has if among is None else d.has & among
+            sums = np.bincount(d.ids[sel], weights=per_node[sel], minlength=d.count)
+        out: CountArray = np.append(sums, 0.0)[d.ext]
         return out
 
     def ns_labels(self, namespace: str) -> Mapping[str, str]:
@@ -242,6 +275,7 @@ class PodCounts:
                 counts = self._owners.get(key)
                 if counts is None:
                     counts = self._owners[key] = np.zeros(self.size, dtype=np.intp)
+                    self._owner_version += 1
                     anchor = _anchor(term.selector)
                     if anchor is None:
                         self._owner_unanchored.add(key)
@@ -254,28 +288,47 @@ class PodCounts:
         """Whether any counted pod carries (anti-)affinity terms."""
         return bool(self._owners)
 
+    def selects(self, task: TaskInfo) -> bool:
+        """Whether any counted pod's own term selects the task."""
+        return bool(self._owners) and bool(self._matching_owner_terms(task))
+
     def owner_terms(
         self, task: TaskInfo, kinds: frozenset[int]
     ) -> list[tuple[int, PodAffinityTerm, IntArray]]:
-        """Existing pods' terms of these kinds that select `task`, with their owner counts."""
+        """Existing pods' terms of these kinds that select `task`, with their owner counts
+        (terms whose owners are all gone are left out)."""
         if not self._owners:
             return []
-        candidates: set[tuple[int, PodAffinityTerm]] = set(self._owner_unanchored)
-        for pair in task.labels.items():
-            found = self._owner_anchored.get(pair)
-            if found:
-                candidates |= found
-        if not candidates:
-            return []
-        ns = self.ns_labels(task.namespace)
         out = []
-        for kind, term in candidates:
-            if kind in kinds and term.matches(task.namespace, task.labels, ns):
+        for kind, term in self._matching_owner_terms(task):
+            if kind in kinds:
                 counts = self._owners[(kind, term)]
                 if counts.any():
                     out.append((kind, term, counts))
-        out.sort(key=lambda item: (item[0], item[1].topology_key, item[1].weight))
         return out
+
+    def _matching_owner_terms(self, task: TaskInfo) -> list[tuple[int, PodAffinityTerm]]:
+        """Owner terms selecting the task's namespace and labels, cached per labels object
+        until a new term appears (pods of one job usually share one labels object)."""
+        labels = task.labels
+        cached = self._match_cache.get(id(labels))
+        if (
+            cached is not None
+            and cached[0] is labels
+            and cached[1] == task.namespace
+            and cached[2] == self._owner_version
+        ):
+            return cached[3]
+        candidates: set[tuple[int, PodAffinityTerm]] = set(self._owner_unanchored)
+        for pair in labels.items():
+            found = self._owner_anchored.get(pair)
+            if found:
+                candidates |= found
+        ns = self.ns_labels(task.namespace)
+        # Order does not matter: masks are ANDed and integer scores summed.
+        matching = [key for key in candidates if key[1].matches(task.namespace, labels, ns)]
+        self._match_cache[id(labels)] = (labels, task.namespace, self._owner_version, matching)
+        return matching
 
     # --- events ---------------------------------------------------------------------------
     def _node_of(self, task: TaskInfo) -> int:
@@ -482,6 +535,8 @@ class PodTopologySpread:
         self.counts = counts
         self.included = included
         """Nodes a constraint's inclusion policies (node affinity, taints) keep."""
+        self._keys: dict[tuple[str, ...], BoolArray] = {}
+        self._eligible: dict[object, BoolArray | None] = {}
 
     def _node_counts(self, task: TaskInfo, constraint: TopologySpreadConstraint) -> IntArray:
         selector = constraint.selector
@@ -491,30 +546,52 @@ class PodTopologySpread:
         return self.counts.spread_filter(task.namespace, selector).counts
 
     def _all_keys(self, constraints: Iterable[TopologySpreadConstraint]) -> BoolArray:
-        ok = np.ones(self.counts.size, dtype=np.bool_)
-        for c in constraints:
-            ok &= self.counts.domains(c.topology_key)[0] >= 0
+        keys = tuple(c.topology_key for c in constraints)
+        ok = self._keys.get(keys)
+        if ok is None:
+            ok = np.ones(self.counts.size, dtype=np.bool_)
+            for key in keys:
+                ok &= self.counts.topology(key).has
+            self._keys[keys] = ok
         return ok
+
+    def _eligible_nodes(
+        self, task: TaskInfo, constraint: TopologySpreadConstraint, all_keys: BoolArray
+    ) -> BoolArray | None:
+        """Nodes whose pods count for the constraint; None when that is every node with
+        the key (cached per pod shape: inclusion depends on static fields only)."""
+        key = (task.static_key(), constraint, id(all_keys))
+        if key not in self._eligible:
+            eligible = all_keys & self.included(task, constraint)
+            same = bool((eligible == self.counts.topology(constraint.topology_key).has).all())
+            self._eligible[key] = None if same else eligible
+        return self._eligible[key]
 
     def _constraint_ok(
         self, task: TaskInfo, constraint: TopologySpreadConstraint, all_keys: BoolArray
     ) -> BoolArray:
         c = self.counts
-        dom, ndom = c.domains(constraint.topology_key)
-        eligible = all_keys & self.included(task, constraint)
+        d = c.topology(constraint.topology_key)
+        dom, ndom, has = d.ids, d.count, d.has
+        eligible = self._eligible_nodes(task, constraint, all_keys)
         per_node = self._node_counts(task, constraint)
-        sums = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom)
-        present = np.bincount(dom[eligible], minlength=ndom) > 0
-        has = dom >= 0
-        domains = int(present.sum())
+        if eligible is None:
+            # Every node with the key counts: every domain is present.
+            sums = np.bincount(dom[has], weights=per_node[has], minlength=ndom)
+            domains = ndom
+            minimum = float(sums.min()) if ndom else 0.0
+        else:
+            sums = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom)
+            present = np.bincount(dom[eligible], minlength=ndom) > 0
+            domains = int(present.sum())
+            minimum = float(sums[present].min()) if domains else 0.0
         if domains == 0:
             return has  # no eligible domain: kube-scheduler skips the constraint
-        minimum = float(sums[present].min())
         if domains < constraint.min_domains:
             minimum = 0.0
         selector = constraint.selector
         own = 1 if selector is not None and selector.matches(task.labels) else 0
-        here = np.where(has, sums[np.maximum(dom, 0)], 0.0)
+        here = np.append(sums, 0.0)[d.ext]
         ok: BoolArray = has & (here + own - minimum <= constraint.max_skew)
         return ok
 

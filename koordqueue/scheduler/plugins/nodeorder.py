@@ -4,7 +4,7 @@ spread (ScheduleAnyway) scores, normalised over the candidate nodes as kube-sche
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import numpy as np
@@ -12,7 +12,13 @@ import numpy as np
 from koordqueue.domain.resources import CPU, MEMORY, Resources
 from koordqueue.scheduler.api import NodeInfo, TaskInfo
 from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin
-from koordqueue.scheduler.framework.placement import SMALL, BoolArray, FloatArray, IntArray
+from koordqueue.scheduler.framework.placement import (
+    SMALL,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Scorer,
+)
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.plugins.interpod import (
     InterPodAffinity,
@@ -28,7 +34,8 @@ NODE_AFFINITY_WEIGHT: Final = "nodeaffinity.weight"
 POD_AFFINITY_WEIGHT: Final = "podaffinity.weight"
 TAINT_TOLERATION_WEIGHT: Final = "tainttoleration.weight"
 POD_TOPOLOGY_SPREAD_WEIGHT: Final = "podtopologyspread.weight"
-Scorer = Callable[[BoolArray], FloatArray | None]
+_NEG_INF: Final = float("-inf")
+BatchScore = Callable[[TaskInfo, IntArray], FloatArray]
 
 
 def preferred_affinity_scores(task: TaskInfo, nodes: list[NodeInfo]) -> FloatArray:
@@ -74,6 +81,56 @@ def default_normalize(
     return out
 
 
+class LevelNormalizer:
+    """DefaultNormalizeScore of a fixed raw vector, as a Scorer.
+
+    Why: the maximum over the candidates is one of the few distinct raw values; checking
+    them from the top (on the few nodes holding each) finds it without a pass over all
+    nodes, and the normalised vector per maximum is computed once.
+    """
+
+    __slots__ = ("cache", "levels", "raw", "reverse", "static", "weight")
+
+    def __init__(self, raw: FloatArray, *, reverse: bool, weight: float) -> None:
+        self.raw = raw
+        self.reverse = reverse
+        self.weight = weight
+        values = np.unique(raw[raw > 0])[::-1]
+        self.levels = [(float(v), np.flatnonzero(raw == v)) for v in values]
+        self.cache: dict[float, FloatArray] = {}
+        self.static: FloatArray | None = None
+        """With one positive level: the normalised vector whatever the candidates (when no
+        candidate is at that level they all score the same, which changes no choice)."""
+        if len(self.levels) == 1:
+            self.static = self._vector(self.levels[0][0])
+
+    def _vector(self, high: float) -> FloatArray:
+        scaled = np.floor(MAX_NODE_SCORE * self.raw / high)
+        out: FloatArray = (MAX_NODE_SCORE - scaled if self.reverse else scaled) * self.weight
+        return out
+
+    def __call__(self, eff: FloatArray) -> FloatArray | None:
+        for high, where in self.levels:
+            if bool((eff[where] > _NEG_INF).any()):
+                out = self.cache.get(high)
+                if out is None:
+                    out = self.cache[high] = self._vector(high)
+                return out
+        return None  # every candidate scores 0 (100 when reversed): no preference
+
+
+def _summed(scorers: Sequence[Scorer]) -> Scorer:
+    def score(eff: FloatArray) -> FloatArray | None:
+        total: FloatArray | None = None
+        for scorer in scorers:
+            part = scorer(eff)
+            if part is not None:
+                total = part if total is None else total + part
+        return total
+
+    return score
+
+
 class NodeOrderPlugin(Plugin):
     """Kubernetes-style resource scores over cpu and memory, each times its weight, and the
     kube-scheduler placement scores Volcano's nodeorder wraps.
@@ -86,105 +143,154 @@ class NodeOrderPlugin(Plugin):
     name = "nodeorder"
 
     def on_session_open(self, session: Session) -> None:
-        self._resource_scores(session)
+        resource = self._resource_scores(session)
+        static = None
         if plugin_enabled(session, self.name, ExtensionPoint.NODE_ORDER):
-            self._placement_scores(session)
+            static = self._placement_scores(session)
+        if resource is not None and static is not None:
+            first, second = resource, static
 
-    def _placement_scores(self, session: Session) -> None:
-        """Scores normalised over the candidates: registered as dynamic scores."""
+            def both(task: TaskInfo, idx: IntArray) -> FloatArray:
+                out: FloatArray = first(task, idx) + second(task, idx)
+                return out
+
+            session.add_batch_node_order_fn(self.name, both)
+        elif resource is not None or static is not None:
+            only = resource if resource is not None else static
+            assert only is not None
+            session.add_batch_node_order_fn(self.name, only)
+
+    def _placement_scores(self, session: Session) -> BatchScore | None:
+        """Scores normalised over the candidates.
+
+        Node affinity and taint scores are fixed per pod shape; when their raw values have a
+        single level the normalised vector does not depend on the candidates (up to a
+        constant), so it is a cached batch score; otherwise it is a dynamic score, as are
+        inter-pod affinity and spreading.
+        """
         nodes = session.node_list
-        engine = session.placement
+        makers: list[Callable[[TaskInfo], Scorer | None]] = []
         affinity_w = self.arguments.get_float(NODE_AFFINITY_WEIGHT, 2.0)
-        if affinity_w:
-            by_affinity: dict[object, FloatArray | None] = {}
-
-            def node_affinity(task: TaskInfo) -> Scorer | None:
-                if task.affinity is None or not task.affinity.preferred:
-                    return None
-                if task.affinity not in by_affinity:
-                    raw = preferred_affinity_scores(task, nodes)
-                    by_affinity[task.affinity] = raw if raw.any() else None
-                found = by_affinity[task.affinity]
-                if found is None:
-                    return None
-                raw_scores = found
-
-                def score(candidates: BoolArray) -> FloatArray | None:
-                    out = default_normalize(raw_scores, candidates, reverse=False)
-                    return None if out is None else out * affinity_w
-
-                return score
-
-            engine.add_dynamic_score(node_affinity)
         taint_w = self.arguments.get_float(TAINT_TOLERATION_WEIGHT, 3.0)
-        tainted = any(t.effect == PREFER_NO_SCHEDULE for n in nodes for t in n.taints)
-        if taint_w and tainted:
-            by_tolerations: dict[object, FloatArray | None] = {}
+        tainted = bool(taint_w) and any(
+            t.effect == PREFER_NO_SCHEDULE for n in nodes for t in n.taints
+        )
+        by_affinity: dict[object, LevelNormalizer | None] = {}
+        by_tolerations: dict[object, LevelNormalizer | None] = {}
 
-            def taint_toleration(task: TaskInfo) -> Scorer | None:
-                if task.tolerations not in by_tolerations:
-                    raw = intolerable_prefer_no_schedule(task, nodes)
-                    by_tolerations[task.tolerations] = raw if raw.any() else None
-                found = by_tolerations[task.tolerations]
-                if found is None:
-                    return None
-                raw_counts = found
+        def affinity_norm(task: TaskInfo) -> LevelNormalizer | None:
+            if not affinity_w or task.affinity is None or not task.affinity.preferred:
+                return None
+            if task.affinity not in by_affinity:
+                raw = preferred_affinity_scores(task, nodes)
+                by_affinity[task.affinity] = (
+                    LevelNormalizer(raw, reverse=False, weight=affinity_w) if raw.any() else None
+                )
+            return by_affinity[task.affinity]
 
-                def score(candidates: BoolArray) -> FloatArray | None:
-                    out = default_normalize(raw_counts, candidates, reverse=True)
-                    return None if out is None else out * taint_w
+        def taint_norm(task: TaskInfo) -> LevelNormalizer | None:
+            if not tainted:
+                return None
+            if task.tolerations not in by_tolerations:
+                raw = intolerable_prefer_no_schedule(task, nodes)
+                by_tolerations[task.tolerations] = (
+                    LevelNormalizer(raw, reverse=True, weight=taint_w) if raw.any() else None
+                )
+            return by_tolerations[task.tolerations]
 
-                return score
+        def multi_level(task: TaskInfo) -> Scorer | None:
+            scorers = [
+                norm
+                for norm in (affinity_norm(task), taint_norm(task))
+                if norm is not None and norm.static is None
+            ]
+            if not scorers:
+                return None
+            if len(scorers) == 1:
+                return scorers[0]
+            return _summed(scorers)
 
-            engine.add_dynamic_score(taint_toleration)
+        if affinity_w or tainted:
+
+            def static_scores(task: TaskInfo, idx: IntArray) -> FloatArray:
+                total: FloatArray | None = None
+                for norm in (affinity_norm(task), taint_norm(task)):
+                    if norm is not None and norm.static is not None:
+                        part = norm.static[idx]
+                        total = part if total is None else total + part
+                return total if total is not None else np.zeros(len(idx), dtype=np.float64)
+
+            static: BatchScore | None = static_scores
+            makers.append(multi_level)
+        else:
+            static = None
         pod_affinity_w = self.arguments.get_float(POD_AFFINITY_WEIGHT, 2.0)
         spread_w = self.arguments.get_float(POD_TOPOLOGY_SPREAD_WEIGHT, 2.0)
-        if not pod_affinity_w and not spread_w:
-            return
-        counts = pod_counts(session)
-        if pod_affinity_w:
+        counts = pod_counts(session) if pod_affinity_w or spread_w else None
+        if pod_affinity_w and counts is not None:
             ipa = InterPodAffinity(counts)
+            owners = counts
 
             def inter_pod(task: TaskInfo) -> Scorer | None:
-                if task.pod_affinity is None and not counts.has_owners:
+                if task.pod_affinity is None and not owners.selects(task):
                     return None
                 raw = ipa.raw_score(task)
                 if raw is None:
                     return None
                 raw_scores = raw
 
-                def score(candidates: BoolArray) -> FloatArray | None:
-                    out = ipa.normalize(raw_scores, candidates)
+                def score(eff: FloatArray) -> FloatArray | None:
+                    out = ipa.normalize(raw_scores, eff > _NEG_INF)
                     return None if out is None else out * pod_affinity_w
 
                 return score
 
-            engine.add_dynamic_score(inter_pod)
-        if spread_w:
+            makers.append(inter_pod)
+        if spread_w and counts is not None:
             pts = PodTopologySpread(counts, spread_inclusion(nodes))
 
             def spread(task: TaskInfo) -> Scorer | None:
                 if not any(not c.hard for c in task.spread):
                     return None
 
-                def score(candidates: BoolArray) -> FloatArray | None:
-                    out = pts.score(task, candidates)
+                def score(eff: FloatArray) -> FloatArray | None:
+                    out = pts.score(task, eff > _NEG_INF)
                     return None if out is None else out * spread_w
 
                 return score
 
-            engine.add_dynamic_score(spread)
+            makers.append(spread)
+        if not makers:
+            return static
 
-    def _resource_scores(self, session: Session) -> None:
+        def placement_scores(task: TaskInfo) -> Scorer | None:
+            # One cheap gate: most pods have no inter-pod term, spread constraint or
+            # existing pod's term selecting them, and single-level node affinity and taint
+            # scores are batch scores.
+            if (
+                task.pod_affinity is None
+                and not task.spread
+                and (counts is None or not counts.selects(task))
+            ):
+                return multi_level(task) if affinity_w or tainted else None
+            scorers = [s for make in makers if (s := make(task)) is not None]
+            if not scorers:
+                return None
+            return scorers[0] if len(scorers) == 1 else _summed(scorers)
+
+        session.placement.add_dynamic_score(placement_scores)
+        return static
+
+    def _resource_scores(self, session: Session) -> BatchScore | None:
         least_w = self.arguments.get_float("leastrequested.weight", 1.0)
         most_w = self.arguments.get_float("mostrequested.weight", 0.0)
         balanced_w = self.arguments.get_float("balancedresource.weight", 1.0)
         if least_w == most_w == balanced_w == 0:
-            return
+            return None
         tensor = session.tensor
         rows = [tensor.index[d] for d in (CPU, MEMORY) if d in tensor.index]
         if not rows:
-            return
+            return None
         requests: dict[Resources, FloatArray] = {}
 
         py_alloc, py_used, py_pip = tensor.py_allocatable, tensor.py_used, tensor.py_pipelined
@@ -245,4 +351,4 @@ class NodeOrderPlugin(Plugin):
                 total += balanced_w * (1.0 - std) * MAX_NODE_SCORE
             return total
 
-        session.add_batch_node_order_fn(self.name, score)
+        return score

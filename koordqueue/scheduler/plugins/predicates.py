@@ -225,21 +225,30 @@ class PredicatesPlugin(Plugin):
             count=len(nodes),
         )
         static: dict[object, BoolArray] = {}
+        by_constraints: dict[object, BoolArray] = {}
 
         def static_mask(task: TaskInfo) -> BoolArray:
-            # The placement key includes the selector, tolerations and affinity, and is
-            # cached on the task; a few extra entries (one per request shape) are cheap.
-            key = task.placement_key()
+            # Cached per static key (cached on the task), and computed once per set of
+            # label/taint constraints: preferred terms, labels and requests do not matter.
+            key = task.static_key()
             mask = static.get(key)
             if mask is None:
-                if not task.node_selector and not task.tolerations and task.affinity is None:
+                required = task.affinity.required if task.affinity is not None else ()
+                if not task.node_selector and not task.tolerations and not required:
                     mask = base
                 else:
-                    mask = np.fromiter(
-                        (static_reason(task, n) is None for n in nodes),
-                        dtype=np.bool_,
-                        count=len(nodes),
+                    constraints = (
+                        tuple(sorted(task.node_selector.items())),
+                        task.tolerations,
+                        required,
                     )
+                    mask = by_constraints.get(constraints)
+                    if mask is None:
+                        mask = by_constraints[constraints] = np.fromiter(
+                            (static_reason(task, n) is None for n in nodes),
+                            dtype=np.bool_,
+                            count=len(nodes),
+                        )
                 static[key] = mask
             return mask
 
@@ -286,10 +295,24 @@ class PredicatesPlugin(Plugin):
             session, self.name, ExtensionPoint.PREDICATE
         ):
             counts = pod_counts(session)
-            engine = session.placement
-            if affinity_on:
-                ipa = InterPodAffinity(counts)
-                engine.add_dynamic_predicate(ipa.filter, ipa.explain)
-            if spread_on:
-                pts = PodTopologySpread(counts, spread_inclusion(nodes))
-                engine.add_dynamic_predicate(pts.filter, pts.explain)
+            ipa = InterPodAffinity(counts) if affinity_on else None
+            pts = PodTopologySpread(counts, spread_inclusion(nodes)) if spread_on else None
+
+            def inter_pod(task: TaskInfo) -> BoolArray | None:
+                # One cheap gate for both filters: most pods use neither feature.
+                if task.pod_affinity is None and not task.spread and not counts.selects(task):
+                    return None
+                mask = ipa.filter(task) if ipa is not None else None
+                if pts is not None and task.spread:
+                    more = pts.filter(task)
+                    if more is not None:
+                        mask = more if mask is None else mask & more
+                return mask
+
+            def inter_pod_reason(task: TaskInfo, node: NodeInfo) -> str | None:
+                reason = ipa.explain(task, node) if ipa is not None else None
+                if reason is None and pts is not None:
+                    reason = pts.explain(task, node)
+                return reason
+
+            session.placement.add_dynamic_predicate(inter_pod, inter_pod_reason)
