@@ -119,16 +119,22 @@ def pod_status(pod: Obj) -> TaskStatus:
     return TaskStatus.BOUND if node else TaskStatus.PENDING
 
 
+def _node_selector_requirements(raw: object) -> tuple[NodeSelectorRequirement, ...]:
+    return tuple(
+        NodeSelectorRequirement(
+            str(e.get("key", "")),
+            str(e.get("operator", "In")),
+            tuple(str(v) for v in e.get("values") or ()),
+        )
+        for e in (raw if isinstance(raw, list) else ())
+        if isinstance(e, Mapping)
+    )
+
+
 def _node_selector_term(term: Mapping[str, Any]) -> NodeSelectorTerm:
     return NodeSelectorTerm(
-        tuple(
-            NodeSelectorRequirement(
-                str(e.get("key", "")),
-                str(e.get("operator", "In")),
-                tuple(str(v) for v in e.get("values") or ()),
-            )
-            for e in term.get("matchExpressions") or []
-        )
+        _node_selector_requirements(term.get("matchExpressions")),
+        _node_selector_requirements(term.get("matchFields")),
     )
 
 

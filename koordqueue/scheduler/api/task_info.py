@@ -69,9 +69,11 @@ class NodeSelectorRequirement:
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
-    """Expressions that must all hold (terms are ORed)."""
+    """Expressions (node labels) and fields (only `metadata.name`) that must all hold;
+    terms are ORed."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

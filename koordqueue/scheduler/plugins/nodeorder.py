@@ -43,7 +43,7 @@ def preferred_affinity_scores(task: TaskInfo, nodes: list[NodeInfo]) -> FloatArr
     preferred terms."""
     preferred = task.affinity.preferred if task.affinity is not None else ()
     return np.fromiter(
-        (sum(p.weight for p in preferred if term_matches(p.term, n.labels)) for n in nodes),
+        (sum(p.weight for p in preferred if term_matches(p.term, n.labels, n.name)) for n in nodes),
         dtype=np.float64,
         count=len(nodes),
     )

@@ -46,6 +46,7 @@ _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _UNSCHEDULABLE_TAINT = Taint(names.UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _WILDCARD_IPS = frozenset({"", "0.0.0.0", "::"})
+NODE_NAME_FIELD: Final = "metadata.name"
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
@@ -88,10 +89,24 @@ def requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str])
     return False
 
 
-def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str]) -> bool:
-    """All expressions of a term hold (an empty term matches nothing, as in Kubernetes)."""
-    return bool(term.match_expressions) and all(
-        requirement_matches(r, labels) for r in term.match_expressions
+def field_matches(req: NodeSelectorRequirement, node_name: str) -> bool:
+    """One match field: only `metadata.name` with In or NotIn exists (API validation)."""
+    if req.key != NODE_NAME_FIELD:
+        return False
+    if req.operator == "In":
+        return node_name in req.values
+    if req.operator == "NotIn":
+        return node_name not in req.values
+    return False
+
+
+def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str], node_name: str = "") -> bool:
+    """All expressions and fields of a term hold (an empty term matches nothing, as in
+    Kubernetes)."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    return all(requirement_matches(r, labels) for r in term.match_expressions) and all(
+        field_matches(r, node_name) for r in term.match_fields
     )
 
 
@@ -131,7 +146,7 @@ def static_reason(task: TaskInfo, node: NodeInfo) -> str | None:
         if labels.get(key) != value:
             return names.NODE_SELECTOR_MISMATCH
     required = task.affinity.required if task.affinity is not None else ()
-    if required and not any(term_matches(term, labels) for term in required):
+    if required and not any(term_matches(term, labels, node.name) for term in required):
         return names.NODE_AFFINITY_MISMATCH
     taint = untolerated_taint(task.tolerations, node.taints)
     if taint is not None:
@@ -139,13 +154,15 @@ def static_reason(task: TaskInfo, node: NodeInfo) -> str | None:
     return None
 
 
-def required_node_affinity_matches(task: TaskInfo, labels: Mapping[str, str]) -> bool:
+def required_node_affinity_matches(
+    task: TaskInfo, labels: Mapping[str, str], node_name: str = ""
+) -> bool:
     """nodeSelector and required node affinity (kube's RequiredNodeAffinity.Match)."""
     for key, value in task.node_selector.items():
         if labels.get(key) != value:
             return False
     required = task.affinity.required if task.affinity is not None else ()
-    return not required or any(term_matches(term, labels) for term in required)
+    return not required or any(term_matches(term, labels, node_name) for term in required)
 
 
 def spread_inclusion(
@@ -163,7 +180,7 @@ def spread_inclusion(
         mask = by_affinity.get(key)
         if mask is None:
             mask = by_affinity[key] = np.fromiter(
-                (required_node_affinity_matches(task, n.labels) for n in nodes),
+                (required_node_affinity_matches(task, n.labels, n.name) for n in nodes),
                 dtype=np.bool_,
                 count=len(nodes),
             )
