@@ -36,6 +36,8 @@ TAINT_TOLERATION_WEIGHT: Final = "tainttoleration.weight"
 POD_TOPOLOGY_SPREAD_WEIGHT: Final = "podtopologyspread.weight"
 _NEG_INF: Final = float("-inf")
 BatchScore = Callable[[TaskInfo, IntArray], FloatArray]
+StaticVector = Callable[[TaskInfo], FloatArray | None]
+"""Per pod shape, a score over all nodes (or None for none)."""
 
 
 def preferred_affinity_scores(task: TaskInfo, nodes: list[NodeInfo]) -> FloatArray:
@@ -147,20 +149,22 @@ class NodeOrderPlugin(Plugin):
         static = None
         if plugin_enabled(session, self.name, ExtensionPoint.NODE_ORDER):
             static = self._placement_scores(session)
-        if resource is not None and static is not None:
-            first, second = resource, static
+        if static is None:
+            if resource is not None:
+                session.add_batch_node_order_fn(self.name, resource)
+            return
+        vector_of = static
 
-            def both(task: TaskInfo, idx: IntArray) -> FloatArray:
-                out: FloatArray = first(task, idx) + second(task, idx)
-                return out
+        def with_static(task: TaskInfo, idx: IntArray) -> FloatArray:
+            vector = vector_of(task)
+            if resource is None:
+                return vector[idx] if vector is not None else np.zeros(len(idx))
+            out = resource(task, idx)
+            return out + vector[idx] if vector is not None else out
 
-            session.add_batch_node_order_fn(self.name, both)
-        elif resource is not None or static is not None:
-            only = resource if resource is not None else static
-            assert only is not None
-            session.add_batch_node_order_fn(self.name, only)
+        session.add_batch_node_order_fn(self.name, with_static)
 
-    def _placement_scores(self, session: Session) -> BatchScore | None:
+    def _placement_scores(self, session: Session) -> StaticVector | None:
         """Scores normalised over the candidates.
 
         Node affinity and taint scores are fixed per pod shape; when their raw values have a
@@ -212,15 +216,20 @@ class NodeOrderPlugin(Plugin):
 
         if affinity_w or tainted:
 
-            def static_scores(task: TaskInfo, idx: IntArray) -> FloatArray:
-                total: FloatArray | None = None
-                for norm in (affinity_norm(task), taint_norm(task)):
-                    if norm is not None and norm.static is not None:
-                        part = norm.static[idx]
-                        total = part if total is None else total + part
-                return total if total is not None else np.zeros(len(idx), dtype=np.float64)
+            vectors: dict[object, FloatArray | None] = {}
 
-            static: BatchScore | None = static_scores
+            def static_vector(task: TaskInfo) -> FloatArray | None:
+                key = task.static_key()
+                if key not in vectors:
+                    total: FloatArray | None = None
+                    for norm in (affinity_norm(task), taint_norm(task)):
+                        if norm is not None and norm.static is not None:
+                            part = norm.static
+                            total = part if total is None else total + part
+                    vectors[key] = total
+                return vectors[key]
+
+            static: StaticVector | None = static_vector
             makers.append(multi_level)
         else:
             static = None
