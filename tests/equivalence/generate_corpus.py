@@ -61,7 +61,7 @@ def _node(rng: random.Random, name: str) -> dict[str, Any]:
     if rng.random() < 0.7:
         labels["rank"] = str(rng.randint(1, 9))
     taints = []
-    for _ in range(rng.choice((0, 0, 1, 1, 2))):
+    for _ in range(rng.choice((0, 0, 0, 1, 1, 2))):
         key = rng.choice(("dedicated", "gpu", "maint"))
         if any(t["key"] == key for t in taints):
             continue
@@ -233,7 +233,7 @@ def _probe(rng: random.Random, name: str, nodes: list[str]) -> dict[str, Any]:
     affinity.update(_pod_affinity(rng, 0.3, 0.15))
     if affinity:
         spec["affinity"] = affinity
-    if rng.random() < 0.45:
+    if rng.random() < 0.5:
         spec["tolerations"] = rng.sample(TOLERATIONS, rng.randint(1, 2))
     return {
         "apiVersion": "v1",
@@ -250,7 +250,7 @@ def make_snapshot(rng: random.Random, probes: int) -> dict[str, Any]:
     existing = []
     for node in nodes:
         limit = int(node["status"]["allocatable"]["pods"])
-        for _ in range(min(limit, rng.choice((0, 1, 1, 2, 3)))):
+        for _ in range(min(limit, rng.choice((0, 1, 2, 2, 3, 4)))):
             existing.append(_existing(rng, f"e{len(existing)}", node["metadata"]["name"]))
     namespaces = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
@@ -373,7 +373,7 @@ def record(snap: dict[str, Any], log_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=14)
-    ap.add_argument("--snapshots", type=int, default=6)
+    ap.add_argument("--snapshots", type=int, default=7)
     ap.add_argument("--probes", type=int, default=16, help="probe pods per snapshot")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "corpus")
     args = ap.parse_args(argv)
