@@ -14,7 +14,8 @@ It then runs the same headline with 30 % of the jobs carrying placement constrai
 14, part 5): required anti-affinity to their own pods per host, zone spreading (DoNotSchedule)
 with host spreading (ScheduleAnyway), required zone affinity to their own pods with a
 preferred node affinity; 10 % of the nodes carry a PreferNoSchedule taint. The cost of each
-new plugin is the session's CPU time with everything on minus the time with that one off.
+new plugin is its callbacks' time in a profiled run of that session (filters, scores, and
+the pod counts' allocate/deallocate bookkeeping as `podcounts`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from koordqueue.scheduler import (
     SchedulerConfig,
     SessionResult,
     default_config,
-    parse_config,
     run_session,
 )
 from koordqueue.scheduler.api import (
@@ -58,7 +58,12 @@ from koordqueue.scheduler.api.task_info import (
     PreferredSchedulingTerm,
     TopologySpreadConstraint,
 )
-from koordqueue.scheduler.framework.config import DEFAULT_CONFIG_YAML
+from koordqueue.scheduler.plugins.interpod import (
+    INTER_POD_AFFINITY,
+    NODE_AFFINITY_TAINTS,
+    POD_COUNTS,
+    POD_TOPOLOGY_SPREAD,
+)
 
 GANG = 10
 SHAPES = [
@@ -182,35 +187,6 @@ def build_constrained(nodes: int, pods: int, seed: int = 7) -> ClusterSnapshot:
     return ClusterSnapshot(node_list, jobs, QUEUES)
 
 
-FEATURES_OFF = {
-    "interpodaffinity": (
-        {"predicate.PodAffinityEnable": False},
-        {"podaffinity.weight": 0},
-    ),
-    "podtopologyspread": (
-        {"predicate.PodTopologySpreadEnable": False},
-        {"podtopologyspread.weight": 0},
-    ),
-    "nodeaffinity (preferred)": ({}, {"nodeaffinity.weight": 0}),
-    "tainttoleration (score)": ({}, {"tainttoleration.weight": 0}),
-}
-
-
-def config_without(feature: str | None) -> SchedulerConfig:
-    """The default configuration, with one new plugin's filter and score turned off."""
-    if feature is None:
-        return default_config()
-    predicates, nodeorder = FEATURES_OFF[feature]
-    text = DEFAULT_CONFIG_YAML
-    for name, args in (("predicates", predicates), ("nodeorder", nodeorder)):
-        if args:
-            flow = ", ".join(f"{k}: {str(v).lower()}" for k, v in args.items())
-            text = text.replace(
-                f"  - name: {name}\n", f"  - name: {name}\n    arguments: {{{flow}}}\n"
-            )
-    return parse_config(text, f"<bench without {feature}>")
-
-
 @dataclass
 class Measurement:
     wall: float
@@ -308,29 +284,31 @@ def main() -> None:
     )
 
 
+FEATURES = (
+    INTER_POD_AFFINITY,
+    POD_TOPOLOGY_SPREAD,
+    NODE_AFFINITY_TAINTS,
+    POD_COUNTS,
+)
+"""The new placement features' callback time as a profiled session reports it."""
+
+
 def constrained_costs(repeats: int) -> None:
     """The headline with 30 % constrained jobs, and each new plugin's cost in it."""
     snapshot = build_constrained(5000, 10_000)
-    # Interleave the configurations so that a noisy neighbour hits them alike.
-    configs: list[str | None] = [None, *FEATURES_OFF]
-    best: dict[str | None, Measurement] = {}
-    for _ in range(repeats):
-        for feature in configs:
-            m = measure(5000, 10_000, 1, snapshot=snapshot, config=config_without(feature))
-            if feature not in best or m.cpu < best[feature].cpu:
-                best[feature] = m
-    full = best[None]
+    full = measure(5000, 10_000, repeats, snapshot=snapshot)
     print(
         f"constrained: 5000 nodes x 10000 pods, {CONSTRAINED_SHARE:.0%} of the jobs with "
         f"(anti-)affinity or spread constraints: wall {full.wall:.3f} s, cpu {full.cpu:.3f} s "
         f"(target < 1 s), binds={len(full.result.binds)}"
     )
-    for feature in FEATURES_OFF:
-        m = best[feature]
-        print(
-            f"  cost of {feature:26s} {full.cpu - m.cpu:+.3f} s cpu "
-            f"(session without it: {m.cpu:.3f} s, binds={len(m.result.binds)})"
-        )
+    profiled = measure(5000, 10_000, 1, snapshot=snapshot, profile=True)
+    total = profiled.result.duration
+    print(f"  cost of each new plugin in a profiled session ({total:.3f} s wall):")
+    for feature in FEATURES:
+        timing = profiled.result.plugin_durations.get(feature)
+        spent = timing.callbacks if timing is not None else 0.0
+        print(f"    {feature:30s} {spent:7.3f} s  {100 * spent / total:5.1f}%")
 
 
 if __name__ == "__main__":

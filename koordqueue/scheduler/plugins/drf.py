@@ -20,21 +20,37 @@ class DrfPlugin(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         total = session.total_resource
-        allocated: dict[str, Resources] = {uid: job.allocated for uid, job in session.jobs.items()}
-        shares: dict[str, float] = {uid: share(res, total) for uid, res in allocated.items()}
+        # filled on first use from the job as the session opened it (the snapshot's job is
+        # never written): a session no longer walks every job at open
+        allocated: dict[str, Resources] = {}
+        shares: dict[str, float] = {}
         self.shares = shares
 
+        def allocated_of(uid: str) -> Resources:
+            res = allocated.get(uid)
+            if res is None:
+                res = allocated[uid] = session.original_job(uid).allocated
+            return res
+
+        def share_of(uid: str) -> float:
+            found = shares.get(uid)
+            if found is None:
+                if uid not in session.jobs:
+                    return 0.0
+                found = shares[uid] = share(allocated_of(uid), total)
+            return found
+
         def job_order(left: JobInfo, right: JobInfo) -> int:
-            ls, rs = shares.get(left.uid, 0.0), shares.get(right.uid, 0.0)
+            ls, rs = share_of(left.uid), share_of(right.uid)
             if ls == rs:
                 return 0
             return -1 if ls < rs else 1
 
         def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
-            mine = share(allocated[preemptor.job] + preemptor.resreq, total)
+            mine = share(allocated_of(preemptor.job) + preemptor.resreq, total)
             victims = []
             for candidate in candidates:
-                theirs = share(allocated[candidate.job] - candidate.resreq, total)
+                theirs = share(allocated_of(candidate.job) - candidate.resreq, total)
                 if mine < theirs or abs(mine - theirs) <= _SHARE_DELTA:
                     victims.append(candidate)
             return victims
@@ -42,9 +58,9 @@ class DrfPlugin(Plugin):
         def on_change(sign: int) -> Callable[[TaskInfo], None]:
             def handle(task: TaskInfo) -> None:
                 res = (
-                    add(allocated[task.job], task.resreq)
+                    add(allocated_of(task.job), task.resreq)
                     if sign > 0
-                    else subtract(allocated[task.job], task.resreq)
+                    else subtract(allocated_of(task.job), task.resreq)
                 )
                 allocated[task.job] = res
                 shares[task.job] = share(res, total)

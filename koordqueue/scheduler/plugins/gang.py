@@ -51,15 +51,23 @@ class GangPlugin(Plugin):
         )
         session.add_preemptable_fn(self.name, evictable)
         session.add_reclaimable_fn(self.name, evictable)
+        session.add_job_close_condition_fn(self.name, unready_condition)
 
     def on_session_close(self, session: Session) -> None:
-        for job in session.jobs.values():
-            if job.is_ready() or job.uid in session.job_conditions or job.is_pending():
-                continue
-            missing = job.min_available - job.ready_task_num()
-            detail = names.POD_GROUP_NOT_READY.format(
-                histogram=f"{job.status_histogram()}, {job.min_available} minAvailable"
-            )
-            session.job_conditions[job.uid] = names.GANG_UNSCHEDULABLE.format(
-                missing=missing, total=len(job.tasks), detail=detail
-            )
+        # jobs the session left quiet get the same condition through its memo
+        for job in session.scan_jobs():
+            message = unready_condition(job, job.uid in session.job_conditions)
+            if message is not None:
+                session.job_conditions[job.uid] = message
+
+
+def unready_condition(job: JobInfo, has_condition: bool) -> str | None:
+    """Why an enqueued job is not ready (minAvailable not reached), unless it already has a
+    condition; None for a ready or Pending job. Depends on the job alone."""
+    if job.is_ready() or has_condition or job.is_pending():
+        return None
+    missing = job.min_available - job.ready_task_num()
+    detail = names.POD_GROUP_NOT_READY.format(
+        histogram=f"{job.status_histogram()}, {job.min_available} minAvailable"
+    )
+    return names.GANG_UNSCHEDULABLE.format(missing=missing, total=len(job.tasks), detail=detail)

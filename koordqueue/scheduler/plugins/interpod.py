@@ -20,7 +20,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +76,21 @@ class _Domains:
         self.unique = self.full and count == len(ids)
         self.ext: IntArray = np.where(self.has, ids, count)
         """ids with the missing key mapped to one extra, always-zero slot."""
+
+
+INTER_POD_AFFINITY: Final = "interpodaffinity"
+POD_TOPOLOGY_SPREAD: Final = "podtopologyspread"
+NODE_AFFINITY_TAINTS: Final = "nodeaffinity+tainttoleration"
+POD_COUNTS: Final = "podcounts"
+"""Names the placement features' callback time is reported under (profiled sessions)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def timed(session: Session, feature: str, fn: F) -> F:
+    """`fn`, accumulating its time under `feature` when the session profiles callbacks
+    (the same `PluginTiming` table as plugins; `fn` itself otherwise)."""
+    return session._timed(feature, fn)
 
 
 def plugin_enabled(session: Session, plugin: str, point: ExtensionPoint) -> bool:
@@ -147,7 +162,7 @@ class PodCounts:
                 if task.pod_affinity is not None and _counted(task):
                     self._add_owner(task, node.index, 1)
         session.add_event_handler(
-            "predicates", EventHandler(allocate=self._allocated, deallocate=self._deallocated)
+            POD_COUNTS, EventHandler(allocate=self._allocated, deallocate=self._deallocated)
         )
 
     # --- topology ------------------------------------------------------------------------

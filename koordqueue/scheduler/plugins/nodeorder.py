@@ -21,10 +21,14 @@ from koordqueue.scheduler.framework.placement import (
 )
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.plugins.interpod import (
+    INTER_POD_AFFINITY,
+    NODE_AFFINITY_TAINTS,
+    POD_TOPOLOGY_SPREAD,
     InterPodAffinity,
     PodTopologySpread,
     plugin_enabled,
     pod_counts,
+    timed,
 )
 from koordqueue.scheduler.plugins.predicates import spread_inclusion, term_matches, tolerates
 
@@ -229,8 +233,8 @@ class NodeOrderPlugin(Plugin):
                     vectors[key] = total
                 return vectors[key]
 
-            static: StaticVector | None = static_vector
-            makers.append(multi_level)
+            static: StaticVector | None = timed(session, NODE_AFFINITY_TAINTS, static_vector)
+            makers.append(timed(session, NODE_AFFINITY_TAINTS, multi_level))
         else:
             static = None
         pod_affinity_w = self.arguments.get_float(POD_AFFINITY_WEIGHT, 2.0)
@@ -252,9 +256,9 @@ class NodeOrderPlugin(Plugin):
                     out = ipa.normalize(raw_scores, eff > _NEG_INF)
                     return None if out is None else out * pod_affinity_w
 
-                return score
+                return timed(session, INTER_POD_AFFINITY, score)
 
-            makers.append(inter_pod)
+            makers.append(timed(session, INTER_POD_AFFINITY, inter_pod))
         if spread_w and counts is not None:
             pts = PodTopologySpread(counts, spread_inclusion(nodes))
 
@@ -266,7 +270,7 @@ class NodeOrderPlugin(Plugin):
                     out = pts.score(task, eff > _NEG_INF)
                     return None if out is None else out * spread_w
 
-                return score
+                return timed(session, POD_TOPOLOGY_SPREAD, score)
 
             makers.append(spread)
         if not makers:

@@ -22,17 +22,24 @@ class OvercommitPlugin(Plugin):
         factor = self.arguments.get_float("overcommit-factor", names.OVERCOMMIT_FACTOR_DEFAULT)
         if factor < 1.0:
             factor = names.OVERCOMMIT_FACTOR_DEFAULT
-        used = sum_resources(n.used for n in session.node_list)
+        used = session.nodes_used()
         idle = scale(session.total_resource, factor) - used
         inqueue: list[Resources] = []
         zero_dims: dict[str, int] = {}
-        for job in session.jobs.values():
-            if job.phase is not PodGroupPhase.INQUEUE:
-                continue
-            if job.min_resources is None:  # contributes 0 on each dimension it holds
-                zero_dims.update(dict.fromkeys(job.allocated_amounts(), 0))
-            else:
-                inqueue.append((job.min_request() - job.allocated).clamp_nonnegative())
+        sums = session.queue_sums()
+        if sums is not None:  # the cache's per-queue sums over every Inqueue job
+            for name, queue_sums in sums.items():
+                if name in session.queues:
+                    inqueue.append(queue_sums.overcommit_inqueue.resources())
+                    zero_dims.update(dict.fromkeys(queue_sums.overcommit_dims.counts, 0))
+        else:
+            for job in session.jobs.values():
+                if job.phase is not PodGroupPhase.INQUEUE:
+                    continue
+                if job.min_resources is None:  # contributes 0 on each dimension it holds
+                    zero_dims.update(dict.fromkeys(job.allocated_amounts(), 0))
+                else:
+                    inqueue.append((job.min_request() - job.allocated).clamp_nonnegative())
         inqueue.append(Resources(zero_dims))
         state = {"inqueue": sum_resources(inqueue)}
 

@@ -3,6 +3,7 @@ and give back what they hold beyond their deserved share (SPEC 3.6)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -19,6 +20,7 @@ from koordqueue.scheduler.api.resource import (
     subtract,
     sum_resources,
 )
+from koordqueue.scheduler.framework.indexed import QueueSums
 from koordqueue.scheduler.framework.interface import Plugin, Vote
 from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.plugins.queue_accounting import elastic, flat_capability, inqueue
@@ -92,43 +94,11 @@ class ProportionPlugin(Plugin):
     def on_session_open(self, session: Session) -> None:
         total = session.total_resource
         total_guarantee = sum_resources(q.guarantee for q in session.queues.values())
-        attrs: dict[str, QueueAttr] = {}
-        allocated_acc: dict[str, dict[str, int]] = {}
-        request_acc: dict[str, dict[str, int]] = {}
-        elastic_acc: dict[str, dict[str, int]] = {}
-        for job in session.jobs.values():
-            queue = session.queues[job.queue]
-            attr = attrs.get(queue.name)
-            if attr is None:
-                real = (total - total_guarantee).clamp_nonnegative() + queue.guarantee
-                cap = flat_capability(queue.capability)
-                if cap is not None:
-                    real = min_dims(real, cap)
-                attr = attrs[queue.name] = QueueAttr(
-                    queue.name, queue.weight, real, queue.guarantee
-                )
-            # one accumulator per queue: the job keeps its allocated sum, only its pending
-            # tasks are added one by one
-            acc_allocated = allocated_acc.setdefault(queue.name, {})
-            acc_request = request_acc.setdefault(queue.name, {})
-            for name, amount in job.allocated_amounts().items():
-                acc_allocated[name] = acc_allocated.get(name, 0) + amount
-                acc_request[name] = acc_request.get(name, 0) + amount
-            for t in job.task_status_index.get(TaskStatus.PENDING, {}).values():
-                for name, amount in t.resreq.items():
-                    acc_request[name] = acc_request.get(name, 0) + amount
-            if job.min_resources is not None:
-                attr.inqueue = attr.inqueue + inqueue(job)
-                attr.elastic = attr.elastic + elastic(job)
-            else:  # no minResources: nothing reserved, all of the allocation is elastic
-                acc_elastic = elastic_acc.setdefault(queue.name, {})
-                for name, amount in job.allocated_amounts().items():
-                    acc_elastic[name] = acc_elastic.get(name, 0) + max(amount, 0)
-        for name, attr in attrs.items():
-            attr.request = Resources(request_acc.get(name, {}))
-            attr.allocated = Resources(allocated_acc.get(name, {}))
-            if name in elastic_acc:
-                attr.elastic = attr.elastic + Resources(elastic_acc[name])
+        sums = session.queue_sums()
+        if sums is not None:
+            attrs = self._attrs_from_sums(session, sums, total, total_guarantee)
+        else:
+            attrs = self._attrs_from_jobs(session, total, total_guarantee)
         water_fill(list(attrs.values()), total)
         self.attrs = attrs
 
@@ -207,3 +177,72 @@ class ProportionPlugin(Plugin):
         session.add_job_enqueueable_fn(self.name, enqueueable)
         session.add_job_enqueued_fn(self.name, enqueued)
         session.add_event_handler(self.name, EventHandler(on_allocate, on_deallocate))
+
+    @staticmethod
+    def _attr(queue: QueueInfo, total: Resources, total_guarantee: Resources) -> QueueAttr:
+        real = (total - total_guarantee).clamp_nonnegative() + queue.guarantee
+        cap = flat_capability(queue.capability)
+        if cap is not None:
+            real = min_dims(real, cap)
+        return QueueAttr(queue.name, queue.weight, real, queue.guarantee)
+
+    @classmethod
+    def _attrs_from_sums(
+        cls,
+        session: Session,
+        sums: Mapping[str, QueueSums],
+        total: Resources,
+        total_guarantee: Resources,
+    ) -> dict[str, QueueAttr]:
+        """The same per-queue amounts, from the cache's sums over every job (kept job by
+        job) instead of a walk over the jobs."""
+        attrs: dict[str, QueueAttr] = {}
+        for name, queue_sums in sums.items():
+            queue = session.queues.get(name)
+            if queue is None or not queue_sums.jobs:
+                continue
+            attr = attrs[name] = cls._attr(queue, total, total_guarantee)
+            attr.request = queue_sums.request.resources()
+            attr.allocated = queue_sums.allocated.resources()
+            attr.inqueue = queue_sums.min_inqueue.resources()
+            attr.elastic = queue_sums.min_elastic.resources()
+            if queue_sums.no_min_jobs:
+                attr.elastic = attr.elastic + queue_sums.no_min_elastic.resources()
+        return attrs
+
+    @classmethod
+    def _attrs_from_jobs(
+        cls, session: Session, total: Resources, total_guarantee: Resources
+    ) -> dict[str, QueueAttr]:
+        attrs: dict[str, QueueAttr] = {}
+        allocated_acc: dict[str, dict[str, int]] = {}
+        request_acc: dict[str, dict[str, int]] = {}
+        elastic_acc: dict[str, dict[str, int]] = {}
+        for job in session.jobs.values():
+            queue = session.queues[job.queue]
+            attr = attrs.get(queue.name)
+            if attr is None:
+                attr = attrs[queue.name] = cls._attr(queue, total, total_guarantee)
+            # one accumulator per queue: the job keeps its allocated sum, only its pending
+            # tasks are added one by one
+            acc_allocated = allocated_acc.setdefault(queue.name, {})
+            acc_request = request_acc.setdefault(queue.name, {})
+            for name, amount in job.allocated_amounts().items():
+                acc_allocated[name] = acc_allocated.get(name, 0) + amount
+                acc_request[name] = acc_request.get(name, 0) + amount
+            for t in job.task_status_index.get(TaskStatus.PENDING, {}).values():
+                for name, amount in t.resreq.items():
+                    acc_request[name] = acc_request.get(name, 0) + amount
+            if job.min_resources is not None:
+                attr.inqueue = attr.inqueue + inqueue(job)
+                attr.elastic = attr.elastic + elastic(job)
+            else:  # no minResources: nothing reserved, all of the allocation is elastic
+                acc_elastic = elastic_acc.setdefault(queue.name, {})
+                for name, amount in job.allocated_amounts().items():
+                    acc_elastic[name] = acc_elastic.get(name, 0) + max(amount, 0)
+        for name, attr in attrs.items():
+            attr.request = Resources(request_acc.get(name, {}))
+            attr.allocated = Resources(allocated_acc.get(name, {}))
+            if name in elastic_acc:
+                attr.elastic = attr.elastic + Resources(elastic_acc[name])
+        return attrs
