@@ -257,7 +257,7 @@ def churn_stream(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     return ops
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(churn_stream())
 def test_incremental_rounds_match_the_full_scan_under_release_churn(
     ops: list[tuple[Any, ...]],
@@ -285,7 +285,7 @@ def busy_stream(draw: st.DrawFn) -> list[tuple[Any, ...]]:
     return ops
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(busy_stream())
 def test_incremental_rounds_match_the_full_scan_with_a_parked_backlog(
     ops: list[tuple[Any, ...]],
