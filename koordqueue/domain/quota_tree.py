@@ -116,10 +116,6 @@ class _Layout:
             (guard + limits.get(name, unlimited)) << shift for name, shift in self.shifts.items()
         )
 
-    def headroom(self, free: int, resource: str) -> int:
-        """limit − used of one limited resource, read from a `free` field."""
-        return ((free >> self.shifts[resource]) & self.mask) - self.guard
-
 
 class _Node:
     """One live quota's CheckUsage state in the current layout (mutated in place)."""
@@ -471,15 +467,18 @@ class QuotaTree:
     def _decide(
         self, unit: str, quota: str, request: Resources, chain: _Chain, packed: int
     ) -> Decision:
-        """The packed check of every level; the plain walk where it finds no room."""
+        """The packed check of every level; the plain walk from the level where it finds no
+        room (the levels below it have room: the packed check is exact when it passes)."""
+        start = 0
         if not chain.has_empty:
             guard = self._layout.guard_mask
             for node in chain.nodes:
                 if (node.free - packed) & guard != guard:
                     break
+                start += 1
             else:
                 return self._outcome(unit, quota, chain)
-        return self._walk_check(unit, quota, request._amounts, chain)
+        return self._walk_check(unit, quota, request._amounts, chain, start)
 
     def _outcome(self, unit: str, quota: str, chain: _Chain) -> Decision:
         """The decision once every level of the intact part of `chain` has room."""
@@ -490,11 +489,17 @@ class QuotaTree:
             return QuotaMissing(unit, broken_at, (*chain.path, broken_at))
         return Admitted(unit, quota, chain.path)
 
-    def _walk_check(self, unit: str, quota: str, req: Mapping[str, int], chain: _Chain) -> Decision:
-        """Koord-Queue's walk, level by level and in each max's resource order: where the
-        packed check found no room (or a level has an empty max), this names who refused."""
+    def _walk_check(
+        self, unit: str, quota: str, req: Mapping[str, int], chain: _Chain, start: int = 0
+    ) -> Decision:
+        """Koord-Queue's walk, level by level (from level `start`) and in each max's resource
+        order: where the packed check found no room, or a level has an empty max, this names
+        who refused."""
         layout = self._layout
-        for node in chain.nodes:
+        shifts, mask, guard = layout.shifts, layout.mask, layout.guard
+        nodes = chain.nodes
+        for level in range(start, len(nodes)):
+            node = nodes[level]
             limits = node.limits
             if not limits:
                 if req:
@@ -502,7 +507,8 @@ class QuotaTree:
                 continue
             free = node.free
             for res, _ in limits:
-                if layout.headroom(free, res) < req.get(res, 0):
+                # limit − used of `res`, read from its field of `free`
+                if ((free >> shifts[res]) & mask) - guard < req.get(res, 0):
                     return QuotaExceeded(unit, node.name, res, chain.path)
         return self._outcome(unit, quota, chain)
 
