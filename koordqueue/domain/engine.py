@@ -938,12 +938,14 @@ class AdmissionEngine:
         if len(tried) == len(ordered):
             result.waiting[queue.name] = still_waiting
             return tried
-        if tried:
+        count = len(tried)
+        if usage is not None and all(u.uid in tried for u in ordered[:count]):
+            # the tried units lead the queue (a Block head): slice instead of filtering
+            untried = list(enumerate(ordered[count:], count))
+            waiting = still_waiting + ordered[count:]
+        else:
             untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
             waiting = still_waiting + [u for _, u in untried]
-        else:
-            untried = list(enumerate(ordered))
-            waiting = list(ordered)
         result.waiting[queue.name] = waiting
         outcomes.extend(policy.skipped(untried, waiting))
         return tried
