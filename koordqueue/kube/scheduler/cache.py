@@ -25,6 +25,7 @@ import structlog
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.framework.indexed import IndexedSnapshot, SnapshotIndex, placed
 from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opted_in
 
 log = structlog.get_logger(__name__)
@@ -108,12 +109,22 @@ class _Derived:
     """
 
     __slots__ = (
-        "candidates", "groups", "job_pods", "jobs", "no_opt_in", "nodes", "pods", "queues",
-        "reserved",
+        "bases", "candidates", "groups", "index", "job_pods", "jobs", "no_opt_in", "node_list",
+        "nodes", "ours_on", "pods", "positions", "queues", "reserved",
     )
 
     def __init__(self) -> None:
         self.nodes: dict[str, NodeInfo] = {}
+        """Ready nodes, each accounting other schedulers' pods and our jobs' placed tasks."""
+        self.node_list: list[NodeInfo] | None = None
+        """`nodes` sorted by name; None when a node came or went since it was sorted."""
+        self.positions: dict[str, int] = {}
+        """Node name -> its position in `node_list`."""
+        self.bases: dict[str, tuple[str, NodeInfo]] = {}
+        """Node name -> (resourceVersion, converted node without tasks)."""
+        self.ours_on: dict[str, dict[str, TaskInfo]] = {}
+        """Node name -> our jobs' placed tasks on it (the jobs' own task objects)."""
+        self.index = SnapshotIndex()
         self.jobs: dict[str, JobInfo] = {}
         """Job key ("pod:<uid>" for a standalone pod, "<ns>/<name>" of a PodGroup) -> job."""
         self.job_pods: dict[str, list[str]] = {}
@@ -135,6 +146,13 @@ def _job_key(key: str, pod: Mapping[str, Any]) -> str:
 
 
 STANDALONE_KEY = "pod:"
+
+
+def add_ours(node: NodeInfo, tasks: Iterable[TaskInfo]) -> None:
+    """Account our jobs' placed tasks on `node` in the order a session adds them (jobs by
+    uid, each job's tasks in its order) after the node's other pods."""
+    for task in sorted(tasks, key=lambda t: t.job):  # stable: a job's own order is kept
+        node.add_task(task)
 
 
 class SchedulerCache:
@@ -339,10 +357,14 @@ class SchedulerCache:
                 return self._built
             self._refresh()
             d = self._derived
+            if d.node_list is None:
+                order = sorted(d.nodes)
+                d.node_list = [d.nodes[name] for name in order]
+                d.positions = {name: i for i, name in enumerate(order)}
             built = Built(
-                ClusterSnapshot(
-                    nodes=list(d.nodes.values()), jobs=list(d.jobs.values()),
-                    queues=list(d.queues.values()),
+                IndexedSnapshot(
+                    nodes=list(d.node_list), jobs=list(d.jobs.values()),
+                    queues=list(d.queues.values()), index=d.index,
                 ),
                 pods=d.pods,
                 groups=dict(d.groups),
@@ -373,34 +395,61 @@ class SchedulerCache:
                 d.queues.pop(name, None)
             else:
                 d.queues[name] = convert.queue_info(raw)
-        for name in dirty[CachedKind.NODE]:
-            self._refresh_node(name)
-        # a PodGroup change is a change of its job
+        # a PodGroup change is a change of its job; a job's placed tasks change their nodes
         job_keys = dirty[CachedKind.POD] | dirty[CachedKind.POD_GROUP]
+        nodes = dirty[CachedKind.NODE]
         for key in job_keys:
-            self._drop_job(key)
+            self._drop_job(key, nodes)
         for key in job_keys:
-            self._make_job(key)
+            self._make_job(key, nodes)
+        for name in nodes:
+            self._refresh_node(name)
         for kind in CachedKind:
             dirty[kind] = set()
 
     def _refresh_node(self, name: str) -> None:
+        """Make the node anew (never mutate it: an earlier snapshot may still hold it)."""
         d = self._derived
         raw = self._objs[CachedKind.NODE].get(name)
         if raw is None or not convert.node_ready(raw):
-            d.nodes.pop(name, None)
+            if d.nodes.pop(name, None) is not None:
+                d.node_list = None
+                d.positions.clear()
+                d.index.drop_node(name)
+            if raw is None:
+                d.bases.pop(name, None)
             return
-        node = convert.node_info(raw)
+        version = str(convert.meta(raw).get("resourceVersion", ""))
+        base = _reuse(d.bases, name, version, partial(convert.node_info, raw))
+        d.bases[name] = (version, base)
+        node = base.clone()
         pods = self._objs[CachedKind.POD]
         for uid in self._foreign.get(name, ()):
             task = self._task(pods[uid])
             task.status = TaskStatus.RUNNING
             node.add_task(task)
+        add_ours(node, d.ours_on.get(name, {}).values())
+        listed = d.node_list
+        at = d.positions.get(name) if listed is not None else None
+        if listed is None or at is None:
+            d.node_list = None
+        else:
+            listed[at] = node
         d.nodes[name] = node
+        d.index.put_node(node)
 
-    def _drop_job(self, key: str) -> None:
+    def _drop_job(self, key: str, nodes: set[str]) -> None:
         d = self._derived
-        d.jobs.pop(key, None)
+        job = d.jobs.pop(key, None)
+        if job is not None:
+            d.index.drop_job(job.uid)
+            for task in placed(job):
+                host = task.node_name or ""
+                on = d.ours_on.get(host)
+                if on is not None and on.pop(task.uid, None) is not None:
+                    nodes.add(host)
+                    if not on:
+                        del d.ours_on[host]
         d.groups.pop(key, None)
         for uid in d.job_pods.pop(key, ()):
             d.pods.pop(uid, None)
@@ -408,7 +457,7 @@ class SchedulerCache:
             d.reserved.discard(uid)
             d.no_opt_in.pop(uid, None)
 
-    def _make_job(self, key: str) -> None:
+    def _make_job(self, key: str, nodes: set[str]) -> None:
         d = self._derived
         pods = self._objs[CachedKind.POD]
         if key.startswith(STANDALONE_KEY):
@@ -442,6 +491,10 @@ class SchedulerCache:
                     d.reserved.add(task.uid)
         d.jobs[key] = job
         d.job_pods[key] = uids
+        d.index.put_job(job)
+        for task in placed(job):
+            d.ours_on.setdefault(task.node_name or "", {})[task.uid] = task
+            nodes.add(task.node_name or "")
 
     def _placed(self, pod: Mapping[str, Any]) -> TaskInfo:
         """The pod's task, Binding on its node while a bind we sent is assumed."""
@@ -514,9 +567,19 @@ def full_build(
             elif state is GateState.NONE and opt:
                 reserved.add(task.uid)
     built.gate_without_opt_in.sort()
-    built.snapshot = ClusterSnapshot(
-        nodes=list(nodes.values()), jobs=list(jobs.values()),
-        queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]],
+    index = SnapshotIndex()
+    ours: dict[str, list[TaskInfo]] = {}
+    for job in jobs.values():
+        index.put_job(job)
+        for task in placed(job):
+            ours.setdefault(task.node_name or "", []).append(task)
+    ordered = [nodes[name] for name in sorted(nodes)]
+    for node in ordered:
+        add_ours(node, ours.get(node.name, ()))
+        index.put_node(node)
+    built.snapshot = IndexedSnapshot(
+        nodes=ordered, jobs=list(jobs.values()),
+        queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,
     )
     built.view = GateView(frozenset(candidates), frozenset(reserved))
     return built

@@ -17,7 +17,7 @@ def schedulable_jobs(session: Session) -> list[JobInfo]:
     """
     enqueue_configured = "enqueue" in session.config.actions
     jobs: list[JobInfo] = []
-    for job in session.jobs.values():
+    for job in session.scan_jobs():
         if enqueue_configured and job.is_pending():
             continue
         invalid = session.job_valid(job)

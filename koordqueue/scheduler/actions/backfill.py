@@ -16,7 +16,7 @@ class BackfillAction(Action):
 
     def execute(self, session: Session) -> None:
         enqueue_configured = "enqueue" in session.config.actions
-        for job in list(session.jobs.values()):
+        for job in session.scan_jobs():
             if enqueue_configured and job.is_pending():
                 continue
             # the (pure) validity check only for jobs with best-effort work: most have none

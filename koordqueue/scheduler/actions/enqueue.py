@@ -17,7 +17,7 @@ class EnqueueAction(Action):
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
-        for job in session.jobs.values():
+        for job in session.scan_jobs():
             if not job.is_pending():
                 continue
             queue = session.queues[job.queue]

@@ -51,7 +51,11 @@ def preempt_one(
     queue = session.queues[session.jobs[preemptor.job].queue]
 
     def preemptor_fits(node: NodeInfo) -> bool:
-        return session.allocatable(queue, preemptor) and fits(preemptor.request, node.future_idle)
+        # the session's current node: an eviction may have copied it (copy-on-write)
+        current = session.nodes[node.name]
+        return session.allocatable(queue, preemptor) and fits(
+            preemptor.request, current.future_idle
+        )
 
     for i in session.placement.predicate_nodes(preemptor).tolist():
         node = session.node_list[i]
@@ -90,7 +94,7 @@ class PreemptAction(Action):
         preemptors: dict[str, PriorityQueue[JobInfo]] = {}
         tasks_by_job: dict[str, PriorityQueue[TaskInfo]] = {}
         under_request: dict[str, list[JobInfo]] = {}
-        for job in session.jobs.values():
+        for job in session.scan_jobs():
             if job.is_pending():
                 continue
             invalid = session.job_valid(job)

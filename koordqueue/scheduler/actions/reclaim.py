@@ -29,7 +29,7 @@ class ReclaimAction(Action):
         seen: set[str] = set()
         preemptors: dict[str, PriorityQueue[JobInfo]] = {}
         tasks_by_job: dict[str, PriorityQueue[TaskInfo]] = {}
-        for job in session.jobs.values():
+        for job in session.scan_jobs():
             if job.is_pending():
                 continue
             invalid = session.job_valid(job)
@@ -97,9 +97,11 @@ class ReclaimAction(Action):
                 continue
             ordered = session.victims_queue(victims, task)
             node_statement = Statement(session)
-            while not ordered.empty() and not fits(task.request, node.future_idle):
+            while not ordered.empty() and not fits(
+                task.request, session.nodes[node.name].future_idle
+            ):  # the session's current node: an eviction may have copied it
                 node_statement.evict(ordered.pop(), names.EVICT_RECLAIM)
-            if not fits(task.request, node.future_idle):
+            if not fits(task.request, session.nodes[node.name].future_idle):
                 node_statement.discard()
                 continue
             node_statement.pipeline(task, node)

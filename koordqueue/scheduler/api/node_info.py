@@ -200,5 +200,25 @@ class NodeInfo:
         node._pipelined = {}
         return node
 
+    def copy(self) -> NodeInfo:
+        """A copy with its tasks and accounting (the task objects shared): what a session
+        writes instead of the snapshot's node (copy-on-write)."""
+        node = NodeInfo.__new__(NodeInfo)
+        node.name = self.name
+        node.allocatable = self.allocatable
+        node.labels = self.labels
+        node.taints = self.taints
+        node.unschedulable = self.unschedulable
+        node.ready = self.ready
+        node.index = self.index
+        node.tasks = dict(self.tasks)
+        node.ports = dict(self.ports)
+        node._accounted = dict(self._accounted)
+        node._idle = dict(self._idle)
+        node._used = dict(self._used)
+        node._releasing = dict(self._releasing)
+        node._pipelined = dict(self._pipelined)
+        return node
+
     def __repr__(self) -> str:
         return f"NodeInfo({self.name}, idle={self.idle})"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,6 +26,12 @@ from koordqueue.scheduler.api.queue_info import QueueInfo
 from koordqueue.scheduler.api.resource import sum_resources
 from koordqueue.scheduler.api.task_info import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.config import PluginOption, SchedulerConfig
+from koordqueue.scheduler.framework.indexed import (
+    IndexedSnapshot,
+    QueueSums,
+    SnapshotIndex,
+    may_change,
+)
 from koordqueue.scheduler.framework.interface import (
     ExtensionPoint,
     Plugin,
@@ -82,6 +89,79 @@ class EventHandler:
     deallocate: TaskEventFn | None = None
 
 
+_QUIET_ACTIONS: frozenset[str] = frozenset(
+    {"enqueue", "allocate", "backfill", "preempt", "reclaim"}
+)
+"""Built-in actions: on a job they do not write they only ask job-valid (see `_fill_memo`)."""
+_VALID_ACTIONS: frozenset[str] = frozenset({"allocate", "preempt", "reclaim"})
+"""Actions that record the job-valid message of every job they scan."""
+_QUIET_PLUGINS: frozenset[str] = frozenset(
+    {
+        "priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
+        "nodeorder", "binpack", "capacity",
+    }
+)
+"""Built-in plugins whose job-valid and close answers depend on the job alone."""
+_BUILTIN_PLUGINS = "koordqueue.scheduler.plugins."
+
+
+class JobView(MutableMapping[str, JobInfo]):
+    """The session's jobs over an indexed snapshot: its own copies over the snapshot's
+    shared jobs, without the jobs of queues the session does not know.
+
+    Why a view: copying a mapping of every job in the cluster at open is what made a
+    session grow with the cluster; lookups by uid stay O(1), full iteration (for plugins
+    that want every job) sorts once.
+    """
+
+    __slots__ = ("_base", "_order", "_own", "_queues")
+
+    def __init__(
+        self, base: Mapping[str, JobInfo], queues: Mapping[str, QueueInfo], own: dict[str, JobInfo]
+    ) -> None:
+        self._base = base
+        self._queues = queues
+        self._own = own
+        self._order: list[str] | None = None
+
+    def __getitem__(self, uid: str) -> JobInfo:
+        job = self._own.get(uid)
+        if job is not None:
+            return job
+        job = self._base[uid]
+        if job.queue not in self._queues:
+            raise KeyError(uid)
+        return job
+
+    def get(self, uid: str, default: Any = None) -> Any:
+        job = self._own.get(uid)
+        if job is not None:
+            return job
+        job = self._base.get(uid)
+        return job if job is not None and job.queue in self._queues else default
+
+    def __contains__(self, uid: object) -> bool:
+        return self.get(uid) is not None  # type: ignore[arg-type]
+
+    def __setitem__(self, uid: str, job: JobInfo) -> None:
+        self._own[uid] = job
+
+    def __delitem__(self, uid: str) -> None:
+        raise TypeError("a session never drops a job")
+
+    def _uids(self) -> list[str]:
+        if self._order is None:
+            queues = self._queues
+            self._order = sorted(u for u, j in self._base.items() if j.queue in queues)
+        return self._order
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._uids())
+
+    def __len__(self) -> int:
+        return len(self._uids())
+
+
 class Session:
     """Mutable scheduling state for one cycle plus the plugin callback registry."""
 
@@ -95,46 +175,16 @@ class Session:
         self.warnings: list[str] = []
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
         self.namespace_labels = snapshot.namespace_labels
-        self.jobs: dict[str, JobInfo] = {}
-        self._shared: set[str] = set()
-        """Jobs still the snapshot's own objects (copy-on-write: see `_private`)."""
-        for original in sorted(snapshot.jobs, key=lambda j: j.uid):
-            if original.queue not in self.queues:
-                self.warnings.append(
-                    names.QUEUE_NOT_FOUND_WARNING.format(job=original.uid, queue=original.queue)
-                )
-                continue
-            if _may_change(original):
-                self.jobs[original.uid] = original.clone()
-            else:
-                self.jobs[original.uid] = original
-                self._shared.add(original.uid)
-        self._original_phase = {uid: job.phase for uid, job in self.jobs.items()}
-        ready = sorted((n for n in snapshot.nodes if n.ready), key=lambda n: n.name)
-        self.nodes: dict[str, NodeInfo] = {}
-        job_tasks = {t for job in self.jobs.values() for t in job.tasks}
-        for original_node in ready:
-            node = original_node.clone()
-            self.nodes[node.name] = node
-            for foreign in original_node.tasks.values():
-                if foreign.uid not in job_tasks:
-                    node.add_task(foreign.clone())
-        for job in self.jobs.values():
-            for task in job.tasks.values():
-                if task.status is TaskStatus.PENDING or task.node_name is None:
-                    continue
-                host = self.nodes.get(task.node_name)
-                if host is not None:
-                    host.add_task(task)
-        self.node_list: list[NodeInfo] = list(self.nodes.values())
-        self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
+        self._index: SnapshotIndex | None = (
+            snapshot.index if isinstance(snapshot, IndexedSnapshot) else None
+        )
+        self._own_nodes: set[str] | None = None
+        """Indexed: names of the nodes this session copied (the rest are the snapshot's)."""
         dims: set[str] = set()
-        for node in self.node_list:
-            dims.update(node.allocatable)
-        for job in self.jobs.values():
-            for task in job.tasks.values():
-                dims.update(task.request)
-                dims.update(task.resreq)
+        if self._index is None:
+            self._open_plain(snapshot, dims)
+        else:
+            self._open_indexed(snapshot, self._index, dims)
         self.tensor = NodeTensor(self.node_list, sorted(dims))
         self.placement = PlacementEngine(self.tensor)
 
@@ -156,7 +206,212 @@ class Session:
         self._plugin_time: dict[str, list[float]] = {}
         self.action_durations: dict[str, float] = {}
         self.plugins: dict[str, Plugin] = {}
+        self._close_conditions: list[Callable[[JobInfo, bool], str | None]] = []
         self._open_plugins()
+        self._quiet = self._index is not None and self._quiet_allowed()
+        """Skip jobs the session does not write in its scans (their verdicts are memoised)."""
+        if self._index is not None:
+            if self._quiet:
+                self._fill_memo(self._index)
+                self.job_conditions.update(self._index.memo.valid)
+            else:
+                self._own_all()
+
+    # --- opening ------------------------------------------------------------------------------
+    def _open_plain(self, snapshot: ClusterSnapshot, dims: set[str]) -> None:
+        """Copy jobs that may change and every node, and account every placed task."""
+        jobs: dict[str, JobInfo] = {}
+        self.jobs: MutableMapping[str, JobInfo] = jobs
+        self._shared: set[str] = set()
+        """Jobs still the snapshot's own objects (copy-on-write: see `_private`)."""
+        self._originals: Mapping[str, JobInfo] = {}
+        originals: dict[str, JobInfo] = {}
+        self._originals = originals
+        self._own: dict[str, JobInfo] = {}
+        for original in sorted(snapshot.jobs, key=lambda j: j.uid):
+            if original.queue not in self.queues:
+                self.warnings.append(
+                    names.QUEUE_NOT_FOUND_WARNING.format(job=original.uid, queue=original.queue)
+                )
+                continue
+            originals[original.uid] = original
+            if _may_change(original):
+                jobs[original.uid] = original.clone()
+            else:
+                jobs[original.uid] = original
+                self._shared.add(original.uid)
+        self._original_phase = {uid: job.phase for uid, job in jobs.items()}
+        ready = sorted((n for n in snapshot.nodes if n.ready), key=lambda n: n.name)
+        self.nodes: dict[str, NodeInfo] = {}
+        job_tasks = {t for job in jobs.values() for t in job.tasks}
+        for original_node in ready:
+            node = original_node.clone()
+            self.nodes[node.name] = node
+            for foreign in original_node.tasks.values():
+                if foreign.uid not in job_tasks:
+                    node.add_task(foreign.clone())
+        for job in jobs.values():
+            for task in job.tasks.values():
+                if task.status is TaskStatus.PENDING or task.node_name is None:
+                    continue
+                host = self.nodes.get(task.node_name)
+                if host is not None:
+                    host.add_task(task)
+        self.node_list: list[NodeInfo] = list(self.nodes.values())
+        self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
+        for node in self.node_list:
+            dims.update(node.allocatable)
+        for job in jobs.values():
+            for task in job.tasks.values():
+                dims.update(task.request)
+                dims.update(task.resreq)
+
+    def _open_indexed(
+        self, snapshot: ClusterSnapshot, index: SnapshotIndex, dims: set[str]
+    ) -> None:
+        """Share the snapshot's nodes and quiet jobs (copy-on-write); copy the active jobs.
+
+        The snapshot's nodes already account every placed task of its jobs, so nothing is
+        re-accounted; totals and dimensions come from the index's sums.
+        """
+        queues = self.queues
+        self._shared = set()
+        self._originals = index.jobs
+        own: dict[str, JobInfo] = {}
+        self._own = own
+        self.jobs = JobView(index.jobs, queues, own)
+        self.node_list = list(snapshot.nodes)
+        self.nodes = {n.name: n for n in self.node_list}
+        self._own_nodes = set()
+        missing = sorted(
+            uid for name, sums in index.queues.items() if name not in queues for uid in sums.jobs
+        )
+        for uid in missing:
+            job = index.jobs[uid]
+            self.warnings.append(names.QUEUE_NOT_FOUND_WARNING.format(job=uid, queue=job.queue))
+        for uid in missing:  # their tasks are not the session's: off (copied) nodes
+            for task in index.jobs[uid].tasks.values():
+                if task.status is TaskStatus.PENDING or task.node_name is None:
+                    continue
+                if task.node_name in self.nodes:
+                    self._writable(task.node_name).remove_task(task)
+        for uid in sorted(index.active):
+            job = index.jobs[uid]
+            if job.queue in queues:
+                own[uid] = job.clone()
+        self._original_phase = {uid: job.phase for uid, job in own.items()}
+        self.total_resource = index.allocatable.resources()
+        dims.update(self.total_resource)
+        for name, sums in index.queues.items():
+            if name in queues:
+                dims.update(sums.dims.counts)
+
+    def _own_all(self) -> None:
+        """Indexed but not quiet (a plugin or action outside the built-in set): every job
+        is scanned, as with a plain snapshot; quiet jobs stay shared until written."""
+        for uid in self.jobs:
+            self._original_phase.setdefault(uid, self.jobs[uid].phase)
+
+    def _quiet_allowed(self) -> bool:
+        """Quiet jobs may be skipped only when every plugin and action is a built-in one
+        whose view of a job it does not write depends on that job alone."""
+        if not set(self.config.actions) <= _QUIET_ACTIONS:
+            return False
+        for name, plugin in self.plugins.items():
+            module = type(plugin).__module__
+            if name not in _QUIET_PLUGINS or not module.startswith(_BUILTIN_PLUGINS):
+                return False
+        return True
+
+    def _fill_memo(self, index: SnapshotIndex) -> None:
+        """Work out the verdict of every quiet job the memo lacks (all of them when the
+        configuration or the set of queues changed)."""
+        memo = index.memo
+        key = (self.config, frozenset(self.queues))
+        if memo.key != key:
+            memo.reset(key, index.jobs)
+        scans = bool(_VALID_ACTIONS & set(self.config.actions))
+        own, queues = self._own, self.queues
+        for uid in memo.missing:
+            job = index.jobs.get(uid)
+            if job is None or uid in own or job.queue not in queues:
+                memo.drop(uid)
+                continue
+            valid: str | None = None
+            if scans:
+                invalid = self.job_valid(job)
+                if invalid is not None:
+                    valid = invalid.message
+            closing: str | None = None
+            for fn in self._close_conditions:
+                answer = fn(job, valid is not None or closing is not None)
+                if answer is not None:
+                    closing = answer
+            new = self._phase_of(job, valid is not None or closing is not None)
+            update = (
+                PhaseUpdate(uid, job.namespace, job.name, job.phase, new)
+                if new is not job.phase
+                else None
+            )
+            memo.put(job, valid, closing, update)
+        memo.missing = set()
+
+    def scan_jobs(self) -> list[JobInfo]:
+        """The jobs an action or close hook must visit, by uid: every job, or with an indexed
+        snapshot only the jobs this session may write (active or evicted from); the others'
+        verdicts are memoised (`QuietMemo`)."""
+        if not self._quiet:
+            return list(self.jobs.values())
+        own = self._own
+        return [own[uid] for uid in sorted(own)]
+
+    def original_job(self, uid: str) -> JobInfo:
+        """The snapshot's (unwritten) job: its state when the session opened."""
+        return self._originals[uid]
+
+    def add_job_close_condition_fn(
+        self, plugin: str, fn: Callable[[JobInfo, bool], str | None]
+    ) -> None:
+        """A close hook's per-job condition: (job, has a condition already) -> condition or
+        None. The plugin applies it to `scan_jobs()` at close; the session applies it to
+        quiet jobs through its memo."""
+        self._close_conditions.append(fn)
+
+    def nodes_used(self) -> Resources:
+        """Sum of every node's used resources (from the index when no node was copied)."""
+        if self._index is not None and not self._own_nodes:
+            return self._index.used.resources()
+        return sum_resources(n.accounting()[1] for n in self.node_list)
+
+    def queue_sums(self) -> Mapping[str, QueueSums] | None:
+        """The index's per-queue sums over every job (None with a plain snapshot)."""
+        return self._index.queues if self._index is not None else None
+
+    def _writable(self, name: str) -> NodeInfo:
+        """The session's own copy of node `name` (copy-on-write), with this session's copies
+        of its jobs' tasks swapped in."""
+        node = self.nodes[name]
+        own_nodes = self._own_nodes
+        if own_nodes is None or name in own_nodes:
+            return node
+        own_nodes.add(name)
+        copy = node.copy()
+        own = self._own
+        for uid, task in copy.tasks.items():
+            job = own.get(task.job)
+            if job is not None:
+                mine = job.tasks.get(uid)
+                if mine is not None and mine is not task:
+                    copy.tasks[uid] = mine  # same uid and request: accounting unchanged
+        self.nodes[name] = copy
+        i = node.index
+        tensor: NodeTensor | None = getattr(self, "tensor", None)
+        if tensor is not None and 0 <= i < len(self.node_list) and self.node_list[i] is node:
+            self.node_list[i] = copy
+            tensor.nodes[i] = copy
+        else:  # before the tensor numbered the nodes
+            self.node_list[self.node_list.index(node)] = copy
+        return copy
 
     # --- plugin lifecycle -------------------------------------------------------------------
     def _open_plugins(self) -> None:
@@ -173,6 +428,13 @@ class Session:
 
     def close(self) -> SessionResult:
         """Run the plugins' close hooks and render the decisions."""
+        if self._quiet and self._index is not None:
+            # close-hook conditions of the jobs left quiet (memoised; the hooks visit only
+            # `scan_jobs()`)
+            own = self._own
+            for uid, message in self._index.memo.closing.items():
+                if uid not in own:
+                    self.job_conditions[uid] = message
         for name, plugin in self.plugins.items():
             start = time.perf_counter()
             plugin.on_session_close(self)
@@ -582,6 +844,7 @@ class Session:
 
     def allocate_task(self, task: TaskInfo, node: NodeInfo) -> None:
         """Task takes idle resources on node (Allocated)."""
+        node = self._writable(node.name)
         self.jobs[task.job].update_task_status(task, TaskStatus.ALLOCATED)
         node.add_task(task)
         self.tensor.refresh(node, task.resreq)
@@ -590,6 +853,7 @@ class Session:
 
     def pipeline_task(self, task: TaskInfo, node: NodeInfo) -> None:
         """Task reserves future-idle resources on node (Pipelined)."""
+        node = self._writable(node.name)
         self.jobs[task.job].update_task_status(task, TaskStatus.PIPELINED)
         node.add_task(task)
         self.tensor.refresh(node)
@@ -598,7 +862,7 @@ class Session:
 
     def unallocate_task(self, task: TaskInfo) -> None:
         """Undo allocate/pipeline: back to Pending, resources returned."""
-        node = self.nodes[task.node_name or ""]
+        node = self._writable(task.node_name or "")
         node.remove_task(task)
         self.jobs[task.job].update_task_status(task, TaskStatus.PENDING)
         task.node_name = None
@@ -610,25 +874,40 @@ class Session:
 
         Why: jobs with nothing to place (no pending, allocated or pipelined task, already
         enqueued) are not cloned at open; only eviction writes them, so the job is copied
-        then and its tasks swapped in on their nodes. A caller may still hold the shared
-        task (a victim list): it is resolved by uid.
+        then and its tasks swapped in on the nodes the session already copied (the others
+        swap them in when copied). A caller may still hold the shared task (a victim list):
+        it is resolved by uid.
         """
         uid = task.job
-        if uid in self._shared:
+        if self._index is not None:
+            if uid not in self._own and uid in self.jobs:
+                original = self.jobs[uid]
+                job = self._own[uid] = original.clone()
+                self._original_phase.setdefault(uid, original.phase)
+                self._swap_in(job)
+        elif uid in self._shared:
             self._shared.discard(uid)
             job = self.jobs[uid].clone()
             self.jobs[uid] = job
-            for copy in job.tasks.values():
-                node = self.nodes.get(copy.node_name or "")
-                if node is not None and copy.uid in node.tasks:
-                    node.tasks[copy.uid] = copy
+            self._swap_in(job)
         owner = self.jobs.get(uid)
         return owner.tasks.get(task.uid, task) if owner is not None else task
+
+    def _swap_in(self, job: JobInfo) -> None:
+        """Put a newly copied job's tasks on the session's own nodes in place of the old."""
+        own_nodes = self._own_nodes
+        for copy in job.tasks.values():
+            name = copy.node_name or ""
+            if own_nodes is not None and name not in own_nodes:
+                continue
+            node = self.nodes.get(name)
+            if node is not None and copy.uid in node.tasks:
+                node.tasks[copy.uid] = copy
 
     def evict_task(self, task: TaskInfo) -> None:
         """Task becomes Releasing: its resources turn into future idle."""
         task = self._private(task)
-        node = self.nodes[task.node_name or ""]
+        node = self._writable(task.node_name or "")
         self.jobs[task.job].update_task_status(task, TaskStatus.RELEASING)
         node.update_task(task)
         self.tensor.refresh(node)
@@ -637,7 +916,7 @@ class Session:
     def unevict_task(self, task: TaskInfo, previous: TaskStatus) -> None:
         """Undo evict: restore the previous status."""
         task = self._private(task)
-        node = self.nodes[task.node_name or ""]
+        node = self._writable(task.node_name or "")
         self.jobs[task.job].update_task_status(task, previous)
         node.update_task(task)
         self.tensor.refresh(node)
@@ -662,9 +941,12 @@ class Session:
 
     # --- results -----------------------------------------------------------------------------
     def _phase(self, job: JobInfo) -> PodGroupPhase:
+        return self._phase_of(job, job.uid in self.job_conditions)
+
+    @staticmethod
+    def _phase_of(job: JobInfo, unschedulable: bool) -> PodGroupPhase:
         if job.tasks and job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED) == len(job.tasks):
             return PodGroupPhase.COMPLETED
-        unschedulable = job.uid in self.job_conditions
         if unschedulable and job.count(TaskStatus.RUNNING):
             return PodGroupPhase.UNKNOWN
         allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
@@ -678,7 +960,7 @@ class Session:
         updates: list[PhaseUpdate] = []
         reservations: list[Reservation] = []
         fit_errors: dict[str, FitErrors] = {}
-        for job in self.jobs.values():
+        for job in self.scan_jobs():
             new = self._phase(job)
             old = self._original_phase[job.uid]
             if new is not old:
@@ -694,6 +976,8 @@ class Session:
                 errors = self.fit_errors.get(task.uid)
                 if errors is not None:
                     fit_errors[task.uid] = errors
+        if self._quiet and self._index is not None:
+            updates = self._with_quiet_updates(updates)
         timings = {
             name: PluginTiming(acc[0], acc[1], acc[2]) for name, acc in self._plugin_time.items()
         }
@@ -710,17 +994,27 @@ class Session:
             plugin_durations=timings,
         )
 
+    def _with_quiet_updates(self, scanned: list[PhaseUpdate]) -> list[PhaseUpdate]:
+        """The memoised phase updates of the jobs left quiet merged, by uid, with the scanned
+        jobs' ones (copied lists; a handful of bisections instead of a walk over all)."""
+        assert self._index is not None
+        memo = self._index.memo
+        order = list(memo.order)
+        updates = list(memo.updates)
+        for uid in self._own:  # written this session: its own update (below) counts
+            i = bisect_left(order, uid)
+            if i < len(order) and order[i] == uid:
+                del order[i]
+                del updates[i]
+        for update in scanned:
+            i = bisect_left(order, update.job)
+            order.insert(i, update.job)
+            updates.insert(i, update)
+        return updates
 
-def _may_change(job: JobInfo) -> bool:
-    """Can a session write this job other than by evicting its tasks (place, pipeline, bind
-    or enqueue it)? Such jobs are copied at open; the rest are shared until evicted from."""
-    index = job.task_status_index
-    return (
-        job.phase is PodGroupPhase.PENDING
-        or bool(index.get(TaskStatus.PENDING))
-        or bool(index.get(TaskStatus.ALLOCATED))
-        or bool(index.get(TaskStatus.PIPELINED))
-    )
+
+_may_change = may_change
+"""Which jobs a session copies at open (a module attribute: tests swap it to copy all)."""
 
 
 def open_session(

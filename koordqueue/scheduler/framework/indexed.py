@@ -1,0 +1,324 @@
+"""A snapshot a cache keeps up to date, with the aggregates a session opens from.
+
+Why: a session that clones every node, re-accounts every bound task and visits every job
+costs O(cluster) even when ten pods are new. An `IndexedSnapshot` promises that its nodes
+already account every placed task of its jobs (the very same task objects) and carries a
+`SnapshotIndex`: jobs by uid, the jobs a session may write (`active`), and per-queue and
+per-cluster sums kept incrementally, job by job and node by node, so they always equal a sum
+from scratch (dimension names included: a zero amount is kept while anything holds it).
+The session then shares nodes and quiet jobs copy-on-write and opens its plugins from the
+sums (kube-scheduler's UpdateSnapshot idea). `QuietMemo` keeps, across sessions, what a
+session concludes about a job it does not write (its condition and phase update).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
+from koordqueue.scheduler.api.node_info import NodeInfo
+from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
+from koordqueue.scheduler.framework.result import ClusterSnapshot, PhaseUpdate
+
+
+class KeyedSum:
+    """Per-dimension sums that also count how many contributions name each dimension, so
+    removing a contribution leaves exactly what summing the rest from scratch would give
+    (a dimension disappears when nothing names it any more)."""
+
+    __slots__ = ("amounts", "counts")
+
+    def __init__(self) -> None:
+        self.amounts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, items: Mapping[str, int], sign: int = 1) -> None:
+        amounts, counts = self.amounts, self.counts
+        for name, amount in items.items():
+            left = counts.get(name, 0) + sign
+            if left:
+                counts[name] = left
+                amounts[name] = amounts.get(name, 0) + sign * amount
+            else:
+                del counts[name]
+                del amounts[name]
+
+    def resources(self) -> Resources:
+        return Resources(self.amounts)
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+
+def may_change(job: JobInfo) -> bool:
+    """Can a session write this job other than by evicting its tasks (place, pipeline, bind
+    or enqueue it)? Such jobs are copied at open; the rest are shared until evicted from."""
+    index = job.task_status_index
+    return (
+        job.phase is PodGroupPhase.PENDING
+        or bool(index.get(TaskStatus.PENDING))
+        or bool(index.get(TaskStatus.ALLOCATED))
+        or bool(index.get(TaskStatus.PIPELINED))
+    )
+
+
+@dataclass(slots=True)
+class JobShare:
+    """What one job adds to its queue's sums (kept to take exactly that away again)."""
+
+    uid: str
+    queue: str
+    allocated: dict[str, int]
+    request: dict[str, int]
+    dims: dict[str, int]
+    """Dimension names its tasks request (value 0: only the names count)."""
+    no_min_elastic: dict[str, int] | None
+    """Jobs without minResources: allocated, each amount at least 0 (proportion's elastic)."""
+    min_inqueue: Resources | None
+    min_elastic: Resources | None
+    overcommit_inqueue: Resources | None
+    """Inqueue jobs with minResources: minResources not covered by the allocation."""
+    overcommit_dims: dict[str, int] | None
+    """Inqueue jobs without minResources: their allocated dimensions at 0."""
+
+    @staticmethod
+    def of(job: JobInfo) -> JobShare:
+        # imported here: the plugins package imports the session, which imports this module
+        from koordqueue.scheduler.plugins.queue_accounting import elastic, inqueue
+
+        allocated = dict(job.allocated_amounts())
+        request = dict(allocated)
+        dims: dict[str, int] = {}
+        for task in job.tasks.values():
+            dims.update(dict.fromkeys(task.request, 0))
+            dims.update(dict.fromkeys(task.resreq, 0))
+            if task.status is TaskStatus.PENDING:
+                for name, amount in task.resreq.items():
+                    request[name] = request.get(name, 0) + amount
+        has_min = job.min_resources is not None
+        inqueue_phase = job.phase is PodGroupPhase.INQUEUE
+        return JobShare(
+            job.uid,
+            job.queue,
+            allocated,
+            request,
+            dims,
+            None if has_min else {k: max(v, 0) for k, v in allocated.items()},
+            inqueue(job) if has_min else None,
+            elastic(job) if has_min else None,
+            (job.min_request() - job.allocated).clamp_nonnegative()
+            if has_min and inqueue_phase
+            else None,
+            dict.fromkeys(allocated, 0) if inqueue_phase and not has_min else None,
+        )
+
+
+@dataclass(slots=True)
+class QueueSums:
+    """Sums over a queue's jobs, as proportion and overcommit compute them at open."""
+
+    jobs: set[str] = field(default_factory=set)
+    allocated: KeyedSum = field(default_factory=KeyedSum)
+    request: KeyedSum = field(default_factory=KeyedSum)
+    dims: KeyedSum = field(default_factory=KeyedSum)
+    no_min_elastic: KeyedSum = field(default_factory=KeyedSum)
+    no_min_jobs: int = 0
+    min_inqueue: KeyedSum = field(default_factory=KeyedSum)
+    min_elastic: KeyedSum = field(default_factory=KeyedSum)
+    overcommit_inqueue: KeyedSum = field(default_factory=KeyedSum)
+    overcommit_dims: KeyedSum = field(default_factory=KeyedSum)
+
+    def apply(self, share: JobShare, sign: int) -> None:
+        if sign > 0:
+            self.jobs.add(share.uid)
+        else:
+            self.jobs.discard(share.uid)
+        self.allocated.add(share.allocated, sign)
+        self.request.add(share.request, sign)
+        self.dims.add(share.dims, sign)
+        if share.no_min_elastic is not None:
+            self.no_min_elastic.add(share.no_min_elastic, sign)
+            self.no_min_jobs += sign
+        if share.min_inqueue is not None:
+            self.min_inqueue.add(share.min_inqueue, sign)
+        if share.min_elastic is not None:
+            self.min_elastic.add(share.min_elastic, sign)
+        if share.overcommit_inqueue is not None:
+            self.overcommit_inqueue.add(share.overcommit_inqueue, sign)
+        if share.overcommit_dims is not None:
+            self.overcommit_dims.add(share.overcommit_dims, sign)
+
+
+class QuietMemo:
+    """What sessions concluded about jobs they did not write, kept while job and config stay.
+
+    A quiet job (nothing to place, not Pending) is only read by a session: its job-valid
+    message, its close-hook condition and its phase update depend on the job alone (for the
+    built-in plugins and actions), so they are worked out once per job object and reused.
+    `missing` holds the uids whose verdict must be (re)computed; the cache adds a uid
+    whenever it remakes that job.
+    """
+
+    __slots__ = ("closing", "key", "missing", "order", "updates", "valid", "verdicts")
+
+    def __init__(self) -> None:
+        self.key: object = None
+        self.verdicts: dict[str, JobInfo] = {}
+        """uid -> the job object the verdict is for."""
+        self.valid: dict[str, str] = {}
+        """uid -> job-valid message (set while the actions scan jobs)."""
+        self.closing: dict[str, str] = {}
+        """uid -> condition set by a close hook."""
+        self.order: list[str] = []
+        """uids with a phase update, sorted."""
+        self.updates: list[PhaseUpdate] = []
+        """Their phase updates, in the same order."""
+        self.missing: set[str] = set()
+
+    def drop(self, uid: str) -> None:
+        if self.verdicts.pop(uid, None) is None:
+            return
+        self.valid.pop(uid, None)
+        self.closing.pop(uid, None)
+        i = bisect_left(self.order, uid)
+        if i < len(self.order) and self.order[i] == uid:
+            del self.order[i]
+            del self.updates[i]
+
+    def put(
+        self, job: JobInfo, valid: str | None, closing: str | None, update: PhaseUpdate | None
+    ) -> None:
+        uid = job.uid
+        self.drop(uid)
+        self.verdicts[uid] = job
+        if valid is not None:
+            self.valid[uid] = valid
+        if closing is not None:
+            self.closing[uid] = closing
+        if update is not None:
+            i = bisect_left(self.order, uid)
+            self.order.insert(i, uid)
+            self.updates.insert(i, update)
+
+    def reset(self, key: object, uids: Iterable[str]) -> None:
+        self.key = key
+        self.verdicts.clear()
+        self.valid.clear()
+        self.closing.clear()
+        self.order.clear()
+        self.updates.clear()
+        self.missing = set(uids)
+
+
+class SnapshotIndex:
+    """Jobs by uid, the active ones, per-queue sums and cluster totals, kept by a cache.
+
+    The cache calls `put_job`/`drop_job` for every job it (re)makes and `put_node`/
+    `drop_node` for every ready node it replaces; nothing here walks the cluster.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobInfo] = {}
+        self.active: set[str] = set()
+        self.queues: dict[str, QueueSums] = {}
+        self.allocatable = KeyedSum()
+        self.used = KeyedSum()
+        self.memo = QuietMemo()
+        self._shares: dict[str, JobShare] = {}
+        self._nodes: dict[str, NodeInfo] = {}
+
+    def put_job(self, job: JobInfo) -> None:
+        self.drop_job(job.uid)
+        share = JobShare.of(job)
+        self.jobs[job.uid] = job
+        self._shares[job.uid] = share
+        self.queues.setdefault(job.queue, QueueSums()).apply(share, 1)
+        if may_change(job):
+            self.active.add(job.uid)
+        self.memo.missing.add(job.uid)
+
+    def drop_job(self, uid: str) -> None:
+        share = self._shares.pop(uid, None)
+        if share is None:
+            return
+        del self.jobs[uid]
+        self.active.discard(uid)
+        sums = self.queues[share.queue]
+        sums.apply(share, -1)
+        if not sums.jobs:
+            del self.queues[share.queue]
+        self.memo.drop(uid)
+        self.memo.missing.discard(uid)
+
+    def put_node(self, node: NodeInfo) -> None:
+        self.drop_node(node.name)
+        self._nodes[node.name] = node
+        self.allocatable.add(node.allocatable)
+        self.used.add(node.accounting()[1])
+
+    def drop_node(self, name: str) -> None:
+        node = self._nodes.pop(name, None)
+        if node is not None:
+            self.allocatable.add(node.allocatable, -1)
+            self.used.add(node.accounting()[1], -1)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedSnapshot(ClusterSnapshot):
+    """A ClusterSnapshot whose `nodes` are the ready nodes sorted by name, each already
+    accounting every placed (not Pending, with a node) task of `jobs` as the same object,
+    with the cache's live index (valid until the cache's next build)."""
+
+    index: SnapshotIndex = field(default_factory=SnapshotIndex)
+
+
+def index_snapshot(snapshot: ClusterSnapshot) -> IndexedSnapshot:
+    """An IndexedSnapshot with the content of a plain one (which is not written): ready
+    nodes sorted by name, copied, with the jobs' placed tasks accounted on them after their
+    other pods (jobs by uid), and an index built from scratch. What a cache does key by key,
+    done at once (tests, one-off callers)."""
+    jobs = sorted(snapshot.jobs, key=lambda j: j.uid)
+    job_tasks = {uid for job in jobs for uid in job.tasks}
+    index = SnapshotIndex()
+    ours: dict[str, list[TaskInfo]] = {}
+    for job in jobs:
+        index.put_job(job)
+        for task in placed(job):
+            ours.setdefault(task.node_name or "", []).append(task)
+    nodes: list[NodeInfo] = []
+    for original in sorted((n for n in snapshot.nodes if n.ready), key=lambda n: n.name):
+        node = original.clone()
+        for foreign in original.tasks.values():
+            if foreign.uid not in job_tasks:
+                node.add_task(foreign.clone())
+        for task in ours.get(node.name, ()):
+            node.add_task(task)
+        nodes.append(node)
+        index.put_node(node)
+    return IndexedSnapshot(
+        nodes=nodes, jobs=jobs, queues=list(snapshot.queues),
+        namespace_labels=snapshot.namespace_labels, index=index,
+    )
+
+
+def placed(job: JobInfo) -> Iterable[TaskInfo]:
+    """The tasks of `job` a session accounts on their nodes."""
+    return (
+        t for t in job.tasks.values() if t.status is not TaskStatus.PENDING and t.node_name
+    )
+
+
+__all__ = [
+    "IndexedSnapshot",
+    "JobShare",
+    "KeyedSum",
+    "QueueSums",
+    "QuietMemo",
+    "SnapshotIndex",
+    "index_snapshot",
+    "may_change",
+    "placed",
+]
