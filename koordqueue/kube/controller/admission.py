@@ -42,6 +42,14 @@ from koordqueue.kube.controller.writes import (
 StatusOutcome = tuple[SetUnitStatus, dict[str, Any] | None]
 
 
+@dataclass(frozen=True, slots=True)
+class ChainOutcome:
+    """What a chain wrote (each status write and its answer) and the events it asks for."""
+
+    statuses: list[StatusOutcome]
+    events: list[RecordEvent]
+
+
 def _count_rejection(effect: UnitEvent | QueueEvent) -> None:
     if isinstance(effect, UnitEvent) and isinstance(effect.cause, Reject):
         kind = type(effect.cause.decision).__name__
@@ -53,7 +61,8 @@ class EffectChain:
     """One object's effects of a round, as writes run in order.
 
     A phase write that fails drops the rest (no event or workload change for a decision
-    that was not persisted); the outcome lists each status write with what it returned.
+    that was not persisted); the outcome lists each status write with what it returned, and
+    the events, which the owner hands back to the writer at background priority.
     """
 
     effects: tuple[Effect, ...]
@@ -63,13 +72,13 @@ class EffectChain:
     """Effect index -> the resume/suspend write of the unit's workload (None: none)."""
     now: str
 
-    def run(self, apis: Apis) -> list[StatusOutcome]:
+    def run(self, apis: Apis) -> ChainOutcome:
         written: Mapping[str, Any] | None = None
-        out: list[StatusOutcome] = []
+        out = ChainOutcome([], [])
         for index, effect in enumerate(self.effects):
             if isinstance(effect, SetUnitStatus):
                 result = self._status(effect, apis)
-                out.append((effect, result))
+                out.statuses.append((effect, result))
                 # a message that could not be written leaves the unit as it was
                 written = result if result is not None or effect.phase else self.current
                 if result is None and effect.phase is not None:
@@ -78,7 +87,8 @@ class EffectChain:
                 target = written or self.current
                 if target is not None:
                     _count_rejection(effect)
-                    RecordEvent(target, effect.type, effect.reason, effect.message).run(apis)
+                    event = RecordEvent(target, effect.type, effect.reason, effect.message)
+                    out.events.append(event)
             elif isinstance(effect, ResumeConsumer | SuspendConsumer):
                 write = self.workload.get(index)
                 if write is not None and (isinstance(effect, SuspendConsumer) or written):
@@ -102,7 +112,13 @@ class AdmissionRounds(ControllerBase):
         for consumer in self.consumers.values():
             consumer.fire_timers()
         result = self.engine.run_round(self.clock())
-        self.execute(effects(result, self.reported))
+        self.round_writes_pending = True
+
+        def written() -> None:
+            self.round_writes_pending = False
+            self.round_writes_done_at = time.monotonic()
+
+        self.execute(effects(result, self.reported), written)
         self._export_metrics(result)
         metrics.ROUND_DURATION.observe(time.monotonic() - started)
         return result
@@ -132,7 +148,7 @@ class AdmissionRounds(ControllerBase):
                         workload[index] = consumer.suspend(current)
             chain = EffectChain(tuple(group), current, workload, now_string())
 
-            def taken_in(outcome: list[StatusOutcome]) -> None:
+            def taken_in(outcome: ChainOutcome) -> None:
                 self._took_in(outcome)
                 pending[0] -= 1
                 if pending[0] == 0 and done is not None:
@@ -140,8 +156,10 @@ class AdmissionRounds(ControllerBase):
 
             self.writer.submit(chain, taken_in, uid)
 
-    def _took_in(self, outcome: list[StatusOutcome]) -> None:
-        for effect, obj in outcome:
+    def _took_in(self, outcome: ChainOutcome) -> None:
+        for event in outcome.events:
+            self.writer.submit(event)
+        for effect, obj in outcome.statuses:
             unit = effect.unit
             if effect.admission is not None:
                 if obj is None:

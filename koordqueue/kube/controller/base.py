@@ -24,6 +24,7 @@ from koordqueue.kube.settings import ControllerSettings
 
 if TYPE_CHECKING:
     from koordqueue.kube.controller.consumers import ConsumerReconciler
+    from koordqueue.kube.controller.resync import ResyncWindow
 
 log = structlog.get_logger(__name__)
 WARNING: Final = names.EVENT_WARNING
@@ -90,6 +91,12 @@ class ControllerBase:
         self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self.known_metric_queues: set[str] = set()
         self.queue_usage = QueueUsageWriter(api, self.settings.namespace)
+        self.round_writes_pending = False
+        """The last round's writes are in flight (the next round waits for them, as it did
+        when a round wrote inline: deciding again before they land would only repeat it)."""
+        self.round_writes_done_at = 0.0  # time.monotonic() when they were all taken in
+        self.resync_window: ResyncWindow | None = None
+        """Set while the periodic resync's lists are being read (resync.py)."""
         self.consumers: dict[str, ConsumerReconciler] = {}
         """Reconcilers of the workloads that follow their units, by spec.consumerRef.kind."""
 

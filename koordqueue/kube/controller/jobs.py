@@ -13,7 +13,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from cachetools import TTLCache
 
@@ -64,6 +64,7 @@ from koordqueue.kube.controller.writes import (
     Apis,
     Delete,
     MergePatch,
+    Priority,
     Read,
     RecordEvent,
     Write,
@@ -132,6 +133,7 @@ class CreateUnitForJob:
 
     job: Mapping[str, Any]
     priorities: PriorityClasses
+    priority: ClassVar[Priority] = Priority.START  # after the writes of Jobs already started
 
     def run(self, apis: Apis) -> CreateOutcome:
         job, api = self.job, apis.api
@@ -230,6 +232,8 @@ class JobReconciler:
     def on_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         key = object_key(obj)
         if event_type == "DELETED":
+            if self.ctl.resync_window is not None:
+                self.ctl.resync_window.deleted_jobs.add(key)
             if key in self.busy:
                 self.busy[key] = None  # what waited is older than the deletion
             self._deleted(obj, key)

@@ -28,7 +28,14 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 MIN_ROUND_INTERVAL: Final = 0.05
-"""Rounds woken by changes are at least this far apart, so a burst is batched into one round."""
+"""Rounds woken by changes start at least this long after the previous round's writes were
+all taken in, so a burst is batched into one round."""
+PATIENCE: Final = 60.0
+"""Seconds a round waits for the previous round's writes before it runs anyway (a write
+that raised instead of answering never reports back)."""
+MAX_BATCH: Final = 256
+"""Events handled back to back without going back to the blocking queue read (each blocking
+read hands the GIL to the writer threads and waits to get it back)."""
 
 Reaction = Callable[[str | None, dict[str, Any]], None]
 _STOP: Final = object()
@@ -94,18 +101,31 @@ class OwnerLoop:
         last_resync = round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once
         while not self._stopping.is_set():
-            deadline = round_start + settings.admission_period
-            if controller.wake.is_set():
-                deadline = min(deadline, round_end + MIN_ROUND_INTERVAL)
+            if controller.round_writes_pending and time.monotonic() - round_end > PATIENCE:
+                log.warning("a round's writes did not all report back; rounds go on")
+                controller.round_writes_pending = False
+            if controller.round_writes_pending:
+                deadline = time.monotonic() + settings.admission_period  # until they land
+            else:
+                earliest = max(round_end, controller.round_writes_done_at) + MIN_ROUND_INTERVAL
+                periodic = round_start + settings.admission_period
+                deadline = earliest if controller.wake.is_set() else max(earliest, periodic)
             timeout = deadline - time.monotonic()
             if timeout > 0:
                 try:
                     item = self._queue.get(timeout=timeout)
                 except queue.Empty:
                     continue
-                if item is _STOP:
-                    return
-                self._handle(item)
+                for handled in range(1, MAX_BATCH + 1):
+                    if item is _STOP:
+                        return
+                    self._handle(item)
+                    if handled == MAX_BATCH:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
                 continue
             controller.wake.clear()
             round_start = time.monotonic()
@@ -113,7 +133,7 @@ class OwnerLoop:
                 controller.admission_round()
                 if round_start - last_resync >= settings.resync_period:
                     last_resync = round_start
-                    controller.resync()
+                    controller.start_resync()
             except Exception:
                 log.exception("admission round failed; continuing")
             round_end = time.monotonic()

@@ -1,20 +1,44 @@
 """Start-up and periodic resync: list everything and fold it in.
 
-Runs on the owner thread and waits for its lists (and for the rare Queue it must create or
-revert, whose answer it folds in), so no event is folded in between a listing and the fold:
-a stale listing never overwrites a newer event. At start-up this is what the first round
-sees; every `resync_period` it repairs whatever a missed event left behind.
+At start-up (and in tests) `resync()` lists and folds on the calling thread: it is what the
+first round sees. The periodic resync (`start_resync`) must not stop the owner while a large
+list crosses a busy API server, so the QueueUnit and Job lists are read on the writer's pool
+and folded in when they come back. Events handled meanwhile are newer than the listing: the
+fold skips an object already seen at a newer resourceVersion or deleted since the list was
+asked for, and forgets only units it knew before asking. Quotas and Queues, a few objects,
+are listed at fold time on the owner.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from koordqueue.domain.queue_derivation import derive_queue
-from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, Listing
-from koordqueue.kube.controller.base import ControllerBase, log, meta
-from koordqueue.kube.controller.writes import ApplyQueue, delete_queue
+from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
+from koordqueue.kube.controller.base import ControllerBase, log, meta, object_key
+from koordqueue.kube.controller.writes import ApplyQueue, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
+
+
+@dataclass(slots=True)
+class ResyncWindow:
+    """What happened between asking for the periodic resync's lists and folding them in."""
+
+    known_units: set[str]
+    deleted_units: set[str] = field(default_factory=set)
+    deleted_jobs: set[str] = field(default_factory=set)
+
+
+def newer(current: dict[str, Any] | None, listed: dict[str, Any]) -> bool:
+    """`current` was seen at a later resourceVersion than `listed` (unknown: False)."""
+    if current is None:
+        return False
+    a, b = meta(current).get("resourceVersion"), meta(listed).get("resourceVersion")
+    try:
+        return int(str(a)) > int(str(b))
+    except ValueError:
+        return False
 
 
 class Resync(ControllerBase):
@@ -24,6 +48,33 @@ class Resync(ControllerBase):
         Returns the QueueUnit and Job listings, so that the watches started after the first
         resync continue from them instead of listing again.
         """
+        self._resync_quotas_and_queues()
+        listings = self._list_workloads(self.api)
+        self._fold_workloads(listings, None)
+        self.ready.set()
+        return listings
+
+    def start_resync(self) -> None:
+        """The periodic resync: lists on the writer's pool, folded in when they come back."""
+        if self.resync_window is not None:
+            return  # the last one has not come back yet
+        self.resync_window = ResyncWindow({u.uid for u in self.engine.units()})
+        self.writer.submit(Read(self._list_workloads, "resync"), self._finish_resync)
+
+    def _finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
+        window, self.resync_window = self.resync_window, None
+        if listings is None:
+            return  # refused: the next period tries again
+        self._resync_quotas_and_queues()
+        self._fold_workloads(listings, window)
+
+    def _list_workloads(self, api: ObjectApi) -> dict[Kind, Listing]:
+        listings = {QUEUE_UNIT: api.list_with_version(QUEUE_UNIT)}
+        if self.settings.manage_jobs:
+            listings[JOB] = api.list_with_version(JOB)
+        return listings
+
+    def _resync_quotas_and_queues(self) -> None:
         ns = self.settings.namespace
         quotas = self.api.list_objects(ELASTIC_QUOTA)
         queues = self.api.list_objects(QUEUE, ns)
@@ -48,19 +99,25 @@ class Resync(ControllerBase):
                 self.writer.submit(delete_queue(name, ns))
             else:
                 self.on_queue("ADDED", queue)
-        listings = {QUEUE_UNIT: self.api.list_with_version(QUEUE_UNIT)}
+
+    def _fold_workloads(
+        self, listings: dict[Kind, Listing], window: ResyncWindow | None
+    ) -> None:
         seen_units = set()
         for unit in listings[QUEUE_UNIT][0]:
-            seen_units.add(meta(unit).get("uid"))
+            uid = str(meta(unit).get("uid"))
+            seen_units.add(uid)
+            if window is not None and (
+                uid in window.deleted_units or newer(self.unit_objects.get(uid), unit)
+            ):
+                continue
             self.on_unit("ADDED", unit)
         for gone in [u.uid for u in self.engine.units() if u.uid not in seen_units]:
-            self.engine.remove_unit(gone)
-            self.unit_objects.pop(gone, None)
-        if self.settings.manage_jobs:
-            listings[JOB] = self.api.list_with_version(JOB)
-            jobs = self.consumers.get(JOB.kind)
+            if window is None or gone in window.known_units:
+                self.engine.remove_unit(gone)
+                self.unit_objects.pop(gone, None)
+        jobs = self.consumers.get(JOB.kind)
+        if JOB in listings and jobs is not None:
             for job in listings[JOB][0]:
-                if jobs is not None:
+                if window is None or object_key(job) not in window.deleted_jobs:
                     jobs.on_event("ADDED", job)
-        self.ready.set()
-        return listings

@@ -27,6 +27,8 @@ class UnitHandlers(ControllerBase):
         uid = meta(obj).get("uid", "")
         key = object_key(obj)
         if event_type == "DELETED":
+            if self.resync_window is not None:
+                self.resync_window.deleted_units.add(uid)
             self.engine.remove_unit(uid)
             self.unit_objects.pop(uid, None)
             self.reported.pop(uid, None)

@@ -14,12 +14,15 @@ in koordqueue_api_errors_total under the write's operation name.
 
 from __future__ import annotations
 
+import itertools
+import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from enum import IntEnum
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import structlog
 
@@ -218,6 +221,7 @@ class RecordEvent:
     type: str
     reason: str
     message: str
+    priority: ClassVar[Priority]  # (set below: BACKGROUND)
 
     def run(self, apis: Apis) -> bool:
         return apis.recorder.record(self.obj, self.type, self.reason, self.message)
@@ -240,41 +244,79 @@ class SyncQueueUsage:
 
     writer: QueueUsageWriter
     rows: tuple[QuotaUsage, ...]
+    priority: ClassVar[Priority]  # (set below: BACKGROUND)
 
     def run(self, apis: Apis) -> int | None:
         return safely("queue usage", lambda: self.writer.sync(self.rows))
 
 
 # --- the writer -----------------------------------------------------------------------------
+class Priority(IntEnum):
+    """Which queued write a free writer thread takes first.
+
+    FINISH (work already started: an admission, a resume, a unit's first status, a phase)
+    before START (a new Job's unit) before BACKGROUND (events, usage annotations): under a
+    burst, a Job whose unit exists is admitted and resumed before the next Job is started,
+    as when each Job's handler wrote its writes in sequence, instead of every admission
+    waiting behind the whole burst's unit creations.
+    """
+
+    FINISH = 0
+    START = 1
+    BACKGROUND = 2
+
+
 class Writer:
     """Runs writes on a bounded pool once `use_pool` is called; at once on the caller before."""
 
     def __init__(self, apis: Apis) -> None:
         self.apis = apis
-        self._pool: ThreadPoolExecutor | None = None
         self._post: Post | None = None
+        self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], None] | None]] = (
+            queue.PriorityQueue()
+        )
+        self._order = itertools.count()
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._keyed: dict[str, deque[Callable[[], object]]] = {}
+        self._keyed: dict[str, deque[tuple[Priority, Callable[[], None]]]] = {}
 
     def use_pool(self, workers: int, post: Post) -> None:
         """From now on run writes on `workers` threads; outcomes go through `post`."""
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kq-write")
         self._post = post
+        self._threads = [
+            threading.Thread(target=self._work, name=f"kq-write-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def close(self) -> None:
-        """Wait for the writes in flight (their outcomes are posted to a loop that may be gone)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+    def close(self, timeout: float = 10.0) -> None:
+        """Finish the queued writes (their outcomes go to a loop that may be gone), then stop."""
+        for _ in self._threads:
+            self._queue.put((len(Priority), next(self._order), None))  # after everything
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def backlog(self) -> int:
+        """Writes queued and not yet started."""
+        return self._queue.qsize()
 
     def submit(
         self,
         write: Write[R],
         then: Callable[[R], None] | None = None,
         key: str | None = None,
+        priority: Priority | None = None,
     ) -> None:
-        """Run `write`, then `then(outcome)` on the owner; after earlier writes of `key`."""
-        pool, post = self._pool, self._post
-        if pool is None or post is None:
+        """Run `write`, then `then(outcome)` on the owner; after earlier writes of `key`.
+
+        `priority`: default the write's own (its `priority` attribute), else FINISH.
+        """
+        if priority is None:
+            priority = getattr(write, "priority", Priority.FINISH)
+        post = self._post
+        if post is None:
             outcome = write.run(self.apis)
             if then is not None:
                 then(outcome)
@@ -283,7 +325,7 @@ class Writer:
         def task() -> None:
             try:
                 outcome = write.run(self.apis)
-            except Exception:  # a bug in a write must not kill the pool thread silently
+            except Exception:  # a bug in a write must not kill the writer thread
                 log.exception("write failed", write=type(write).__name__)
             else:
                 if then is not None:
@@ -296,10 +338,10 @@ class Writer:
             with self._lock:
                 waiting = self._keyed.get(key)
                 if waiting is not None:
-                    waiting.append(lambda: pool.submit(task))
+                    waiting.append((priority, task))
                     return
                 self._keyed[key] = deque()
-        pool.submit(task)
+        self._queue.put((priority, next(self._order), task))
 
     def _next(self, key: str) -> None:
         with self._lock:
@@ -307,8 +349,13 @@ class Writer:
             if not waiting:
                 del self._keyed[key]
                 return
-            start = waiting.popleft()
-        try:
-            start()
-        except RuntimeError:  # the pool shut down: the controller is stopping
-            log.debug("write dropped at shutdown", key=key)
+            priority, task = waiting.popleft()
+        self._queue.put((priority, next(self._order), task))
+
+    def _work(self) -> None:
+        while (task := self._queue.get()[2]) is not None:
+            task()
+
+
+RecordEvent.priority = Priority.BACKGROUND  # an event is for humans: after the writes
+SyncQueueUsage.priority = Priority.BACKGROUND
