@@ -117,7 +117,11 @@ def component(args: list[str], log_path: str, startup_s: float = 3.0) -> Iterato
             yield proc.pid
         finally:
             proc.terminate()
-            proc.wait(30)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:  # still draining a backlog: the run is over anyway
+                proc.kill()
+                proc.wait(10)
 
 
 @dataclass
