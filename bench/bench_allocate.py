@@ -14,8 +14,7 @@ It then runs the same headline with 30 % of the jobs carrying placement constrai
 14, part 5): required anti-affinity to their own pods per host, zone spreading (DoNotSchedule)
 with host spreading (ScheduleAnyway), required zone affinity to their own pods with a
 preferred node affinity; 10 % of the nodes carry a PreferNoSchedule taint. The cost of each
-new plugin is its callbacks' time in a profiled run of that session (filters, scores, and
-the pod counts' allocate/deallocate bookkeeping as `podcounts`).
+new plugin is its callbacks' time in a profiled run of that session.
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ from koordqueue.scheduler.api.task_info import (
 from koordqueue.scheduler.plugins.interpod import (
     INTER_POD_AFFINITY,
     NODE_AFFINITY_TAINTS,
-    POD_COUNTS,
     POD_TOPOLOGY_SPREAD,
 )
 
@@ -288,9 +286,12 @@ FEATURES = (
     INTER_POD_AFFINITY,
     POD_TOPOLOGY_SPREAD,
     NODE_AFFINITY_TAINTS,
-    POD_COUNTS,
+    "predicates",
+    "nodeorder",
 )
-"""The new placement features' callback time as a profiled session reports it."""
+"""The new placement features' callback time as a profiled session reports it; predicates
+also holds the pod counts' bookkeeping, nodeorder the single-level node affinity and taint
+scores (cached per pod shape) besides the resource scores."""
 
 
 def constrained_costs(repeats: int) -> None:

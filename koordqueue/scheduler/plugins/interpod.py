@@ -81,16 +81,26 @@ class _Domains:
 INTER_POD_AFFINITY: Final = "interpodaffinity"
 POD_TOPOLOGY_SPREAD: Final = "podtopologyspread"
 NODE_AFFINITY_TAINTS: Final = "nodeaffinity+tainttoleration"
-POD_COUNTS: Final = "podcounts"
-"""Names the placement features' callback time is reported under (profiled sessions)."""
+"""Names the placement features' callback time is reported under (profiled sessions); the
+counts' allocate/deallocate bookkeeping is reported under predicates."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def timed(session: Session, feature: str, fn: F) -> F:
     """`fn`, accumulating its time under `feature` when the session profiles callbacks
-    (the same `PluginTiming` table as plugins; `fn` itself otherwise)."""
-    return session._timed(feature, fn)
+    (the same `PluginTiming` table as plugins; `fn` itself otherwise). The entry appears
+    only once `fn` has run, so sessions that use no placement feature report plugins only."""
+    if not session.profile_callbacks:
+        return fn
+    wrapped: list[F] = []
+
+    def first_use(*args: Any) -> Any:
+        if not wrapped:
+            wrapped.append(session._timed(feature, fn))
+        return wrapped[0](*args)
+
+    return first_use  # type: ignore[return-value]
 
 
 def plugin_enabled(session: Session, plugin: str, point: ExtensionPoint) -> bool:
@@ -162,7 +172,7 @@ class PodCounts:
                 if task.pod_affinity is not None and _counted(task):
                     self._add_owner(task, node.index, 1)
         session.add_event_handler(
-            POD_COUNTS, EventHandler(allocate=self._allocated, deallocate=self._deallocated)
+            "predicates", EventHandler(allocate=self._allocated, deallocate=self._deallocated)
         )
 
     # --- topology ------------------------------------------------------------------------

@@ -233,7 +233,7 @@ class NodeOrderPlugin(Plugin):
                     vectors[key] = total
                 return vectors[key]
 
-            static: StaticVector | None = timed(session, NODE_AFFINITY_TAINTS, static_vector)
+            static: StaticVector | None = static_vector
             makers.append(timed(session, NODE_AFFINITY_TAINTS, multi_level))
         else:
             static = None
