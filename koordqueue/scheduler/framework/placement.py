@@ -142,6 +142,32 @@ class NodeTensor:
         self.changes.append(i)
 
 
+    def copy(self) -> NodeTensor:
+        """A copy a session may write (arrays and mirrors copied, nodes shared, no changes
+        logged): a cache keeps one tensor per node layout and hands each session a copy
+        instead of re-reading every node (issue 19)."""
+        out = NodeTensor.__new__(NodeTensor)
+        out.nodes = list(self.nodes)
+        out.dims = self.dims
+        out.index = self.index
+        out.size = self.size
+        out.allocatable = self.allocatable.copy()
+        out.idle = self.idle.copy()
+        out.used = self.used.copy()
+        out.releasing = self.releasing.copy()
+        out.pipelined = self.pipelined.copy()
+        out.future = self.future.copy()
+        out.pod_count = self.pod_count.copy()
+        out.pod_limit = self.pod_limit.copy()
+        out.py_allocatable = [row[:] for row in self.py_allocatable]
+        out.py_idle = [row[:] for row in self.py_idle]
+        out.py_used = [row[:] for row in self.py_used]
+        out.py_pipelined = [row[:] for row in self.py_pipelined]
+        out.py_future = [row[:] for row in self.py_future]
+        out.changes = []
+        return out
+
+
 class _Entry:
     __slots__ = ("amounts", "dims", "future_ok", "idle_eff", "idle_ok", "passes", "pos", "scores")
 
