@@ -13,6 +13,7 @@ session concludes about a job it does not write (its condition and phase update)
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
+from koordqueue.scheduler.framework.placement import NodeTensor
 from koordqueue.scheduler.framework.result import ClusterSnapshot, PhaseUpdate
 
 
@@ -229,6 +231,11 @@ class SnapshotIndex:
         self.memo = QuietMemo()
         self._shares: dict[str, JobShare] = {}
         self._nodes: dict[str, NodeInfo] = {}
+        self._tensor: NodeTensor | None = None
+        """The node tensor of the last layout (same nodes in the same order) a session used."""
+        self._positions: dict[str, int] = {}
+        self._replaced: dict[str, NodeInfo] = {}
+        """Nodes put since `_tensor` was brought up to date, by name."""
 
     def put_job(self, job: JobInfo) -> None:
         self.drop_job(job.uid)
@@ -254,8 +261,13 @@ class SnapshotIndex:
         self.memo.missing.discard(uid)
 
     def put_node(self, node: NodeInfo) -> None:
+        old = self._nodes.get(node.name)
         self.drop_node(node.name)
         self._nodes[node.name] = node
+        if old is not None and old.allocatable is node.allocatable:
+            self._replaced[node.name] = node  # same layout: one column to refresh
+        else:
+            self._tensor = None
         self.allocatable.add(node.allocatable)
         self.used.add(node.accounting()[1])
 
@@ -264,6 +276,32 @@ class SnapshotIndex:
         if node is not None:
             self.allocatable.add(node.allocatable, -1)
             self.used.add(node.accounting()[1], -1)
+            self._tensor = None
+
+    def tensor_for(self, nodes: list[NodeInfo], dims: list[str]) -> NodeTensor:
+        """A tensor of `nodes` for a session to write: a copy of the one kept for this
+        layout, its replaced nodes' columns refreshed, instead of reading every node again.
+        Built anew when nodes came, went or changed allocatable, or the dimensions moved."""
+        base = self._tensor
+        if base is not None and base.dims == dims and base.size == len(nodes):
+            for name, node in self._replaced.items():
+                at = self._positions.get(name)
+                if at is None:
+                    base = None
+                    break
+                node.index = at
+                base.nodes[at] = node
+                base.refresh(node)
+            if base is not None:
+                base.changes.clear()
+                if not all(map(operator.is_, nodes, base.nodes)):
+                    base = None
+        self._replaced.clear()
+        if base is None:
+            base = NodeTensor(nodes, dims)
+            self._positions = {n.name: i for i, n in enumerate(nodes)}
+        self._tensor = base
+        return base.copy()
 
 
 @dataclass(frozen=True, slots=True)

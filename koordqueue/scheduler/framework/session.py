@@ -180,12 +180,18 @@ class Session:
         )
         self._own_nodes: set[str] | None = None
         """Indexed: names of the nodes this session copied (the rest are the snapshot's)."""
+        self.node_list: list[NodeInfo] = []
+        self.nodes: dict[str, NodeInfo] = {}
         dims: set[str] = set()
         if self._index is None:
             self._open_plain(snapshot, dims)
         else:
             self._open_indexed(snapshot, self._index, dims)
-        self.tensor = NodeTensor(self.node_list, sorted(dims))
+        if self._index is not None and not self._own_nodes:
+            self.tensor = self._index.tensor_for(self.node_list, sorted(dims))
+            self.node_list = self.tensor.nodes  # one list: a node copied replaces its entry
+        else:
+            self.tensor = NodeTensor(self.node_list, sorted(dims))
         self.placement = PlacementEngine(self.tensor)
 
         self.fit_errors: dict[str, FitErrors] = {}
@@ -242,7 +248,7 @@ class Session:
                 self._shared.add(original.uid)
         self._original_phase = {uid: job.phase for uid, job in jobs.items()}
         ready = sorted((n for n in snapshot.nodes if n.ready), key=lambda n: n.name)
-        self.nodes: dict[str, NodeInfo] = {}
+        self.nodes = {}
         job_tasks = {t for job in jobs.values() for t in job.tasks}
         for original_node in ready:
             node = original_node.clone()
@@ -257,7 +263,7 @@ class Session:
                 host = self.nodes.get(task.node_name)
                 if host is not None:
                     host.add_task(task)
-        self.node_list: list[NodeInfo] = list(self.nodes.values())
+        self.node_list = list(self.nodes.values())
         self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
         for node in self.node_list:
             dims.update(node.allocatable)
