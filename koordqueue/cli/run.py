@@ -10,10 +10,10 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import kopf
 import structlog
+from structlog.typing import Processor
 
 from koordqueue.cli.flags import settings_from_args
 from koordqueue.kube import kopf_support, metrics
@@ -28,10 +28,10 @@ from koordqueue.kube.settings import ControllerSettings
 
 def configure_logging(fmt: str, level: str) -> None:
     """structlog for our logs, and the stdlib (kopf, urllib3) routed through the same renderer."""
-    renderer: Any = (
+    renderer: Processor = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
     )
-    shared: list[Any] = [
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

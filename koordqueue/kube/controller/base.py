@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 WARNING: Final = names.EVENT_WARNING
 NORMAL: Final = names.EVENT_NORMAL
+ADDED: Final = "ADDED"
+MODIFIED: Final = "MODIFIED"
+DELETED: Final = "DELETED"
+"""Watch event types, as the informers and kopf hand them over (None: from a listing)."""
 
 
 def queue_label(unit: QueueUnit) -> str:

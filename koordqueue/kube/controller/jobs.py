@@ -51,6 +51,9 @@ from koordqueue.kube.api import (
     with_retries,
 )
 from koordqueue.kube.controller.base import (
+    ADDED,
+    DELETED,
+    MODIFIED,
     NORMAL,
     WARNING,
     ControllerBase,
@@ -231,7 +234,7 @@ class JobReconciler:
 
     def on_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         key = object_key(obj)
-        if event_type == "DELETED":
+        if event_type == DELETED:
             if self.ctl.resync_window is not None:
                 self.ctl.resync_window.deleted_jobs.add(key)
             if key in self.busy:
@@ -250,7 +253,7 @@ class JobReconciler:
     def _end(self, key: str) -> None:
         waiting = self.busy.pop(key, None)
         if waiting is not None:
-            self.on_event("MODIFIED", waiting)
+            self.on_event(MODIFIED, waiting)
 
     def _fetched(self, job: dict[str, Any] | None, unit_uid: str) -> None:
         if job is None:
@@ -470,7 +473,7 @@ class JobReconciler:
 
         def written(enqueued: dict[str, Any] | None) -> None:
             if enqueued is not None:
-                ctl.on_unit("ADDED", enqueued)
+                ctl.on_unit(ADDED, enqueued)
             self._end(key)
 
         uid = str(m.get("uid") or key)

@@ -7,7 +7,7 @@ from typing import Any
 from koordqueue.domain import names
 from koordqueue.domain.effects import queue_effects
 from koordqueue.domain.queue_derivation import derive_queue
-from koordqueue.kube.controller.base import ControllerBase, log, meta
+from koordqueue.kube.controller.base import DELETED, ControllerBase, log, meta
 from koordqueue.kube.controller.writes import ApplyQueue
 from koordqueue.kube.queue_sync import queue_drifted
 
@@ -20,7 +20,7 @@ class QueueHandlers(ControllerBase):
         name = m.get("name", "")
         quota = self.quota_object(name)
         ns = self.settings.namespace
-        if event_type == "DELETED":
+        if event_type == DELETED:
             if quota is not None:  # deleted by hand while its quota lives: put it back
                 self.writer.submit(ApplyQueue(quota, ns))
             else:

@@ -6,7 +6,7 @@ from typing import Any
 
 from koordqueue.domain import names
 from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
-from koordqueue.kube.controller.base import WARNING, ControllerBase, log, meta
+from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, log, meta
 from koordqueue.kube.controller.writes import ApplyQueue, RecordEvent, delete_queue
 
 
@@ -30,7 +30,7 @@ class QuotaHandlers(ControllerBase):
         m = meta(obj)
         name, namespace = m.get("name", ""), m.get("namespace", "default")
         ns = self.settings.namespace
-        if event_type == "DELETED":
+        if event_type == DELETED:
             self.quota_objects.pop((namespace, name), None)
             self.engine.remove_quota(name, namespace)
             survivor = self.engine.tree.get(name)

@@ -16,7 +16,7 @@ from typing import Any
 
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
-from koordqueue.kube.controller.base import ControllerBase, log, meta, object_key
+from koordqueue.kube.controller.base import ADDED, ControllerBase, log, meta, object_key
 from koordqueue.kube.controller.writes import ApplyQueue, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
 
@@ -80,7 +80,7 @@ class Resync(ControllerBase):
         queues = self.api.list_objects(QUEUE, ns)
         by_name: dict[str, dict[str, Any]] = {str(meta(q).get("name")): q for q in queues}
         for quota in quotas:
-            self.on_quota("ADDED", quota, apply=False)
+            self.on_quota(ADDED, quota, apply=False)
         live = {str(meta(q).get("name")) for q in quotas}
         for name in sorted(live):
             # only the live (last reconciled) definition of a name; skip Queues that match
@@ -98,7 +98,7 @@ class Resync(ControllerBase):
                 log.info("deleting queue whose quota is gone", queue=name)
                 self.writer.submit(delete_queue(name, ns))
             else:
-                self.on_queue("ADDED", queue)
+                self.on_queue(ADDED, queue)
 
     def _fold_workloads(
         self, listings: dict[Kind, Listing], window: ResyncWindow | None
@@ -111,7 +111,7 @@ class Resync(ControllerBase):
                 uid in window.deleted_units or newer(self.unit_objects.get(uid), unit)
             ):
                 continue
-            self.on_unit("ADDED", unit)
+            self.on_unit(ADDED, unit)
         for gone in [u.uid for u in self.engine.units() if u.uid not in seen_units]:
             if window is None or gone in window.known_units:
                 self.engine.remove_unit(gone)
@@ -120,4 +120,4 @@ class Resync(ControllerBase):
         if JOB in listings and jobs is not None:
             for job in listings[JOB][0]:
                 if window is None or object_key(job) not in window.deleted_jobs:
-                    jobs.on_event("ADDED", job)
+                    jobs.on_event(ADDED, job)

@@ -17,7 +17,7 @@ from koordqueue.domain.queue_unit import (
     QueueUnit,
     queue_unit_from_object,
 )
-from koordqueue.kube.controller.base import WARNING, ControllerBase, meta, object_key
+from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, meta, object_key
 from koordqueue.kube.controller.status import unit_status_patch
 from koordqueue.kube.controller.writes import PatchUnitStatus, RecordEvent
 
@@ -26,7 +26,7 @@ class UnitHandlers(ControllerBase):
     def on_unit(self, event_type: str | None, obj: dict[str, Any]) -> None:
         uid = meta(obj).get("uid", "")
         key = object_key(obj)
-        if event_type == "DELETED":
+        if event_type == DELETED:
             if self.resync_window is not None:
                 self.resync_window.deleted_units.add(uid)
             self.engine.remove_unit(uid)

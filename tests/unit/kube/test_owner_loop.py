@@ -1,0 +1,158 @@
+"""The controller's one owner (issue 15, part 2): events and write outcomes on one thread,
+writes on a bounded pool, in order per object, by priority; the periodic resync folds its
+lists without undoing what happened while they were read."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from koordqueue.domain.names import QUOTA_NAME_LABEL
+from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE_UNIT, ObjectApi
+from koordqueue.kube.controller import Controller, OwnerLoop
+from koordqueue.kube.controller.resync import ResyncWindow
+from koordqueue.kube.controller.writes import Apis, Priority, Writer
+from koordqueue.kube.events import EventRecorder
+from koordqueue.kube.settings import ControllerSettings
+from tests.unit.kube.memory_api import MemoryApi
+from tests.unit.kube.test_controller_state import quota, unit
+
+
+class Step:
+    """A write that records when it ran and, until released, blocks its writer thread."""
+
+    def __init__(self, name: str, log: list[str], gate: threading.Event | None = None) -> None:
+        self.name, self.log, self.gate = name, log, gate
+
+    def run(self, apis: Apis) -> str:
+        if self.gate is not None:
+            self.gate.wait(5)
+        self.log.append(self.name)
+        return self.name
+
+
+def pool_writer(workers: int) -> tuple[Writer, list[Callable[[], None]]]:
+    posted: list[Callable[[], None]] = []
+    api = MemoryApi()
+    writer = Writer(Apis(api, EventRecorder(api)))
+    writer.use_pool(workers, posted.append)
+    return writer, posted
+
+
+def wait_until(probe: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_writes_of_one_object_run_in_order_and_report_back_through_post() -> None:
+    writer, posted = pool_writer(workers=4)
+    ran: list[str] = []
+    seen: list[str] = []
+    for i in range(20):
+        writer.submit(Step(f"w{i}", ran), seen.append, key="unit-a")
+    wait_until(lambda: len(posted) == 20)
+    assert ran == [f"w{i}" for i in range(20)]
+    assert seen == []  # outcomes are the owner's to take in, not the writer threads'
+    for continuation in posted:
+        continuation()
+    assert seen == ran
+    writer.close()
+
+
+def test_started_work_is_written_before_new_work_and_events_last() -> None:
+    writer, _ = pool_writer(workers=1)
+    ran: list[str] = []
+    gate = threading.Event()
+    writer.submit(Step("blocker", ran, gate))
+    wait_until(lambda: writer.backlog() == 0)  # the one thread holds the blocker
+    writer.submit(Step("event", ran), priority=Priority.BACKGROUND)
+    writer.submit(Step("new unit", ran), priority=Priority.START)
+    writer.submit(Step("admission", ran))
+    gate.set()
+    wait_until(lambda: len(ran) == 4)
+    assert ran == ["blocker", "admission", "new unit", "event"]
+    writer.close()
+
+
+class OwnerThreadApi(MemoryApi):
+    """MemoryApi that notes which threads called it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def merge_patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.threads.add(threading.current_thread().name)
+        return super().merge_patch(*args, **kwargs)
+
+
+def test_a_job_posted_to_the_loop_is_admitted_and_resumed_with_state_touched_by_one_thread() -> (
+    None
+):
+    api = OwnerThreadApi()
+    api.create(ELASTIC_QUOTA, quota("q", cpu="2"), "default")
+    controller = Controller(api, ControllerSettings(admission_period=0.2), writers=4)
+    touched: set[str] = set()
+    fold = controller.on_unit
+
+    def on_unit(event_type: str | None, obj: dict[str, Any]) -> None:
+        touched.add(threading.current_thread().name)
+        fold(event_type, obj)
+
+    controller.on_unit = on_unit  # type: ignore[method-assign]
+    owner = OwnerLoop(controller, controller.writers)
+    owner.start().result(5)
+    job = api.create(
+        JOB,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "labels": {QUOTA_NAME_LABEL: "q"}},
+            "spec": {
+                "suspend": True,
+                "template": {
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+                },
+            },
+        },
+        "ns",
+    )
+    owner.handler("jobs", controller.on_job)("ADDED", job)
+    waiting = api.create(QUEUE_UNIT, unit("waiting", "q"), "ns")
+    owner.handler("queueunits", controller.on_unit)("ADDED", waiting)  # admitted by a round
+
+    def settled() -> bool:
+        j, u = api.get(JOB, "j", "ns") or {}, api.get(QUEUE_UNIT, "j", "ns") or {}
+        return j["spec"]["suspend"] is False and (u.get("status") or {}).get("phase") == "Dequeued"
+
+    wait_until(settled)
+    wait_until(lambda: (api.get(QUEUE_UNIT, "waiting", "ns") or {}).get("status") is not None)
+    owner.stop()
+    controller.close()
+    assert touched == {"kq-controller"}
+    assert api.threads and all(name.startswith("kq-write") for name in api.threads)
+
+
+def test_the_periodic_resync_does_not_bring_back_a_unit_deleted_while_it_listed() -> None:
+    api = MemoryApi()
+    api.create(ELASTIC_QUOTA, quota("q", cpu="2"), "default")
+    api.create(QUEUE_UNIT, unit("kept", "q", phase="Running"), "ns")
+    gone = api.create(QUEUE_UNIT, unit("gone", "q", phase="Running"), "ns")
+    c = Controller(api, ControllerSettings(), writers=1)
+    c.resync()
+    listed = c._list_workloads(api)  # what the pool read ...
+    c.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
+    api.delete(QUEUE_UNIT, "gone", "ns")
+    c.on_unit("DELETED", gone)  # ... before this event reached the owner
+    c._finish_resync(listed)
+    assert [u.name for u in c.engine.units()] == ["kept"]
+    assert str(c.engine.tree.report()[0].used) == "cpu:1"  # its quota is free again
+    c.close()
+
+
+def _conforms(api: OwnerThreadApi) -> ObjectApi:
+    return api
