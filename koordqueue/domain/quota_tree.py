@@ -469,16 +469,14 @@ class QuotaTree:
     ) -> Decision:
         """The packed check of every level; the plain walk from the level where it finds no
         room (the levels below it have room: the packed check is exact when it passes)."""
-        start = 0
-        if not chain.has_empty:
-            guard = self._layout.guard_mask
-            for node in chain.nodes:
-                if (node.free - packed) & guard != guard:
-                    break
-                start += 1
-            else:
-                return self._outcome(unit, quota, chain)
-        return self._walk_check(unit, quota, request._amounts, chain, start)
+        if chain.has_empty:
+            return self._walk_check(unit, quota, request._amounts, chain)
+        guard = self._layout.guard_mask
+        nodes = chain.nodes
+        for node in nodes:
+            if (node.free - packed) & guard != guard:
+                return self._walk_check(unit, quota, request._amounts, chain, nodes.index(node))
+        return self._outcome(unit, quota, chain)
 
     def _outcome(self, unit: str, quota: str, chain: _Chain) -> Decision:
         """The decision once every level of the intact part of `chain` has room."""
@@ -537,6 +535,9 @@ class QuotaTree:
             guard = self._layout.guard_mask
             for node in nodes:
                 if (node.free - packed) & guard != guard:
+                    # No room at this level (the ones below have room): name who refused.
+                    level = nodes.index(node)
+                    decision = self._walk_check(unit, quota, request._amounts, chain, level)
                     break
             else:
                 for node in nodes:
@@ -551,9 +552,10 @@ class QuotaTree:
                 count = self._unit_count
                 count[quota] = count.get(quota, 0) + 1
                 return Admitted(unit, quota, chain.path)
-        # No room somewhere, a broken chain, or an empty max on the way (which still admits
-        # an empty request): the plain walk decides and names who refused.
-        decision = self._decide(unit, quota, request, chain, packed)
+        else:
+            # A broken chain, or an empty max on the way (which still admits an empty
+            # request): the packed check and the plain walk decide.
+            decision = self._decide(unit, quota, request, chain, packed)
         if decision.admitted:
             self._record(uid, quota, request, oversold, chain)
         return decision
