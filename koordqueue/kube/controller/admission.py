@@ -126,14 +126,14 @@ class AdmissionRounds(ControllerBase):
     def execute(self, planned: list[Effect], done: Callable[[], None] | None = None) -> None:
         """Run effects (from `effects()`) through the writer, one chain per object; `done`
         once every chain's outcome has been taken in."""
-        groups = per_unit(planned)
+        # (QueueEvents are recorded by on_queue on the Queue object it holds)
+        groups = [g for g in per_unit(planned) if not isinstance(g[0], QueueEvent)]
         pending = [len(groups)]
         if not groups and done is not None:
             done()
         for group in groups:
             first = group[0]
-            if isinstance(first, QueueEvent):
-                continue  # (recorded by on_queue on the Queue object)
+            assert not isinstance(first, QueueEvent)
             uid = first.unit.uid
             current = self.unit_objects.get(uid)
             workload: dict[int, Write[Any] | None] = {}
