@@ -265,10 +265,17 @@ class PodCounts:
     def term_filter(self, terms: tuple[PodAffinityTerm, ...]) -> _Filter:
         """Pods matching every term (one term: that term)."""
         labels_of = self.ns_labels
+        if len(terms) == 1:
+            only = terms[0]
 
-        def match(task: TaskInfo) -> bool:
-            ns = labels_of(task.namespace)
-            return all(t.matches(task.namespace, task.labels, ns) for t in terms)
+            def match(task: TaskInfo) -> bool:
+                return only.matches(task.namespace, task.labels, labels_of(task.namespace))
+
+        else:
+
+            def match(task: TaskInfo) -> bool:
+                ns = labels_of(task.namespace)
+                return all(t.matches(task.namespace, task.labels, ns) for t in terms)
 
         anchor = next((a for t in terms if (a := _anchor(t.selector)) is not None), None)
         return self.pod_filter(("terms", terms), match, anchor)
@@ -366,14 +373,18 @@ class PodCounts:
         return node.index if node is not None else -1
 
     def _move(self, task: TaskInfo, node: int, delta: int) -> None:
-        filters: list[_Filter] = list(self._unanchored)
-        for pair in task.labels.items():
-            found = self._anchored.get(pair)
-            if found:
-                filters.extend(found)
-        for flt in filters:
+        for flt in self._unanchored:
             if flt.match(task):
                 flt.counts[node] += delta
+        anchored = self._anchored
+        if not anchored:
+            return
+        for pair in task.labels.items():
+            found = anchored.get(pair)
+            if found:
+                for flt in found:
+                    if flt.match(task):
+                        flt.counts[node] += delta
 
     def _allocated(self, task: TaskInfo) -> None:
         node = self._by_name.get(task.node_name or "")
@@ -602,7 +613,10 @@ class PodTopologySpread:
         per_node = self._node_counts(task, constraint)
         if eligible is None:
             # Every node with the key counts: every domain is present.
-            sums = np.bincount(dom[has], weights=per_node[has], minlength=ndom)
+            if d.full:
+                sums = np.bincount(dom, weights=per_node, minlength=ndom)
+            else:
+                sums = np.bincount(dom[has], weights=per_node[has], minlength=ndom)
             domains = ndom
             minimum = float(sums.min()) if ndom else 0.0
         else:
