@@ -261,22 +261,26 @@ class SnapshotIndex:
         self.memo.missing.discard(uid)
 
     def put_node(self, node: NodeInfo) -> None:
-        old = self._nodes.get(node.name)
-        self.drop_node(node.name)
+        old = self._unaccount(node.name)
         self._nodes[node.name] = node
+        self.allocatable.add(node.allocatable)
+        self.used.add(node.accounting()[1])
         if old is not None and old.allocatable is node.allocatable:
             self._replaced[node.name] = node  # same layout: one column to refresh
         else:
             self._tensor = None
-        self.allocatable.add(node.allocatable)
-        self.used.add(node.accounting()[1])
 
     def drop_node(self, name: str) -> None:
+        if self._unaccount(name) is not None:
+            self._tensor = None
+            self._replaced.pop(name, None)
+
+    def _unaccount(self, name: str) -> NodeInfo | None:
         node = self._nodes.pop(name, None)
         if node is not None:
             self.allocatable.add(node.allocatable, -1)
             self.used.add(node.accounting()[1], -1)
-            self._tensor = None
+        return node
 
     def tensor_for(self, nodes: list[NodeInfo], dims: list[str]) -> NodeTensor:
         """A tensor of `nodes` for a session to write: a copy of the one kept for this
