@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from koordqueue.domain.admission import Admitted
 from koordqueue.domain.engine import RoundResult
+from koordqueue.domain.integrations import INTEGRATIONS
 from koordqueue.domain.names import (
     EVENT_NORMAL,
     EVENT_WARNING,
@@ -38,6 +40,8 @@ from koordqueue.domain.round import (
 )
 
 JOB_KIND = "Job"
+WORKLOAD_KINDS: Final = frozenset(i.workload.kind for i in INTEGRATIONS.values())
+"""consumerRef kinds of every job integration (Job, PyTorchJob, MPIJob, JobSet, Pod)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +125,8 @@ def outcome_effects(outcome: Outcome, reported: Mapping[str, str]) -> list[Effec
         ]
     if isinstance(outcome, Preempted):
         message = preempted_message(outcome.by)
-        # a Job's unit says what the job extension writes once the Job is suspended
-        status = MSG_ENQUEUED_AFTER_PREEMPTED if unit.consumer_kind == JOB_KIND else message
+        # a workload's unit says what its reconciler writes once the workload is suspended
+        status = MSG_ENQUEUED_AFTER_PREEMPTED if unit.consumer_kind in WORKLOAD_KINDS else message
         return [
             SetUnitStatus(unit, status, Phase.ENQUEUED),
             SuspendConsumer(unit),
