@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from koordqueue.domain.integrations import parse_integrations
 from koordqueue.kube.settings import ControllerSettings
 
 _DEFAULTS = ControllerSettings()
@@ -47,6 +48,15 @@ def _non_negative(value: str) -> float:
     if number < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value!r}")
     return number
+
+
+def _integrations(value: str) -> str:
+    """A comma list of known integration names (an unknown one is a CLI error)."""
+    try:
+        chosen = parse_integrations(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return ",".join(integration.name for integration in chosen)
 
 
 def _positive_int(value: str) -> int:
@@ -160,6 +170,15 @@ FLAGS: tuple[Flag, ...] = (
         "create QueueUnits for batch/v1 Jobs created suspended",
         _DEFAULTS.manage_jobs,
         _bool,
+    ),
+    Flag(
+        "--integrations",
+        "integrations",
+        "comma-separated job kinds to queue: batch/job, kubeflow.org/pytorchjob, "
+        "kubeflow.org/mpijob, jobset.x-k8s.io/jobset, pod (a kind whose CRD is not installed "
+        "is skipped with one log line)",
+        _DEFAULTS.integrations,
+        _integrations,
     ),
     Flag(
         "--scheduler-name",

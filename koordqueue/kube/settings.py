@@ -29,6 +29,9 @@ class ControllerSettings:
     kubeconfig: str | None = None
     context: str | None = None
     manage_jobs: bool = True
+    integrations: str = "batch/job"
+    """`--integrations`: comma-separated job integration names the controller serves
+    (koordqueue.domain.integrations); a kind whose CRD is missing is skipped at start-up."""
     job_workers: int = 64
     """Accepted for compatibility and unused: Job events are queued to the controller's one
     owner thread; the API writes they cause run on the `api_writers` pool."""

@@ -1,0 +1,31 @@
+"""`--integrations`: a comma list of known job integration names; an unknown one is a CLI error."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from koordqueue.cli.flags import add_run_flags, settings_from_args
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    add_run_flags(parser)
+    return parser
+
+
+def test_default_serves_batch_job_only() -> None:
+    assert settings_from_args(_parser().parse_args([])).integrations == "batch/job"
+
+
+def test_a_comma_list_is_normalised_in_order_without_repeats() -> None:
+    args = _parser().parse_args(["--integrations", " pod,kubeflow.org/pytorchjob ,pod"])
+    assert settings_from_args(args).integrations == "pod,kubeflow.org/pytorchjob"
+
+
+def test_an_unknown_name_is_a_cli_error_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _parser().parse_args(["--integrations", "batch/job,ray.io/rayjob"])
+    assert exited.value.code == 2
+    assert "unknown integrations ray.io/rayjob" in capsys.readouterr().err
