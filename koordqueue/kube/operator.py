@@ -19,6 +19,7 @@ from koordqueue.domain import names
 from koordqueue.kube import kopf_support
 from koordqueue.kube.api import QUEUE_UNIT, KubeApi
 from koordqueue.kube.controller import Controller, OwnerLoop
+from koordqueue.kube.controller.integrations import register_integrations
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
 
@@ -48,6 +49,7 @@ def build_registry(
     unit_events = owner.handler(QUEUE_UNIT.plural, controller.on_unit)
     informers = [Informer(api, QUEUE_UNIT, unit_events, workers=INFORMER_WORKERS)]
     if settings.manage_jobs:
+        register_integrations(controller)  # --integrations (a missing CRD: one log line)
         for consumer in controller.consumers.values():
             events = owner.handler(consumer.watched.plural, consumer.on_event)
             informers.append(Informer(api, consumer.watched, events, workers=INFORMER_WORKERS))

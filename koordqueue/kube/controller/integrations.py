@@ -1,0 +1,252 @@
+"""Job integrations other than batch/v1 Job, served through the consumers.py seam (issue 13).
+
+One `IntegrationConsumer` per kind enabled with `--integrations` (PyTorchJob, MPIJob, JobSet,
+Pod). The rules and the API calls are the generic IntegrationReconciler's
+(kube/integration_reconciler.py), which calls the API inline: here each of its calls runs as
+one writer `Write`, keyed by the workload's unit, so the owner thread never waits on the API
+and two looks at one workload never cross. The unit phases it writes come back to the owner
+and are folded into the engine as the controller's own phase writes are (units.py), so a
+finished workload releases its quota at once, not at its unit's watch event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from koordqueue.domain import names
+from koordqueue.domain.integrations import Integration
+from koordqueue.domain.queue_unit import Phase
+from koordqueue.kube.api import Kind
+from koordqueue.kube.controller.base import (
+    DELETED,
+    MODIFIED,
+    NORMAL,
+    WARNING,
+    ControllerBase,
+    log,
+    meta,
+)
+from koordqueue.kube.controller.jobs import PriorityClasses
+from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.writes import Apis, PatchUnitStatus, Priority, RecordEvent
+from koordqueue.kube.integration_reconciler import (
+    IntegrationReconciler,
+    ReconcileResult,
+    enabled_integrations,
+    kind_of,
+)
+
+BATCH_JOB_NAME: Final = "batch/job"
+"""The `--integrations` entry served by jobs.py's JobReconciler, not by this module."""
+
+Written = list[tuple[Phase, dict[str, Any]]]
+"""Unit phases a write wrote, with the unit object each write returned."""
+
+
+@dataclass(slots=True)
+class Look:
+    """What one write did: the reconcile's result and the unit phases it wrote."""
+
+    result: ReconcileResult | None
+    phases: Written = field(default_factory=list)
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrationWrite:
+    """Run one IntegrationReconciler call on the writer's thread (it calls the API inline).
+
+    `call` gets a reconciler whose phase writes are the controller's unit status patch,
+    retried; each phase written is kept in the outcome for the owner to fold in.
+    """
+
+    consumer: IntegrationConsumer
+    call: Callable[[IntegrationReconciler], ReconcileResult | bool | None]
+    operation: str
+    priority: Priority = Priority.FINISH
+
+    def run(self, apis: Apis) -> Look:
+        phases: Written = []
+
+        def write_phase(unit_obj: Mapping[str, Any], phase: Phase, message: str) -> bool:
+            m = meta(unit_obj)
+            patch = unit_status_patch(message, phase)
+            updated = PatchUnitStatus(
+                str(m.get("namespace")), str(m.get("name", "")), patch, retry=True
+            ).run(apis)
+            if updated is None:
+                return False
+            phases.append((phase, updated))
+            return True
+
+        reconciler = self.consumer.reconciler(write_phase)
+        outcome = self.call(reconciler)
+        if isinstance(outcome, ReconcileResult):
+            return Look(outcome, phases, outcome.resumed)
+        return Look(None, phases, bool(outcome))
+
+
+class IntegrationConsumer:
+    """A ConsumerReconciler for one integration's workloads (all calls on the owner thread)."""
+
+    def __init__(self, ctl: ControllerBase, integration: Integration) -> None:
+        self.ctl = ctl
+        self.integration = integration
+        self.kind: Kind = kind_of(integration)
+        self.priorities = PriorityClasses(ctl.api)
+        self.timers: dict[str, float] = {}  # unit namespace/name -> when to look again
+
+    @property
+    def consumer_kind(self) -> str:
+        return self.integration.workload.kind
+
+    @property
+    def watched(self) -> Kind:
+        return self.kind
+
+    def reconciler(
+        self, write_phase: Callable[[Mapping[str, Any], Phase, str], bool]
+    ) -> IntegrationReconciler:
+        """A reconciler for one write (stateless: the API is its state)."""
+        settings = self.ctl.settings
+        return IntegrationReconciler(
+            self.ctl.api,
+            self.integration,
+            priority_of_class=self.priorities.value,
+            running_timeout=settings.job_running_timeout,
+            backoff_time=settings.job_backoff_time,
+            clock=self.ctl.clock,
+            write_phase=write_phase,
+        )
+
+    # --- keys and state the owner holds ---------------------------------------------------
+    def unit_key(self, obj: Mapping[str, Any]) -> str:
+        """namespace/name of the workload's unit (one per group for a pod group)."""
+        namespace = meta(obj).get("namespace") or "default"
+        return f"{namespace}/{self.integration.unit_name(obj)}"
+
+    def _write_key(self, unit_key: str) -> str:
+        """The unit's uid once known (ordered with its admission writes), else its key."""
+        return self.ctl.unit_by_key.get(unit_key) or unit_key
+
+    def _in_scheduling_backoff(self, unit_key: str) -> bool:
+        uid = self.ctl.unit_by_key.get(unit_key)
+        unit = self.ctl.engine.unit(uid) if uid else None
+        return unit is not None and unit.phase is Phase.BACKOFF and uid not in self.ctl.timed_out
+
+    # --- the seam -------------------------------------------------------------------------
+    def on_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        if not self.integration.may_be_queued(obj):
+            return  # (most pods): no API call, no write
+        key = self.unit_key(obj)
+        if event_type != DELETED and self._in_scheduling_backoff(key):
+            return  # its SchedFailed back-off runs on the engine's clock
+
+        def call(reconciler: IntegrationReconciler) -> ReconcileResult:
+            return reconciler.on_event(event_type, obj)
+
+        known = key in self.ctl.unit_by_key
+        priority = Priority.FINISH if known else Priority.START
+        write = IntegrationWrite(self, call, f"reconcile {self.kind.plural}", priority)
+        self.ctl.writer.submit(
+            write, lambda look: self._took_in(key, obj, look), self._write_key(key)
+        )
+
+    def resume(self, unit_obj: Mapping[str, Any]) -> IntegrationWrite:
+        target = dict(unit_obj)
+        return IntegrationWrite(self, lambda r: r.resume(target), f"resume {self.kind.plural}")
+
+    def suspend(self, unit_obj: Mapping[str, Any]) -> IntegrationWrite:
+        target = dict(unit_obj)
+        return IntegrationWrite(self, lambda r: r.suspend(target), f"suspend {self.kind.plural}")
+
+    def unit_scheduled(self, unit_obj: Mapping[str, Any]) -> None:
+        self._sync(dict(unit_obj))
+
+    def fire_timers(self) -> None:
+        if not self.timers:
+            return
+        now = self.ctl.clock()
+        for key in [key for key, at in self.timers.items() if at <= now]:
+            self.timers.pop(key, None)
+            uid = self.ctl.unit_by_key.get(key)
+            unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+            if unit_obj is not None:
+                self._sync(unit_obj)
+
+    # --- looks at a workload through its unit ---------------------------------------------
+    def _sync(self, unit_obj: dict[str, Any]) -> None:
+        m = meta(unit_obj)
+        key = f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
+        backoff = self._in_scheduling_backoff(key)
+
+        def call(reconciler: IntegrationReconciler) -> ReconcileResult:
+            members = reconciler.consumer_members(unit_obj)
+            if not members:
+                return ReconcileResult(skipped="workload gone")
+            return reconciler.sync(members, unit_obj, in_scheduling_backoff=backoff)
+
+        write = IntegrationWrite(self, call, f"sync {self.kind.plural}")
+        self.ctl.writer.submit(
+            write, lambda look: self._took_in(key, None, look), self._write_key(key)
+        )
+
+    def _took_in(self, key: str, obj: Mapping[str, Any] | None, look: Look | None) -> None:
+        """Fold a write's unit phases into the engine, arm its timer, record its events."""
+        if look is None:
+            return
+        ctl = self.ctl
+        for phase, updated in look.phases:
+            uid = str(meta(updated).get("uid") or "")
+            if phase is Phase.BACKOFF:
+                ctl.timed_out.add(uid)  # the running timeout: quota free until re-enqueued
+            ctl.on_unit(MODIFIED, updated)
+            if phase is Phase.ENQUEUED and uid in ctl.timed_out:
+                ctl.engine.defer(uid, 0.0)
+                ctl.timed_out.discard(uid)
+            ctl.wake.set()
+        result = look.result
+        if result is None:
+            return
+        if result.deleted_unit:
+            gone = ctl.unit_by_key.get(key)
+            if gone:
+                ctl.engine.remove_unit(gone)
+                ctl.timed_out.discard(gone)
+                ctl.wake.set()
+            self.timers.pop(key, None)
+        action = result.action
+        if action is not None:
+            if action.recheck_after is None:
+                self.timers.pop(key, None)
+            else:
+                self.timers[key] = ctl.clock() + max(action.recheck_after, 0.0)
+        if obj is None:
+            return  # (a look through the unit: no workload object in hand for events)
+        if result.error is not None:
+            error = str(result.error)
+            ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_JOB, error))
+        if look.resumed and action is not None and action.resume_event:
+            ctl.writer.submit(RecordEvent(obj, NORMAL, names.REASON_RESUME, names.MSG_RESUME))
+
+
+def register_integrations(ctl: ControllerBase) -> tuple[Integration, ...]:
+    """Serve the `--integrations` kinds this cluster has (a missing CRD: one log line).
+
+    Registers one IntegrationConsumer per enabled kind other than batch/v1 Job under its
+    workload kind, so the operator starts one informer for each; without `batch/job` in the
+    list the Job reconciler is unregistered. Returns the integrations served.
+    """
+    enabled = enabled_integrations(ctl.api, ctl.settings.integrations)
+    served = {integration.name for integration in enabled}
+    if BATCH_JOB_NAME not in served:
+        ctl.consumers.pop("Job", None)
+    for integration in enabled:
+        if integration.name == BATCH_JOB_NAME:
+            continue
+        consumer = IntegrationConsumer(ctl, integration)
+        ctl.consumers[consumer.consumer_kind] = consumer
+    log.info("integrations served", integrations=sorted(served))
+    return enabled
