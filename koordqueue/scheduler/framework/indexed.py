@@ -234,6 +234,8 @@ class SnapshotIndex:
         self._tensor: NodeTensor | None = None
         """The node tensor of the last layout (same nodes in the same order) a session used."""
         self._positions: dict[str, int] = {}
+        self._by_name: dict[str, NodeInfo] = {}
+        """The kept tensor's nodes by name, in its order."""
         self._replaced: dict[str, NodeInfo] = {}
         """Nodes put since `_tensor` was brought up to date, by name."""
 
@@ -295,6 +297,7 @@ class SnapshotIndex:
                     break
                 node.index = at
                 base.nodes[at] = node
+                self._by_name[name] = node
                 base.refresh(node)
             if base is not None:
                 base.changes.clear()
@@ -304,8 +307,13 @@ class SnapshotIndex:
         if base is None:
             base = NodeTensor(nodes, dims)
             self._positions = {n.name: i for i, n in enumerate(nodes)}
+            self._by_name = {n.name: n for n in nodes}
         self._tensor = base
         return base.copy()
+
+    def nodes_by_name(self) -> dict[str, NodeInfo]:
+        """A copy of the kept tensor's nodes by name (what `tensor_for` just returned)."""
+        return dict(self._by_name)
 
 
 @dataclass(frozen=True, slots=True)

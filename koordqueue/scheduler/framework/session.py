@@ -190,6 +190,7 @@ class Session:
         if self._index is not None and not self._own_nodes:
             self.tensor = self._index.tensor_for(self.node_list, sorted(dims))
             self.node_list = self.tensor.nodes  # one list: a node copied replaces its entry
+            self.nodes = self._index.nodes_by_name()
         else:
             self.tensor = NodeTensor(self.node_list, sorted(dims))
         self.placement = PlacementEngine(self.tensor)
@@ -287,11 +288,12 @@ class Session:
         self._own = own
         self.jobs = JobView(index.jobs, queues, own)
         self.node_list = list(snapshot.nodes)
-        self.nodes = {n.name: n for n in self.node_list}
         self._own_nodes = set()
         missing = sorted(
             uid for name, sums in index.queues.items() if name not in queues for uid in sums.jobs
         )
+        if missing:  # else the index hands them out with its tensor (__init__)
+            self.nodes = {n.name: n for n in self.node_list}
         for uid in missing:
             job = index.jobs[uid]
             self.warnings.append(names.QUEUE_NOT_FOUND_WARNING.format(job=uid, queue=job.queue))
