@@ -18,7 +18,7 @@ from typing import Any, Final
 from koordqueue.domain import names
 from koordqueue.domain.integrations import Integration
 from koordqueue.domain.queue_unit import Phase
-from koordqueue.kube.api import Kind
+from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller.base import (
     DELETED,
     MODIFIED,
@@ -28,7 +28,7 @@ from koordqueue.kube.controller.base import (
     log,
     meta,
 )
-from koordqueue.kube.controller.jobs import PriorityClasses
+from koordqueue.kube.controller.jobs import InitialUnitStatus, PriorityClasses
 from koordqueue.kube.controller.status import unit_status_patch
 from koordqueue.kube.controller.writes import Apis, PatchUnitStatus, Priority, RecordEvent
 from koordqueue.kube.integration_reconciler import (
@@ -72,10 +72,19 @@ class IntegrationWrite:
 
         def write_phase(unit_obj: Mapping[str, Any], phase: Phase, message: str) -> bool:
             m = meta(unit_obj)
-            patch = unit_status_patch(message, phase)
-            updated = PatchUnitStatus(
-                str(m.get("namespace")), str(m.get("name", "")), patch, retry=True
-            ).run(apis)
+            namespace, name = str(m.get("namespace")), str(m.get("name", ""))
+            updated: dict[str, Any] | None
+            if not unit_obj.get("status"):
+                # a new unit's first status, guarded by its created resourceVersion: when the
+                # unit's watch event let a round admit it first, the admission stands (409)
+                rv = m.get("resourceVersion")
+                patch = unit_status_patch(message, phase, initial=True, resource_version=rv)
+                updated = InitialUnitStatus(namespace, name, patch, f"{namespace}/{name}").run(apis)
+                if updated is None:
+                    updated = _phase_if_none(apis, namespace, name, phase)
+            else:
+                patch = unit_status_patch(message, phase)
+                updated = PatchUnitStatus(namespace, name, patch, retry=True).run(apis)
             if updated is None:
                 return False
             phases.append((phase, updated))
@@ -86,6 +95,30 @@ class IntegrationWrite:
         if isinstance(outcome, ReconcileResult):
             return Look(outcome, phases, outcome.resumed)
         return Look(None, phases, bool(outcome))
+
+
+def _phase_if_none(apis: Apis, namespace: str, name: str, phase: Phase) -> dict[str, Any] | None:
+    """A new unit's phase when a round's message (no phase) landed before its first status.
+
+    Only the phase is written (the round's message stays), guarded by the version read, so
+    an admission that lands meanwhile is never overwritten; None when it already has one.
+    """
+    for _ in range(3):
+        try:
+            fresh = apis.api.get(QUEUE_UNIT, name, namespace)
+        except ApiError:
+            return None
+        if fresh is None or (fresh.get("status") or {}).get("phase"):
+            return None
+        rv = meta(fresh).get("resourceVersion")
+        patch = {"metadata": {"resourceVersion": rv}, "status": {"phase": phase.value}}
+        try:
+            return apis.api.merge_patch(QUEUE_UNIT, name, patch, namespace, "status")
+        except ApiError as exc:
+            if not exc.conflict:
+                log.warning("unit phase not written", unit=f"{namespace}/{name}", error=str(exc))
+                return None
+    return None
 
 
 class IntegrationConsumer:

@@ -9,6 +9,7 @@ real API server.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from structlog.testing import capture_logs
@@ -18,7 +19,11 @@ from koordqueue.domain.names import QUEUE_POLICY_KEY, QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import Phase
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.controller.integrations import IntegrationConsumer, register_integrations
+from koordqueue.kube.controller.integrations import (
+    IntegrationConsumer,
+    IntegrationWrite,
+    register_integrations,
+)
 from koordqueue.kube.integration_reconciler import CRD, kind_of
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.integrations.helpers import condition, kubeflow_job, template
@@ -164,3 +169,60 @@ def test_a_gang_too_big_for_the_free_room_stays_held_whole_while_a_smaller_one_r
     held = api.get(QUEUE_UNIT, "big-py-qu", "default")
     assert held is not None and held["status"]["phase"] == "Enqueued"
     assert "admissions" not in held["status"] or not held["status"]["admissions"]
+
+
+def test_a_new_units_first_status_does_not_overwrite_an_admission_that_landed_first() -> None:
+    """The unit's watch event can let a round admit it before the reconciler's first status
+    write lands: that write is guarded by the created resourceVersion and dropped."""
+    api = MemoryApi()
+    install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
+    c = make(api, "kubeflow.org/pytorchjob")
+    consumer = c.consumers["PyTorchJob"]
+    assert isinstance(consumer, IntegrationConsumer)
+    created = copy.deepcopy(
+        api.create(
+            QUEUE_UNIT,
+            {
+                "metadata": {"name": UNIT, "namespace": "default"},
+                "spec": {"resource": {"cpu": "1"}},
+            },
+            "default",
+        )
+    )  # the creation's answer, as the reconciler holds it
+    api.merge_patch(QUEUE_UNIT, UNIT, {"status": {"phase": "Dequeued"}}, "default", "status")
+    write = IntegrationWrite(
+        consumer, lambda r: r.write_phase(created, Phase.ENQUEUED, "Enqueued"), "test"
+    )
+    look = write.run(c.writer.apis)
+    assert look.phases == []
+    after = api.get(QUEUE_UNIT, UNIT, "default")
+    assert after is not None and after["status"]["phase"] == "Dequeued"
+
+
+def test_a_new_units_phase_is_filled_in_when_a_rounds_message_landed_first() -> None:
+    """A round may write a rejection message (no phase) before the first status: the phase
+    is still written, the round's message kept."""
+    api = MemoryApi()
+    install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
+    c = make(api, "kubeflow.org/pytorchjob")
+    consumer = c.consumers["PyTorchJob"]
+    assert isinstance(consumer, IntegrationConsumer)
+    created = copy.deepcopy(
+        api.create(
+            QUEUE_UNIT,
+            {
+                "metadata": {"name": UNIT, "namespace": "default"},
+                "spec": {"resource": {"cpu": "1"}},
+            },
+            "default",
+        )
+    )
+    api.merge_patch(QUEUE_UNIT, UNIT, {"status": {"message": "limited"}}, "default", "status")
+    write = IntegrationWrite(
+        consumer, lambda r: r.write_phase(created, Phase.ENQUEUED, "Enqueued"), "test"
+    )
+    look = write.run(c.writer.apis)
+    assert [phase for phase, _ in look.phases] == [Phase.ENQUEUED]
+    after = api.get(QUEUE_UNIT, UNIT, "default")
+    assert after is not None
+    assert (after["status"]["phase"], after["status"]["message"]) == ("Enqueued", "limited")
