@@ -99,6 +99,9 @@ class ControllerBase:
         """The last round's writes are in flight (the next round waits for them, as it did
         when a round wrote inline: deciding again before they land would only repeat it)."""
         self.round_writes_done_at = 0.0  # time.monotonic() when they were all taken in
+        self.units_being_created: dict[str, dict[str, Any] | None] = {}
+        """namespace/name of units whose creator has not taken in its create call yet -> the
+        watch's version of the unit that came first (held until then, see units.py)."""
         self.resync_window: ResyncWindow | None = None
         """Set while the periodic resync's lists are being read (resync.py)."""
         self.consumers: dict[str, ConsumerReconciler] = {}

@@ -423,6 +423,7 @@ class JobReconciler:
         if job_status(job) not in (JobStatus.CREATED, JobStatus.QUEUING):
             return  # enqueued before and resumed since, but its unit is gone: left alone
         self.creating[key] = True
+        self.ctl.units_being_created[key] = None
         self._begin(key)
         self.ctl.writer.submit(
             CreateUnitForJob(job, self.priorities),
@@ -432,6 +433,9 @@ class JobReconciler:
 
     def _created(self, job: dict[str, Any], key: str, outcome: CreateOutcome) -> None:
         ctl = self.ctl
+        held = ctl.units_being_created.pop(key, None)
+        if held is not None and not isinstance(outcome, UnitCreated):
+            ctl.on_unit(ADDED, held)  # not the one we made (or we made none): fold it as is
         if isinstance(outcome, JobInvalid):
             error = str(outcome.error)
             ctl.writer.submit(RecordEvent(job, WARNING, names.REASON_INVALID_JOB, error))

@@ -36,6 +36,12 @@ class UnitHandlers(ControllerBase):
                 del self.unit_by_key[key]
             self.wake.set()
             return
+        if key in self.units_being_created and not (obj.get("status") or {}).get("phase"):
+            # our own unit, seen by the watch before its create call came back: its creator
+            # folds it in and writes its first phase; a round deciding on it now would write
+            # first and make that guarded write miss
+            self.units_being_created[key] = obj
+            return
         try:
             unit = queue_unit_from_object(obj)
         except InvalidQueueUnitError as exc:

@@ -156,3 +156,30 @@ def test_the_periodic_resync_does_not_bring_back_a_unit_deleted_while_it_listed(
 
 def _conforms(api: OwnerThreadApi) -> ObjectApi:
     return api
+
+
+def test_a_unit_seen_before_its_create_call_returned_gets_its_first_phase_before_a_round() -> None:
+    """Found by tests/e2e/test_job_extension.py under load: the watch delivered the new unit
+    first, a round rejected it with a message-only write, and the creator's first-phase write,
+    guarded by the created resourceVersion, then missed: the unit never said Enqueued."""
+    from koordqueue.kube.controller.jobs import UnitCreated
+
+    api = MemoryApi()
+    api.create(ELASTIC_QUOTA, quota("q", cpu="1"), "default")
+    api.create(QUEUE_UNIT, unit("holder", "q", phase="Running"), "ns")  # the quota is full
+    c = Controller(api, ControllerSettings(), writers=1)
+    c.resync()
+    c.units_being_created["ns/second"] = None  # the creator's call is in flight ...
+    created = api.create(QUEUE_UNIT, unit("second", "q"), "ns")
+    c.on_unit("ADDED", created)  # ... when the watch hands over the new unit
+    c.admission_round()
+    assert "status" not in (api.get(QUEUE_UNIT, "second", "ns") or {})
+    c.jobs._created({"metadata": {"name": "second", "namespace": "ns"}}, "ns/second",
+                    UnitCreated(created, {}))
+    status = (api.get(QUEUE_UNIT, "second", "ns") or {})["status"]
+    assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued")
+    c.admission_round()
+    status = (api.get(QUEUE_UNIT, "second", "ns") or {})["status"]
+    limited = "limited quotaName:q, limited resKey:cpu,"
+    assert (status["phase"], status["message"]) == ("Enqueued", limited)
+    c.close()
