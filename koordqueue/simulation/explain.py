@@ -332,7 +332,11 @@ def view_from_scenario(scenario: Scenario, step: int | None = None) -> ClusterVi
                     "annotations": dict(u.annotations),
                     "creationTimestamp": _epoch_text(float(u.arrive)),
                 },
-                "spec": {"resource": u.resource.to_quantities(), "priority": u.priority},
+                "spec": {
+                    "resource": u.resource.to_quantities(),
+                    "priority": u.priority,
+                    **({"consumerRef": {"kind": u.consumer_kind}} if u.consumer_kind else {}),
+                },
                 "status": {"phase": phases.get(key, Phase.ENQUEUED).value},
             }
         )

@@ -13,7 +13,14 @@ from typing import Any
 
 import yaml
 
-from koordqueue.domain.names import DEFAULT_POLICY, QUEUE_POLICY_KEY, QUOTA_PARENT_LABEL, ROOT_QUOTA
+from koordqueue.domain.integrations import INTEGRATIONS, InvalidJobError, by_kind, queue_unit_for
+from koordqueue.domain.names import (
+    DEFAULT_POLICY,
+    QUEUE_POLICY_KEY,
+    QUOTA_NAME_LABEL,
+    QUOTA_PARENT_LABEL,
+    ROOT_QUOTA,
+)
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
 
@@ -104,6 +111,8 @@ class UnitDef:
     pods: int = 1
     """Pods of the workload; each requests resource / pods (a gang: all or nothing)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    consumer_kind: str | None = None
+    """The kind of the unit's workload when given as `workload:` (PyTorchJob, JobSet, Pod...)."""
 
     def pod_request(self) -> Resources:
         return Resources({k: v // self.pods for k, v in self.resource.items()})
@@ -192,7 +201,6 @@ def _check_keys(source: str, obj: Mapping[str, Any], allowed: set[str], where: s
             )
 
 
-
 def _list(source: str, doc: Mapping[str, Any], key: str) -> list[Any]:
     raw = doc.get(key) or []
     if not isinstance(raw, list):
@@ -224,9 +232,89 @@ _UNIT_KEYS = {
     "annotations",
     "pods",
     "nodeSelector",
+    "workload",
 }
+_WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
+"""Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
 _NODE_KEYS = {"name", "allocatable", "labels"}
 _TOP_KEYS = {"name", "description", "steps", "oversellRate", "quotas", "units", "nodes"}
+
+
+def _plain(value: Any) -> Any:
+    """YAML's located maps as plain dicts and lists (what the integrations read)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _workload_unit(source: str, u: Mapping[str, Any], where: str) -> UnitDef:
+    """A unit given as a workload manifest of a job integration (issue 13, part 4).
+
+    `workload:` is one object (Job, PyTorchJob, MPIJob, JobSet, Pod) or the list of a pod
+    group's Pods. The unit is what the controller would create for it: its name (with the
+    kind's suffix), namespace, resource (every pod set's count x per-pod request), priority
+    (the pods' spec.priority: no PriorityClasses in a scenario), pods (the pod sets' counts)
+    and the quota from the quota label, unless `quota:` overrides it.
+    """
+    raw = u["workload"]
+    line = _line(u, "workload")
+    field_ = f"{where}.workload"
+    given = [key for key in _WORKLOAD_EXCLUSIVE if key in u]
+    if given:
+        raise ScenarioError(
+            source, line, f"{where}.{given[0]}", "is decided by workload: leave it out"
+        )
+    members = _plain(raw) if isinstance(raw, list) else [_plain(raw)]
+    if not members or not all(isinstance(m, dict) for m in members):
+        raise ScenarioError(source, line, field_, "must be an object or a list of Pods")
+    kind, api_version = members[0].get("kind"), members[0].get("apiVersion")
+    integration = by_kind(str(kind), str(api_version)) if kind else None
+    if integration is None:
+        known = ", ".join(
+            f"{i.workload.api_version} {i.workload.kind}" for i in INTEGRATIONS.values()
+        )
+        raise ScenarioError(
+            source, line, f"{field_}.kind", f"{api_version} {kind} is not queued (known: {known})"
+        )
+    for member in members:
+        member.setdefault("metadata", {}).setdefault("namespace", "default")
+        member["metadata"].setdefault("uid", f"scenario-{member['metadata'].get('name')}")
+    try:
+        expected = integration.expected_members(members)
+        body = queue_unit_for(integration, members)
+    except (InvalidJobError, InvalidQuantityError, ValueError) as exc:
+        raise ScenarioError(source, line, field_, str(exc)) from exc
+    if len(members) < expected:
+        raise ScenarioError(
+            source, line, field_, f"a group of {expected} pods lists {len(members)}"
+        )
+    quota = u.get("quota", body["metadata"]["labels"].get(QUOTA_NAME_LABEL))
+    if quota is not None and not isinstance(quota, str):
+        raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")
+    spec = body["spec"]
+    try:
+        resource = Resources.parse(spec["resource"], f"{field_}.resource")
+    except InvalidQuantityError as exc:
+        raise ScenarioError(source, line, field_, str(exc)) from exc
+    pods = sum(int(ps.get("count") or 0) for ps in spec["podSet"]) or 1
+    return UnitDef(
+        name=body["metadata"]["name"],
+        namespace=body["metadata"]["namespace"],
+        quota=quota,
+        resource=resource,
+        priority=int(spec.get("priority") or 0),
+        arrive=_int(source, u, "arrive", where, 0) or 0,
+        duration=_int(source, u, "duration", where, None),
+        annotations={
+            **{str(k): str(v) for k, v in body["metadata"]["annotations"].items()},
+            **_str_map(source, u, "annotations", where),
+        },
+        pods=pods,
+        node_selector=_str_map(source, u, "nodeSelector", where),
+        consumer_kind=integration.workload.kind,
+    )
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
@@ -270,6 +358,9 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         )
     units: list[UnitDef] = []
     for where, u in _maps(source, doc, "units", units_raw, _UNIT_KEYS):
+        if "workload" in u:
+            units.append(_workload_unit(source, u, where))
+            continue
         quota = u.get("quota")
         if quota is not None and not isinstance(quota, str):
             raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")

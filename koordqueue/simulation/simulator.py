@@ -160,6 +160,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                         labels=labels,
                         annotations=dict(u.annotations),
                         created=float(u.arrive),
+                        consumer_kind=u.consumer_kind,
                     )
                 )
         outcome = engine.run_round(float(step))
