@@ -238,6 +238,10 @@ class SnapshotIndex:
         """The kept tensor's nodes by name, in its order."""
         self._replaced: dict[str, NodeInfo] = {}
         """Nodes put since `_tensor` was brought up to date, by name."""
+        self._affine: dict[str, int] = {}
+        self.affinity_pods = 0
+        """Tasks on the nodes carrying inter-pod (anti-)affinity terms: a session whose
+        cluster has none skips walking every task for them (symmetry of existing pods)."""
 
     def put_job(self, job: JobInfo) -> None:
         self.drop_job(job.uid)
@@ -267,6 +271,10 @@ class SnapshotIndex:
         self._nodes[node.name] = node
         self.allocatable.add(node.allocatable)
         self.used.add(node.accounting()[1])
+        affine = affinity_pods(node)
+        if affine:
+            self._affine[node.name] = affine
+            self.affinity_pods += affine
         if old is not None and old.allocatable is node.allocatable:
             self._replaced[node.name] = node  # same layout: one column to refresh
         else:
@@ -282,6 +290,7 @@ class SnapshotIndex:
         if node is not None:
             self.allocatable.add(node.allocatable, -1)
             self.used.add(node.accounting()[1], -1)
+            self.affinity_pods -= self._affine.pop(name, 0)
         return node
 
     def tensor_for(self, nodes: list[NodeInfo], dims: list[str]) -> NodeTensor:
@@ -296,6 +305,8 @@ class SnapshotIndex:
                     base = None
                     break
                 node.index = at
+                if not same_static(base.nodes[at], node):
+                    base.static.clear()
                 base.nodes[at] = node
                 self._by_name[name] = node
                 base.refresh(node)
@@ -354,6 +365,21 @@ def index_snapshot(snapshot: ClusterSnapshot) -> IndexedSnapshot:
     )
 
 
+def same_static(old: NodeInfo, new: NodeInfo) -> bool:
+    """Whether two versions of a node agree on what static per-node masks read."""
+    return (
+        old.name == new.name
+        and old.unschedulable == new.unschedulable
+        and (old.labels is new.labels or old.labels == new.labels)
+        and (old.taints is new.taints or old.taints == new.taints)
+    )
+
+
+def affinity_pods(node: NodeInfo) -> int:
+    """How many of the node's tasks carry inter-pod (anti-)affinity terms."""
+    return sum(1 for t in node.tasks.values() if t.pod_affinity is not None)
+
+
 def placed(job: JobInfo) -> Iterable[TaskInfo]:
     """The tasks of `job` a session accounts on their nodes."""
     return (
@@ -368,7 +394,9 @@ __all__ = [
     "QueueSums",
     "QuietMemo",
     "SnapshotIndex",
+    "affinity_pods",
     "index_snapshot",
     "may_change",
     "placed",
+    "same_static",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -100,6 +100,10 @@ class NodeTensor:
         self.py_future: list[list[float]] = self.future.tolist()
         self.changes: list[int] = []
         """Indices of nodes changed so far in this session (a log, for cache refresh)."""
+        self.static: dict[object, Any] = {}
+        """Per-node vectors that depend only on the nodes' names, labels, taints and cordon
+        (plugins' static masks), shared with copies: a cache keeps one tensor per node
+        layout and clears this when a replaced node's static fields differ."""
 
     def vector(self, res: Resources) -> FloatArray:
         """A resource list as a dimension vector (unknown dimensions are dropped)."""
@@ -165,6 +169,7 @@ class NodeTensor:
         out.py_pipelined = [row[:] for row in self.py_pipelined]
         out.py_future = [row[:] for row in self.py_future]
         out.changes = []
+        out.static = self.static
         return out
 
 

@@ -314,6 +314,12 @@ class Session:
             if name in queues:
                 dims.update(sums.dims.counts)
 
+    def existing_affinity_pods(self) -> int | None:
+        """How many tasks on the nodes carry inter-pod (anti-)affinity terms, per the index
+        (at least the true number while the session has placed none), or None when unknown
+        (a plain snapshot): lets the counts skip walking every task when it is 0."""
+        return self._index.affinity_pods if self._index is not None else None
+
     def _own_all(self) -> None:
         """Indexed but not quiet (a plugin or action outside the built-in set): every job
         is scanned, as with a plain snapshot; quiet jobs stay shared until written."""

@@ -167,10 +167,16 @@ class PodCounts:
         self._match_cache: dict[
             int, tuple[Mapping[str, str], str, int, list[tuple[int, PodAffinityTerm]]]
         ] = {}
-        for node in self.nodes:
-            for task in node.tasks.values():
-                if task.pod_affinity is not None and _counted(task):
-                    self._add_owner(task, node.index, 1)
+        self._gone: set[str] = set()
+        """Tasks the session evicted or un-allocated before `_placed` was built (an evicted
+        task stays on its node, Releasing, but no longer counts)."""
+        if session.existing_affinity_pods() != 0:
+            # Existing pods' terms repel or attract every incoming pod (symmetry): walk
+            # them now. With none (the index says so), later owners arrive by events.
+            for node in self.nodes:
+                for task in node.tasks.values():
+                    if task.pod_affinity is not None and _counted(task):
+                        self._add_owner(task, node.index, 1)
         session.add_event_handler(
             "predicates", EventHandler(allocate=self._allocated, deallocate=self._deallocated)
         )
@@ -223,9 +229,10 @@ class PodCounts:
         if self._placed is None:
             placed: dict[str, _Placed] = {}
             by_pair = self._by_pair
+            gone = self._gone
             for node in self.nodes:
                 for task in node.tasks.values():
-                    if _counted(task):
+                    if _counted(task) and task.uid not in gone:
                         placed[task.uid] = _Placed(
                             task, node.index, task.status is TaskStatus.RELEASING
                         )
@@ -395,6 +402,7 @@ class PodCounts:
             self._add_owner(task, i, 1)
         placed = self._placed
         if placed is None:
+            self._gone.discard(task.uid)
             return
         placed[task.uid] = _Placed(task, i, False)
         for pair in task.labels.items():
@@ -409,6 +417,7 @@ class PodCounts:
             self._add_owner(task, i, -1)
         placed = self._placed
         if placed is None:
+            self._gone.add(task.uid)
             return
         entry = placed.pop(task.uid, None)
         if entry is None:

@@ -39,6 +39,7 @@ POD_AFFINITY_WEIGHT: Final = "podaffinity.weight"
 TAINT_TOLERATION_WEIGHT: Final = "tainttoleration.weight"
 POD_TOPOLOGY_SPREAD_WEIGHT: Final = "podtopologyspread.weight"
 _NEG_INF: Final = float("-inf")
+_PREFER_NO_SCHEDULE_NODES: Final = ("nodeorder", "prefer-no-schedule taints")
 BatchScore = Callable[[TaskInfo, IntArray], FloatArray]
 StaticVector = Callable[[TaskInfo], FloatArray | None]
 """Per pod shape, a score over all nodes (or None for none)."""
@@ -180,9 +181,15 @@ class NodeOrderPlugin(Plugin):
         makers: list[Callable[[TaskInfo], Scorer | None]] = []
         affinity_w = self.arguments.get_float(NODE_AFFINITY_WEIGHT, 2.0)
         taint_w = self.arguments.get_float(TAINT_TOLERATION_WEIGHT, 3.0)
-        tainted = bool(taint_w) and any(
-            t.effect == PREFER_NO_SCHEDULE for n in nodes for t in n.taints
-        )
+        # Whether any node has a PreferNoSchedule taint: kept with the node tensor, so
+        # sessions of an unchanged node layout do not walk every node for it.
+        shared = session.tensor.static
+        prefer_no_schedule = shared.get(_PREFER_NO_SCHEDULE_NODES)
+        if prefer_no_schedule is None:
+            prefer_no_schedule = shared[_PREFER_NO_SCHEDULE_NODES] = any(
+                t.effect == PREFER_NO_SCHEDULE for n in nodes for t in n.taints
+            )
+        tainted = bool(taint_w) and bool(prefer_no_schedule)
         by_affinity: dict[object, LevelNormalizer | None] = {}
         by_tolerations: dict[object, LevelNormalizer | None] = {}
 

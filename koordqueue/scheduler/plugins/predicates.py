@@ -232,6 +232,16 @@ def ports_reason(task: TaskInfo, node: NodeInfo) -> str | None:
     return None
 
 
+_BASE_MASK: Final = ("predicates", "base")
+_CONSTRAINT_MASK: Final = "predicates"
+
+
+def _frozen(mask: BoolArray) -> BoolArray:
+    """The mask made read-only (it is shared across sessions)."""
+    mask.flags.writeable = False
+    return mask
+
+
 class PredicatesPlugin(Plugin):
     """Vectorised filter: a cached static mask per constraint set, plus host ports."""
 
@@ -239,13 +249,23 @@ class PredicatesPlugin(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         nodes = session.node_list
-        base = np.fromiter(
-            (not n.unschedulable and untolerated_taint((), n.taints) is None for n in nodes),
-            dtype=np.bool_,
-            count=len(nodes),
-        )
+        # Static masks live with the node tensor: a cache hands sessions of an unchanged
+        # node layout the same store, so each constraint set is computed once, not per
+        # session (read-only: callers index them, never write).
+        shared = session.tensor.static
+        base = shared.get(_BASE_MASK)
+        if base is None:
+            base = shared[_BASE_MASK] = _frozen(
+                np.fromiter(
+                    (
+                        not n.unschedulable and untolerated_taint((), n.taints) is None
+                        for n in nodes
+                    ),
+                    dtype=np.bool_,
+                    count=len(nodes),
+                )
+            )
         static: dict[object, BoolArray] = {}
-        by_constraints: dict[object, BoolArray] = {}
 
         def static_mask(task: TaskInfo) -> BoolArray:
             # Cached per static key (cached on the task), and computed once per set of
@@ -258,17 +278,21 @@ class PredicatesPlugin(Plugin):
                     mask = base
                 else:
                     constraints = (
+                        _CONSTRAINT_MASK,
                         tuple(sorted(task.node_selector.items())),
                         task.tolerations,
                         required,
                     )
-                    mask = by_constraints.get(constraints)
-                    if mask is None:
-                        mask = by_constraints[constraints] = np.fromiter(
-                            (static_reason(task, n) is None for n in nodes),
-                            dtype=np.bool_,
-                            count=len(nodes),
+                    found = shared.get(constraints)
+                    if found is None:
+                        found = shared[constraints] = _frozen(
+                            np.fromiter(
+                                (static_reason(task, n) is None for n in nodes),
+                                dtype=np.bool_,
+                                count=len(nodes),
+                            )
                         )
+                    mask = found
                 static[key] = mask
             return mask
 
