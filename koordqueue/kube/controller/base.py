@@ -45,6 +45,21 @@ def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
+def newer(current: Mapping[str, Any] | None, seen: Mapping[str, Any]) -> bool:
+    """`current` was seen at a later resourceVersion than `seen` (unknown: False).
+
+    resourceVersions are etcd revisions, comparable as integers (client-go's
+    CompareResourceVersion, KEP-5504); anything else compares as unknown.
+    """
+    if current is None:
+        return False
+    a, b = meta(current).get("resourceVersion"), meta(seen).get("resourceVersion")
+    try:
+        return int(str(a)) > int(str(b))
+    except ValueError:
+        return False
+
+
 def object_key(obj: Mapping[str, Any]) -> str:
     """namespace/name of an object (namespace "default" when it has none)."""
     m = meta(obj)

@@ -16,7 +16,7 @@ from typing import Any
 
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
-from koordqueue.kube.controller.base import ADDED, ControllerBase, log, meta, object_key
+from koordqueue.kube.controller.base import ADDED, ControllerBase, log, meta, newer, object_key
 from koordqueue.kube.controller.writes import ApplyQueue, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
 
@@ -28,17 +28,6 @@ class ResyncWindow:
     known_units: set[str]
     deleted_units: set[str] = field(default_factory=set)
     deleted_jobs: set[str] = field(default_factory=set)
-
-
-def newer(current: dict[str, Any] | None, listed: dict[str, Any]) -> bool:
-    """`current` was seen at a later resourceVersion than `listed` (unknown: False)."""
-    if current is None:
-        return False
-    a, b = meta(current).get("resourceVersion"), meta(listed).get("resourceVersion")
-    try:
-        return int(str(a)) > int(str(b))
-    except ValueError:
-        return False
 
 
 class Resync(ControllerBase):

@@ -17,7 +17,14 @@ from koordqueue.domain.queue_unit import (
     QueueUnit,
     queue_unit_from_object,
 )
-from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, meta, object_key
+from koordqueue.kube.controller.base import (
+    DELETED,
+    WARNING,
+    ControllerBase,
+    meta,
+    newer,
+    object_key,
+)
 from koordqueue.kube.controller.status import unit_status_patch
 from koordqueue.kube.controller.writes import PatchUnitStatus, RecordEvent
 
@@ -41,6 +48,11 @@ class UnitHandlers(ControllerBase):
             # folds it in and writes its first phase; a round deciding on it now would write
             # first and make that guarded write miss
             self.units_being_created[key] = obj
+            return
+        if newer(self.unit_objects.get(uid), obj):
+            # A late event from before a version we already hold (our own write's answer or a
+            # later event): folding it in would undo that version, e.g. move a unit we wrote
+            # Succeed back to Dequeued and admit it again (found by bench_scale.py).
             return
         try:
             unit = queue_unit_from_object(obj)
