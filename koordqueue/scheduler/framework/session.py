@@ -1010,21 +1010,37 @@ class Session:
 
     def _with_quiet_updates(self, scanned: list[PhaseUpdate]) -> list[PhaseUpdate]:
         """The memoised phase updates of the jobs left quiet merged, by uid, with the scanned
-        jobs' ones (copied lists; a handful of bisections instead of a walk over all)."""
+        jobs' ones: a handful of bisections, then one copy of the memo's list in slices
+        (nothing to merge: the memo's list itself; callers copy it into the result)."""
         assert self._index is not None
         memo = self._index.memo
-        order = list(memo.order)
-        updates = list(memo.updates)
-        for uid in self._own:  # written this session: its own update (below) counts
+        order, memoised = memo.order, memo.updates
+        size = len(order)
+        # (position, 0, k): scanned update k goes before memo entry `position`;
+        # (position, 1, 0): memo entry `position` is dropped (its job was written this
+        # session: its own update, if any, is among the scanned ones).
+        events: list[tuple[int, int, int]] = []
+        for uid in self._own:
             i = bisect_left(order, uid)
-            if i < len(order) and order[i] == uid:
-                del order[i]
-                del updates[i]
-        for update in scanned:
-            i = bisect_left(order, update.job)
-            order.insert(i, update.job)
-            updates.insert(i, update)
-        return updates
+            if i < size and order[i] == uid:
+                events.append((i, 1, 0))
+        for k, update in enumerate(scanned):
+            events.append((bisect_left(order, update.job), 0, k))
+        if not events:
+            return memoised
+        events.sort()
+        out: list[PhaseUpdate] = []
+        at = 0
+        for position, drop, k in events:
+            if position > at:
+                out += memoised[at:position]
+                at = position
+            if drop:
+                at = position + 1
+            else:
+                out.append(scanned[k])
+        out += memoised[at:]
+        return out
 
 
 _may_change = may_change
