@@ -20,6 +20,7 @@ from koordqueue.domain.integrations import Integration
 from koordqueue.domain.queue_unit import Phase
 from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller.base import (
+    ADDED,
     DELETED,
     MODIFIED,
     NORMAL,
@@ -182,6 +183,9 @@ class IntegrationConsumer:
 
         known = key in self.ctl.unit_by_key
         priority = Priority.FINISH if known else Priority.START
+        if not known and event_type != DELETED:
+            # this write may create the unit: its watch event waits for us (units.py)
+            self.ctl.units_being_created.setdefault(key, None)
         write = IntegrationWrite(self, call, f"reconcile {self.kind.plural}", priority)
         self.ctl.writer.submit(
             write, lambda look: self._took_in(key, obj, look), self._write_key(key)
@@ -228,9 +232,12 @@ class IntegrationConsumer:
 
     def _took_in(self, key: str, obj: Mapping[str, Any] | None, look: Look | None) -> None:
         """Fold a write's unit phases into the engine, arm its timer, record its events."""
-        if look is None:
-            return
         ctl = self.ctl
+        held = ctl.units_being_created.pop(key, None) if obj is not None else None
+        if look is None:
+            if held is not None:
+                ctl.on_unit(ADDED, held)
+            return
         for phase, updated in look.phases:
             uid = str(meta(updated).get("uid") or "")
             if phase is Phase.BACKOFF:
@@ -241,6 +248,8 @@ class IntegrationConsumer:
                 ctl.timed_out.discard(uid)
             ctl.wake.set()
         result = look.result
+        if held is not None and not look.phases:
+            ctl.on_unit(ADDED, held)  # made by someone else, or no first phase: fold it as is
         if result is None:
             return
         if result.deleted_unit:

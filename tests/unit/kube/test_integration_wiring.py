@@ -131,6 +131,7 @@ def test_a_pytorchjob_is_queued_admitted_resumed_and_released_through_the_contro
     assert made is not None and made["status"]["phase"] == "Enqueued"
     uid = made["metadata"]["uid"]
     assert c.engine.unit(uid) is not None  # folded in by the owner, not left to the watch
+    assert c.units_being_created == {}  # the hold on its watch event ended with the write
 
     c.admission_round()
     assert c.engine.is_admitted(uid)
@@ -226,3 +227,28 @@ def test_a_new_units_phase_is_filled_in_when_a_rounds_message_landed_first() -> 
     after = api.get(QUEUE_UNIT, UNIT, "default")
     assert after is not None
     assert (after["status"]["phase"], after["status"]["message"]) == ("Enqueued", "limited")
+
+
+def test_a_units_watch_event_during_its_creation_is_held_then_folded_by_the_creator() -> None:
+    """While the write that may create a unit is in flight, the unit's phase-less watch event
+    waits (units.py): no round decides on it before its first phase is written."""
+    api = MemoryApi()
+    install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
+    c = make(api, "kubeflow.org/pytorchjob")
+    consumer = c.consumers["PyTorchJob"]
+    posted: list[Any] = []
+    c.writer.use_pool(0, posted.append)  # writes queue up; nothing runs them
+    job = pytorch(api)
+    consumer.on_event("ADDED", job)
+    key = f"default/{UNIT}"
+    assert key in c.units_being_created
+    early = {"metadata": {"name": UNIT, "namespace": "default", "uid": "u1"}, "spec": {}}
+    c.on_unit("ADDED", early)
+    assert c.engine.unit("u1") is None  # held, not folded
+    assert c.units_being_created[key] == early
+    c.writer._queue.get()[2]()  # the creation write runs (a writer thread's job) ...
+    for continuation in posted:
+        continuation()  # ... and its outcome comes back to the owner
+    assert c.units_being_created == {}
+    made = api.get(QUEUE_UNIT, UNIT, "default")
+    assert made is not None and c.engine.unit(made["metadata"]["uid"]) is not None
