@@ -170,9 +170,10 @@ class PodCounts:
         self._gone: set[str] = set()
         """Tasks the session evicted or un-allocated before `_placed` was built (an evicted
         task stays on its node, Releasing, but no longer counts)."""
-        if session.existing_affinity_pods() != 0:
+        if session.existing_affinity_pods() != 0 or session.tensor.changes:
             # Existing pods' terms repel or attract every incoming pod (symmetry): walk
-            # them now. With none (the index says so), later owners arrive by events.
+            # them now. With none (the index says so) and nothing placed yet, later owners
+            # arrive by the allocate events.
             for node in self.nodes:
                 for task in node.tasks.values():
                     if task.pod_affinity is not None and _counted(task):

@@ -12,7 +12,7 @@ from koordqueue.scheduler.api.selectors import LabelSelector
 from koordqueue.scheduler.api.task_info import PodAffinity, PodAffinityTerm
 from koordqueue.scheduler.framework.indexed import SnapshotIndex, index_snapshot
 from koordqueue.scheduler.framework.session import open_session
-from koordqueue.scheduler.plugins.interpod import InterPodAffinity, pod_counts
+from koordqueue.scheduler.plugins.interpod import InterPodAffinity, PodCounts, pod_counts
 from tests.unit.scheduler.builders import job, node, running, snapshot, task
 
 HOST = "kubernetes.io/hostname"
@@ -101,3 +101,13 @@ def test_a_node_label_change_under_the_same_layout_changes_the_node_selector_ver
         namespace_labels=first.namespace_labels, index=first.index,
     )
     assert [b.node for b in run_session(second, config).binds] == ["n1"]
+
+
+def test_counts_first_made_after_a_placement_still_see_that_pods_terms() -> None:
+    # The index said no pod carries terms, but the session has since placed one that does:
+    # counts made now must walk the nodes rather than trust the index.
+    jobs = [job("j", [task("guard", pod_affinity=one_per_host())])]
+    session = open_session(index_snapshot(snapshot([host("n0"), host("n1")], jobs)),
+                           default_config())
+    session.allocate_task(session.jobs["j"].tasks["guard"], session.nodes["n0"])
+    assert PodCounts(session).has_owners
