@@ -31,6 +31,7 @@ from koordqueue.scheduler.api import (
     Toleration,
 )
 from koordqueue.scheduler.api.names import PREEMPT_NEVER, QUEUE_STATE_OPEN
+from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.selectors import LabelSelector, LabelSelectorRequirement
 from koordqueue.scheduler.api.task_info import (
     DO_NOT_SCHEDULE,
@@ -356,4 +357,25 @@ def queue_info(queue: Obj) -> QueueInfo:
         priority=int(spec.get("priority") or 0),
         creation=timestamp(m.get("creationTimestamp")),
         state=state,
+    )
+
+
+def pod_disruption_budget(pdb: Obj) -> PodDisruptionBudget:
+    """A policy/v1 PodDisruptionBudget: what the `pdb` plugin reads (namespace, selector,
+    status.disruptionsAllowed and the names in status.disruptedPods). A budget the
+    disruption controller has not yet given a status allows no disruption, as its zero
+    value does in Volcano's and kube-scheduler's listers."""
+    m = meta(pdb)
+    status = pdb.get("status") or {}
+    try:
+        allowed = int(status.get("disruptionsAllowed") or 0)
+    except (TypeError, ValueError):
+        allowed = 0
+    disrupted = status.get("disruptedPods") or {}
+    return PodDisruptionBudget(
+        str(m.get("namespace", "")),
+        str(m.get("name", "")),
+        label_selector((pdb.get("spec") or {}).get("selector")),
+        allowed,
+        frozenset(str(n) for n in disrupted) if isinstance(disrupted, Mapping) else frozenset(),
     )

@@ -361,7 +361,7 @@ def index_snapshot(snapshot: ClusterSnapshot) -> IndexedSnapshot:
         index.put_node(node)
     return IndexedSnapshot(
         nodes=nodes, jobs=jobs, queues=list(snapshot.queues),
-        namespace_labels=snapshot.namespace_labels, index=index,
+        namespace_labels=snapshot.namespace_labels, pdbs=snapshot.pdbs, index=index,
     )
 
 

@@ -46,9 +46,13 @@ def _load_builtins() -> None:
         return
     from koordqueue.scheduler.actions import BUILTIN_ACTIONS
     from koordqueue.scheduler.plugins import BUILTIN_PLUGINS
+    from koordqueue.scheduler.plugins.pdb import PdbPlugin
 
     for name, builder in BUILTIN_PLUGINS.items():
         _plugins.setdefault(name, builder)
+    # Opt-in like every plugin: active only when a tier names it (Volcano's default conf
+    # leaves pdb out too).
+    _plugins.setdefault(PdbPlugin.name, PdbPlugin)
     for action in BUILTIN_ACTIONS:
         _actions.setdefault(action.name, action)
     _Loaded.builtins = True

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
+from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,8 @@ class ClusterSnapshot:
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Namespace name -> labels, for pod affinity terms' namespaceSelector (a namespace
     missing here has no labels)."""
+    pdbs: Sequence[PodDisruptionBudget] = ()
+    """PodDisruptionBudgets, read only by the opt-in `pdb` plugin (preempt/reclaim victims)."""
 
 
 @dataclass(frozen=True, slots=True)

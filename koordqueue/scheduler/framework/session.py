@@ -175,6 +175,7 @@ class Session:
         self.warnings: list[str] = []
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
         self.namespace_labels = snapshot.namespace_labels
+        self.pdbs = snapshot.pdbs
         self._index: SnapshotIndex | None = (
             snapshot.index if isinstance(snapshot, IndexedSnapshot) else None
         )
