@@ -222,6 +222,15 @@ FLAGS: tuple[Flag, ...] = (
         int,
     ),
     Flag(
+        "--gate-reservation-timeout",
+        "gate_reservation_timeout",
+        "seconds a pod admitted through the scheduling gate may hold its queue reservation "
+        "without being placed; then the reservation is released with a ReservationExpired "
+        "event and the pod, still pending, waits like any pod (0: never)",
+        _DEFAULTS.gate_reservation_timeout,
+        _non_negative,
+    ),
+    Flag(
         "--webhook-port",
         "webhook_port",
         "port of the pod mutating webhook (TLS; 0: off)",

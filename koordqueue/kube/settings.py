@@ -55,6 +55,10 @@ class ControllerSettings:
     scheduler_conf: str | None = None
     feature_gates: str = ""
     gate_removal_worker_num: int = 5
+    gate_reservation_timeout: float = 0.0
+    """Seconds a gated pod's reservation (it passed the queue capacity check, its gate was
+    removed) may wait to be placed before it is released with a ReservationExpired event;
+    0: never (Volcano)."""
     webhook_port: int = 0
     """Port of the pod mutating webhook (0: off)."""
     webhook_cert: str | None = None

@@ -8,6 +8,10 @@ drops the operation with a warning; the pod is still gated and passes again next
 Removal is a JSON patch guarded by `test` ops on the resourceVersion and on the gate's
 position, so a concurrent change (another gate added, the pod replaced) is never overwritten;
 on conflict the pod is re-read and the rules checked again.
+
+`report_expired` is the Kubernetes side of the reservation timeout: the pure ledger decides
+which reservations expired; here each becomes a Warning event on its pod (the pod cannot be
+gated again: Kubernetes only allows removing scheduling gates).
 """
 
 from __future__ import annotations
@@ -16,16 +20,18 @@ import queue
 import threading
 import time
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
+from koordqueue.domain.names import EVENT_WARNING
 from koordqueue.kube.api import POD, ApiError, KubeApi
 from koordqueue.kube.scheduler import metrics
 from koordqueue.kube.scheduler.cache import gate_names
 from koordqueue.scheduler.gates import names
-from koordqueue.scheduler.gates.reservation import GateState, classify_gates, opted_in
+from koordqueue.scheduler.gates.reservation import Expiry, GateState, classify_gates, opted_in
 
 log = structlog.get_logger(__name__)
 MAX_ATTEMPTS = 5
@@ -69,6 +75,30 @@ def removal_patch(pod: dict[str, Any]) -> list[dict[str, Any]] | None:
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": names.GATE_NAME},
         {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
     ]
+
+
+class Recorder(Protocol):
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str,
+               message: str) -> bool: ...
+
+
+def report_expired(
+    recorder: Recorder, pods: Mapping[str, dict[str, Any]], expiries: Iterable[Expiry],
+    timeout: float,
+) -> int:
+    """One `ReservationExpired` Warning event per expired reservation whose pod is known;
+    returns how many were recorded (a pod gone meanwhile needs none)."""
+    count = 0
+    for e in expiries:
+        pod = pods.get(e.uid)
+        if pod is None:
+            continue
+        message = names.MSG_RESERVATION_EXPIRED.format(
+            queue=e.queue, request=e.request, age=e.age, timeout=timeout)
+        recorder.record(pod, EVENT_WARNING, names.REASON_RESERVATION_EXPIRED, message)
+        log.info("gate reservation expired", pod=e.uid, queue=e.queue, age=round(e.age, 1))
+        count += 1
+    return count
 
 
 class GateManager:

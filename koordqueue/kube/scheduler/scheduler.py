@@ -34,7 +34,7 @@ from koordqueue.kube.api import (
     Listing,
 )
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
-from koordqueue.kube.gates.manager import GateManager, GateOp
+from koordqueue.kube.gates.manager import GateManager, GateOp, report_expired
 from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.cache import Built, CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.features import parse_feature_gates
@@ -50,7 +50,7 @@ from koordqueue.scheduler.framework import (
     register_plugin_builder,
     run_actions,
 )
-from koordqueue.scheduler.gates import FEATURE_GATE, GateView
+from koordqueue.scheduler.gates import FEATURE_GATE, Expiry, GateView, ReservationClock
 from koordqueue.scheduler.gates import names as gate_names
 from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
 
@@ -68,6 +68,8 @@ class Round:
 
     result: SessionResult
     released: list[str] = field(default_factory=list)
+    expired: list[Expiry] = field(default_factory=list)
+    """Gate reservations released by --gate-reservation-timeout this round."""
     binds: list[Future[bool]] = field(default_factory=list)
     """The binds this round sent; they complete after the round (`wait_for_binds`)."""
     conditions_written: int = 0
@@ -79,9 +81,16 @@ class Round:
         return sum(results), len(results) - sum(results)
 
 
-def with_gate_plugin(config: SchedulerConfig, view: GateView) -> SchedulerConfig:
-    """The configuration plus a last tier holding the gate plugin with this session's view."""
-    option = PluginOption(gate_names.PLUGIN_NAME, Arguments({"view": view}))
+def with_gate_plugin(
+    config: SchedulerConfig, view: GateView, clock: ReservationClock | None = None,
+    now: float = 0.0,
+) -> SchedulerConfig:
+    """The configuration plus a last tier holding the gate plugin with this session's view
+    (and, with a reservation timeout, the clock remembering reservations' ages)."""
+    arguments: dict[str, object] = {"view": view}
+    if clock is not None and clock.timeout > 0:
+        arguments.update(clock=clock, now=now)
+    option = PluginOption(gate_names.PLUGIN_NAME, Arguments(arguments))
     return SchedulerConfig(config.actions, (*config.tiers, Tier((option,))))
 
 
@@ -120,6 +129,8 @@ class Scheduler:
         if self.gates_enabled and gates is None:
             gates = GateManager(api, self.settings.gate_removal_worker_num)
         self.gates = gates
+        self.reservations = ReservationClock(self.settings.gate_reservation_timeout)
+        """--gate-reservation-timeout's memory across sessions; its `now` is injectable."""
         self._default_config: SchedulerConfig | None = None
         self._watcher = (
             ConfigWatcher(self.settings.scheduler_conf) if self.settings.scheduler_conf else None
@@ -196,7 +207,7 @@ class Scheduler:
             self.cache.replace(kind, listings[rest][0])
         return listings
 
-    def config(self, view: GateView) -> SchedulerConfig:
+    def config(self, view: GateView, now: float = 0.0) -> SchedulerConfig:
         if self._watcher is not None:
             self._watcher.poll()
             base = self._watcher.current
@@ -206,7 +217,9 @@ class Scheduler:
             if self._default_config is None:
                 self._default_config = default_config()
             base = self._default_config
-        return with_gate_plugin(base, view) if self.gates_enabled else base
+        if not self.gates_enabled:
+            return base
+        return with_gate_plugin(base, view, self.reservations, now)
 
     # --- one round --------------------------------------------------------------------------
     def run_once(self) -> Round:
@@ -216,13 +229,21 @@ class Scheduler:
             if key not in self._warned:
                 self._warned.add(key)
                 log.warning(gate_names.WARN_GATE_WITHOUT_OPT_IN.format(pod=key))
-        session = open_session(built.snapshot, self.config(built.view))
+        view, now = built.view, 0.0
+        if self.gates_enabled and self.reservations.timeout > 0:
+            now = self.reservations.now()
+            view = self.reservations.effective(view, now)
+        session = open_session(built.snapshot, self.config(view, now))
         run_actions(session)
         result = session.close()
         plugin = session.plugins.get(gate_names.PLUGIN_NAME)
-        released = list(plugin.released) if isinstance(plugin, QueueAllocationGatePlugin) else []
+        gate_plugin = plugin if isinstance(plugin, QueueAllocationGatePlugin) else None
+        released = list(gate_plugin.released) if gate_plugin is not None else []
         self._observe(result)
         outcome = Round(result, released)
+        if gate_plugin is not None and gate_plugin.expired:
+            outcome.expired = list(gate_plugin.expired)
+            report_expired(self.events, built.pods, outcome.expired, self.reservations.timeout)
         apply_start = time.perf_counter()
         self.apply(built, result, released, outcome)
         metrics.APPLY_DURATION.observe(time.perf_counter() - apply_start)

@@ -2,8 +2,10 @@
 
 from koordqueue.scheduler.gates.names import FEATURE_GATE, GATE_NAME, OPT_IN_ANNOTATION
 from koordqueue.scheduler.gates.reservation import (
+    Expiry,
     GateState,
     GateView,
+    ReservationClock,
     ReservationLedger,
     classify_gates,
     gated_resources,
@@ -14,8 +16,10 @@ __all__ = [
     "FEATURE_GATE",
     "GATE_NAME",
     "OPT_IN_ANNOTATION",
+    "Expiry",
     "GateState",
     "GateView",
+    "ReservationClock",
     "ReservationLedger",
     "classify_gates",
     "gated_resources",

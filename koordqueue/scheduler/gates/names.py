@@ -20,6 +20,15 @@ PLUGIN_NAME: Final = "queueallocationgate"
 DEFAULT_WORKERS: Final = 5
 QUEUE_PER_WORKER: Final = 200
 
+REASON_RESERVATION_EXPIRED: Final = "ReservationExpired"
+"""Warning event on a pod whose reservation outlived --gate-reservation-timeout."""
+MSG_RESERVATION_EXPIRED: Final = (
+    "queue {queue} reserved {request} for this pod {age:.0f}s ago and it was not placed "
+    "(--gate-reservation-timeout={timeout:g}s): the reservation is released. Kubernetes "
+    "cannot gate the pod again, so it stays pending without a reservation and is placed "
+    "like any pod once its queue has room and a node fits it"
+)
+
 WARN_GATE_WITHOUT_OPT_IN: Final = (
     "pod {pod} carries gate " + GATE_NAME + " but not the opt-in annotation "
     + OPT_IN_ANNOTATION + '="true"; it will never be un-gated by the scheduler'

@@ -3,7 +3,9 @@
 Why a plugin of its own (and not code in allocate/capacity): it composes with whichever queue
 plugin is configured (allocatable answers are ANDed), and it only registers callbacks. The
 adapter passes the per-session `GateView` as the `view` argument and reads `released` after
-the session closed.
+the session closed. With a reservation timeout the adapter also passes its `ReservationClock`
+(`clock`) and the session's time (`now`); reservations older than the timeout are released at
+open, before anything is allocated or admitted, and listed in `expired`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from koordqueue.scheduler.api import QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.interface import Arguments, Plugin
 from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.gates import names
-from koordqueue.scheduler.gates.reservation import GateView, ReservationLedger
+from koordqueue.scheduler.gates.reservation import (
+    Expiry,
+    GateView,
+    ReservationClock,
+    ReservationLedger,
+)
 
 
 def queue_limits(session: Session) -> dict[str, Resources | None]:
@@ -40,6 +47,12 @@ class QueueAllocationGatePlugin(Plugin):
         super().__init__(arguments)
         view = self.arguments.get("view")
         self.view = view if isinstance(view, GateView) else GateView()
+        clock = self.arguments.get("clock")
+        self.clock = clock if isinstance(clock, ReservationClock) else None
+        now = self.arguments.get("now")
+        self.now = float(now) if isinstance(now, int | float) else 0.0
+        self.expired: list[Expiry] = []
+        """Reservations the timeout released this session (the adapter records the events)."""
         self.ledger = ReservationLedger({})
         self._candidates: list[tuple[tuple[int, int, float, str], str, TaskInfo]] = []
         self.released: list[str] = []
@@ -65,7 +78,11 @@ class QueueAllocationGatePlugin(Plugin):
                 elif task.uid in view.candidates:
                     order = (-job.priority, -task.priority, task.creation, task.name)
                     candidates.append((order, job.queue, task))
-        ledger.rebuild(allocated, reserved)
+        clock = self.clock
+        ledger.rebuild(allocated, reserved, clock.since if clock is not None else None)
+        if clock is not None and clock.timeout > 0:
+            self.expired = ledger.expire(self.now, clock.timeout)
+            clock.record(self.expired)
         self._candidates = candidates
         jobs = session.jobs
 
@@ -90,6 +107,12 @@ class QueueAllocationGatePlugin(Plugin):
         """Check still-pending candidates in (job priority, priority, creation) order."""
         self._candidates.sort(key=itemgetter(0))
         admit = self.ledger.admit
+        clock, now = self.clock, self.now
         for _order, queue, task in self._candidates:
-            if task.status is TaskStatus.PENDING and admit(queue, task.uid, task.resreq):
+            if task.status is not TaskStatus.PENDING:
+                continue
+            at = clock.since.get(task.uid, now) if clock is not None else 0.0
+            if admit(queue, task.uid, task.resreq, at):
                 self.released.append(task.uid)
+                if clock is not None:
+                    clock.admitted(task.uid, now)

@@ -5,14 +5,18 @@ it is placed in a later session. Until then no other pod may take that room, or 
 let through would find its queue full. The ledger holds, per queue, what is allocated and what
 is reserved; it is rebuilt each session, gains an entry when a pod passes, loses it when that
 pod is allocated and gets it back when the allocation is rolled back. The candidate itself is
-never counted twice. Reservations have no timeout (documented limitation: a pod that never
-fits any node holds its reservation until it is deleted or placed).
+never counted twice. Each reservation records when it was made; with a timeout
+(`--gate-reservation-timeout`, default 0 = never, as Volcano) one older than it is released
+(`expire`). Kubernetes only lets scheduling gates be removed, never added back, so an expired
+pod is not gated again: it stays pending without a reservation and is placed like any pod
+when its queue has room (`ReservationClock` remembers it across sessions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from koordqueue.domain.resources import Resources
@@ -74,6 +78,16 @@ class GateView:
     reserved: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """A reservation released by the timeout: whose, in which queue, how much, how old."""
+
+    uid: str
+    queue: str
+    request: Resources
+    age: float
+
+
 def _add_into(acc: dict[str, int], res: Mapping[str, int], sign: int) -> None:
     for key, amount in res.items():
         acc[key] = acc.get(key, 0) + sign * amount
@@ -86,7 +100,10 @@ class ReservationLedger:
     too (as Volcano's queue capability).
     """
 
-    __slots__ = ("_allocated", "_capability", "_entries", "_released", "_reserved")
+    __slots__ = (
+        "_allocated", "_capability", "_entries", "_released", "_released_at", "_reserved",
+        "_since",
+    )
 
     def __init__(self, capabilities: Mapping[str, Resources | None]) -> None:
         self._capability = dict(capabilities)
@@ -94,24 +111,33 @@ class ReservationLedger:
         self._reserved: dict[str, dict[str, int]] = {}
         self._entries: dict[str, tuple[str, Resources]] = {}
         """uid -> (queue, request) of live reservations."""
+        self._since: dict[str, float] = {}
+        """uid -> when the live reservation was made (the caller's clock)."""
         self._released: dict[str, tuple[str, Resources]] = {}
         """uid -> reservation removed by an allocation, kept to restore on rollback."""
+        self._released_at: dict[str, float] = {}
+        """uid -> when that consumed reservation was made (a rollback keeps its age)."""
 
     # --- rebuild ---------------------------------------------------------------------------
     def rebuild(
         self,
         allocated: Iterable[tuple[str, Resources]],
         reserved: Iterable[tuple[str, str, Resources]],
+        since: Mapping[str, float] | None = None,
     ) -> None:
-        """Start a session: allocated (queue, resources) and reservations (queue, uid, req)."""
+        """Start a session: allocated (queue, resources) and reservations (queue, uid, req);
+        `since` says when each reservation was made (missing: 0.0)."""
         self._allocated.clear()
         self._reserved.clear()
         self._entries.clear()
+        self._since.clear()
         self._released.clear()
+        self._released_at.clear()
+        made = since or {}
         for queue, res in allocated:
             _add_into(self._allocated.setdefault(queue, {}), res, 1)
         for queue, uid, req in reserved:
-            self.add(queue, uid, req)
+            self.add(queue, uid, req, made.get(uid, 0.0))
 
     # --- views ------------------------------------------------------------------------------
     def allocated(self, queue: str) -> Resources:
@@ -127,6 +153,14 @@ class ReservationLedger:
 
     def holds(self, uid: str) -> bool:
         return uid in self._entries
+
+    def since(self, uid: str) -> float | None:
+        """When uid's live reservation was made, or None without one."""
+        return self._since.get(uid)
+
+    def live(self) -> dict[str, tuple[str, Resources]]:
+        """uid -> (queue, request) of the live reservations (a copy)."""
+        return dict(self._entries)
 
     def fits(self, queue: str, uid: str, request: Resources) -> bool:
         """allocated + reserved (without uid's own) + request within the capability."""
@@ -147,18 +181,19 @@ class ReservationLedger:
         return True
 
     # --- changes ----------------------------------------------------------------------------
-    def add(self, queue: str, uid: str, request: Resources) -> None:
-        """Reserve `request` for `uid` (idempotent)."""
+    def add(self, queue: str, uid: str, request: Resources, at: float = 0.0) -> None:
+        """Reserve `request` for `uid`, made at time `at` (idempotent: the first time stays)."""
         if uid in self._entries:
             return
         self._entries[uid] = (queue, request)
+        self._since[uid] = at
         _add_into(self._reserved.setdefault(queue, {}), request, 1)
 
-    def admit(self, queue: str, uid: str, request: Resources) -> bool:
+    def admit(self, queue: str, uid: str, request: Resources, at: float = 0.0) -> bool:
         """The capacity check for a gated pod: reserve and return True when it fits."""
         if not self.fits(queue, uid, request):
             return False
-        self.add(queue, uid, request)
+        self.add(queue, uid, request, at)
         return True
 
     def on_allocate(self, queue: str, uid: str, request: Resources) -> None:
@@ -168,16 +203,78 @@ class ReservationLedger:
         if entry is not None:
             _add_into(self._reserved.setdefault(entry[0], {}), entry[1], -1)
             self._released[uid] = entry
+            self._released_at[uid] = self._since.pop(uid, 0.0)
 
     def on_deallocate(self, queue: str, uid: str, request: Resources) -> None:
         """An allocation was rolled back (or evicted): give back; restore the reservation."""
         _add_into(self._allocated.setdefault(queue, {}), request, -1)
         entry = self._released.pop(uid, None)
         if entry is not None:
-            self.add(entry[0], uid, entry[1])
+            self.add(entry[0], uid, entry[1], self._released_at.pop(uid, 0.0))
 
     def drop(self, uid: str) -> None:
         """Forget a reservation (its pod was deleted)."""
         entry = self._entries.pop(uid, None)
+        self._since.pop(uid, None)
         if entry is not None:
             _add_into(self._reserved.setdefault(entry[0], {}), entry[1], -1)
+
+    def expire(self, now: float, timeout: float) -> list[Expiry]:
+        """Release every reservation made `timeout` or more before `now`; 0 or less: none.
+
+        Why here: the ledger alone knows what is live; whoever calls it only executes the
+        effect (an event). Oldest first, then by uid, so the outcome does not depend on
+        insertion order.
+        """
+        if timeout <= 0:
+            return []
+        old = sorted(
+            (at, uid) for uid, at in self._since.items() if now - at >= timeout
+        )
+        out: list[Expiry] = []
+        for at, uid in old:
+            queue, request = self._entries[uid]
+            self.drop(uid)
+            out.append(Expiry(uid, queue, request, now - at))
+        return out
+
+
+@dataclass(slots=True)
+class ReservationClock:
+    """Memory across sessions for the reservation timeout (the ledger is rebuilt each session).
+
+    `since`: when each pod passed the capacity check (or, for a reservation this process
+    never saw made, e.g. after a restart, when it was first seen: the clock starts again);
+    `expired`: pods whose reservation timed out; they stay un-gated and pending but hold
+    nothing, until they are placed or deleted. `now` is injectable (tests); `timeout` 0 = never.
+    """
+
+    timeout: float = 0.0
+    now: Callable[[], float] = time.monotonic
+    since: dict[str, float] = field(default_factory=dict)
+    expired: set[str] = field(default_factory=set)
+
+    def effective(self, view: GateView, now: float) -> GateView:
+        """This session's view: expired pods reserve nothing; state of gone pods forgotten."""
+        if self.timeout <= 0:
+            return view
+        watched = view.candidates | view.reserved
+        self.expired &= view.reserved
+        for uid in [u for u in self.since if u not in watched or u in self.expired]:
+            del self.since[uid]
+        for uid in view.reserved:
+            if uid not in self.expired:
+                self.since.setdefault(uid, now)
+        if not self.expired:
+            return view
+        return GateView(view.candidates, view.reserved - self.expired)
+
+    def admitted(self, uid: str, now: float) -> float:
+        """uid passed the capacity check at `now`; returns when its reservation was made
+        (a pod admitted again before its gate removal landed keeps its first time)."""
+        return self.since.setdefault(uid, now)
+
+    def record(self, expiries: Iterable[Expiry]) -> None:
+        for e in expiries:
+            self.expired.add(e.uid)
+            self.since.pop(e.uid, None)
