@@ -10,6 +10,8 @@ thread that owns the admission engine.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from typing import Any, Final
 
 import kopf
@@ -17,8 +19,9 @@ import structlog
 
 from koordqueue.domain import names
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import QUEUE_UNIT, KubeApi
+from koordqueue.kube.api import JOB, QUEUE_UNIT, Kind, KubeApi, Listing
 from koordqueue.kube.controller import Controller, OwnerLoop
+from koordqueue.kube.controller.base import DELETED, meta, object_key
 from koordqueue.kube.controller.integrations import register_integrations
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
@@ -27,6 +30,60 @@ log = structlog.get_logger(__name__)
 
 INFORMER_WORKERS: Final = 1
 """An informer's worker only posts each event onto the owner loop: one is enough."""
+RESYNC_KINDS: Final = (QUEUE_UNIT, JOB)
+"""Kinds the start-up resync folds as listings (the others arrive as listing events)."""
+
+Handler = Callable[[str | None, dict[str, Any]], None]
+
+
+class WarmStandby:
+    """A standby's watches: the latest object of each key kept, until it takes over.
+
+    With leader election every informer runs from start-up whether or not this process
+    leads; a standby's events only update these caches (nothing is planned or written).
+    `take_over()` switches every informer to the owner loop at once and hands back the
+    caches as listings, so the new leader folds them instead of listing everything again:
+    failover costs the lease expiry and a fold, not a re-list of every Job and QueueUnit.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._caches: dict[Kind, dict[str, dict[str, Any]]] = {}
+        self._targets: dict[Kind, Handler] = {}
+        self.leading = False
+
+    def route(self, kind: Kind, target: Handler) -> Handler:
+        """An informer handler: into the cache while standing by, to `target` once leading."""
+        cache = self._caches.setdefault(kind, {})
+        self._targets[kind] = target
+
+        def on_event(event_type: str | None, obj: dict[str, Any]) -> None:
+            with self._lock:  # the switch in take_over() is atomic for every event
+                if self.leading:
+                    target(event_type, obj)
+                    return
+                key = object_key(obj)
+                if event_type != DELETED:
+                    cache[key] = obj
+                elif meta(cache.get(key) or {}).get("uid") == meta(obj).get("uid"):
+                    del cache[key]
+
+        return on_event
+
+    def take_over(self) -> dict[Kind, Listing]:
+        """From now on events go to the owner; the resync kinds' caches as listings (the
+        other kinds' cached objects are handed to the owner now, as a listing's events)."""
+        with self._lock:
+            self.leading = True
+            listings: dict[Kind, Listing] = {}
+            for kind, cache in self._caches.items():
+                if kind in RESYNC_KINDS:
+                    listings[kind] = (list(cache.values()), "")
+                else:
+                    for obj in cache.values():
+                        self._targets[kind](None, obj)
+            self._caches.clear()
+            return listings
 
 
 def build_registry(
@@ -34,24 +91,37 @@ def build_registry(
 ) -> kopf.OperatorRegistry:
     """A kopf registry bound to one Controller (so tests can run several side by side).
 
-    With leader election, the controller starts once this process holds the Lease: a
-    standby serves its probes, ignores quota and queue events, starts no informer and writes
-    nothing; it takes over with the same start-up resync a restart does. (kopf's start-up
-    must not block: its liveness endpoint starts only after it.) `api` is the controller's
-    client as a KubeApi: the informers watch, which the controller's ObjectApi does not offer.
+    With leader election, a standby is warm (WarmStandby): its informers run from start-up
+    and keep the latest QueueUnits, Jobs and workloads, but it plans and writes nothing and
+    ignores quota and queue events (a few objects, listed on takeover). Once this process
+    holds the Lease, the controller starts with the start-up resync folding those caches
+    instead of listing them again. Writes are fenced; the owner loop pauses rounds while
+    the fence is shut (loop.py). (kopf's start-up must not block: its liveness endpoint
+    starts only after it.) `api` is the controller's client as a KubeApi: the informers
+    watch, which the controller's ObjectApi does not offer.
     """
     registry = kopf.OperatorRegistry()
     leadership = leadership or Leadership()
+    elected = leadership.elector is not None
     settings = controller.settings
-    owner = OwnerLoop(controller, controller.writers)
+    owner = OwnerLoop(
+        controller, controller.writers, leadership.may_write if elected else None
+    )
+    standby = WarmStandby() if elected else None
     state: dict[str, asyncio.Task[None]] = {}
+
+    def route(kind: Kind, events: Handler) -> Handler:
+        return events if standby is None else standby.route(kind, events)
+
     # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
-    unit_events = owner.handler(QUEUE_UNIT.plural, controller.on_unit)
+    unit_events = route(QUEUE_UNIT, owner.handler(QUEUE_UNIT.plural, controller.on_unit))
     informers = [Informer(api, QUEUE_UNIT, unit_events, workers=INFORMER_WORKERS)]
     if settings.manage_jobs:
         register_integrations(controller)  # --integrations (a missing CRD: one log line)
         for consumer in controller.consumers.values():
-            events = owner.handler(consumer.watched.plural, consumer.on_event)
+            events = route(
+                consumer.watched, owner.handler(consumer.watched.plural, consumer.on_event)
+            )
             informers.append(Informer(api, consumer.watched, events, workers=INFORMER_WORKERS))
     quota_events = owner.handler(names.ELASTIC_QUOTA_PLURAL, controller.on_quota)
     queue_events = owner.handler(names.QUEUE_PLURAL, controller.on_queue)
@@ -76,6 +146,12 @@ def build_registry(
         queue_events(kopf_support.event_type(event), kopf_support.event_object(event))
 
     async def start_controller() -> None:
+        if standby is not None:  # warm: the watches run already; fold what they hold
+            for informer in informers:
+                await asyncio.to_thread(informer.synced.wait)
+            await asyncio.wrap_future(owner.start(standby.take_over()))
+            log.info("controller ready (took over)", namespace=controller.settings.namespace)
+            return
         listings = await asyncio.wrap_future(owner.start())  # the start-up resync
         for informer in informers:  # the watches continue from the resync's listings
             informer.start(listings.get(informer.kind))
@@ -84,6 +160,9 @@ def build_registry(
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
+        if standby is not None:
+            for informer in informers:  # warm from the start, leader or not
+                informer.start()
         await start_when_leading(leadership, start_controller, state)
 
     def close() -> None:
@@ -99,8 +178,10 @@ def build_registry(
 
     @kopf.on.probe(id="ready", registry=registry)
     def ready(**_: Any) -> bool | str:
-        if not leadership.leading.is_set():
-            return "standby"  # alive and ready to take over: not a failure
+        if not leadership.leading.is_set() or (standby is not None and not standby.leading):
+            if not all(informer.synced.is_set() for informer in informers):
+                raise kopf.TemporaryError("standby: Job/QueueUnit watches not listed yet")
+            return "standby"  # alive, warm and ready to take over: not a failure
         if not controller.ready.is_set():
             raise kopf.TemporaryError("initial resync not finished")
         if not all(informer.synced.is_set() for informer in informers):

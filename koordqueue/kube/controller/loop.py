@@ -33,6 +33,9 @@ all taken in, so a burst is batched into one round."""
 PATIENCE: Final = 60.0
 """Seconds a round waits for the previous round's writes before it runs anyway (a write
 that raised instead of answering never reports back)."""
+FENCE_POLL: Final = 0.1
+"""Seconds between looks at a shut fence (leader election): how soon after the lease is
+renewed the held writes go out again and rounds resume."""
 MAX_BATCH: Final = 256
 """Events handled back to back without going back to the blocking queue read (each blocking
 read hands the GIL to the writer threads and waits to get it back)."""
@@ -42,11 +45,25 @@ _STOP: Final = object()
 
 
 class OwnerLoop:
-    """`start()` runs the start-up resync, then events, rounds and resyncs, on one thread."""
+    """`start()` runs the start-up resync, then events, rounds and resyncs, on one thread.
 
-    def __init__(self, controller: Controller, writers: int) -> None:
+    `may_write` is the leader-election fence: while it is shut (this process is not, or no
+    longer sure it is, the leader) no round or resync runs, events are still folded in, and
+    the writer holds every write, including one the fence refused midway; once it reopens
+    (a renewed lease) they go out at once and rounds resume. None: always open.
+    """
+
+    def __init__(
+        self,
+        controller: Controller,
+        writers: int,
+        may_write: Callable[[], bool] | None = None,
+    ) -> None:
         self.controller = controller
         self.writers = writers
+        self.may_write = may_write
+        self.fenced = False
+        """The fence was shut at the loop's last look."""
         self._queue: queue.SimpleQueue[Callable[[], None] | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -72,12 +89,15 @@ class OwnerLoop:
 
         return on_event
 
-    def start(self) -> Future[dict[Kind, Listing]]:
-        """Start the thread; the future holds the start-up resync's listings (or its error)."""
-        self.controller.writer.use_pool(self.writers, self.post)
+    def start(self, listings: dict[Kind, Listing] | None = None) -> Future[dict[Kind, Listing]]:
+        """Start the thread; the future holds the start-up resync's listings (or its error).
+
+        `listings`: QueueUnits and Jobs the start-up resync folds instead of listing them.
+        """
+        self.controller.writer.use_pool(self.writers, self.post, self.may_write)
         started: Future[dict[Kind, Listing]] = Future()
         self._thread = threading.Thread(
-            target=self._run, args=(started,), name="kq-controller", daemon=True
+            target=self._run, args=(started, listings), name="kq-controller", daemon=True
         )
         self._thread.start()
         return started
@@ -90,10 +110,12 @@ class OwnerLoop:
             self._thread.join(timeout)
 
     # --- the owner thread ---------------------------------------------------------------
-    def _run(self, started: Future[dict[Kind, Listing]]) -> None:
+    def _run(
+        self, started: Future[dict[Kind, Listing]], listings: dict[Kind, Listing] | None
+    ) -> None:
         controller = self.controller
         try:
-            started.set_result(controller.resync())
+            started.set_result(controller.resync(listings))
         except Exception as exc:
             started.set_exception(exc)
             return
@@ -101,6 +123,10 @@ class OwnerLoop:
         last_resync = round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once
         while not self._stopping.is_set():
+            if self._fence_shut():
+                if not self._take(FENCE_POLL):
+                    return
+                continue
             if controller.round_writes_pending and time.monotonic() - round_end > PATIENCE:
                 log.warning("a round's writes did not all report back; rounds go on")
                 controller.round_writes_pending = False
@@ -112,20 +138,8 @@ class OwnerLoop:
                 deadline = earliest if controller.wake.is_set() else max(earliest, periodic)
             timeout = deadline - time.monotonic()
             if timeout > 0:
-                try:
-                    item = self._queue.get(timeout=timeout)
-                except queue.Empty:
-                    continue
-                for handled in range(1, MAX_BATCH + 1):
-                    if item is _STOP:
-                        return
-                    self._handle(item)
-                    if handled == MAX_BATCH:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
+                if not self._take(timeout):
+                    return
                 continue
             controller.wake.clear()
             round_start = time.monotonic()
@@ -137,6 +151,38 @@ class OwnerLoop:
             except Exception:
                 log.exception("admission round failed; continuing")
             round_end = time.monotonic()
+
+    def _take(self, timeout: float) -> bool:
+        """Handle what is queued (waiting up to `timeout` for the first); False: stop."""
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return True
+        for handled in range(1, MAX_BATCH + 1):
+            if item is _STOP:
+                return False
+            self._handle(item)
+            if handled == MAX_BATCH:
+                break
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+        return True
+
+    def _fence_shut(self) -> bool:
+        """Look at the fence; on reopening, release the writes it held."""
+        shut = self.may_write is not None and not self.may_write()
+        if shut != self.fenced:
+            self.fenced = shut
+            if shut:
+                log.warning("writes fenced (leadership not confirmed): rounds paused")
+            else:
+                released = self.controller.writer.reopen()
+                log.info("fence reopened: rounds resume", held_writes=released)
+        elif not shut and self.controller.writer.parked():
+            self.controller.writer.reopen()  # refused midway while we last saw it open
+        return shut
 
     @staticmethod
     def _handle(item: object) -> None:

@@ -31,14 +31,16 @@ class ResyncWindow:
 
 
 class Resync(ControllerBase):
-    def resync(self) -> dict[Kind, Listing]:
+    def resync(self, listings: dict[Kind, Listing] | None = None) -> dict[Kind, Listing]:
         """List everything and fold it in; fixes whatever changed while we were not watching.
 
         Returns the QueueUnit and Job listings, so that the watches started after the first
-        resync continue from them instead of listing again.
+        resync continue from them instead of listing again. `listings`: QueueUnits and Jobs
+        already at hand (a warm standby's watch caches), folded instead of listed.
         """
         self._resync_quotas_and_queues()
-        listings = self._list_workloads(self.api)
+        if listings is None:
+            listings = self._list_workloads(self.api)
         self._fold_workloads(listings, None)
         self.ready.set()
         return listings

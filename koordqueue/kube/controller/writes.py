@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import structlog
 
@@ -251,6 +251,37 @@ class SyncQueueUsage:
 
 
 # --- the writer -----------------------------------------------------------------------------
+_fence_hits = threading.local()
+"""Per writer thread: whether the write it is running was refused by the fence (NotLeader)."""
+
+
+class FenceWatch:
+    """An ObjectApi that notes on the calling thread when the fence refused a write.
+
+    Writes swallow refusals (`safely`), so the writer could not tell a NotLeader refusal from
+    any other; this lets it hold such a write until the fence reopens instead of reporting a
+    failure that would send the object through a back-off or wait for the resync.
+    """
+
+    def __init__(self, api: ObjectApi) -> None:
+        self._api = api
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._api, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except ApiError as exc:
+                if exc.fenced:
+                    _fence_hits.hit = True
+                raise
+
+        return call
+
+
 class Priority(IntEnum):
     """Which queued write a free writer thread takes first.
 
@@ -279,10 +310,21 @@ class Writer:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._keyed: dict[str, deque[tuple[Priority, Callable[[], None]]]] = {}
+        self._fence: Callable[[], bool] | None = None
+        self._parked: list[tuple[Priority, Callable[[], None]]] = []
 
-    def use_pool(self, workers: int, post: Post) -> None:
-        """From now on run writes on `workers` threads; outcomes go through `post`."""
+    def use_pool(
+        self, workers: int, post: Post, fence: Callable[[], bool] | None = None
+    ) -> None:
+        """From now on run writes on `workers` threads; outcomes go through `post`.
+
+        With a `fence` (leader election), a write is held while the fence is shut, and one
+        the fence refused midway is held and run again: `reopen()` releases them, in order.
+        """
         self._post = post
+        if fence is not None:
+            self._fence = fence
+            self.apis = Apis(cast(ObjectApi, FenceWatch(self.apis.api)), self.apis.recorder)
         self._threads = [
             threading.Thread(target=self._work, name=f"kq-write-{i}", daemon=True)
             for i in range(workers)
@@ -301,6 +343,26 @@ class Writer:
     def backlog(self) -> int:
         """Writes queued and not yet started."""
         return self._queue.qsize()
+
+    def parked(self) -> int:
+        """Writes held until the fence reopens."""
+        with self._lock:
+            return len(self._parked)
+
+    def reopen(self) -> int:
+        """The fence is open again: queue the held writes (their keys still hold their
+        objects' later writes back, so the order per object is kept). Returns how many."""
+        with self._lock:
+            parked, self._parked = self._parked, []
+        for priority, task in parked:
+            self._queue.put((priority, next(self._order), task))
+        return len(parked)
+
+    def _park(self, priority: Priority, task: Callable[[], None]) -> None:
+        with self._lock:
+            self._parked.append((priority, task))
+        if self._post is not None:
+            self._post(lambda: None)  # the owner looks at the fence and may reopen at once
 
     def submit(
         self,
@@ -322,17 +384,27 @@ class Writer:
                 then(outcome)
             return
 
+        fence = self._fence
+
         def task() -> None:
+            if fence is not None and not fence():
+                self._park(priority, task)  # not the leader (yet again): hold it
+                return
+            _fence_hits.hit = False
             try:
                 outcome = write.run(self.apis)
             except Exception:  # a bug in a write must not kill the writer thread
                 log.exception("write failed", write=type(write).__name__)
             else:
+                if _fence_hits.hit:  # refused as NotLeader: run it again once we may write
+                    self._park(priority, task)
+                    return  # the key stays held
                 if then is not None:
                     post(lambda: then(outcome))
             finally:
-                if key is not None:
-                    self._next(key)
+                _fence_hits.hit = False
+            if key is not None:
+                self._next(key)
 
         if key is not None:
             with self._lock:
