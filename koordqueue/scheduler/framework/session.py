@@ -98,7 +98,7 @@ _VALID_ACTIONS: frozenset[str] = frozenset({"allocate", "preempt", "reclaim"})
 _QUIET_PLUGINS: frozenset[str] = frozenset(
     {
         "priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
-        "nodeorder", "binpack", "capacity",
+        "nodeorder", "binpack", "capacity", "pdb",
     }
 )
 """Built-in plugins whose job-valid and close answers depend on the job alone."""

@@ -179,3 +179,10 @@ def test_reclaim_evicts_no_more_than_the_budget_allows() -> None:
     assert len(result.evictions) == 1
     # A gang needing two victims gets none: one is all the budget allows.
     assert run_session(with_pdbs(_reclaim_snapshot(2), budget(1)), RECLAIM).evictions == ()
+
+
+def test_pdb_keeps_an_indexed_session_quiet() -> None:
+    """The plugin answers nothing about jobs (only victims), so enabling it must not make an
+    indexed session scan every job."""
+    snap = index_snapshot(with_pdbs(two_nodes_two_preemptors(), budget(1)))
+    assert open_session(snap, PREEMPT)._quiet
