@@ -23,8 +23,12 @@ from koordqueue.kube.gates.certs import self_signed
 from koordqueue.kube.gates.webhook import WEBHOOK_PATH
 from koordqueue.kube.scheduler.runner import SchedulerRunner
 from koordqueue.kube.settings import ControllerSettings
-from koordqueue.scheduler.gates.names import GATE_NAME, OPT_IN_ANNOTATION
-from tests.e2e.kq import get, unique, wait_for
+from koordqueue.scheduler.gates.names import (
+    GATE_NAME,
+    OPT_IN_ANNOTATION,
+    REASON_RESERVATION_EXPIRED,
+)
+from tests.e2e.kq import events_for, get, unique, wait_for
 from tests.e2e.test_scheduler_binding import make_node, scheduled_condition
 
 SCOPE_LABEL = "kq-gates-e2e"
@@ -113,7 +117,7 @@ def register_webhook(kubectl: Any, name: str, port: int, ca: bytes, scope: str) 
 
 
 def start_plane(kubectl: Any, kubeconfig: Path, tmp: Path, scope: str,
-                gates_on: bool) -> tuple[Plane, str]:
+                gates_on: bool, reservation_timeout: float = 0.0) -> tuple[Plane, str]:
     cert = self_signed(tmp / scope, ["127.0.0.1"])
     port = free_port()
     settings = ControllerSettings(
@@ -121,6 +125,7 @@ def start_plane(kubectl: Any, kubeconfig: Path, tmp: Path, scope: str,
         scheduler_name=f"volcano-{scope}",
         feature_gates=f"SchedulingGatesQueueAdmission={'true' if gates_on else 'false'}",
         webhook_port=port, webhook_cert=str(cert.certfile), webhook_key=str(cert.keyfile),
+        gate_reservation_timeout=reservation_timeout,
     )
     runner = SchedulerRunner(settings).start()
     config_name = f"kq-e2e-{scope}"
@@ -211,3 +216,28 @@ def test_feature_gate_off_changes_nothing(kubectl: Any, kubeconfig: Path, pool: 
     finally:
         kubectl("delete", "mutatingwebhookconfiguration", config, check=False)
         off.runner.stop()
+
+
+def test_an_expired_reservation_is_released_with_an_event_and_its_room_reused(
+    kubectl: Any, kubeconfig: Path, pool: str, tmp_path: Path
+) -> None:
+    """--gate-reservation-timeout=3: pod-a passes the check but fits no node; after 3 s its
+    reservation is released (Warning ReservationExpired), it stays un-gated and pending, and
+    pod-b, waiting behind it, is admitted and bound."""
+    timed, config = start_plane(kubectl, kubeconfig, tmp_path, "timeout", True, 3.0)
+    try:
+        ns, q = timed.namespace(), timed.queue("1", "1Gi")
+        timed.pod(ns, "pod-a", q, selector={SCOPE_LABEL: "no-such-node"})
+        wait_for(lambda: live_gates(kubectl, ns, "pod-a") == [], what="pod-a un-gated")
+        timed.pod(ns, "pod-b", q, selector={SCOPE_LABEL: pool})
+        assert live_gates(kubectl, ns, "pod-b") == [GATE_NAME]  # pod-a's reservation holds
+        [event] = wait_for(lambda: events_for(kubectl, ns, "pod-a", REASON_RESERVATION_EXPIRED),
+                           timeout=15, what="ReservationExpired event")
+        assert event["type"] == "Warning"
+        assert wait_for(lambda: node_of(kubectl, ns, "pod-b"), timeout=15,
+                        what="pod-b admitted and bound") == pool
+        assert live_gates(kubectl, ns, "pod-a") == []
+        assert node_of(kubectl, ns, "pod-a") is None
+    finally:
+        kubectl("delete", "mutatingwebhookconfiguration", config, check=False)
+        timed.runner.stop()
