@@ -72,6 +72,7 @@ JOB: Final = Kind("batch", "v1", "jobs", "Job")
 EVENT: Final = Kind("", "v1", "events", "Event")
 POD: Final = Kind("", "v1", "pods", "Pod")
 NODE: Final = Kind("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACE: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 POD_GROUP: Final = Kind(
     names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup"

@@ -41,6 +41,8 @@ class CachedKind(StrEnum):
     NODE = "node"
     POD_GROUP = "podgroup"
     QUEUE = "queue"
+    NAMESPACE = "namespace"
+    """Only their labels are kept: pod affinity terms' namespaceSelector reads them."""
 
 
 def gate_names(pod: Mapping[str, Any]) -> list[str]:
@@ -87,6 +89,10 @@ def _node_shape(node: Mapping[str, Any]) -> tuple[object, ...]:
     )
 
 
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (convert.meta(obj).get("labels") or {}).items()}
+
+
 def _finished(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -115,8 +121,9 @@ class _Derived:
     """
 
     __slots__ = (
-        "bases", "candidates", "groups", "index", "job_pods", "jobs", "no_opt_in", "node_list",
-        "nodes", "ours_on", "pending", "pods", "positions", "queues", "reserved",
+        "bases", "candidates", "groups", "index", "job_pods", "jobs", "namespace_labels",
+        "no_opt_in", "node_list", "nodes", "ours_on", "pending", "pods", "positions", "queues",
+        "reserved",
     )
 
     def __init__(self) -> None:
@@ -136,6 +143,8 @@ class _Derived:
         self.job_pods: dict[str, list[str]] = {}
         """Job key -> uids of the pods it put into `pods` (to take them out again)."""
         self.queues: dict[str, QueueInfo] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        """Namespace name -> its labels; replaced (not mutated) when one changes."""
         self.groups: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.pending: dict[str, str] = {}
@@ -373,6 +382,7 @@ class SchedulerCache:
                 IndexedSnapshot(
                     nodes=list(d.node_list), jobs=list(d.jobs.values()),
                     queues=list(d.queues.values()), index=d.index,
+                    namespace_labels=d.namespace_labels,
                 ),
                 pods=d.pods,
                 groups=dict(d.groups),
@@ -399,6 +409,15 @@ class SchedulerCache:
         """Under the lock: redo the conversions of every key marked since the last build."""
         d = self._derived
         dirty = self._dirty
+        if dirty[CachedKind.NAMESPACE]:
+            labels = dict(d.namespace_labels)  # replaced, never mutated: snapshots share it
+            for name in dirty[CachedKind.NAMESPACE]:
+                raw = self._objs[CachedKind.NAMESPACE].get(name)
+                if raw is None:
+                    labels.pop(name, None)
+                else:
+                    labels[name] = _labels(raw)
+            d.namespace_labels = labels
         for name in dirty[CachedKind.QUEUE]:
             raw = self._objs[CachedKind.QUEUE].get(name)
             if raw is None:
@@ -596,6 +615,10 @@ def full_build(
     built.snapshot = IndexedSnapshot(
         nodes=ordered, jobs=list(jobs.values()),
         queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,
+        namespace_labels={
+            str(convert.meta(ns).get("name", "")): _labels(ns)
+            for ns in objs.get(CachedKind.NAMESPACE, ())
+        },
     )
     built.view = GateView(frozenset(candidates), frozenset(reserved))
     return built

@@ -17,7 +17,7 @@ import structlog
 
 from koordqueue.domain import names as domain_names
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import NODE, POD
+from koordqueue.kube.api import NAMESPACE, NODE, POD
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
 from koordqueue.kube.scheduler.cache import CachedKind
@@ -43,6 +43,9 @@ def register_scheduler(
     informers = [
         Informer(scheduler.api, POD, partial(cache.on_event, CachedKind.POD), workers=2),
         Informer(scheduler.api, NODE, partial(cache.on_event, CachedKind.NODE), workers=1),
+        Informer(
+            scheduler.api, NAMESPACE, partial(cache.on_event, CachedKind.NAMESPACE), workers=1
+        ),
     ]
 
     @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from koordqueue.kube.api import (
+    NAMESPACE,
     NODE,
     POD,
     POD_GROUP,
@@ -195,7 +196,10 @@ class Scheduler:
         A kind the server does not serve (Volcano CRDs not installed) lists as empty.
         """
         listings: dict[Kind, Listing] = {}
-        for kind in (CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP, CachedKind.POD):
+        for kind in (
+            CachedKind.NAMESPACE, CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP,
+            CachedKind.POD,
+        ):
             rest = convert_kind(kind)
             try:
                 listings[rest] = self.api.list_with_version(rest)
@@ -415,4 +419,4 @@ class Scheduler:
 def convert_kind(kind: CachedKind) -> Kind:
     """The REST kind of a cache kind."""
     return {CachedKind.POD: POD, CachedKind.NODE: NODE, CachedKind.POD_GROUP: POD_GROUP,
-            CachedKind.QUEUE: VOLCANO_QUEUE}[kind]
+            CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE}[kind]

@@ -72,6 +72,12 @@ def _queue(name: str, version: int, weight: int) -> dict[str, Any]:
             "spec": {"weight": weight}}
 
 
+def _namespace(name: str, version: int, team: str | None) -> dict[str, Any]:
+    labels = {"kubernetes.io/metadata.name": name, **({"team": team} if team else {})}
+    return {"metadata": {"name": name, "resourceVersion": str(version), "labels": labels}}
+
+
+NAMESPACES = ["ns", "other"]
 pods = st.builds(
     lambda uid, ours, group, node, phase, cpu, queue: ("pod", uid, ours, group, node, phase,
                                                        cpu, queue),
@@ -84,16 +90,18 @@ nodes = st.tuples(st.just("node"), st.sampled_from(NODES), st.booleans(), st.int
 groups = st.tuples(st.just("group"), st.sampled_from(GROUPS), st.integers(1, 3),
                    st.sampled_from(QUEUES))
 queues = st.tuples(st.just("queue"), st.sampled_from(QUEUES), st.integers(1, 3))
+namespaces = st.tuples(st.just("namespace"), st.sampled_from(NAMESPACES),
+                       st.sampled_from([None, "a", "b"]))
 deletes = st.tuples(st.just("delete"), st.sampled_from(list(CachedKind)),
-                    st.sampled_from(PODS + NODES + GROUPS + QUEUES))
+                    st.sampled_from(PODS + NODES + GROUPS + QUEUES + NAMESPACES))
 assumes = st.tuples(st.just("assume"), st.sampled_from(PODS), st.sampled_from(NODES))
 forgets = st.tuples(st.just("forget"), st.sampled_from(PODS))
 relists = st.tuples(st.just("relist"), st.sampled_from(list(CachedKind)))
 ticks = st.tuples(st.just("tick"), st.sampled_from([1.0, 40.0]))
 builds = st.just(("build",))
 ops = st.lists(
-    st.one_of(pods, pods, pods, nodes, groups, queues, deletes, assumes, assumes, forgets,
-              relists, ticks, builds, builds, builds),
+    st.one_of(pods, pods, pods, nodes, groups, queues, namespaces, deletes, assumes, assumes,
+              forgets, relists, ticks, builds, builds, builds),
     min_size=15, max_size=60,
 )
 
@@ -121,6 +129,7 @@ def canonical(built: Built) -> tuple[object, ...]:
         sorted(repr(q) for q in snap.queues),
         sorted(built.pods), sorted(built.groups),
         built.view, sorted(built.gate_without_opt_in),
+        sorted((ns, sorted(labels.items())) for ns, labels in snap.namespace_labels.items()),
     )
 
 
@@ -141,8 +150,10 @@ def replay(stream: list[tuple[Any, ...]]) -> SchedulerCache:
     cache = SchedulerCache(SCHED, clock=clock)
     live: dict[CachedKind, dict[str, dict[str, Any]]] = {k: {} for k in CachedKind}
     kind_of = {"pod": CachedKind.POD, "node": CachedKind.NODE,
-               "group": CachedKind.POD_GROUP, "queue": CachedKind.QUEUE}
-    make = {"pod": _pod, "node": _node, "group": _group, "queue": _queue}
+               "group": CachedKind.POD_GROUP, "queue": CachedKind.QUEUE,
+               "namespace": CachedKind.NAMESPACE}
+    make = {"pod": _pod, "node": _node, "group": _group, "queue": _queue,
+            "namespace": _namespace}
     for version, op in enumerate(stream, start=1):
         if op[0] in kind_of:
             kind = kind_of[op[0]]
