@@ -16,8 +16,9 @@ is marked Complete, which frees its quota for the next), and SIGKILLs the leader
 
 and the ratios `acquired / lease duration` and `first admission / lease duration`. client-go's
 rules put the takeover between lease - retry and lease + retry after the last renewal; the
-first admission adds the standby's start-up resync (one listing of the cluster: the standby
-keeps no warm informers yet). Each run also replays the QueueUnits' history (as the failover
+first admission adds the standby's takeover: it is warm (its informers run while standing by),
+so it folds its caches (no re-list of QueueUnits and Jobs), lists quotas and Queues, and
+creates the units of the Jobs the dead leader had not reached before its first round. Each run also replays the QueueUnits' history (as the failover
 e2e test does) and reports units admitted twice and quota peaks over capacity (both must be 0).
 """
 
