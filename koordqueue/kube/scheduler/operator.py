@@ -31,8 +31,10 @@ def register_scheduler(
 ) -> None:
     """Add the scheduler's handlers to `registry` (alone, or next to the quota controller's).
 
-    With leader election, the scheduler starts once this process holds the Lease (see
-    kube/operator.py); a standby ignores PodGroup and Queue events and binds nothing.
+    With leader election, the scheduler decides and binds once this process holds the Lease
+    (see kube/operator.py). A standby is warm: it lists and watches pods, nodes, namespaces,
+    PodGroups and Queues into its cache from start-up (the cache never writes), so taking
+    over starts sessions at once instead of listing the cluster first.
     """
     leadership = leadership or Leadership()
     cache = scheduler.cache
@@ -50,24 +52,32 @@ def register_scheduler(
 
     @kopf.on.event(vg, vv, domain_names.POD_GROUP_PLURAL, registry=registry)
     async def group_event(event: kopf.RawEvent, **_: Any) -> None:
-        if not leadership.leading.is_set():
-            return  # a standby: the relist on takeover reads every PodGroup
         cache.on_event(
             CachedKind.POD_GROUP, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
     @kopf.on.event(vg, vv, domain_names.VOLCANO_QUEUE_PLURAL, registry=registry)
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
-        if not leadership.leading.is_set():
-            return
         cache.on_event(
             CachedKind.QUEUE, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
-    async def start() -> None:
-        listings = await asyncio.to_thread(scheduler.start)
+    async def observe() -> None:
+        """Fill the cache and keep it current without deciding (a warm standby)."""
+        listings = await asyncio.to_thread(scheduler.relist)
         for informer in informers:  # the watches continue from the cache's first listings
             informer.start(listings.get(informer.kind))
+        log.info("scheduler standby: watching, not deciding")
+
+    async def start() -> None:
+        warm = state.pop("observe", None)
+        if warm is not None:
+            await warm
+            await asyncio.to_thread(scheduler.take_over)
+        else:
+            listings = await asyncio.to_thread(scheduler.start)
+            for informer in informers:
+                informer.start(listings.get(informer.kind))
         state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
         log.info(
             "scheduler ready",
@@ -78,6 +88,8 @@ def register_scheduler(
     @kopf.on.startup(registry=registry)
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
+        if not leadership.leading.is_set():  # elections on and not (yet) leading
+            state["observe"] = asyncio.create_task(observe())
         await start_when_leading(leadership, start, state)
 
     def close() -> None:
@@ -90,11 +102,14 @@ def register_scheduler(
     @kopf.on.cleanup(registry=registry)
     async def stop_scheduler(**_: Any) -> None:
         await kopf_support.stop_background(state, "lead", lambda: None)
+        await kopf_support.stop_background(state, "observe", lambda: None)
         await kopf_support.stop_background(state, "loop", close)
 
     @kopf.on.probe(id="scheduler", registry=registry)
     def scheduler_ready(**_: Any) -> bool | str:
         if not leadership.leading.is_set():
+            if not all(informer.synced.is_set() for informer in informers):
+                raise kopf.TemporaryError("standby: pod/node watches not listed yet")
             return "standby"
         if not scheduler.ready.is_set():
             raise kopf.TemporaryError("scheduler not started")

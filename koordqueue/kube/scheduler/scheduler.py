@@ -150,12 +150,16 @@ class Scheduler:
 
         Returns the listings the cache was filled from, for watches to continue from.
         """
-        self.ensure_default_queue()
         listings = self.relist()
+        self.take_over()
+        return listings
+
+    def take_over(self) -> None:
+        """Start deciding: the cache is filled (by `start`, or by a warm standby's watches)."""
+        self.ensure_default_queue()
         if self.gates is not None:
             self.gates.start()
         self.ready.set()
-        return listings
 
     def close(self) -> None:
         if self.gates is not None:
