@@ -72,6 +72,9 @@ JOB: Final = Kind("batch", "v1", "jobs", "Job")
 EVENT: Final = Kind("", "v1", "events", "Event")
 POD: Final = Kind("", "v1", "pods", "Pod")
 NODE: Final = Kind("", "v1", "nodes", "Node", namespaced=False)
+POD_DISRUPTION_BUDGET: Final = Kind(
+    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"
+)
 NAMESPACE: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 POD_GROUP: Final = Kind(

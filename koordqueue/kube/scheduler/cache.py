@@ -25,6 +25,7 @@ import structlog
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.framework.indexed import IndexedSnapshot, SnapshotIndex, placed
 from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opted_in
 
@@ -43,6 +44,8 @@ class CachedKind(StrEnum):
     QUEUE = "queue"
     NAMESPACE = "namespace"
     """Only their labels are kept: pod affinity terms' namespaceSelector reads them."""
+    PDB = "poddisruptionbudget"
+    """policy/v1 PodDisruptionBudgets, for the opt-in pdb plugin."""
 
 
 def gate_names(pod: Mapping[str, Any]) -> list[str]:
@@ -93,6 +96,12 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in (convert.meta(obj).get("labels") or {}).items()}
 
 
+def _pdbs(raws: Iterable[Mapping[str, Any]]) -> tuple[PodDisruptionBudget, ...]:
+    """Every PDB converted, ordered by namespace/name (the same from either build)."""
+    converted = [convert.pod_disruption_budget(raw) for raw in raws]
+    return tuple(sorted(converted, key=lambda p: (p.namespace, p.name)))
+
+
 def _finished(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -122,8 +131,8 @@ class _Derived:
 
     __slots__ = (
         "bases", "candidates", "groups", "index", "job_pods", "jobs", "namespace_labels",
-        "no_opt_in", "node_list", "nodes", "ours_on", "pending", "pods", "positions", "queues",
-        "reserved",
+        "no_opt_in", "node_list", "nodes", "ours_on", "pdbs", "pending", "pods", "positions",
+        "queues", "reserved",
     )
 
     def __init__(self) -> None:
@@ -143,6 +152,8 @@ class _Derived:
         self.job_pods: dict[str, list[str]] = {}
         """Job key -> uids of the pods it put into `pods` (to take them out again)."""
         self.queues: dict[str, QueueInfo] = {}
+        self.pdbs: tuple[PodDisruptionBudget, ...] = ()
+        """Every PDB, by namespace/name; replaced (not mutated) when one changes."""
         self.namespace_labels: dict[str, dict[str, str]] = {}
         """Namespace name -> its labels; replaced (not mutated) when one changes."""
         self.groups: dict[str, dict[str, Any]] = {}
@@ -213,7 +224,7 @@ class SchedulerCache:
         m = convert.meta(obj)
         if kind is CachedKind.POD:
             return str(m.get("uid") or convert.pod_key(obj))
-        if kind is CachedKind.POD_GROUP:
+        if kind in (CachedKind.POD_GROUP, CachedKind.PDB):
             return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
         return str(m.get("name", ""))
 
@@ -299,6 +310,8 @@ class SchedulerCache:
         """Could this change let a session place a pod it could not place before?"""
         if kind is CachedKind.NODE:
             return old is None or new is None or _node_shape(old) != _node_shape(new)
+        if kind is CachedKind.PDB:  # only preempt/reclaim read them: they run every period
+            return False
         if kind is not CachedKind.POD:
             return old != new  # PodGroups and Queues: few, and any change may matter
         if new is None:  # deleted or finished: it held room only if it had a node
@@ -381,7 +394,7 @@ class SchedulerCache:
             built = Built(
                 IndexedSnapshot(
                     nodes=list(d.node_list), jobs=list(d.jobs.values()),
-                    queues=list(d.queues.values()), index=d.index,
+                    queues=list(d.queues.values()), index=d.index, pdbs=d.pdbs,
                     namespace_labels=d.namespace_labels,
                 ),
                 pods=d.pods,
@@ -418,6 +431,8 @@ class SchedulerCache:
                 else:
                     labels[name] = _labels(raw)
             d.namespace_labels = labels
+        if dirty[CachedKind.PDB]:
+            d.pdbs = _pdbs(self._objs[CachedKind.PDB].values())
         for name in dirty[CachedKind.QUEUE]:
             raw = self._objs[CachedKind.QUEUE].get(name)
             if raw is None:
@@ -615,6 +630,7 @@ def full_build(
     built.snapshot = IndexedSnapshot(
         nodes=ordered, jobs=list(jobs.values()),
         queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,
+        pdbs=_pdbs(objs.get(CachedKind.PDB, ())),
         namespace_labels={
             str(convert.meta(ns).get("name", "")): _labels(ns)
             for ns in objs.get(CachedKind.NAMESPACE, ())

@@ -17,7 +17,7 @@ import structlog
 
 from koordqueue.domain import names as domain_names
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import NAMESPACE, NODE, POD
+from koordqueue.kube.api import NAMESPACE, NODE, POD, POD_DISRUPTION_BUDGET
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
 from koordqueue.kube.scheduler.cache import CachedKind
@@ -60,6 +60,15 @@ def register_scheduler(
     async def queue_event(event: kopf.RawEvent, **_: Any) -> None:
         cache.on_event(
             CachedKind.QUEUE, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
+
+    @kopf.on.event(
+        POD_DISRUPTION_BUDGET.group, POD_DISRUPTION_BUDGET.version,
+        POD_DISRUPTION_BUDGET.plural, registry=registry,
+    )
+    async def pdb_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(
+            CachedKind.PDB, kopf_support.event_type(event), kopf_support.event_object(event)
         )
 
     async def observe() -> None:

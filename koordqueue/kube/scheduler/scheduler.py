@@ -27,6 +27,7 @@ from koordqueue.kube.api import (
     NAMESPACE,
     NODE,
     POD,
+    POD_DISRUPTION_BUDGET,
     POD_GROUP,
     VOLCANO_QUEUE,
     ApiError,
@@ -202,13 +203,15 @@ class Scheduler:
         listings: dict[Kind, Listing] = {}
         for kind in (
             CachedKind.NAMESPACE, CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP,
-            CachedKind.POD,
+            CachedKind.PDB, CachedKind.POD,
         ):
             rest = convert_kind(kind)
             try:
                 listings[rest] = self.api.list_with_version(rest)
             except ApiError as exc:
-                if not exc.not_found:
+                # PDBs feed only the opt-in pdb plugin: a ClusterRole from before they
+                # were read (403) must not stop the scheduler
+                if not exc.not_found and not (kind is CachedKind.PDB and exc.status == 403):
                     raise
                 log.warning("resource not served; treated as empty", kind=kind.value)
                 listings[rest] = ([], "")
@@ -423,4 +426,5 @@ class Scheduler:
 def convert_kind(kind: CachedKind) -> Kind:
     """The REST kind of a cache kind."""
     return {CachedKind.POD: POD, CachedKind.NODE: NODE, CachedKind.POD_GROUP: POD_GROUP,
-            CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE}[kind]
+            CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE,
+            CachedKind.PDB: POD_DISRUPTION_BUDGET}[kind]
