@@ -18,8 +18,9 @@ and the ratios `acquired / lease duration` and `first admission / lease duration
 rules put the takeover between lease - retry and lease + retry after the last renewal; the
 first admission adds the standby's takeover: it is warm (its informers run while standing by),
 so it folds its caches (no re-list of QueueUnits and Jobs), lists quotas and Queues, and
-creates the units of the Jobs the dead leader had not reached before its first round. Each run also replays the QueueUnits' history (as the failover
-e2e test does) and reports units admitted twice and quota peaks over capacity (both must be 0).
+creates the units of the Jobs the dead leader had not reached before its first round. Each
+run also replays the QueueUnits' history (as the failover e2e test does) and reports units
+admitted twice and quota peaks over capacity (both must be 0).
 """
 
 from __future__ import annotations
