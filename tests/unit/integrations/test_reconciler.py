@@ -5,9 +5,11 @@ preemption, pod groups, deletion, CRD detection."""
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from koordqueue.domain.integrations import (
@@ -21,6 +23,7 @@ from koordqueue.domain.integrations import (
 from koordqueue.domain.job_extension import queue_unit_for_job
 from koordqueue.domain.names import INTEGRATION_SUSPEND_ANNOTATION, POD_ADMISSION_GATE
 from koordqueue.domain.queue_unit import Phase
+from koordqueue.kube import integration_reconciler as reconciler_module
 from koordqueue.kube.api import POD as POD_KIND
 from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.integration_reconciler import (
@@ -103,13 +106,24 @@ def test_an_unreadable_crd_counts_as_not_installed() -> None:
     assert not crd_installed(Forbidden(), kind_of(JOBSET))
 
 
-def test_missing_crds_skip_their_integrations_with_one_log_line_each() -> None:
+def test_missing_crds_skip_their_integrations_with_one_log_line_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     api = MemoryApi()
     api.create(CRD, crd("jobsets", "jobset.x-k8s.io", "v1alpha2"))
+    # `koordqueue run`'s logging set up by an earlier test (a level filter, loggers cached on
+    # first use) would hide the line from capture_logs: a plain configuration, a fresh logger
+    old_config = structlog.get_config()
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        cache_logger_on_first_use=False,
+    )
+    monkeypatch.setattr(reconciler_module, "log", structlog.get_logger(reconciler_module.__name__))
     with capture_logs() as logs:
         enabled = enabled_integrations(
             api, "batch/job,kubeflow.org/pytorchjob,jobset.x-k8s.io/jobset,pod"
         )
+    structlog.configure(**old_config)
     assert enabled == (BATCH_JOB, JOBSET, POD)
     skipped = [entry for entry in logs if "CRD is not installed" in entry["event"]]
     assert [entry["integration"] for entry in skipped] == ["kubeflow.org/pytorchjob"]

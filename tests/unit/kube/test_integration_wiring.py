@@ -10,13 +10,17 @@ real API server.
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
+import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from koordqueue.domain.integrations import PYTORCH_JOB
 from koordqueue.domain.names import QUEUE_POLICY_KEY, QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import Phase
+from koordqueue.kube import integration_reconciler as reconciler_module
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.controller.integrations import (
@@ -81,10 +85,21 @@ def current(api: MemoryApi, name: str = "test-job") -> dict[str, Any]:
     return found
 
 
-def test_a_kind_without_its_crd_is_skipped_with_one_log_line_and_jobs_still_served() -> None:
+def test_a_kind_without_its_crd_is_skipped_with_one_log_line_and_jobs_still_served(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     api = MemoryApi()
+    # `koordqueue run`'s logging set up by an earlier test (a level filter, loggers cached on
+    # first use) would hide the line from capture_logs: a plain configuration, a fresh logger
+    old_config = structlog.get_config()
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        cache_logger_on_first_use=False,
+    )
+    monkeypatch.setattr(reconciler_module, "log", structlog.get_logger(reconciler_module.__name__))
     with capture_logs() as logs:
         c = make(api, "batch/job,jobset.x-k8s.io/jobset")
+    structlog.configure(**old_config)
     skipped = [e for e in logs if e["event"] == "integration skipped: its CRD is not installed"]
     assert [e["integration"] for e in skipped] == ["jobset.x-k8s.io/jobset"]
     assert set(c.consumers) == {"Job"}
