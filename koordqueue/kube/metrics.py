@@ -95,11 +95,11 @@ QUOTA_USAGE_INTERVAL: Final = 5.0
 """Seconds between quota usage exports (Koord-Queue refreshes its usage gauge every 5 s)."""
 
 
-class QuotaUsageExporter:
-    """Sets `koordqueue_quota_used` from the tree's report, at most every `interval` seconds.
+class Cadence:
+    """True at most once per `interval` seconds, and on the first call.
 
-    Throttled because the report costs O(quotas) and rounds can be frequent; series of
-    quotas or resources that disappeared are removed rather than left stale.
+    Each caller owns its own: a cadence shared through module state lets one controller's
+    round use up another's turn (two controllers in one process, or a test after a test).
     """
 
     def __init__(
@@ -108,7 +108,6 @@ class QuotaUsageExporter:
         self._interval = interval
         self._clock = clock
         self._last: float | None = None
-        self._series: set[tuple[str, str, str]] = set()
 
     def due(self) -> bool:
         now = self._clock()
@@ -116,6 +115,17 @@ class QuotaUsageExporter:
             return False
         self._last = now
         return True
+
+
+class QuotaUsageExporter:
+    """Sets `koordqueue_quota_used` from the tree's report; series that disappeared go.
+
+    Callers throttle with their own `Cadence` because the report costs O(quotas) and rounds
+    can be frequent.
+    """
+
+    def __init__(self) -> None:
+        self._series: set[tuple[str, str, str]] = set()
 
     def export(self, rows: Iterable[QuotaUsage]) -> None:
         series: set[tuple[str, str, str]] = set()

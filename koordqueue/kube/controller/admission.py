@@ -190,7 +190,7 @@ class AdmissionRounds(ControllerBase):
                 continue
             target = admitted if self.engine.is_admitted(unit.uid) else pending
             target[queue] = target.get(queue, 0) + 1
-        if metrics.QUOTA_USAGE.due():  # per-quota usage split (issue 18, item 8), throttled
+        if self.usage_cadence.due():  # per-quota usage split (issue 18, item 8), throttled
             usage = self.engine.tree.report()
             metrics.QUOTA_USAGE.export(usage)
             self.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))

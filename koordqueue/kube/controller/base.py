@@ -16,6 +16,7 @@ from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.quota import QuotaSpec
+from koordqueue.kube import metrics
 from koordqueue.kube.api import ObjectApi
 from koordqueue.kube.controller.writes import Apis, Writer
 from koordqueue.kube.events import EventRecorder
@@ -110,6 +111,7 @@ class ControllerBase:
         self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self.known_metric_queues: set[str] = set()
         self.queue_usage = QueueUsageWriter(api, self.settings.namespace)
+        self.usage_cadence = metrics.Cadence()  # this controller's, so rounds of another don't
         self.round_writes_pending = False
         """The last round's writes are in flight (the next round waits for them, as it did
         when a round wrote inline: deciding again before they land would only repeat it)."""

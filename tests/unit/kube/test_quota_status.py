@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from koordqueue.domain.names import (
     ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
     QUEUE_CHILDREN_USED_ANNOTATION,
@@ -19,7 +17,6 @@ from koordqueue.domain.names import (
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.resources import Resources
-from koordqueue.kube import metrics
 from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.quota_status import QueueUsageWriter
@@ -93,10 +90,7 @@ def test_a_quota_without_a_queue_is_skipped() -> None:
     assert QueueUsageWriter(api, NS).sync(_tree().report()) == 0
 
 
-def test_the_controller_writes_usage_on_its_metrics_cadence(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(metrics, "QUOTA_USAGE", metrics.QuotaUsageExporter(interval=0))
+def test_the_controller_writes_usage_on_its_metrics_cadence() -> None:
     api = MemoryApi()
     api.create(ELASTIC_QUOTA, {
         "metadata": {"name": "q", "namespace": "default", "labels": {}},

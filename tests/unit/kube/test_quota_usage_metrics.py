@@ -25,7 +25,7 @@ def _tree() -> QuotaTree:
 
 
 def test_every_part_is_exported_per_quota_and_resource() -> None:
-    exporter = metrics.QuotaUsageExporter(interval=0)
+    exporter = metrics.QuotaUsageExporter()
     exporter.export(_tree().report())
     assert _value("m-leaf", "cpu", "total") == 3.5
     assert _value("m-leaf", "cpu", "self") == 3.5
@@ -41,9 +41,9 @@ def test_every_part_is_exported_per_quota_and_resource() -> None:
 
 def test_exports_are_throttled_to_the_interval() -> None:
     now = [100.0]
-    exporter = metrics.QuotaUsageExporter(interval=5, clock=lambda: now[0])
-    assert exporter.due()
+    cadence = metrics.Cadence(interval=5, clock=lambda: now[0])
+    assert cadence.due()
     now[0] += 4.9
-    assert not exporter.due()
+    assert not cadence.due()
     now[0] += 0.2
-    assert exporter.due()
+    assert cadence.due()
