@@ -145,3 +145,9 @@ POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "koord-queue/pod-group-total-count"
 """Plain pods: how many pods the group has; its unit is made when that many exist."""
 POD_RETRIABLE_IN_GROUP_ANNOTATION: Final = "koord-queue/retriable-in-group"
 """Plain pods: "false" on any member ends the group as Failed once no member is active."""
+REASON_UNIT_CREATE_REFUSED: Final = "QueueUnitCreateRefused"
+"""On a workload of an integration kind whose QueueUnit (or the enqueue marks before it) the
+API refused: the controller tries again after a back-off."""
+MSG_UNIT_CREATE_REFUSED: Final = (
+    "creating QueueUnit {unit} was refused ({error}); attempt {attempt}, next in {delay:.0f}s"
+)
