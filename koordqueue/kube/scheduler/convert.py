@@ -30,7 +30,12 @@ from koordqueue.scheduler.api import (
     TaskStatus,
     Toleration,
 )
-from koordqueue.scheduler.api.names import PREEMPT_NEVER, QUEUE_STATE_OPEN
+from koordqueue.scheduler.api.names import (
+    HIERARCHY_ANNOTATION,
+    HIERARCHY_WEIGHTS_ANNOTATION,
+    PREEMPT_NEVER,
+    QUEUE_STATE_OPEN,
+)
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.selectors import LabelSelector, LabelSelectorRequirement
 from koordqueue.scheduler.api.task_info import (
@@ -346,6 +351,7 @@ def queue_info(queue: Obj) -> QueueInfo:
     # No state yet means Open: Volcano's queue controller opens every new queue, and
     # koordqueue runs no queue controller that would write it.
     state = str((queue.get("status") or {}).get("state") or QUEUE_STATE_OPEN)
+    annotations = m.get("annotations") or {}
     return QueueInfo(
         str(m.get("name", "")),
         weight=int(spec.get("weight") or 1),
@@ -357,6 +363,8 @@ def queue_info(queue: Obj) -> QueueInfo:
         priority=int(spec.get("priority") or 0),
         creation=timestamp(m.get("creationTimestamp")),
         state=state,
+        hierarchy=str(annotations.get(HIERARCHY_ANNOTATION) or ""),
+        hierarchy_weights=str(annotations.get(HIERARCHY_WEIGHTS_ANNOTATION) or ""),
     )
 
 

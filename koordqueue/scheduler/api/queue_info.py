@@ -15,7 +15,9 @@ class QueueInfo:
     capability None = unlimited; deserved None = derived by the plugin (proportion) or
     nothing guaranteed beyond `guarantee` (capacity); `parent` links hierarchical queues.
     `priority` (spec.priority) orders queues before their share; `state` (status.state) other
-    than Open stops new work in capacity and proportion (what runs stays).
+    than Open stops new work in capacity and proportion (what runs stays). `hierarchy` and
+    `hierarchy_weights` are the `volcano.sh/hierarchy` and `volcano.sh/hierarchy-weights`
+    annotations, read by drf with `enableHierarchy` ("" when absent).
     """
 
     name: str
@@ -28,6 +30,8 @@ class QueueInfo:
     priority: int = 0
     creation: float = 0.0
     state: str = QUEUE_STATE_OPEN
+    hierarchy: str = ""
+    hierarchy_weights: str = ""
 
     @property
     def is_open(self) -> bool:
