@@ -144,6 +144,9 @@ class ReconcileResult:
     """Why nothing was done ("" when something was looked at)."""
     error: InvalidJobError | None = None
     """The workload cannot be queued (the caller records an InvalidJob event)."""
+    refused: str = ""
+    """The API refused a write the unit's creation needs (the error): the caller tries again
+    after a back-off; "" when nothing was refused (a workload gone is not a refusal)."""
 
 
 class IntegrationReconciler:
@@ -172,6 +175,8 @@ class IntegrationReconciler:
         self.go_now = go_now
         self.api_now = api_now
         self.write_phase = write_phase or self._write_phase
+        self.last_refusal = ""
+        """The error of the last workload write the API refused (not a 404)."""
 
     # --- reading ----------------------------------------------------------------------------
     def members(self, obj: Mapping[str, Any], deleted: bool = False) -> list[dict[str, Any]]:
@@ -221,8 +226,12 @@ class IntegrationReconciler:
             return ReconcileResult(skipped="not the queue's")
         if event_type == "DELETED":
             return self._deleted(obj)
-        members = self.members(obj)
-        unit_obj = self.unit_of(obj)
+        try:
+            members = self.members(obj)
+            unit_obj = self.unit_of(obj)
+        except ApiError as exc:  # (a raise would leave the caller's hold on the unit key)
+            log.warning("could not read the workload's unit", kind=self.kind.kind, error=str(exc))
+            return ReconcileResult(skipped="read refused", refused=str(exc) or "refused")
         if unit_obj is None:
             return self.create_unit(members)
         if not self.owned(unit_obj, members):
@@ -266,20 +275,23 @@ class IntegrationReconciler:
         go_now, api_now = self.go_now(), self.api_now()
         for member in members:
             for patch in integration.enqueue(member, go_now, api_now):
+                self.last_refusal = ""
                 written = self._apply(member, patch)
                 if written is None:
-                    return ReconcileResult(skipped="enqueue refused")
+                    return ReconcileResult(skipped="enqueue refused", refused=self.last_refusal)
                 if patch.subresource is None and len(members) == 1:
                     marked = dict(_meta(written).get("annotations") or {})
                     body["metadata"]["annotations"] = marked
         namespace = body["metadata"]["namespace"]
         try:
-            created = with_retries(lambda: self.api.create(QUEUE_UNIT, body, namespace))
+            created = with_retries(  # (409 is AlreadyExists here: asking again cannot help)
+                lambda: self.api.create(QUEUE_UNIT, body, namespace), retry_conflicts=False
+            )
         except ApiError as exc:
             if exc.conflict:
                 return ReconcileResult(skipped="unit exists")
             log.warning("could not create QueueUnit", unit=body["metadata"]["name"], error=str(exc))
-            return ReconcileResult(skipped="unit creation refused")
+            return ReconcileResult(skipped="unit creation refused", refused=str(exc) or "refused")
         self.write_phase(created, Phase.ENQUEUED, MSG_UNIT_ENQUEUED)
         log.info(
             "queue unit created",
@@ -342,6 +354,52 @@ class IntegrationReconciler:
             action=action, phase=action.phase, resumed=resumed, suspended=stopped
         )
 
+    # --- looks again: a retry, the periodic resync ------------------------------------------
+    def look_again(self, obj: Mapping[str, Any]) -> ReconcileResult:
+        """`on_event` for the object as the API has it now (a retry after a refused write).
+
+        A group's member that is gone hands over to a remaining member; a workload that is
+        gone is nothing to do.
+        """
+        m = _meta(obj)
+        try:
+            fresh = self.api.get(self.kind, str(m.get("name", "")), m.get("namespace"))
+            if fresh is None and self.integration.group_name(obj) is not None:
+                remaining = self.members(obj, deleted=True)
+                fresh = remaining[0] if remaining else None
+        except ApiError as exc:
+            return ReconcileResult(skipped="read refused", refused=str(exc) or "refused")
+        if fresh is None:
+            return ReconcileResult(skipped="workload gone")
+        return self.on_event(None, fresh)
+
+    def release_orphan(self, unit_obj: Mapping[str, Any]) -> ReconcileResult:
+        """The periodic resync's look at a unit whose workload was not listed.
+
+        The workload is read again: still there, it is synced as usual; gone, the unit is
+        deleted (guarded by its uid) if it is one this integration made (owned by an object
+        of its kind): its DELETED event was lost and no garbage collector removed the unit.
+        """
+        try:
+            members = self.consumer_members(unit_obj)
+        except ApiError as exc:
+            return ReconcileResult(skipped="read refused", refused=str(exc) or "refused")
+        if members:
+            return self.sync(members, unit_obj)
+        m = _meta(unit_obj)
+        ours = any(
+            ref.get("kind") == self.kind.kind for ref in m.get("ownerReferences") or []
+        )
+        if not ours:
+            return ReconcileResult(skipped="not made by this integration")
+        try:
+            gone = self.api.delete(QUEUE_UNIT, m.get("name", ""), m.get("namespace"), m.get("uid"))
+        except ApiError as exc:
+            log.warning("could not delete QueueUnit", unit=m.get("name"), error=str(exc))
+            return ReconcileResult(skipped="unit deletion refused")
+        log.info("queue unit of a gone workload deleted", unit=m.get("name"), kind=self.kind.kind)
+        return ReconcileResult(deleted_unit=gone)
+
     # --- the seam the controller's admission uses -------------------------------------------
     def consumer_members(self, unit_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The workload objects a unit's consumerRef names (a group's members for a group)."""
@@ -397,6 +455,7 @@ class IntegrationReconciler:
             )
         except ApiError as exc:
             if not exc.not_found:
+                self.last_refusal = str(exc) or "refused"
                 log.warning(
                     "workload write refused",
                     kind=self.kind.kind,

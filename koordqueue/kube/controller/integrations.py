@@ -7,15 +7,23 @@ one writer `Write`, keyed by the workload's unit, so the owner thread never wait
 and two looks at one workload never cross. The unit phases it writes come back to the owner
 and are folded into the engine as the controller's own phase writes are (units.py), so a
 finished workload releases its quota at once, not at its unit's watch event.
+
+Two repairs do not wait for a watch event. A refused unit creation is tried again after
+CREATE_RETRY's back-off (a Warning event on the workload says why). Every `resync_period` each
+kind is listed again and every object reconciled as a listing's object (level-triggered, as
+the batch/v1 Job resync of resync.py): a lost event cannot leave a workload without its unit,
+an admitted one suspended, or a finished one holding quota.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from koordqueue.domain import names
+from koordqueue.domain.backoff import Backoff
 from koordqueue.domain.integrations import Integration
 from koordqueue.domain.queue_unit import Phase
 from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
@@ -29,9 +37,9 @@ from koordqueue.kube.controller.base import (
     log,
     meta,
 )
-from koordqueue.kube.controller.jobs import InitialUnitStatus, PriorityClasses
+from koordqueue.kube.controller.jobs import STATUS_RETRY, InitialUnitStatus, PriorityClasses
 from koordqueue.kube.controller.status import unit_status_patch
-from koordqueue.kube.controller.writes import Apis, PatchUnitStatus, Priority, RecordEvent
+from koordqueue.kube.controller.writes import Apis, PatchUnitStatus, Priority, Read, RecordEvent
 from koordqueue.kube.integration_reconciler import (
     IntegrationReconciler,
     ReconcileResult,
@@ -41,6 +49,9 @@ from koordqueue.kube.integration_reconciler import (
 
 BATCH_JOB_NAME: Final = "batch/job"
 """The `--integrations` entry served by jobs.py's JobReconciler, not by this module."""
+CREATE_RETRY: Final[Backoff] = STATUS_RETRY
+"""When to try a refused unit creation again: the batch/v1 Job path's schedule (1 s,
+doubling per refusal in a row, at most 30 s)."""
 
 Written = list[tuple[Phase, dict[str, Any]]]
 """Unit phases a write wrote, with the unit object each write returned."""
@@ -131,6 +142,15 @@ class IntegrationConsumer:
         self.kind: Kind = kind_of(integration)
         self.priorities = PriorityClasses(ctl.api)
         self.timers: dict[str, float] = {}  # unit namespace/name -> when to look again
+        self.refusals: dict[str, int] = {}  # unit key -> creations refused in a row
+        self.retries: dict[str, tuple[float, dict[str, Any]]] = {}
+        """unit key -> (when, a workload object) to try a refused creation again."""
+        self.next_resync = ctl.clock() + ctl.settings.resync_period
+        self.resync_touched: set[str] | None = None
+        """While the periodic resync's list is read: unit keys whose workloads had watch
+        events meanwhile (newer than the listing: the fold leaves them alone)."""
+        self.resync_known: frozenset[str] = frozenset()
+        """Unit keys of this kind the engine knew when the list was asked for."""
 
     @property
     def consumer_kind(self) -> str:
@@ -175,12 +195,24 @@ class IntegrationConsumer:
         if not self.integration.may_be_queued(obj):
             return  # (most pods): no API call, no write
         key = self.unit_key(obj)
+        if self.resync_touched is not None:
+            self.resync_touched.add(key)
         if event_type != DELETED and self._in_scheduling_backoff(key):
             return  # its SchedFailed back-off runs on the engine's clock
 
         def call(reconciler: IntegrationReconciler) -> ReconcileResult:
             return reconciler.on_event(event_type, obj)
 
+        self._look(key, event_type, obj, call)
+
+    def _look(
+        self,
+        key: str,
+        event_type: str | None,
+        obj: dict[str, Any],
+        call: Callable[[IntegrationReconciler], ReconcileResult],
+    ) -> None:
+        """Submit one look at a workload object, a look that may create its unit."""
         known = key in self.ctl.unit_by_key
         priority = Priority.FINISH if known else Priority.START
         if not known and event_type != DELETED:
@@ -203,8 +235,7 @@ class IntegrationConsumer:
         self._sync(dict(unit_obj))
 
     def fire_timers(self) -> None:
-        if not self.timers:
-            return
+        """Due looks through units, due creation retries, and the periodic resync."""
         now = self.ctl.clock()
         for key in [key for key, at in self.timers.items() if at <= now]:
             self.timers.pop(key, None)
@@ -212,6 +243,63 @@ class IntegrationConsumer:
             unit_obj = self.ctl.unit_objects.get(uid) if uid else None
             if unit_obj is not None:
                 self._sync(unit_obj)
+        for key in [key for key, (at, _) in self.retries.items() if at <= now]:
+            _, obj = self.retries.pop(key)
+            self._look(key, None, obj, partial(IntegrationReconciler.look_again, obj=obj))
+        if now >= self.next_resync:
+            self.start_resync()
+
+    # --- the periodic resync ---------------------------------------------------------------
+    def start_resync(self) -> None:
+        """List the kind on the writer's pool; fold the listing in when it comes back."""
+        if self.resync_touched is not None:
+            return  # the last one has not come back yet
+        ctl = self.ctl
+        self.next_resync = ctl.clock() + ctl.settings.resync_period
+        self.resync_touched = set()
+        self.resync_known = frozenset(self._unit_keys())
+        kind = self.kind
+        read = Read(lambda api: api.list_objects(kind), f"resync {kind.plural}")
+        ctl.writer.submit(read, self._fold_resync, priority=Priority.BACKGROUND)
+
+    def _unit_keys(self) -> list[str]:
+        """Keys of the engine's units whose consumer is this kind."""
+        ctl, kind = self.ctl, self.consumer_kind
+        out = []
+        for key, uid in ctl.unit_by_key.items():
+            unit_obj = ctl.unit_objects.get(uid)
+            ref = ((unit_obj or {}).get("spec") or {}).get("consumerRef") or {}
+            if ref.get("kind") == kind:
+                out.append(key)
+        return out
+
+    def _fold_resync(self, listed: list[dict[str, Any]] | None) -> None:
+        """Reconcile each listed workload once (one look per unit: a group's first member) as
+        a listing's object, then look at the units of this kind whose workload was not
+        listed. Workloads that had events since the list was asked for, or wait for a
+        creation retry, are left to those."""
+        touched, self.resync_touched = self.resync_touched or set(), None
+        known, self.resync_known = self.resync_known, frozenset()
+        if listed is None:
+            return  # refused (logged): the next period tries again
+        seen: set[str] = set()
+        for obj in listed:
+            if not self.integration.may_be_queued(obj):
+                continue
+            key = self.unit_key(obj)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key not in touched and key not in self.retries:
+                self.on_event(None, obj)
+        for key in sorted(known - seen - touched):
+            uid = self.ctl.unit_by_key.get(key)
+            unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+            if unit_obj is None:
+                continue
+            call = partial(IntegrationReconciler.release_orphan, unit_obj=dict(unit_obj))
+            write = IntegrationWrite(self, call, f"resync {self.kind.plural}")
+            self.ctl.writer.submit(write, partial(self._took_in, key, None), self._write_key(key))
 
     # --- looks at a workload through its unit ---------------------------------------------
     def _sync(self, unit_obj: dict[str, Any]) -> None:
@@ -238,6 +326,8 @@ class IntegrationConsumer:
             if held is not None:
                 ctl.on_unit(ADDED, held)
             return
+        if obj is not None and look.result is not None:
+            self._count_refusal(key, obj, look.result)
         for phase, updated in look.phases:
             uid = str(meta(updated).get("uid") or "")
             if phase is Phase.BACKOFF:
@@ -272,6 +362,31 @@ class IntegrationConsumer:
             ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_JOB, error))
         if look.resumed and action is not None and action.resume_event:
             ctl.writer.submit(RecordEvent(obj, NORMAL, names.REASON_RESUME, names.MSG_RESUME))
+
+
+    def _count_refusal(self, key: str, obj: Mapping[str, Any], result: ReconcileResult) -> None:
+        """A refused creation (or read): try again after the back-off and say why in an
+        event; any other outcome ends the refusals in a row."""
+        if not result.refused:
+            self.refusals.pop(key, None)
+            self.retries.pop(key, None)
+            return
+        failures = self.refusals.get(key, 0)
+        self.refusals[key] = failures + 1
+        delay = CREATE_RETRY.delay(failures)
+        self.retries[key] = (self.ctl.clock() + delay, dict(obj))
+        log.warning(
+            "QueueUnit creation refused; trying again after a back-off",
+            unit=key,
+            kind=self.kind.kind,
+            error=result.refused,
+            attempt=failures + 1,
+            retry_in=delay,
+        )
+        message = names.MSG_UNIT_CREATE_REFUSED.format(
+            unit=key, error=result.refused, attempt=failures + 1, delay=delay
+        )
+        self.ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_UNIT_CREATE_REFUSED, message))
 
 
 def register_integrations(ctl: ControllerBase) -> tuple[Integration, ...]:
