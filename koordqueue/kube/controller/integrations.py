@@ -25,7 +25,7 @@ from typing import Any, Final
 from koordqueue.domain import names
 from koordqueue.domain.backoff import Backoff
 from koordqueue.domain.integrations import Integration
-from koordqueue.domain.queue_unit import Phase
+from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase
 from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller.base import (
     ADDED,
@@ -262,6 +262,13 @@ class IntegrationConsumer:
         read = Read(lambda api: api.list_objects(kind), f"resync {kind.plural}")
         ctl.writer.submit(read, self._fold_resync, priority=Priority.BACKGROUND)
 
+    def _finished(self, key: str) -> bool:
+        """The unit is Succeed or Failed: nothing left to repair (and no API call per
+        finished workload per period)."""
+        uid = self.ctl.unit_by_key.get(key)
+        unit = self.ctl.engine.unit(uid) if uid else None
+        return unit is not None and unit.phase in FINISHED_PHASES
+
     def _unit_keys(self) -> list[str]:
         """Keys of the engine's units whose consumer is this kind."""
         ctl, kind = self.ctl, self.consumer_kind
@@ -290,7 +297,7 @@ class IntegrationConsumer:
             if key in seen:
                 continue
             seen.add(key)
-            if key not in touched and key not in self.retries:
+            if key not in touched and key not in self.retries and not self._finished(key):
                 self.on_event(None, obj)
         for key in sorted(known - seen - touched):
             uid = self.ctl.unit_by_key.get(key)

@@ -143,6 +143,10 @@ def test_a_workload_that_finished_unseen_gives_its_quota_back_at_the_resync() ->
     unit = api.get(QUEUE_UNIT, UNIT, "default")
     assert unit is not None and unit["status"]["phase"] == Phase.SUCCEED.value
     assert cpu_used(c) is None
+    looks: list[str] = []
+    consumer._look = lambda key, *args: looks.append(key)  # type: ignore[method-assign]
+    next_period(c, clock)
+    assert looks == []  # a finished unit is not looked at again, period after period
 
 
 def test_a_unit_whose_workload_was_deleted_unseen_is_deleted_by_the_resync() -> None:
