@@ -5,8 +5,13 @@ starving jobs in queue order; in each, starving jobs in job order take victims f
 of the same queue, in one statement committed only if the job becomes pipelined; then each
 under-request job of the queue preempts within itself, one task at a time. On a node, victims
 are the preemptable plugins' choice; they are evicted in victim order only until the
-preemptor fits — the queue must allow it (allocatable) and the node's future idle must hold
-it — and a node's evictions are kept only if the preemptor is pipelined there.
+preemptor fits — the queue must allow it (allocatable), the node's future idle must hold
+it, and the node must pass the inter-pod affinity and spread filters with the evictions so
+far (Volcano's preemptorFitsOnNode re-runs the predicates) — and a node's evictions are
+kept only if the preemptor is pipelined there. Candidate nodes are those where evictions
+could help: a node failing only anti-affinity or spread skew is tried (kube-scheduler's
+nodesWherePreemptionMightHelp), so a victim's own anti-affinity or its share of a skew no
+longer blocks the preemptor.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
+from koordqueue.scheduler.plugins.interpod import preemption_candidates
 
 PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 """Only tasks already placed and running may be preempted (Volcano's PreemptableStatus)."""
@@ -31,6 +37,24 @@ def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bo
     for victim in victims:
         freed = freed + victim.resreq
     return fits(task.request, freed)
+
+
+def candidate_nodes(session: Session, task: TaskInfo) -> list[int]:
+    """Node indices, best score first, passing the predicates except what evictions could
+    lift (inter-pod anti-affinity, spread skew)."""
+    with preemption_candidates(session):
+        nodes: list[int] = session.placement.predicate_nodes(task).tolist()
+    return nodes
+
+
+def filters_pass(session: Session, task: TaskInfo, index: int) -> bool:
+    """Whether the query-time filters (inter-pod affinity, topology spread) pass node
+    `index` now: their counts follow the evictions made so far."""
+    for fn, _explain in session.placement.dynamic_predicates:
+        mask = fn(task)
+        if mask is not None and not bool(mask[index]):
+            return False
+    return True
 
 
 def preempt_one(
@@ -53,11 +77,13 @@ def preempt_one(
     def preemptor_fits(node: NodeInfo) -> bool:
         # the session's current node: an eviction may have copied it (copy-on-write)
         current = session.nodes[node.name]
-        return session.allocatable(queue, preemptor) and fits(
-            preemptor.request, current.future_idle
+        return (
+            session.allocatable(queue, preemptor)
+            and fits(preemptor.request, current.future_idle)
+            and filters_pass(session, preemptor, node.index)
         )
 
-    for i in session.placement.predicate_nodes(preemptor).tolist():
+    for i in candidate_nodes(session, preemptor):
         node = session.node_list[i]
         candidates = [t for t in node.tasks.values() if candidate_filter(t)]
         victims = session.preemptable(preemptor, candidates)

@@ -6,11 +6,18 @@ own capability and deserved, not its parents'), then nodes are tried one by one:
 reclaimable plugins pick victims among running preemptable tasks of other reclaimable queues,
 victims are evicted in victim order until the task fits the node's future idle, and the task
 is pipelined there. A job's evictions are committed only if the job becomes pipelined.
+
+As in preempt, candidate nodes include those failing only inter-pod anti-affinity or spread
+skew (Volcano's PredicateForPreemptAction), and the task fits a node only once the
+inter-pod and spread filters pass it with the evictions so far. Volcano's reclaim checks
+resources only before pipelining; here the filters must pass too (docs/plugins.md).
 """
 
 from __future__ import annotations
 
+from koordqueue.scheduler.actions.preempt import candidate_nodes, filters_pass
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
+from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
@@ -76,7 +83,13 @@ class ReclaimAction(Action):
 
     @staticmethod
     def _reclaim_for(session: Session, statement: Statement, task: TaskInfo, job: JobInfo) -> None:
-        for i in session.placement.predicate_nodes(task).tolist():
+        def task_fits(node: NodeInfo) -> bool:
+            # the session's current node: an eviction may have copied it
+            return fits(task.request, session.nodes[node.name].future_idle) and filters_pass(
+                session, task, node.index
+            )
+
+        for i in candidate_nodes(session, task):
             node = session.node_list[i]
             candidates: list[TaskInfo] = []
             for other in node.tasks.values():
@@ -97,11 +110,9 @@ class ReclaimAction(Action):
                 continue
             ordered = session.victims_queue(victims, task)
             node_statement = Statement(session)
-            while not ordered.empty() and not fits(
-                task.request, session.nodes[node.name].future_idle
-            ):  # the session's current node: an eviction may have copied it
+            while not ordered.empty() and not task_fits(node):
                 node_statement.evict(ordered.pop(), names.EVICT_RECLAIM)
-            if not fits(task.request, session.nodes[node.name].future_idle):
+            if not task_fits(node):
                 node_statement.discard()
                 continue
             node_statement.pipeline(task, node)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -167,6 +168,9 @@ class PodCounts:
         self._match_cache: dict[
             int, tuple[Mapping[str, str], str, int, list[tuple[int, PodAffinityTerm]]]
         ] = {}
+        self.preempting = False
+        """While preempt/reclaim pick candidate nodes: the filters reject only nodes that
+        evicting pods cannot help (see `preemption_candidates`)."""
         self._gone: set[str] = set()
         """Tasks the session evicted or un-allocated before `_placed` was built (an evicted
         task stays on its node, Releasing, but no longer counts)."""
@@ -445,6 +449,25 @@ def pod_counts(session: Session) -> PodCounts:
     return state
 
 
+@contextmanager
+def preemption_candidates(session: Session) -> Iterator[None]:
+    """While open, the inter-pod filters keep every node that evicting pods could make pass:
+    they reject only kube-scheduler's UnschedulableAndUnresolvable cases (required affinity
+    not matched, a spread constraint's topology key missing), not anti-affinity or spread
+    skew, which a victim may cause (kube-scheduler's nodesWherePreemptionMightHelp, Volcano's
+    PredicateForPreemptAction). Preempt and reclaim then re-run the full filters after each
+    eviction: the counts follow the session's evict events."""
+    state = _STATES.get(session)
+    if state is None:
+        yield
+        return
+    state.preempting = True
+    try:
+        yield
+    finally:
+        state.preempting = False
+
+
 # --- inter-pod affinity -------------------------------------------------------------------
 _EXISTING_ANTI: Final = frozenset({_REQ_ANTI})
 _SCORING_KINDS: Final = frozenset({_REQ_AFF, _PREF_AFF, _PREF_ANTI})
@@ -501,10 +524,12 @@ class InterPodAffinity:
         if pa is not None:
             if pa.required:
                 mask = self._affinity_ok(task, pa.required)
+            if self.counts.preempting:
+                return mask  # anti-affinity (own or existing) may be lifted by evictions
             if pa.anti_required:
                 anti = self._anti_ok(pa.anti_required)
                 mask = anti if mask is None else mask & anti
-        if self.counts.has_owners:
+        if self.counts.has_owners and not self.counts.preempting:
             existing = self._existing_ok(task)
             if existing is not None:
                 mask = existing if mask is None else mask & existing
@@ -649,6 +674,8 @@ class PodTopologySpread:
         if not hard:
             return None
         all_keys = self._all_keys(hard)
+        if self.counts.preempting:
+            return all_keys  # only a missing topology key is beyond eviction's help
         mask = all_keys.copy()
         for constraint in hard:
             mask &= self._constraint_ok(task, constraint, all_keys)
