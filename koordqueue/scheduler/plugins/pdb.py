@@ -9,6 +9,14 @@ stay spent even when it is dropped, as in Volcano and kube-scheduler's
 filterPodsWithPDBViolation. Because the filter drops only the violating candidates, a node
 whose other candidates can make room is still chosen: a budget is broken nowhere.
 
+Only potential victims are charged: as preemptable/reclaimable function the filter first
+asks the other plugins of its tier which candidates they would evict (e.g. `priority` keeps
+equal- or higher-priority pods) and charges those alone, as kube-scheduler's
+selectVictimsOnNode hands filterPodsWithPDBViolation only the lower-priority pods. (Volcano's
+filter charges every candidate it is given, so a protected higher-priority pod on the node
+could use up the budget and drop the real victims; argument `pdb.potentialVictimsOnly: false`
+restores that.)
+
 One addition (argument `pdb.countSessionEvictions`, default true): evictions this session
 already made are charged to their budgets before each call, so two preemptors in one session
 cannot both spend a budget's last disruption (Volcano re-reads the budgets' status on every
@@ -25,11 +33,14 @@ from typing import Final
 
 from koordqueue.scheduler.api import TaskInfo, TaskStatus
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
-from koordqueue.scheduler.framework.interface import Plugin
-from koordqueue.scheduler.framework.session import EventHandler, Session
+from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin
+from koordqueue.scheduler.framework.session import EventHandler, EvictableFn, Session
 
 COUNT_SESSION_EVICTIONS: Final = "pdb.countSessionEvictions"
 """Argument: charge the session's own evictions to the budgets (default true)."""
+POTENTIAL_VICTIMS_ONLY: Final = "pdb.potentialVictimsOnly"
+"""Argument: charge only candidates the rest of the tier would evict (default true; false
+charges every candidate, as Volcano)."""
 
 
 class _Budgets:
@@ -97,9 +108,52 @@ class PdbPlugin(Plugin):
                 EventHandler(allocate=budgets.on_allocate, deallocate=budgets.on_deallocate),
             )
 
-        def evictable(_preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-            return budgets.keep(candidates)
+        if self.arguments.get_bool(POTENTIAL_VICTIMS_ONLY, True):
+            preemptable = _potential_victims_only(
+                session, self.name, ExtensionPoint.PREEMPTABLE, budgets
+            )
+            reclaimable = _potential_victims_only(
+                session, self.name, ExtensionPoint.RECLAIMABLE, budgets
+            )
+        else:
 
-        session.add_preemptable_fn(self.name, evictable)
-        session.add_reclaimable_fn(self.name, evictable)
+            def evictable(_preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+                return budgets.keep(candidates)
+
+            preemptable = reclaimable = evictable
+        session.add_preemptable_fn(self.name, preemptable)
+        session.add_reclaimable_fn(self.name, reclaimable)
         session.add_victim_tasks_fn(self.name, budgets.keep)
+
+
+def _potential_victims_only(
+    session: Session, name: str, point: ExtensionPoint, budgets: _Budgets
+) -> EvictableFn:
+    """The filter for `point`, charging only the candidates the rest of its tier evicts."""
+    others: list[EvictableFn] | None = None
+
+    def evictable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        nonlocal others
+        if not budgets.pdbs or not any(budgets.charging(t) for t in candidates):
+            return list(candidates)
+        if others is None:
+            # Resolved on first use: every plugin has registered by then. Each other
+            # function is asked with all the candidates, as the session asks it.
+            others = next(
+                (
+                    [fn for n, fn in tier if n != name]
+                    for tier in session._tiers(point)
+                    if any(n == name for n, _fn in tier)
+                ),
+                [],
+            )
+        potential = candidates
+        for fn in others:
+            answer = fn(preemptor, candidates)
+            if answer is None:
+                continue
+            keep = {t.uid for t in answer}
+            potential = [t for t in potential if t.uid in keep]
+        return budgets.keep(potential)
+
+    return evictable
