@@ -301,6 +301,16 @@ def total_request(job: JobInfo) -> dict[str, int]:
     return out
 
 
+def _namespace_of(session: Session) -> Callable[[TaskInfo], str | None]:
+    """A task's namespace is its job's (the same in a cluster; the job is what drf counts)."""
+
+    def namespace_of(task: TaskInfo) -> str | None:
+        job = session.jobs.get(task.job)
+        return job.namespace if job is not None else None
+
+    return namespace_of
+
+
 def namespace_weight(labels: Mapping[str, str] | None) -> tuple[int, str | None]:
     """The namespace's weight (default 1) and the bad label value, if any."""
     raw = (labels or {}).get(NAMESPACE_WEIGHT_LABEL)
@@ -363,7 +373,9 @@ class DrfPlugin(Plugin):
                 return []  # Volcano: no victims from an orphaned preemptor
             victims: list[TaskInfo] = []
             if namespaces is not None:
-                candidates = namespaces.preemptable(preemptor, candidates, victims)
+                candidates = namespaces.preemptable(
+                    preemptor, candidates, victims, _namespace_of(session)
+                )
             mine = share(allocated_of(preemptor.job) + preemptor.resreq, total)
             # as in Volcano, each victim of a job is judged after the ones before it
             remaining: dict[str, Resources] = {}
@@ -391,7 +403,7 @@ class DrfPlugin(Plugin):
                 allocated[task.job] = res
                 shares[task.job] = share(res, total)
                 if namespaces is not None:
-                    namespaces.change(task.namespace, task.resreq, sign)
+                    namespaces.change(session.jobs[task.job].namespace, task.resreq, sign)
                 if tree is not None:
                     tree.change(task.job, task.resreq.as_dict(), sign)
 
@@ -509,20 +521,26 @@ class NamespaceShares:
         return self._shares.get(namespace, 0.0) / self.weight(namespace)
 
     def preemptable(
-        self, preemptor: TaskInfo, candidates: Sequence[TaskInfo], victims: list[TaskInfo]
+        self,
+        preemptor: TaskInfo,
+        candidates: Sequence[TaskInfo],
+        victims: list[TaskInfo],
+        namespace_of: Callable[[TaskInfo], str | None],
     ) -> list[TaskInfo]:
         """Volcano <= v1.7's namespace policy: a task of another namespace is a victim when
         its namespace keeps a higher weighted share than the preemptor's would reach, spared
         when lower; same namespace or (nearly) equal shares are left to the job rule (the
-        returned candidates)."""
-        mine = share(
-            add(self.allocated.get(preemptor.namespace, Resources()), preemptor.resreq), self.total
-        ) / self.weight(preemptor.namespace)
+        returned candidates). Tasks of unknown jobs are left to the job rule too."""
+        home = namespace_of(preemptor)
+        if home is None:
+            return list(candidates)
+        mine = share(add(self.allocated.get(home, Resources()), preemptor.resreq), self.total)
+        mine /= self.weight(home)
         remaining: dict[str, Resources] = {}
         undecided: list[TaskInfo] = []
         for candidate in candidates:
-            ns = candidate.namespace
-            if ns == preemptor.namespace:
+            ns = namespace_of(candidate)
+            if ns is None or ns == home:
                 undecided.append(candidate)
                 continue
             left = remaining.get(ns)

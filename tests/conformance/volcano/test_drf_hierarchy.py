@@ -6,7 +6,10 @@ enableQueueOrder and enableReclaimable).
 The Go test's final check compares the whole `expected` map with one job's allocation and so
 can never fail; the expectations below are the case's `expected` map itself, per PodGroup.
 In "blocking nodes test" the PodGroups pg31 and pg32 both name queue root-pg3-pg31 (queue
-root-pg3-pg32 has no job), exactly as in the original.
+root-pg3-pg32 has no job), exactly as in the original. In both cases proportion's deserved
+shares already bound each queue, so the outcome is the same with hierarchy off; the tree's own
+rules (shares, saturation, weights, reclaim) are pinned in
+tests/unit/scheduler/test_drf_hierarchy.py.
 """
 
 from __future__ import annotations
