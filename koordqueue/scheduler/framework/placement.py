@@ -52,9 +52,54 @@ nodes, normalised over the candidates (None: the same for every candidate)."""
 DynamicScoreFn = Callable[[TaskInfo], Scorer | None]
 """task -> None when it has no preference for this task, else its Scorer."""
 
+NodePredicate = Callable[[int], bool]
+"""node index -> passes (a task's scalar predicate, see `ScalarPredicate`)."""
+NodeScore = Callable[[int], float]
+
+
+class ScalarPredicate:
+    """A batch predicate with a scalar twin: `prepare(task)` gives a function of one node
+    index that must agree exactly with `batch(task, [i])`.
+
+    Why: after each placement only a node or two changed; answering them with Python
+    scalars skips building index and result arrays, and preparing once per cache entry
+    (static key) moves the task's own look-ups out of the per-node call.
+    """
+
+    __slots__ = ("batch", "prepare")
+
+    def __init__(
+        self, batch: BatchPredicateFn, prepare: Callable[[TaskInfo], NodePredicate]
+    ) -> None:
+        self.batch = batch
+        self.prepare = prepare
+
+    def __call__(self, task: TaskInfo, idx: IntArray) -> BoolArray:
+        return self.batch(task, idx)
+
+
+class ScalarScore:
+    """A batch score with a scalar twin (see `ScalarPredicate`): `prepare(task)(i)` must be
+    the float `batch(task, [i])` gives."""
+
+    __slots__ = ("batch", "prepare")
+
+    def __init__(self, batch: BatchNodeOrderFn, prepare: Callable[[TaskInfo], NodeScore]) -> None:
+        self.batch = batch
+        self.prepare = prepare
+
+    def __call__(self, task: TaskInfo, idx: IntArray) -> FloatArray:
+        return self.batch(task, idx)
+
+
+_ScalarFns = tuple[list[Callable[[TaskInfo], NodePredicate]], list[Callable[[TaskInfo], NodeScore]]]
+
 _CACHE_SIZE = 256
 SMALL: Final = 8
 """Below this many nodes, Python scalars beat numpy's per-call overhead."""
+_SCALAR_MAX: Final = 48
+"""Up to this many changed nodes, scalar twins (where every callback has one) beat numpy:
+a node costs them a few microseconds, a numpy pass tens of microseconds whatever its size."""
 _NEG_INF: Final = float("-inf")
 _GENERIC_REASON: Final = "node(s) didn't pass the predicates"
 
@@ -93,6 +138,8 @@ class NodeTensor:
             dtype=np.float64,
         )
         # Python mirrors for the scalar path (a handful of changed nodes per placement).
+        self.py_pod_count: list[int] = [n.pod_count for n in self.nodes]
+        self.py_pod_limit: list[float] = self.pod_limit.tolist()
         self.py_allocatable: list[list[float]] = self.allocatable.tolist()
         self.py_idle: list[list[float]] = self.idle.tolist()
         self.py_used: list[list[float]] = self.used.tolist()
@@ -121,7 +168,7 @@ class NodeTensor:
         moves what the task requests).
         """
         i = node.index
-        self.pod_count[i] = node.pod_count
+        self.pod_count[i] = self.py_pod_count[i] = node.pod_count
         idle, used, releasing, pipelined = node.accounting()
         if touched is None:
             dims: list[tuple[int, str]] = list(enumerate(self.dims))
@@ -145,7 +192,6 @@ class NodeTensor:
             self.py_future[r][i] = fut
         self.changes.append(i)
 
-
     def copy(self) -> NodeTensor:
         """A copy a session may write (arrays and mirrors copied, nodes shared, no changes
         logged): a cache keeps one tensor per node layout and hands each session a copy
@@ -163,6 +209,8 @@ class NodeTensor:
         out.future = self.future.copy()
         out.pod_count = self.pod_count.copy()
         out.pod_limit = self.pod_limit.copy()
+        out.py_pod_count = self.py_pod_count[:]
+        out.py_pod_limit = self.py_pod_limit
         out.py_allocatable = [row[:] for row in self.py_allocatable]
         out.py_idle = [row[:] for row in self.py_idle]
         out.py_used = [row[:] for row in self.py_used]
@@ -174,7 +222,18 @@ class NodeTensor:
 
 
 class _Entry:
-    __slots__ = ("amounts", "dims", "future_ok", "idle_eff", "idle_ok", "passes", "pos", "scores")
+    __slots__ = (
+        "amounts",
+        "dims",
+        "future_ok",
+        "idle_eff",
+        "idle_ok",
+        "pairs",
+        "passes",
+        "pos",
+        "prepared",
+        "scores",
+    )
 
     def __init__(self, tensor: NodeTensor, request: Resources) -> None:
         dims: list[int] = []
@@ -186,6 +245,9 @@ class _Entry:
                 amounts.append(amount / MILLI_NANO - EPSILON_MILLI)
         self.dims = dims
         self.amounts = amounts
+        self.pairs = list(zip(dims, amounts, strict=True))
+        self.prepared: tuple[_ScalarFns, list[NodePredicate], list[NodeScore]] | None = None
+        """The scalar twins prepared for this key, with the twins they came from."""
         n = tensor.size
         self.passes = np.zeros(n, dtype=np.bool_)
         self.idle_ok = np.zeros(n, dtype=np.bool_)
@@ -208,6 +270,8 @@ class PlacementEngine:
         self.dynamic_scores: list[DynamicScoreFn] = []
         self._cache: OrderedDict[PlacementKey, _Entry] = OrderedDict()
         self._all: IntArray = np.arange(tensor.size, dtype=np.intp)
+        self._scalar_src: tuple[list[Any], ...] | None = None
+        self._scalar: _ScalarFns | None = None
 
     def invalidate(self) -> None:
         """Forget cached vectors (the set of callbacks changed)."""
@@ -216,27 +280,51 @@ class PlacementEngine:
     # --- cache maintenance ---------------------------------------------------------------
     def _entry(self, task: TaskInfo) -> _Entry:
         key = task.static_key()
-        entry = self._cache.get(key)
+        cache = self._cache
+        entry = cache.get(key)
         if entry is None:
             entry = _Entry(self.tensor, task.request)
-            self._cache[key] = entry
-            if len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            cache[key] = entry
+            if len(cache) > _CACHE_SIZE:
+                cache.popitem(last=False)
         else:
-            self._cache.move_to_end(key)
+            cache.move_to_end(key)
         changes = self.tensor.changes
-        if entry.pos < 0 or len(changes) - entry.pos > self.tensor.size // 4:
+        pos, count = entry.pos, len(changes)
+        if pos < 0 or count - pos > self.tensor.size // 4:
             self._compute(entry, task, self._all)
-        elif entry.pos < len(changes):
-            pending = changes[entry.pos :]
-            idx = (
-                np.unique(np.asarray(pending, dtype=np.intp))
-                if len(pending) > 1
-                else np.asarray(pending, dtype=np.intp)
-            )
-            self._compute(entry, task, idx)
-        entry.pos = len(changes)
+        elif pos < count:
+            pending = changes[pos:]
+            scalar = self._scalar_fns() if len(pending) <= _SCALAR_MAX else None
+            if scalar is not None:
+                nodes = pending if len(pending) == 1 else list(dict.fromkeys(pending))
+                self._compute_scalar(entry, task, nodes, scalar)
+            else:
+                idx = (
+                    np.unique(np.asarray(pending, dtype=np.intp))
+                    if len(pending) > 1
+                    else np.asarray(pending, dtype=np.intp)
+                )
+                self._compute(entry, task, idx)
+        entry.pos = count
         return entry
+
+    def _scalar_fns(self) -> _ScalarFns | None:
+        """The scalar twins of every batch callback, or None when one has none (or plain
+        per-node callbacks are registered); resolved again when the session swaps lists."""
+        src = (self.batch_predicates, self.batch_scores, self.predicates, self.scores)
+        cached = self._scalar_src
+        if cached is not None and all(a is b for a, b in zip(src, cached, strict=True)):
+            return self._scalar
+        self._scalar_src = src
+        preds = [fn.prepare for fn, _ in self.batch_predicates if isinstance(fn, ScalarPredicate)]
+        scores = [fn.prepare for fn in self.batch_scores if isinstance(fn, ScalarScore)]
+        complete = len(preds) == len(self.batch_predicates) and len(scores) == len(
+            self.batch_scores
+        )
+        plain = not self.predicates and not self.scores
+        self._scalar = (preds, scores) if complete and plain else None
+        return self._scalar
 
     def _compute(self, entry: _Entry, task: TaskInfo, idx: IntArray) -> None:
         t = self.tensor
@@ -298,10 +386,56 @@ class PlacementEngine:
         pass_list = passes.tolist() if passes is not None else [True] * len(idx)
         score_list = scores.tolist() if scores is not None else [0.0] * len(idx)
         py_idle, py_future = t.py_idle, t.py_future
-        pairs = list(zip(entry.dims, entry.amounts, strict=True))
+        pairs = entry.pairs
         idle_ok_arr, future_ok_arr = entry.idle_ok, entry.future_ok
         passes_arr, scores_arr, eff_arr = entry.passes, entry.scores, entry.idle_eff
         for i, ok, score in zip(idx.tolist(), pass_list, score_list, strict=True):
+            idle_ok = True
+            fut_ok = True
+            for r, a in pairs:
+                if py_idle[r][i] < a:
+                    idle_ok = False
+                if py_future[r][i] < a:
+                    fut_ok = False
+            idle_ok_arr[i] = idle_ok
+            future_ok_arr[i] = fut_ok
+            passes_arr[i] = ok
+            scores_arr[i] = score
+            eff_arr[i] = score if ok and idle_ok else _NEG_INF
+
+    def _compute_scalar(
+        self,
+        entry: _Entry,
+        task: TaskInfo,
+        idx: list[int],
+        fns: _ScalarFns,
+    ) -> None:
+        """`_compute_small` with every callback's scalar twin: no arrays built per node."""
+        prepared = entry.prepared
+        if prepared is None or prepared[0] is not fns:
+            prepared = entry.prepared = (
+                fns,
+                [prepare(task) for prepare in fns[0]],
+                [prepare(task) for prepare in fns[1]],
+            )
+        _fns, preds, score_fns = prepared
+        first_score = score_fns[0] if score_fns else None
+        more_scores = score_fns[1:]
+        t = self.tensor
+        py_idle, py_future = t.py_idle, t.py_future
+        pairs = entry.pairs
+        idle_ok_arr, future_ok_arr = entry.idle_ok, entry.future_ok
+        passes_arr, scores_arr, eff_arr = entry.passes, entry.scores, entry.idle_eff
+        for i in idx:
+            ok = True
+            for pred in preds:
+                if not pred(i):
+                    ok = False
+            score = 0.0
+            if first_score is not None:
+                score = first_score(i)
+                for score_fn in more_scores:
+                    score = score + score_fn(i)
             idle_ok = True
             fut_ok = True
             for r, a in pairs:
@@ -359,7 +493,7 @@ class PlacementEngine:
         mask = self._dynamic_mask(task) if self.dynamic_predicates else None
         scorers = self._dynamic_scorers(task) if self.dynamic_scores else []
         eff = entry.idle_eff if mask is None else np.where(mask, entry.idle_eff, _NEG_INF)
-        best = int(np.argmax(eff))
+        best = int(eff.argmax())
         pipelined = False
         if eff[best] == _NEG_INF:
             passes = entry.passes & entry.future_ok

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 
 from koordqueue.domain.resources import CPU, MEMORY, Resources
 from koordqueue.scheduler.api import TaskInfo
 from koordqueue.scheduler.framework.interface import Plugin
-from koordqueue.scheduler.framework.placement import SMALL, FloatArray, IntArray
+from koordqueue.scheduler.framework.placement import SMALL, FloatArray, IntArray, ScalarScore
 from koordqueue.scheduler.framework.session import Session
 
 MAX_NODE_SCORE = 100.0
@@ -80,4 +83,10 @@ class BinpackPlugin(Plugin):
                 total *= MAX_NODE_SCORE * weight / weight_sum
             return total
 
-        session.add_batch_node_order_fn(self.name, score)
+        def prepare(task: TaskInfo) -> Callable[[int], float]:
+            sreq = scalar_requests.get(task.request)
+            if sreq is None:
+                sreq = scalar_requests[task.request] = tensor.vector(task.request).tolist()
+            return partial(score_one, sreq)
+
+        session.add_batch_node_order_fn(self.name, ScalarScore(score, prepare))

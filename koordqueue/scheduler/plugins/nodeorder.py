@@ -5,6 +5,7 @@ spread (ScheduleAnyway) scores, normalised over the candidate nodes as kube-sche
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Final
 
 import numpy as np
@@ -17,6 +18,7 @@ from koordqueue.scheduler.framework.placement import (
     BoolArray,
     FloatArray,
     IntArray,
+    ScalarScore,
     Scorer,
 )
 from koordqueue.scheduler.framework.session import Session
@@ -41,6 +43,12 @@ POD_TOPOLOGY_SPREAD_WEIGHT: Final = "podtopologyspread.weight"
 _NEG_INF: Final = float("-inf")
 _PREFER_NO_SCHEDULE_NODES: Final = ("nodeorder", "prefer-no-schedule taints")
 BatchScore = Callable[[TaskInfo, IntArray], FloatArray]
+
+
+def _zero(_i: int) -> float:
+    return 0.0
+
+
 StaticVector = Callable[[TaskInfo], FloatArray | None]
 """Per pod shape, a score over all nodes (or None for none)."""
 
@@ -167,7 +175,21 @@ class NodeOrderPlugin(Plugin):
             out = resource(task, idx)
             return out + vector[idx] if vector is not None else out
 
-        session.add_batch_node_order_fn(self.name, with_static)
+        def prepare(task: TaskInfo) -> Callable[[int], float]:
+            vector = vector_of(task)
+            if resource is None:
+                return vector.item if vector is not None else _zero
+            own = resource.prepare(task)
+            if vector is None:
+                return own
+            static_item = vector.item
+
+            def one(i: int) -> float:
+                return own(i) + static_item(i)
+
+            return one
+
+        session.add_batch_node_order_fn(self.name, ScalarScore(with_static, prepare))
 
     def _placement_scores(self, session: Session) -> StaticVector | None:
         """Scores normalised over the candidates.
@@ -301,7 +323,7 @@ class NodeOrderPlugin(Plugin):
         session.placement.add_dynamic_score(placement_scores)
         return static
 
-    def _resource_scores(self, session: Session) -> BatchScore | None:
+    def _resource_scores(self, session: Session) -> ScalarScore | None:
         least_w = self.arguments.get_float("leastrequested.weight", 1.0)
         most_w = self.arguments.get_float("mostrequested.weight", 0.0)
         balanced_w = self.arguments.get_float("balancedresource.weight", 1.0)
@@ -371,4 +393,10 @@ class NodeOrderPlugin(Plugin):
                 total += balanced_w * (1.0 - std) * MAX_NODE_SCORE
             return total
 
-        return score
+        def prepare(task: TaskInfo) -> Callable[[int], float]:
+            sreq = scalar_requests.get(task.request)
+            if sreq is None:
+                sreq = scalar_requests[task.request] = tensor.vector(task.request).tolist()
+            return partial(score_one, sreq)
+
+        return ScalarScore(score, prepare)

@@ -29,7 +29,7 @@ from koordqueue.scheduler.api import (
 from koordqueue.scheduler.api.selectors import LabelSelector
 from koordqueue.scheduler.api.task_info import TopologySpreadConstraint
 from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin
-from koordqueue.scheduler.framework.placement import BoolArray, IntArray
+from koordqueue.scheduler.framework.placement import BoolArray, IntArray, ScalarPredicate
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.plugins.interpod import (
     INTER_POD_AFFINITY,
@@ -331,7 +331,24 @@ class PredicatesPlugin(Plugin):
                 return invalid_constraints(task)
             return None
 
-        session.add_batch_predicate_fn(self.name, batch, explain)
+        py_pod_count, py_pod_limit = tensor.py_pod_count, tensor.py_pod_limit
+
+        def prepare(task: TaskInfo) -> Callable[[int], bool]:
+            # `batch` for one node at a time, in Python scalars (the per-placement refresh).
+            allowed = static_mask(task).item
+            if not pod_limited and not task.host_ports:
+                return allowed
+
+            def one(i: int) -> bool:
+                if not allowed(i):
+                    return False
+                if pod_limited and not py_pod_count[i] < py_pod_limit[i]:
+                    return False
+                return not task.host_ports or ports_reason(task, nodes[i]) is None
+
+            return one
+
+        session.add_batch_predicate_fn(self.name, ScalarPredicate(batch, prepare), explain)
         session.add_pre_predicate_fn(self.name, pre_predicate)
         affinity_on = self.arguments.get_bool(POD_AFFINITY_ENABLE, True)
         spread_on = self.arguments.get_bool(POD_TOPOLOGY_SPREAD_ENABLE, True)
