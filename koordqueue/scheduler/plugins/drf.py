@@ -141,7 +141,7 @@ class HdrfTree:
     Why incremental: Volcano recomputes the whole tree on every allocate; here a change
     recomputes the changed leaf's ancestors only, and the whole tree only when the set of
     demanding resources (not yet fully allocated) changes, which gives the same values
-    (children are summed in name order, so the floats are identical too).
+    (children are summed in insertion order, so the floats are identical too).
     """
 
     def __init__(self, total: Mapping[str, int]) -> None:
@@ -223,13 +223,14 @@ class HdrfTree:
             node.share = dominant_share(node.allocated, total)
             node.saturated = resource_saturated(node.allocated, node.request, demanding)
             return
-        children = [node.children[k] for k in sorted(node.children)]
+        children = node.children.values()  # insertion order: fixed for the session
         # the smallest dominant share among children that still demand: the others are
         # scaled down to it, so a greedy child does not inflate its parent's share
         floor = 1.0
         for child in children:
-            if child.share != 0 and not child.saturated:
-                floor = min(floor, dominant_share(child.allocated, total))
+            # Volcano recomputes the child's share here: the same function of the same amounts
+            if child.share != 0 and not child.saturated and child.share < floor:
+                floor = child.share
         allocated: Amounts = {}
         saturated = True
         for child in children:
