@@ -373,7 +373,9 @@ class IntegrationReconciler:
             return ReconcileResult(skipped="workload gone")
         return self.on_event(None, fresh)
 
-    def release_orphan(self, unit_obj: Mapping[str, Any]) -> ReconcileResult:
+    def release_orphan(
+        self, unit_obj: Mapping[str, Any], in_scheduling_backoff: bool = False
+    ) -> ReconcileResult:
         """The periodic resync's look at a unit whose workload was not listed.
 
         The workload is read again: still there, it is synced as usual; gone, the unit is
@@ -385,7 +387,7 @@ class IntegrationReconciler:
         except ApiError as exc:
             return ReconcileResult(skipped="read refused", refused=str(exc) or "refused")
         if members:
-            return self.sync(members, unit_obj)
+            return self.sync(members, unit_obj, in_scheduling_backoff)
         m = _meta(unit_obj)
         ours = any(
             ref.get("kind") == self.kind.kind for ref in m.get("ownerReferences") or []

@@ -304,7 +304,11 @@ class IntegrationConsumer:
             unit_obj = self.ctl.unit_objects.get(uid) if uid else None
             if unit_obj is None:
                 continue
-            call = partial(IntegrationReconciler.release_orphan, unit_obj=dict(unit_obj))
+            call = partial(
+                IntegrationReconciler.release_orphan,
+                unit_obj=dict(unit_obj),
+                in_scheduling_backoff=self._in_scheduling_backoff(key),
+            )
             write = IntegrationWrite(self, call, f"resync {self.kind.plural}")
             self.ctl.writer.submit(write, partial(self._took_in, key, None), self._write_key(key))
 
@@ -369,7 +373,6 @@ class IntegrationConsumer:
             ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_JOB, error))
         if look.resumed and action is not None and action.resume_event:
             ctl.writer.submit(RecordEvent(obj, NORMAL, names.REASON_RESUME, names.MSG_RESUME))
-
 
     def _count_refusal(self, key: str, obj: Mapping[str, Any], result: ReconcileResult) -> None:
         """A refused creation (or read): try again after the back-off and say why in an

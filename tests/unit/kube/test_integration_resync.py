@@ -298,3 +298,31 @@ def test_a_workload_deleted_while_its_creation_waits_is_not_retried() -> None:
     clock.now += 60
     consumer.fire_timers()
     assert api.unit_creates == 1
+
+
+class RefusingReadsApi(CountingApi):
+    """Refuses the first `refuse_reads` reads of a QueueUnit (503 past the client's retries)."""
+
+    def __init__(self, refuse_reads: int) -> None:
+        super().__init__()
+        self.refuse_reads = refuse_reads
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        if kind == QUEUE_UNIT and self.refuse_reads > 0:
+            self.refuse_reads -= 1
+            raise ApiError(503, "ServiceUnavailable", "etcd leader changed", "GET", kind.path())
+        return super().get(kind, name, namespace)
+
+
+def test_a_refused_read_of_the_unit_releases_the_hold_and_is_retried() -> None:
+    """Before, the raise left the unit key held (its watch event never folded) and nothing
+    looked again until the workload's next event."""
+    api = RefusingReadsApi(refuse_reads=1)
+    c, consumer, clock = make(api)
+    consumer.on_event("ADDED", pytorch(api))
+    assert c.units_being_created == {}
+    assert api.get(QUEUE_UNIT, UNIT, "default") is None
+    clock.now = consumer.retries[KEY][0]
+    consumer.fire_timers()
+    made = api.get(QUEUE_UNIT, UNIT, "default")
+    assert made is not None and c.engine.unit(made["metadata"]["uid"]) is not None
