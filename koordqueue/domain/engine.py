@@ -16,6 +16,13 @@ release checks a handful (Kueue's inadmissible set, made exact). The record is t
 scan writes, entry for entry: test_incremental_rounds.py (tests/unit/admission) drives both
 with the same random event streams; the full scan stays behind
 `AdmissionEngine(skip_unchanged=False)` for that proof.
+
+A Block or Intelligent queue stops at its blocked head (its units all share one quota, so the
+policy need not walk the held ones), and the skips behind it are recorded as one lazy run
+(`round.LazyOutcomes`, built from the policy's state captured then, on first read): a release
+round costs the units it tries. The record (`round.Record`) carries earlier rounds' lists
+instead of copying them, and tells which entries are new this round (`Record.new`): the
+others were planned by an earlier round already, so the controller plans only those.
 """
 
 from __future__ import annotations
@@ -64,9 +71,11 @@ from koordqueue.domain.round import (
     Admit,
     BackingOff,
     Outcome,
+    Part,
     Preempted,
     QueueNotFound,
     QueueUnserved,
+    Record,
     Reject,
     Unmapped,
     WaitingForPodsRunning,
@@ -154,7 +163,7 @@ class _Memo:
     skipped: list[Outcome] = field(default_factory=list)
     quiet_order: object = None
     quiet_key: Hashable | None = None
-    quiet_outcomes: list[Outcome] = field(default_factory=list)
+    quiet_outcomes: list[Part] = field(default_factory=list)
     quiet_waiting: list[QueueUnit] = field(default_factory=list)
 
 
@@ -241,12 +250,13 @@ class RoundResult:
     """What one admission round decided; `effects()` turns it into writes and events.
 
     `outcomes` is the record: one typed outcome per unit the round looked at, in the order
-    decided (a preemption's victims come right before the unit they make room for). The
+    decided (a preemption's victims come right before the unit they make room for); its
+    `new()` entries are those not carried over from an earlier round's record. The
     lists below are the same decisions grouped by kind, for metrics and callers that only
     need one kind.
     """
 
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: Record = field(default_factory=Record)
     admitted: list[tuple[QueueUnit, Admitted]] = field(default_factory=list)
     rejected: list[tuple[QueueUnit, Rejection]] = field(default_factory=list)
     queue_not_found: list[tuple[QueueUnit, str]] = field(default_factory=list)
@@ -298,6 +308,11 @@ class AdmissionEngine:
         self._memos: dict[str, _Memo] = {}
         self._seen_usage: dict[str, UsagePrefix] = {}
         self._seen_shapes: dict[str, ChainShape] = {}
+        self._counts: dict[str, list[int]] = {}
+        """Per queue: [units waiting, units admitted], kept by `_reindex` (metrics)."""
+        self._counts_changed: set[str] = set()
+        self._counts_taken: dict[str, tuple[int, int]] = {}
+        """The full scan's counts as `count_changes` last reported them."""
 
     # --- quotas and queues ----------------------------------------------------------------
     def upsert_quota(self, quota: QuotaSpec) -> None:
@@ -422,6 +437,9 @@ class AdmissionEngine:
             return
         if old is not None:
             kind, queue = old
+            if kind != _UNMAPPED:
+                self._counts[queue][kind] -= 1
+                self._counts_changed.add(queue)
             if kind == _WAITING:
                 key, _ = self._okey.pop(uid)
                 order = self._waiting[queue]
@@ -445,6 +463,9 @@ class AdmissionEngine:
         assert unit is not None
         self._where[uid] = place
         kind, queue = place
+        if kind != _UNMAPPED:
+            (self._counts.get(queue) or self._counts.setdefault(queue, [0, 0]))[kind] += 1
+            self._counts_changed.add(queue)
         if kind == _WAITING:
             key = (*order_key(unit, self._first_attempt[uid]), self._seq[uid])
             self._okey[uid] = (key, unit)
@@ -484,6 +505,45 @@ class AdmissionEngine:
 
     def unit(self, uid: str) -> QueueUnit | None:
         return self._units.get(uid)
+
+    def count_changes(self) -> dict[str, tuple[int, int]]:
+        """Per queue whose counts changed since the last call: (units waiting, backing off
+        included; units admitted), counting units not finished whose quota label names a
+        queue. Kept as units change (incremental engine), so a caller exporting them per
+        round pays for what changed, not for every unit."""
+        if not self._skip_unchanged:
+            counts: dict[str, list[int]] = {}
+            for unit in self._units.values():
+                resolution = queue_name_for(unit.labels)
+                if unit.phase in FINISHED_PHASES or not isinstance(resolution, QuotaName):
+                    continue
+                tally = counts.setdefault(resolution.name, [0, 0])
+                tally[_ADMITTED if self.tree.is_admitted(unit.uid) else _WAITING] += 1
+            now = {q: (c[0], c[1]) for q, c in counts.items()}
+            taken = self._counts_taken
+            changed = {q: now.get(q, (0, 0)) for q in set(now) | set(taken)
+                       if now.get(q, (0, 0)) != taken.get(q, (0, 0))}
+            self._counts_taken = now
+            return changed
+        out: dict[str, tuple[int, int]] = {}
+        for queue in self._counts_changed:
+            entry = self._counts.get(queue)
+            if entry is None:
+                continue
+            out[queue] = (entry[0], entry[1])
+            if entry == [0, 0]:
+                del self._counts[queue]
+        self._counts_changed.clear()
+        return out
+
+    def renew(self, uid: str) -> None:
+        """The unit's entry in the next record must be new (`Record.new`), not carried over:
+        its executor forgot, or overwrote, what it last wrote for it."""
+        place = self._where.get(uid)
+        memo = None if place is None else self._memos.get(place[1])
+        if memo is not None:
+            memo.tail = None
+            memo.quiet_order = memo.quiet_key = None
 
     def units(self) -> list[QueueUnit]:
         return list(self._units.values())
@@ -714,17 +774,17 @@ class AdmissionEngine:
             return
         quiet = policy.quiet_key(ordered, now)
         if quiet is not None and memo.quiet_order == order_id and memo.quiet_key == quiet:
-            outcomes.extend(memo.quiet_outcomes)
+            outcomes.carry_parts(memo.quiet_outcomes)
             result.waiting[name] = list(memo.quiet_waiting)
             return
-        start = len(outcomes)
+        start = outcomes.mark()
         tried = self._serve(
             queue, ordered, admitted_here, now, result,
             not_running=not_running if paused else (), usage=usage, touched=touched,
         )
         if quiet is not None and not tried:
             memo.quiet_order, memo.quiet_key = order_id, quiet
-            memo.quiet_outcomes = outcomes[start:]
+            memo.quiet_outcomes = outcomes.since(start)
             memo.quiet_waiting = list(result.waiting[name])
         else:
             memo.quiet_order = memo.quiet_key = None
@@ -826,7 +886,7 @@ class AdmissionEngine:
             memo.skipped.extend(policy.skipped(untried, ordered[n:]))
             memo.skipped_order = order_id
         result.waiting[queue.name] = still_waiting + ordered[n:]
-        outcomes.extend(memo.skipped)
+        outcomes.carry(memo.skipped)
 
     @staticmethod
     def _reuse_tail(
@@ -846,7 +906,7 @@ class AdmissionEngine:
             units, outcomes, rejected = tail.units, tail.outcomes, tail.rejected
         else:
             units, outcomes, rejected = tail.units[j:], tail.outcomes[j:], tail.rejected[j:]
-        result.outcomes.extend(outcomes)
+        result.outcomes.carry(outcomes)
         result.rejected.extend(rejected)
         still_waiting.extend(units)
         if not run_units:
@@ -885,7 +945,8 @@ class AdmissionEngine:
         preempted_this_round = False
         still_waiting: list[QueueUnit] = []
         tried: set[str] = set()
-        for unit in policy.candidates(ordered, now):
+        # (the incremental engine's queues hold only units of the queue's own quota)
+        for unit in policy.candidates(ordered, now, one_quota=usage is not None):
             tried.add(unit.uid)
             if usage is not None:
                 decision = self._decide(unit, queue.name, usage, admit=not paused)
@@ -940,12 +1001,15 @@ class AdmissionEngine:
             return tried
         count = len(tried)
         if usage is not None and all(u.uid in tried for u in ordered[:count]):
-            # the tried units lead the queue (a Block head): slice instead of filtering
-            untried = list(enumerate(ordered[count:], count))
-            waiting = still_waiting + ordered[count:]
-        else:
-            untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
-            waiting = still_waiting + [u for _, u in untried]
+            # the tried units lead the queue (a Block head): the rest is one run of skips,
+            # recorded without building its entries (nobody but a reader needs them)
+            rest = ordered[count:]
+            waiting = still_waiting + rest
+            result.waiting[queue.name] = waiting
+            outcomes.lazy(policy.skipped_lazily(rest, count, waiting))
+            return tried
+        untried = [(i, u) for i, u in enumerate(ordered) if u.uid not in tried]
+        waiting = still_waiting + [u for _, u in untried]
         result.waiting[queue.name] = waiting
         outcomes.extend(policy.skipped(untried, waiting))
         return tried

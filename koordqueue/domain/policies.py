@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
@@ -31,7 +32,9 @@ from koordqueue.domain.round import (
     BeyondMaxDepth,
     BlockedByHead,
     HighPriorityWaiting,
+    LazyOutcomes,
     NotOffered,
+    Outcome,
     Skip,
 )
 
@@ -153,8 +156,14 @@ class QueuePolicy(ABC):
         return None
 
     @abstractmethod
-    def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
-        """Units to try this round; `ordered` is already sorted by `order_key`."""
+    def candidates(
+        self, ordered: Sequence[QueueUnit], now: float, *, one_quota: bool = False
+    ) -> Iterator[QueueUnit]:
+        """Units to try this round; `ordered` is already sorted by `order_key`.
+
+        `one_quota`: every unit of `ordered` counts against the same quota (the engine's
+        queues, whose units all carry the queue's quota label), so a policy may stop at
+        the first unit its block holds back instead of walking the rest: the same offers."""
 
     def feedback(self, unit: QueueUnit, admitted: bool, now: float) -> None:  # noqa: B027
         """Told after each try; policies with memory override it."""
@@ -188,6 +197,15 @@ class QueuePolicy(ABC):
         """
         return [self._beyond_depth(u, i) or NotOffered(u) for i, u in untried]
 
+    def skipped_lazily(
+        self, untried: Sequence[QueueUnit], start: int, waiting: Sequence[QueueUnit]
+    ) -> LazyOutcomes:
+        """`skipped` for `untried`, the queue's units from position `start` (0-based) on, as
+        a run built on first read. The default builds it now; a policy whose skips read
+        little state captures that state instead (every later round changes it)."""
+        built: list[Outcome] = list(self.skipped(list(enumerate(untried, start)), waiting))
+        return LazyOutcomes(len(built), lambda: built)
+
     def _beyond_depth(self, unit: QueueUnit, index: int) -> BeyondMaxDepth | None:
         depth = self.settings.max_depth
         return BeyondMaxDepth(unit, index + 1, depth) if 0 < depth <= index else None
@@ -203,7 +221,9 @@ class PriorityPolicy(QueuePolicy):
     name = "Priority"
     offers_window_in_order = True
 
-    def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
+    def candidates(
+        self, ordered: Sequence[QueueUnit], now: float, *, one_quota: bool = False
+    ) -> Iterator[QueueUnit]:
         yield from self._depth_limited(ordered)
 
 
@@ -277,7 +297,9 @@ class BlockPolicy(_QuotaBlockingPolicy):
 
     name = "Block"
 
-    def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
+    def candidates(
+        self, ordered: Sequence[QueueUnit], now: float, *, one_quota: bool = False
+    ) -> Iterator[QueueUnit]:
         window = self._depth_limited(ordered)
         timeout = self.settings.block_timeout
         passing: set[str] = set()
@@ -286,6 +308,18 @@ class BlockPolicy(_QuotaBlockingPolicy):
             for quota in passing:
                 del self._blocked[quota]
         blocked = self._blocked
+        if one_quota:
+            only = quota_of(window[0]) if window else ""
+            for _ in range(2):
+                tried = False
+                for unit in window:
+                    if only in blocked and only not in passing:
+                        break  # every later unit is held by the same block
+                    tried = True
+                    yield self._offer(unit, now)
+                if tried or not self._idle_clear(now):
+                    return
+            return
         for _ in range(2):
             tried = False
             last_label: object = window  # (no label is this list) a queue's units mostly
@@ -307,22 +341,17 @@ class BlockPolicy(_QuotaBlockingPolicy):
     def skipped(
         self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
     ) -> list[Skip]:
-        depth = self.settings.max_depth
-        out: list[Skip] = []
-        last_label: object = untried  # (no label is this list) a queue's units mostly share
-        quota, hold = "", None  # one quota: look its hold up once per run of equal labels
-        for i, u in untried:
-            if 0 < depth <= i:
-                out.append(BeyondMaxDepth(u, i + 1, depth))
-                continue
-            label = u.labels.get(QUOTA_NAME_LABEL)
-            if label is not last_label and label != last_label:
-                last_label, quota = label, quota_of(u)
-                hold = self._blocked.get(quota)
-            out.append(
-                NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
-            )
-        return out
+        return _block_skips(untried, self.settings.max_depth, self._blocked)
+
+    def skipped_lazily(
+        self, untried: Sequence[QueueUnit], start: int, waiting: Sequence[QueueUnit]
+    ) -> LazyOutcomes:
+        depth, blocked = self.settings.max_depth, dict(self._blocked)
+
+        def build() -> list[Outcome]:
+            return list(_block_skips(list(enumerate(untried, start)), depth, blocked))
+
+        return LazyOutcomes(len(untried), build)
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
@@ -344,6 +373,52 @@ class BlockPolicy(_QuotaBlockingPolicy):
         return bool(self._blocked)
 
 
+def _block_skips(
+    untried: Sequence[tuple[int, QueueUnit]], depth: int, blocked: Mapping[str, _Hold]
+) -> list[Skip]:
+    """Block's skip entries, from its max depth and blocked quotas."""
+    out: list[Skip] = []
+    last_label: object = untried  # (no label is this list) a queue's units mostly share
+    quota, hold = "", None  # one quota: look its hold up once per run of equal labels
+    for i, u in untried:
+        if 0 < depth <= i:
+            out.append(BeyondMaxDepth(u, i + 1, depth))
+            continue
+        label = u.labels.get(QUOTA_NAME_LABEL)
+        if label is not last_label and label != last_label:
+            last_label, quota = label, quota_of(u)
+            hold = blocked.get(quota)
+        out.append(
+            NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
+        )
+    return out
+
+
+def _intelligent_skips(
+    untried: Sequence[tuple[int, QueueUnit]],
+    waiting: Sequence[QueueUnit],
+    threshold: int,
+    blocked: Mapping[str, _Hold],
+) -> list[Skip]:
+    """Intelligent's skip entries, from its threshold and blocked quotas."""
+    high = tuple(u.key for u in waiting if u.priority >= threshold)
+    out: list[Skip] = []
+    last_label: object = untried  # (no label is this list) look a quota's hold up once
+    quota, hold = "", None  # per run of equal labels, as Block does
+    for _, u in untried:
+        if u.priority < threshold:
+            out.append(HighPriorityWaiting(u, high, threshold) if high else NotOffered(u))
+            continue
+        label = u.labels.get(QUOTA_NAME_LABEL)
+        if label is not last_label and label != last_label:
+            last_label, quota = label, quota_of(u)
+            hold = blocked.get(quota)
+        out.append(
+            NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
+        )
+    return out
+
+
 class IntelligentPolicy(_QuotaBlockingPolicy):
     """High-priority units (>= threshold) first, Block-style; low ones in order after them.
 
@@ -361,16 +436,26 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
         super().__init__(settings)
         self._low_cursor = 0
 
-    def candidates(self, ordered: Sequence[QueueUnit], now: float) -> Iterator[QueueUnit]:
+    def candidates(
+        self, ordered: Sequence[QueueUnit], now: float, *, one_quota: bool = False
+    ) -> Iterator[QueueUnit]:
         threshold = self.settings.priority_threshold
-        high = [u for u in ordered if u.priority >= threshold]
-        low = [u for u in ordered if u.priority < threshold]
+        high: Sequence[QueueUnit]
+        low: Sequence[QueueUnit]
+        if one_quota:  # (`ordered` is by priority, highest first: the high units lead)
+            split = bisect_left(ordered, True, key=lambda u: u.priority < threshold)
+            high, low = ordered[:split], ordered[split:]
+        else:
+            high = [u for u in ordered if u.priority >= threshold]
+            low = [u for u in ordered if u.priority < threshold]
         for _ in range(2):
             tried = False
             high_waiting = False
             for unit in high:
                 if quota_of(unit) in self._blocked:
                     high_waiting = True
+                    if one_quota:
+                        break  # every later high unit is held by the same block
                     continue
                 tried = True
                 yield self._offer(unit, now)
@@ -393,23 +478,20 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
     def skipped(
         self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
     ) -> list[Skip]:
-        threshold = self.settings.priority_threshold
-        high = tuple(u.key for u in waiting if u.priority >= threshold)
-        out: list[Skip] = []
-        last_label: object = untried  # (no label is this list) look a quota's hold up once
-        quota, hold = "", None  # per run of equal labels, as Block does
-        for _, u in untried:
-            if u.priority < threshold:
-                out.append(HighPriorityWaiting(u, high, threshold) if high else NotOffered(u))
-                continue
-            label = u.labels.get(QUOTA_NAME_LABEL)
-            if label is not last_label and label != last_label:
-                last_label, quota = label, quota_of(u)
-                hold = self._blocked.get(quota)
-            out.append(
-                NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
-            )
-        return out
+        return _intelligent_skips(
+            untried, waiting, self.settings.priority_threshold, self._blocked
+        )
+
+    def skipped_lazily(
+        self, untried: Sequence[QueueUnit], start: int, waiting: Sequence[QueueUnit]
+    ) -> LazyOutcomes:
+        threshold, blocked = self.settings.priority_threshold, dict(self._blocked)
+
+        def build() -> list[Outcome]:
+            pairs = list(enumerate(untried, start))
+            return list(_intelligent_skips(pairs, waiting, threshold, blocked))
+
+        return LazyOutcomes(len(untried), build)
 
     def unit_added(self, unit: QueueUnit) -> None:
         self._low_cursor = 0

@@ -8,7 +8,9 @@ and `explain` reads a dry round's record for one unit.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from koordqueue.domain.admission import Admitted, Rejection
 from koordqueue.domain.mapping import Unresolved
@@ -129,3 +131,148 @@ Outcome = (
     | BackingOff
     | Skip
 )
+
+
+class LazyOutcomes:
+    """A run of skip entries built on first read, from state captured when it was recorded.
+
+    A blocked queue skips thousands of units each round; the controller never reads skips (they
+    have no effects), so a round records the run in O(1) and only a reader (the simulator,
+    explain, a test) pays for the entries, once."""
+
+    __slots__ = ("_build", "_items", "length")
+
+    def __init__(self, length: int, build: Callable[[], list[Outcome]]) -> None:
+        self.length = length
+        self._build: Callable[[], list[Outcome]] | None = build
+        self._items: list[Outcome] | None = None
+
+    def items(self) -> list[Outcome]:
+        if self._items is None:
+            assert self._build is not None
+            self._items, self._build = self._build(), None
+            assert len(self._items) == self.length
+        return self._items
+
+
+class _New(list[Outcome]):
+    """A part of a record holding outcomes first recorded by that round."""
+
+    __slots__ = ()
+
+
+Part = list[Outcome] | LazyOutcomes
+
+
+class Record(Sequence[Outcome]):
+    """A round's outcomes in order, built from parts: entries new this round, lists carried
+    over from an earlier round (never changed once recorded) and lazy runs of skips.
+
+    Reads like a list. `new()` yields only the entries first recorded by this round: the
+    outcomes of every other entry were in an earlier record already, so their effects were
+    planned then (effects.py), which lets the controller plan a round in what changed."""
+
+    __slots__ = ("_flat", "_open", "_parts")
+
+    def __init__(self, outcomes: Iterable[Outcome] = ()) -> None:
+        self._parts: list[Part] = []
+        self._open: _New | None = None
+        self._flat: list[Outcome] | None = None
+        self.extend(outcomes)
+
+    # --- recording ---------------------------------------------------------------------
+    def open(self) -> list[Outcome]:
+        """The list new entries go to (append to it directly in hot loops, until the next
+        `carry` or `lazy`, which closes it)."""
+        current = self._open
+        if current is None:
+            current = self._open = _New()
+            self._parts.append(current)
+        self._flat = None
+        return current
+
+    def append(self, outcome: Outcome) -> None:
+        self.open().append(outcome)
+
+    def extend(self, outcomes: Iterable[Outcome]) -> None:
+        """New entries (a generator's, a list built this round)."""
+        self.open().extend(outcomes)
+
+    def carry(self, outcomes: list[Outcome]) -> None:
+        """Entries recorded by an earlier round, as that round's list (shared, never changed)."""
+        if outcomes:
+            self._parts.append(outcomes)
+            self._open = self._flat = None
+
+    def lazy(self, run: LazyOutcomes) -> None:
+        if run.length:
+            self._parts.append(run)
+            self._open = self._flat = None
+
+    def mark(self) -> tuple[int, int]:
+        """Where the record ends now (for `since`)."""
+        return len(self._parts), len(self._open) if self._open is not None else -1
+
+    def since(self, mark: tuple[int, int]) -> list[Part]:
+        """The parts recorded after `mark`, as parts a later record may carry."""
+        count, open_length = mark
+        out: list[Part] = []
+        if open_length >= 0:  # the list open at the mark: only what came after it
+            part = self._parts[count - 1]
+            assert isinstance(part, _New)
+            if len(part) > open_length:
+                out.append(part[open_length:])
+        for part in self._parts[count:]:
+            out.append(list(part) if isinstance(part, _New) else part)
+        return out
+
+    def carry_parts(self, parts: list[Part]) -> None:
+        for part in parts:
+            if isinstance(part, LazyOutcomes):
+                self.lazy(part)
+            else:
+                self.carry(part)
+
+    # --- reading -----------------------------------------------------------------------
+    def new(self) -> Iterator[Outcome]:
+        """The entries first recorded by this round, in record order."""
+        for part in self._parts:
+            if isinstance(part, _New):
+                yield from part
+
+    def _all(self) -> list[Outcome]:
+        flat = self._flat
+        if flat is None:
+            flat = []
+            for part in self._parts:
+                flat.extend(part.items() if isinstance(part, LazyOutcomes) else part)
+            self._flat = flat
+        return flat
+
+    def __iter__(self) -> Iterator[Outcome]:
+        for part in self._parts:
+            yield from part.items() if isinstance(part, LazyOutcomes) else part
+
+    def __len__(self) -> int:
+        return sum(
+            part.length if isinstance(part, LazyOutcomes) else len(part) for part in self._parts
+        )
+
+    @overload
+    def __getitem__(self, index: int) -> Outcome: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Outcome]: ...
+
+    def __getitem__(self, index: int | slice) -> Outcome | list[Outcome]:
+        return self._all()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Record | list | tuple):
+            return self._all() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Record({self._all()!r})"

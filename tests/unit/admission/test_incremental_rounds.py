@@ -5,7 +5,9 @@ The property test drives both engines with the same random event streams — quo
 edits, removes and reparents (cycles and missing parents included), queue policy and setting
 changes, unit adds, updates, finishes and removes, requeues, rollbacks, back-offs, the fast
 path, dry rounds and rounds at advancing times — and compares every answer, every round
-record in full, and the engines' state after each step.
+record in full, and the engines' state after each step. It also plans each round's effects
+as the controller does (the incremental engine's from the record's new entries only, the
+full scan's from every entry) and checks both engines' per-queue unit counts against a recount.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from koordqueue.domain.engine import AdmissionEngine
+from koordqueue.domain.effects import Effect, SetUnitStatus, effects
+from koordqueue.domain.engine import AdmissionEngine, RoundResult
+from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.names import (
     BLOCK_TIMEOUT_ANNOTATION,
     ENABLE_PREEMPTION_ANNOTATION,
@@ -26,7 +30,7 @@ from koordqueue.domain.names import (
     QUOTA_NAME_LABEL,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
-from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
 from koordqueue.domain.round import BlockedByHead, Reject
@@ -135,6 +139,13 @@ class Twin:
     fast: AdmissionEngine = field(default_factory=AdmissionEngine)
     now: float = 0.0
     rounds: int = 0
+    reported_full: dict[str, str] = field(default_factory=dict)
+    reported_fast: dict[str, str] = field(default_factory=dict)
+    counts_full: dict[str, tuple[int, int]] = field(default_factory=dict)
+    counts_fast: dict[str, tuple[int, int]] = field(default_factory=dict)
+    pending: tuple[RoundResult, RoundResult] | None = None
+    """The last round's records, compared in full only after the next step changed the
+    engines, so that an entry recorded lazily from state the step changes would show."""
 
     def both(self, call: str, *args: Any) -> Any:
         a = getattr(self.full, call)(*args)
@@ -144,6 +155,7 @@ class Twin:
 
     def apply(self, op: tuple[Any, ...]) -> None:
         kind = op[0]
+        previous, self.pending = self.pending, None
         if kind == "quota":
             self.both("upsert_quota", op[1])
         elif kind == "rmquota":
@@ -156,6 +168,8 @@ class Twin:
             self.both("upsert_unit", op[1])
         elif kind == "rmunit":
             self.both("remove_unit", op[1])
+            self.reported_full.pop(op[1], None)  # (the controller forgets a deleted unit)
+            self.reported_fast.pop(op[1], None)
         elif kind in ("finish", "start"):
             current = self.full.unit(op[1])
             if current is not None:
@@ -178,13 +192,34 @@ class Twin:
         elif kind == "round":
             self.now += op[1]
             self.rounds += 1
-            self.both("run_round", self.now)
+            record, fast_record = self.full.run_round(self.now), self.fast.run_round(self.now)
+            assert record.admitted == fast_record.admitted
+            self.same_effects(record, fast_record)
+            self.pending = record, fast_record
         elif kind == "dry":
             self.both("dry_round", self.now)
+        if previous is not None:
+            assert previous[0] == previous[1]
         self.same_state()
+
+    def finish(self) -> None:
+        if self.pending is not None:
+            assert self.pending[0] == self.pending[1]
+
+    def same_effects(self, record: RoundResult, fast_record: RoundResult) -> None:
+        """What the controller writes for the round: planned from the new entries only (the
+        incremental engine) and from the whole record (the full scan) — the same effects."""
+        everything = effects(record, self.reported_full)
+        planned = effects(fast_record.outcomes.new(), self.reported_fast)
+        assert planned == everything
+        remember(everything, self.reported_full)
+        remember(planned, self.reported_fast)
 
     def same_state(self) -> None:
         full, fast = self.full, self.fast
+        for engine, counts in ((full, self.counts_full), (fast, self.counts_fast)):
+            counts.update(engine.count_changes())
+            assert {q: c for q, c in counts.items() if c != (0, 0)} == recount(engine)
         assert full.units() == fast.units()
         assert full.tree.admitted_uids() == fast.tree.admitted_uids()
         assert full.tree.report() == fast.tree.report()
@@ -193,6 +228,25 @@ class Twin:
             assert (a is None) == (b is None)
             if a is not None and b is not None:
                 assert vars_of(a) == vars_of(b), quota
+
+
+def remember(planned: list[Effect], reported: dict[str, str]) -> None:
+    """Every status write goes through (as the simulator records them)."""
+    for effect in planned:
+        if isinstance(effect, SetUnitStatus):
+            reported[effect.unit.uid] = effect.message
+
+
+def recount(engine: AdmissionEngine) -> dict[str, tuple[int, int]]:
+    """Units waiting / admitted per queue, from every unit (what the metrics used to walk)."""
+    counts: dict[str, list[int]] = {}
+    for unit in engine.units():
+        resolution = queue_name_for(unit.labels)
+        if unit.phase in FINISHED_PHASES or not isinstance(resolution, QuotaName):
+            continue
+        entry = counts.setdefault(resolution.name, [0, 0])
+        entry[1 if engine.is_admitted(unit.uid) else 0] += 1
+    return {q: (c[0], c[1]) for q, c in counts.items()}
 
 
 def vars_of(policy: object) -> dict[str, object]:
@@ -215,6 +269,7 @@ def test_incremental_rounds_decide_and_record_exactly_like_the_full_scan(
     for op in ops:
         twin.apply(op)
     twin.apply(("round", 1.0))
+    twin.finish()
 
 
 CHURN = st.one_of(
@@ -265,6 +320,7 @@ def test_incremental_rounds_match_the_full_scan_under_release_churn(
     twin = Twin()
     for op in ops:
         twin.apply(op)
+    twin.finish()
 
 
 @st.composite
@@ -293,6 +349,7 @@ def test_incremental_rounds_match_the_full_scan_with_a_parked_backlog(
     twin = Twin()
     for op in ops:
         twin.apply(op)
+    twin.finish()
 
 
 class CountingEngine(AdmissionEngine):
@@ -431,3 +488,25 @@ def test_a_block_timeout_lets_a_quiet_queue_pass_once_it_expires() -> None:
     assert engine.run_round(1.0).admitted == []  # quiet
     record = engine.run_round(6.0)  # the hold is 6 s old: one Priority-style pass
     assert [u.name for u, _ in record.admitted] == ["small"]
+
+
+def test_a_block_release_round_records_only_what_it_tried_as_new() -> None:
+    for policy in ("Block", "Intelligent"):
+        engine = backlog(policy)
+        admitted = next(u for u in engine.units() if engine.is_admitted(u.uid) and u.labels[
+            QUOTA_NAME_LABEL] == "a")
+        engine.upsert_unit(_with_phase(admitted, Phase.SUCCEED))
+        record = engine.run_round(3.0)
+        new = list(record.outcomes.new())
+        assert [type(o).__name__ for o in new] == ["Admit", "Reject"], policy
+        assert len(record.outcomes) == 200 - 8  # the blocked rest is still recorded
+        assert list(engine.run_round(4.0).outcomes.new()) == []
+
+
+def test_a_renewed_unit_gets_a_new_entry_in_the_next_record() -> None:
+    engine = backlog("Priority")
+    assert list(engine.run_round(2.0).outcomes.new()) == []  # parked: every entry carried
+    engine.renew("w10")
+    new = list(engine.run_round(3.0).outcomes.new())
+    assert "w10" in {o.unit.uid for o in new}
+    assert all(isinstance(o, Reject) for o in new)
