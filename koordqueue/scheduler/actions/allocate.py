@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.api.task_info import PlacementKey
 from koordqueue.scheduler.framework.interface import Action
@@ -29,7 +31,7 @@ def schedulable_jobs(session: Session) -> list[JobInfo]:
 
 
 def need_continue(
-    job: JobInfo, failed: dict[PlacementKey, FitErrors], tasks: PriorityQueue[TaskInfo]
+    job: JobInfo, failed: dict[PlacementKey, FitErrors], tasks: Iterable[TaskInfo]
 ) -> bool:
     """After a task failed, is it still worth trying the job's other pending tasks?
 
@@ -39,7 +41,7 @@ def need_continue(
     """
     if job.min_available >= len(job.tasks):
         return False
-    left = [t for t in tasks.items() if t.placement_key() not in failed]
+    left = [t for t in tasks if t.placement_key() not in failed]
     if job.ready_task_num() + len(left) < job.min_available:
         return False
     roles = job.task_min_available
@@ -53,6 +55,28 @@ def need_continue(
         if any(have.get(role, 0) < need for role, need in roles.items()):
             return False
     return True
+
+
+class _Ordered:
+    """Sort key wrapper: the session's task order as `<` (a total order: ties fall back to
+    creation time and uid)."""
+
+    __slots__ = ("less", "task")
+
+    def __init__(self, task: TaskInfo, less: Callable[[TaskInfo, TaskInfo], bool]) -> None:
+        self.task = task
+        self.less = less
+
+    def __lt__(self, other: _Ordered) -> bool:
+        return self.less(self.task, other.task)
+
+
+def task_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
+    """The tasks in reverse task order: `pop()` gives the next one, as the priority queue of
+    Volcano's allocate would. Sorted once (fewer comparisons than a heap's pops)."""
+    less = session.task_order_less
+    ordered = sorted((_Ordered(t, less) for t in tasks), reverse=True)
+    return [o.task for o in ordered]
 
 
 class AllocateAction(Action):
@@ -71,7 +95,7 @@ class AllocateAction(Action):
                 jobs_by_queue[job.queue] = PriorityQueue(session.job_order_less)
                 queues.push(session.queues[job.queue])
             jobs_by_queue[job.queue].push(job)
-        pending: dict[str, PriorityQueue[TaskInfo]] = {}
+        pending: dict[str, list[TaskInfo]] = {}
         while not queues.empty():
             queue = queues.pop()
             if session.overused(queue):
@@ -82,9 +106,7 @@ class AllocateAction(Action):
             job = jobs.pop()
             tasks = pending.get(job.uid)
             if tasks is None:
-                tasks = PriorityQueue(
-                    session.task_order_less, [t for t in job.pending_tasks() if self._wanted(t)]
-                )
+                tasks = task_queue(session, [t for t in job.pending_tasks() if self._wanted(t)])
                 pending[job.uid] = tasks
             statement = Statement(session)
             self._allocate_tasks(session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs)
@@ -106,11 +128,11 @@ class AllocateAction(Action):
         *,
         queue: QueueInfo,
         job: JobInfo,
-        tasks: PriorityQueue[TaskInfo],
+        tasks: list[TaskInfo],
         jobs: PriorityQueue[JobInfo],
     ) -> None:
         failed: dict[PlacementKey, FitErrors] = {}
-        while not tasks.empty():
+        while tasks:
             task = tasks.pop()
             if not session.allocatable(queue, task):
                 continue
@@ -139,7 +161,7 @@ class AllocateAction(Action):
                 statement.pipeline(task, node)
             else:
                 statement.allocate(task, node)
-            if session.job_ready(job) and not tasks.empty():
+            if tasks and session.job_ready(job):
                 # Ready: commit this part and give other jobs a turn before the rest.
                 jobs.push(job)
                 break

@@ -22,8 +22,9 @@ class _Kind(Enum):
 
 
 def _add(acc: dict[str, int], res: Resources, sign: int) -> None:
-    for name, amount in res.as_dict().items():
-        acc[name] = acc.get(name, 0) + sign * amount
+    get = acc.get
+    for name, amount in res.items():
+        acc[name] = get(name, 0) + sign * amount
 
 
 class NodeInfo:
@@ -131,8 +132,9 @@ class NodeInfo:
             raise ValueError(f"task {task.uid} already on node {self.name}")
         task.node_name = self.name
         self.tasks[task.uid] = task
-        for port in task.host_ports:
-            self.ports[port] = self.ports.get(port, 0) + 1
+        if task.host_ports:
+            for port in task.host_ports:
+                self.ports[port] = self.ports.get(port, 0) + 1
         status = task.status
         if status in TERMINATED_STATUSES or status is TaskStatus.PENDING:
             return

@@ -49,16 +49,18 @@ __all__ = [
 def add(left: Resources, right: Resources) -> Resources:
     """left + right; faster than `Resources.__add__` for the per-task event handlers."""
     out = left.as_dict()
-    for name, amount in right.as_dict().items():
-        out[name] = out.get(name, 0) + amount
+    get = out.get
+    for name, amount in right.items():
+        out[name] = get(name, 0) + amount
     return Resources(out)
 
 
 def subtract(left: Resources, right: Resources) -> Resources:
     """left - right (see `add`)."""
     out = left.as_dict()
-    for name, amount in right.as_dict().items():
-        out[name] = out.get(name, 0) - amount
+    get = out.get
+    for name, amount in right.items():
+        out[name] = get(name, 0) - amount
     return Resources(out)
 
 
@@ -97,11 +99,11 @@ def insufficient(request: Resources, available: Mapping[str, int]) -> list[str]:
 def share(allocated: Mapping[str, int], total: Mapping[str, int]) -> float:
     """Dominant share: max over resources of allocated/total (0/0 = 0, x/0 = 1)."""
     best = 0.0
-    items = allocated.as_dict().items() if isinstance(allocated, Resources) else allocated.items()
-    for name, amount in items:
+    get = total.get
+    for name, amount in allocated.items():
         if amount <= 0:
             continue
-        whole = total.get(name, 0)
+        whole = get(name, 0)
         ratio = 1.0 if whole <= 0 else amount / whole
         best = max(best, ratio)
     return best
@@ -121,9 +123,10 @@ def min_dims(left: Resources, cap: Mapping[str, int]) -> Resources:
 def sum_resources(items: Iterable[Mapping[str, int]]) -> Resources:
     """Sum of many resource lists with one accumulator (cheaper than chained `+`)."""
     acc: dict[str, int] = {}
+    get = acc.get
     for item in items:
         for name, amount in item.items():
-            acc[name] = acc.get(name, 0) + amount
+            acc[name] = get(name, 0) + amount
     return Resources(acc)
 
 
@@ -149,7 +152,14 @@ def insufficient_in_requested_dims(
     """Volcano's `LessEqualWithDimensionAndResourcesName`: for every dimension the request
     asks for (> 0), `left` must not exceed `limit` (absent from the limit = 0). Returns the
     names that do exceed (empty = fits)."""
-    return sorted(n for n in requested_dims(request) if left.get(n, 0) > limit.get(n, 0))
+    out: list[str] | None = None
+    left_get, limit_get = left.get, limit.get
+    for name, amount in request.items():  # requested_dims, inlined: asked once per placement
+        if amount > 0 and name not in IGNORED_SCALARS and left_get(name, 0) > limit_get(name, 0):
+            if out is None:
+                out = []
+            out.append(name)
+    return sorted(out) if out else []
 
 
 def less_equal_partly_zero_filtered(
@@ -211,6 +221,9 @@ def deserved_share(allocated: Mapping[str, int], deserved: Mapping[str, int]) ->
     """max over deserved's non-zero dimensions of allocated/deserved (0 when none);
     resources the deserved does not name do not count (proportion `updateQueueAttrShare`)."""
     best = 0.0
-    for name in _names(deserved):
-        best = max(best, allocated.get(name, 0) / deserved[name])
+    get = allocated.get
+    for name, whole in deserved.items():  # `_names(deserved)` without building the set
+        if whole >= EPSILON_NANOS:
+            ratio = get(name, 0) / whole
+            best = max(best, ratio)
     return best

@@ -147,6 +147,8 @@ class NodeTensor:
         self.py_future: list[list[float]] = self.future.tolist()
         self.changes: list[int] = []
         """Indices of nodes changed so far in this session (a log, for cache refresh)."""
+        self._touched: dict[Resources, list[tuple[int, str]]] = {}
+        """Per request, its (row, dimension) pairs (`refresh`)."""
         self.static: dict[object, Any] = {}
         """Per-node vectors that depend only on the nodes' names, labels, taints and cordon
         (plugins' static masks), shared with copies: a cache keeps one tensor per node
@@ -173,8 +175,11 @@ class NodeTensor:
         if touched is None:
             dims: list[tuple[int, str]] = list(enumerate(self.dims))
         else:
-            index = self.index
-            dims = [(index[d], d) for d in touched.as_dict() if d in index]
+            found = self._touched.get(touched)
+            if found is None:
+                index = self.index
+                found = self._touched[touched] = [(index[d], d) for d in touched if d in index]
+            dims = found
         for r, d in dims:
             a = idle.get(d, 0) / MILLI_NANO
             u = used.get(d, 0) / MILLI_NANO
@@ -217,6 +222,7 @@ class NodeTensor:
         out.py_pipelined = [row[:] for row in self.py_pipelined]
         out.py_future = [row[:] for row in self.py_future]
         out.changes = []
+        out._touched = {}
         out.static = self.static
         return out
 
@@ -312,11 +318,16 @@ class PlacementEngine:
     def _scalar_fns(self) -> _ScalarFns | None:
         """The scalar twins of every batch callback, or None when one has none (or plain
         per-node callbacks are registered); resolved again when the session swaps lists."""
-        src = (self.batch_predicates, self.batch_scores, self.predicates, self.scores)
         cached = self._scalar_src
-        if cached is not None and all(a is b for a, b in zip(src, cached, strict=True)):
+        if (
+            cached is not None
+            and cached[0] is self.batch_predicates
+            and cached[1] is self.batch_scores
+            and cached[2] is self.predicates
+            and cached[3] is self.scores
+        ):
             return self._scalar
-        self._scalar_src = src
+        self._scalar_src = (self.batch_predicates, self.batch_scores, self.predicates, self.scores)
         preds = [fn.prepare for fn, _ in self.batch_predicates if isinstance(fn, ScalarPredicate)]
         scores = [fn.prepare for fn in self.batch_scores if isinstance(fn, ScalarScore)]
         complete = len(preds) == len(self.batch_predicates) and len(scores) == len(
@@ -495,7 +506,7 @@ class PlacementEngine:
         eff = entry.idle_eff if mask is None else np.where(mask, entry.idle_eff, _NEG_INF)
         best = int(eff.argmax())
         pipelined = False
-        if eff[best] == _NEG_INF:
+        if eff.item(best) == _NEG_INF:
             passes = entry.passes & entry.future_ok
             if mask is not None:
                 passes &= mask

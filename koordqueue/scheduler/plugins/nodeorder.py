@@ -53,6 +53,33 @@ StaticVector = Callable[[TaskInfo], FloatArray | None]
 """Per pod shape, a score over all nodes (or None for none)."""
 
 
+def _two_rows(
+    rows: list[tuple[list[float], list[float], list[float], float]],
+    weights: tuple[float, float, float],
+) -> Callable[[int], float]:
+    """`score_one` of `_resource_scores` for cpu and memory, unrolled (the same operations in
+    the same order, so the same float): one call per node changed by a placement."""
+    (alloc0, used0, pip0, req0), (alloc1, used1, pip1, req1) = rows
+    least_w, most_w, balanced_w = weights
+
+    def score(i: int) -> float:
+        least = most = 0.0
+        alloc = alloc0[i]
+        f0 = (used0[i] + pip0[i] + req0) / alloc if alloc > 0 else 1.0
+        if f0 <= 1.0:
+            least += (1.0 - f0) * MAX_NODE_SCORE
+            most += f0 * MAX_NODE_SCORE
+        alloc = alloc1[i]
+        f1 = (used1[i] + pip1[i] + req1) / alloc if alloc > 0 else 1.0
+        if f1 <= 1.0:
+            least += (1.0 - f1) * MAX_NODE_SCORE
+            most += f1 * MAX_NODE_SCORE
+        std = abs(min(f0, 1.0) - min(f1, 1.0)) / 2.0
+        return least_w * least / 2 + most_w * most / 2 + balanced_w * (1.0 - std) * MAX_NODE_SCORE
+
+    return score
+
+
 def preferred_affinity_scores(task: TaskInfo, nodes: list[NodeInfo]) -> FloatArray:
     """kube-scheduler NodeAffinity's raw score: the summed weights of the matching
     preferred terms."""
@@ -235,20 +262,28 @@ class NodeOrderPlugin(Plugin):
                 )
             return by_tolerations[task.tolerations]
 
+        multi: dict[object, Scorer | None] = {}
+
         def multi_level(task: TaskInfo) -> Scorer | None:
+            # Depends on the node affinity and tolerations only: kept per static key (asked
+            # for every pod placed).
+            key = task.static_key()
+            if key in multi:
+                return multi[key]
             scorers = [
                 norm
                 for norm in (affinity_norm(task), taint_norm(task))
                 if norm is not None and norm.static is None
             ]
-            if not scorers:
-                return None
+            found: Scorer | None = None
             if len(scorers) == 1:
-                return scorers[0]
-            return _summed(scorers)
+                found = scorers[0]
+            elif scorers:
+                found = _summed(scorers)
+            multi[key] = found
+            return found
 
         if affinity_w or tainted:
-
             vectors: dict[object, FloatArray | None] = {}
 
             def static_vector(task: TaskInfo) -> FloatArray | None:
@@ -397,6 +432,11 @@ class NodeOrderPlugin(Plugin):
             sreq = scalar_requests.get(task.request)
             if sreq is None:
                 sreq = scalar_requests[task.request] = tensor.vector(task.request).tolist()
-            return partial(score_one, sreq)
+            if n_rows != 2:
+                return partial(score_one, sreq)
+            return _two_rows(
+                [(py_alloc[r], py_used[r], py_pip[r], sreq[r]) for r in rows],
+                (least_w, most_w, balanced_w),
+            )
 
         return ScalarScore(score, prepare)
