@@ -14,11 +14,8 @@ seam), admission (rounds and their effects), resync; status.py builds every unit
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
-from koordqueue.kube.api import ObjectApi
 from koordqueue.kube.controller.admission import AdmissionRounds
 from koordqueue.kube.controller.jobs import STATUS_RETRY_SECONDS, JobReconciler
 from koordqueue.kube.controller.loop import OwnerLoop
@@ -26,8 +23,6 @@ from koordqueue.kube.controller.queues import QueueHandlers
 from koordqueue.kube.controller.quotas import QuotaHandlers
 from koordqueue.kube.controller.resync import Resync
 from koordqueue.kube.controller.units import UnitHandlers
-from koordqueue.kube.events import EventRecorder
-from koordqueue.kube.settings import ControllerSettings
 
 __all__ = ["STATUS_RETRY_SECONDS", "Controller", "OwnerLoop"]
 
@@ -39,15 +34,10 @@ class Controller(QuotaHandlers, QueueHandlers, UnitHandlers, AdmissionRounds, Re
     every write runs at once and its outcome is taken in before the call returns.
     """
 
-    def __init__(
-        self,
-        api: ObjectApi,
-        settings: ControllerSettings | None = None,
-        recorder: EventRecorder | None = None,
-        clock: Callable[[], float] = time.time,
-        writers: int | None = None,
-    ) -> None:
-        super().__init__(api, settings, recorder, clock, writers)
+    jobs: JobReconciler
+
+    def add_consumers(self) -> None:
+        """The batch/v1 Job extension (jobs.py), registered as its unit's workload reconciler."""
         self.jobs = JobReconciler(self, self.write_unit_phase)
         self.consumers[self.jobs.consumer_kind] = self.jobs
 

@@ -1,6 +1,10 @@
 """Admission rounds: the engine decides, `effects()` says what that means, the writer does it.
 
-Each unit's effects of a round (domain/effects.py: status, workload, event, in that order)
+A round plans effects only for the record's new entries (`Record.new`): every other entry
+was planned by an earlier round, and what it asked for is in `reported` already (a unit whose
+`reported` message changes outside a round is renewed in the engine). The unit gauges come
+from counts the engine keeps as units move. So a round's own cost is what changed, not the
+backlog. Each unit's effects of a round (domain/effects.py: status, workload, event, in that order)
 become one `EffectChain`, run by the writer after the unit's earlier writes; its outcome
 comes back to the owner, which remembers what was written and rolls back an admission the
 API refused.
@@ -25,7 +29,6 @@ from koordqueue.domain.effects import (
 )
 from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import UnresolvedReason
-from koordqueue.domain.queue_unit import FINISHED_PHASES
 from koordqueue.domain.round import Reject
 from koordqueue.kube import metrics
 from koordqueue.kube.controller.base import ControllerBase, log, queue_label
@@ -118,7 +121,7 @@ class AdmissionRounds(ControllerBase):
             self.round_writes_pending = False
             self.round_writes_done_at = time.monotonic()
 
-        self.execute(effects(result, self.reported), written)
+        self.execute(effects(result.outcomes.new(), self.reported), written)
         self._export_metrics(result)
         metrics.ROUND_DURATION.observe(time.monotonic() - started)
         return result
@@ -182,22 +185,13 @@ class AdmissionRounds(ControllerBase):
         self.writer.submit(RecordEvent(obj, effect.type, effect.reason, effect.message))
 
     def _export_metrics(self, result: RoundResult) -> None:
-        pending: dict[str, int] = {}
-        admitted: dict[str, int] = {}
-        for unit in self.engine.units():
-            queue = queue_label(unit)
-            if not queue or unit.phase in FINISHED_PHASES:
-                continue
-            target = admitted if self.engine.is_admitted(unit.uid) else pending
-            target[queue] = target.get(queue, 0) + 1
+        for queue, (pending, admitted) in self.engine.count_changes().items():
+            metrics.UNITS_PENDING.labels(queue).set(pending)
+            metrics.UNITS_ADMITTED.labels(queue).set(admitted)
         if self.usage_cadence.due():  # per-quota usage split (issue 18, item 8), throttled
             usage = self.engine.tree.report()
             metrics.QUOTA_USAGE.export(usage)
             self.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))
-        for queue in set(pending) | set(admitted) | self.known_metric_queues:
-            metrics.UNITS_PENDING.labels(queue).set(pending.get(queue, 0))
-            metrics.UNITS_ADMITTED.labels(queue).set(admitted.get(queue, 0))
-        self.known_metric_queues |= set(pending) | set(admitted)
         reasons: dict[str, int] = {}
         for _, unresolved in result.unmapped:
             reasons[unresolved.reason.value] = reasons.get(unresolved.reason.value, 0) + 1

@@ -109,7 +109,6 @@ class ControllerBase:
         self.reported: dict[str, str] = {}  # uid -> last status message written (or in flight)
         self.queue_errors: dict[str, str] = {}
         self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
-        self.known_metric_queues: set[str] = set()
         self.queue_usage = QueueUsageWriter(api, self.settings.namespace)
         self.usage_cadence = metrics.Cadence()  # this controller's, so rounds of another don't
         self.round_writes_pending = False
@@ -123,6 +122,10 @@ class ControllerBase:
         """Set while the periodic resync's lists are being read (resync.py)."""
         self.consumers: dict[str, ConsumerReconciler] = {}
         """Reconcilers of the workloads that follow their units, by spec.consumerRef.kind."""
+        self.add_consumers()
+
+    def add_consumers(self) -> None:
+        """Register the workload reconcilers (the Controller adds the batch/v1 Job one)."""
 
     def close(self) -> None:
         """Wait for the writes in flight."""

@@ -59,6 +59,7 @@ class UnitHandlers(ControllerBase):
         except InvalidQueueUnitError as exc:
             if self.reported.get(uid) != str(exc):
                 self.reported[uid] = str(exc)
+                self.engine.renew(uid)  # its next entry's message must be written again
                 self.writer.submit(
                     RecordEvent(obj, WARNING, names.REASON_INVALID_QUEUE_UNIT, str(exc))
                 )
