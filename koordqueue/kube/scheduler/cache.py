@@ -26,7 +26,13 @@ from koordqueue.kube.scheduler import convert, names
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
-from koordqueue.scheduler.framework.indexed import IndexedSnapshot, SnapshotIndex, placed
+from koordqueue.scheduler.framework.indexed import (
+    Epoch,
+    IndexedSnapshot,
+    LiveJobs,
+    SnapshotIndex,
+    placed,
+)
 from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opted_in
 
 log = structlog.get_logger(__name__)
@@ -130,7 +136,7 @@ class _Derived:
     """
 
     __slots__ = (
-        "bases", "candidates", "groups", "index", "job_pods", "jobs", "namespace_labels",
+        "bases", "candidates", "epoch", "groups", "index", "job_pods", "jobs", "namespace_labels",
         "no_opt_in", "node_list", "nodes", "ours_on", "pdbs", "pending", "pods", "positions",
         "queues", "reserved",
     )
@@ -147,6 +153,8 @@ class _Derived:
         self.ours_on: dict[str, dict[str, TaskInfo]] = {}
         """Node name -> our jobs' placed tasks on it (the jobs' own task objects)."""
         self.index = SnapshotIndex()
+        self.epoch = Epoch()
+        """Moved at every build that makes a new snapshot: the last one's `LiveJobs` expire."""
         self.jobs: dict[str, JobInfo] = {}
         """Job key ("pod:<uid>" for a standalone pod, "<ns>/<name>" of a PodGroup) -> job."""
         self.job_pods: dict[str, list[str]] = {}
@@ -203,8 +211,9 @@ class SchedulerCache:
         self._lock = threading.Lock()
         self._objs: dict[CachedKind, dict[str, dict[str, Any]]] = {k: {} for k in CachedKind}
         self._assumed: dict[str, tuple[str, float]] = {}
-        self._converted: dict[str, tuple[str, TaskInfo]] = {}
-        """uid -> (resourceVersion, converted task): parsing requests dominates a conversion."""
+        self._converted: dict[str, tuple[str, TaskInfo, Mapping[str, Any]]] = {}
+        """uid -> (resourceVersion, converted task, the pod it was converted from): parsing
+        requests dominates a conversion."""
         self._foreign: dict[str, dict[str, None]] = {}
         """Node name -> uids of other schedulers' pods on it."""
         self._members: dict[str, dict[str, None]] = {}
@@ -385,15 +394,16 @@ class SchedulerCache:
                 and self._built_gates == gates_enabled
             ):
                 return self._built
-            self._refresh()
             d = self._derived
+            d.epoch.value += 1
+            self._refresh()
             if d.node_list is None:
                 order = sorted(d.nodes)
                 d.node_list = [d.nodes[name] for name in order]
                 d.positions = {name: i for i, name in enumerate(order)}
             built = Built(
                 IndexedSnapshot(
-                    nodes=list(d.node_list), jobs=list(d.jobs.values()),
+                    nodes=list(d.node_list), jobs=LiveJobs(d.jobs, d.epoch),
                     queues=list(d.queues.values()), index=d.index, pdbs=d.pdbs,
                     namespace_labels=d.namespace_labels,
                 ),
@@ -556,8 +566,16 @@ class SchedulerCache:
         """A fresh TaskInfo for the pod, converted again only when its resourceVersion moved."""
         m = convert.meta(pod)
         uid, version = str(m.get("uid", "")), str(m.get("resourceVersion", ""))
-        proto = _reuse(self._converted, uid, version, partial(convert.task_info, pod))
-        self._converted[uid] = (version, proto)
+        cached = self._converted.get(uid)
+        if cached is None:
+            proto = convert.task_info(pod)
+        elif version and cached[0] == version:
+            proto = cached[1]
+        elif convert.same_but_placement(cached[2], pod):  # bound, started, finished
+            proto = convert.placed_again(cached[1], pod)
+        else:
+            proto = convert.task_info(pod)
+        self._converted[uid] = (version, proto, pod)
         return proto.clone()
 
 

@@ -30,6 +30,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
     Toleration,
 )
+from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.api.names import (
     HIERARCHY_ANNOTATION,
     HIERARCHY_WEIGHTS_ANNOTATION,
@@ -299,6 +300,39 @@ def task_info(pod: Obj) -> TaskInfo:
     )
 
 
+_TASK_METADATA = ("uid", "name", "namespace", "labels", "creationTimestamp")
+"""The metadata fields `task_info` reads (besides deletionTimestamp, through the status)."""
+_NODE_NAME = "nodeName"
+
+
+def same_but_placement(old: Obj, new: Obj) -> bool:
+    """Whether `task_info` of `new` can differ from that of `old` only in status and node:
+    the same metadata it reads and the same spec but for `nodeName`. Why: a bind coming
+    back, a kubelet's status update, a finished pod each move the resourceVersion, and
+    parsing the requests again dominated a cache build."""
+    old_meta, new_meta = meta(old), meta(new)
+    for name in _TASK_METADATA:
+        if old_meta.get(name) != new_meta.get(name):
+            return False
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):
+        return False
+    missing = object()
+    return all(
+        name == _NODE_NAME or new_spec.get(name, missing) == value
+        for name, value in old_spec.items()
+    )
+
+
+def placed_again(previous: TaskInfo, pod: Obj) -> TaskInfo:
+    """`task_info(pod)` for a pod that differs from the one `previous` was converted from
+    only in placement (`same_but_placement`): its status and node taken from `pod`."""
+    task = previous.clone()
+    task.status = pod_status(pod)
+    task.node_name = (pod.get("spec") or {}).get(_NODE_NAME) or None
+    return task
+
+
 def group_name(pod: Obj) -> str | None:
     """The PodGroup a pod joins (annotation), or None for a standalone pod."""
     value = (meta(pod).get("annotations") or {}).get(names.GROUP_NAME_ANNOTATION)
@@ -306,7 +340,8 @@ def group_name(pod: Obj) -> str | None:
 
 
 def standalone_job(pod: Obj, task: TaskInfo) -> JobInfo:
-    """A pod without PodGroup is its own job of minAvailable 1."""
+    """A pod without PodGroup is its own job of minAvailable 1, Inqueue from the start and
+    Running once its pod is placed (`standalone_phase`: what session close makes of it)."""
     queue = (meta(pod).get("annotations") or {}).get(names.QUEUE_NAME_ANNOTATION)
     return JobInfo(
         names.STANDALONE_JOB_PREFIX + task.uid,
@@ -315,7 +350,7 @@ def standalone_job(pod: Obj, task: TaskInfo) -> JobInfo:
         queue=str(queue or names.DEFAULT_QUEUE),
         priority=task.priority,
         min_available=1,
-        phase=PodGroupPhase.INQUEUE,
+        phase=standalone_phase(task),
         creation=task.creation,
     )
 

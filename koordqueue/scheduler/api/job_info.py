@@ -11,6 +11,7 @@ from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.api.task_info import (
     ALLOCATED_STATUSES,
     READY_STATUSES,
+    TERMINATED_STATUSES,
     VALID_STATUSES,
     TaskInfo,
     TaskStatus,
@@ -178,6 +179,22 @@ class JobInfo:
         """The PodGroup has not been enqueued yet."""
         return self.phase is PodGroupPhase.PENDING
 
+    def session_phase(self, unschedulable: bool) -> PodGroupPhase:
+        """The phase a session's close writes for this job (Volcano's `jobStatus`):
+        Completed when every task finished, Unknown when it is unschedulable with running
+        tasks, Running once minAvailable tasks are placed or succeeded, else Pending (an
+        Inqueue job stays Inqueue)."""
+        tasks = self.tasks
+        if tasks and self.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED) == len(tasks):
+            return PodGroupPhase.COMPLETED
+        if unschedulable and self.count(TaskStatus.RUNNING):
+            return PodGroupPhase.UNKNOWN
+        if self.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED) >= self.min_available:
+            return PodGroupPhase.RUNNING
+        if self.phase is not PodGroupPhase.INQUEUE:
+            return PodGroupPhase.PENDING
+        return self.phase
+
     def allocated_amounts(self) -> dict[str, int]:
         """The live allocated amounts; read-only by convention (per-queue sums at session
         open read them without building a Resources per job)."""
@@ -233,4 +250,16 @@ class JobInfo:
         )
 
 
-__all__ = ["FitErrors", "JobInfo", "PodGroupPhase"]
+def standalone_phase(task: TaskInfo) -> PodGroupPhase:
+    """The phase of a pod without PodGroup (its own job of minAvailable 1, enqueued from the
+    start): what a session's close would make of it, as Volcano's PodGroup for such a pod
+    holds after its first session. Why: a job left Inqueue with its pod running made every
+    session report the same Inqueue -> Running update for every bound standalone pod."""
+    if task.status in TERMINATED_STATUSES:
+        return PodGroupPhase.COMPLETED
+    if task.status in READY_STATUSES:
+        return PodGroupPhase.RUNNING
+    return PodGroupPhase.INQUEUE
+
+
+__all__ = ["FitErrors", "JobInfo", "PodGroupPhase", "standalone_phase"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import operator
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
@@ -327,6 +328,57 @@ class SnapshotIndex:
         return dict(self._by_name)
 
 
+class Epoch:
+    """A counter an owner moves when what it handed out stops being valid."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+STALE_JOBS = "a snapshot's live jobs were read after its cache's next build"
+
+
+class LiveJobs(Sequence[JobInfo]):
+    """A snapshot's jobs read from its cache's own mapping instead of a copy.
+
+    Why: copying every job of the cluster into a list at every build (and having the
+    collector walk that young list during the session) made a session grow with bound pods;
+    a session reads jobs through the index. Valid until the cache's next build, as the
+    index is: after it any read raises (`STALE_JOBS`) instead of seeing another snapshot.
+    """
+
+    __slots__ = ("_at", "_epoch", "_jobs", "_list")
+
+    def __init__(self, jobs: Mapping[str, JobInfo], epoch: Epoch) -> None:
+        self._jobs = jobs
+        self._epoch = epoch
+        self._at = epoch.value
+        self._list: list[JobInfo] | None = None
+
+    def _live(self) -> Mapping[str, JobInfo]:
+        if self._epoch.value != self._at:
+            raise RuntimeError(STALE_JOBS)
+        return self._jobs
+
+    def __len__(self) -> int:
+        return len(self._live())
+
+    def __iter__(self) -> Iterator[JobInfo]:
+        return iter(self._live().values())
+
+    @overload
+    def __getitem__(self, i: int) -> JobInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[JobInfo]: ...
+    def __getitem__(self, i: int | slice) -> JobInfo | Sequence[JobInfo]:
+        jobs = self._live()
+        if self._list is None:
+            self._list = list(jobs.values())
+        return self._list[i]
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedSnapshot(ClusterSnapshot):
     """A ClusterSnapshot whose `nodes` are the ready nodes sorted by name, each already
@@ -388,9 +440,12 @@ def placed(job: JobInfo) -> Iterable[TaskInfo]:
 
 
 __all__ = [
+    "STALE_JOBS",
+    "Epoch",
     "IndexedSnapshot",
     "JobShare",
     "KeyedSum",
+    "LiveJobs",
     "QueueSums",
     "QuietMemo",
     "SnapshotIndex",

@@ -24,7 +24,7 @@ from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.queue_info import QueueInfo
 from koordqueue.scheduler.api.resource import sum_resources
-from koordqueue.scheduler.api.task_info import ALLOCATED_STATUSES, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.config import PluginOption, SchedulerConfig
 from koordqueue.scheduler.framework.indexed import (
     IndexedSnapshot,
@@ -960,16 +960,7 @@ class Session:
 
     @staticmethod
     def _phase_of(job: JobInfo, unschedulable: bool) -> PodGroupPhase:
-        if job.tasks and job.count(TaskStatus.SUCCEEDED, TaskStatus.FAILED) == len(job.tasks):
-            return PodGroupPhase.COMPLETED
-        if unschedulable and job.count(TaskStatus.RUNNING):
-            return PodGroupPhase.UNKNOWN
-        allocated = job.count(*ALLOCATED_STATUSES, TaskStatus.SUCCEEDED)
-        if allocated >= job.min_available:
-            return PodGroupPhase.RUNNING
-        if job.phase is not PodGroupPhase.INQUEUE:
-            return PodGroupPhase.PENDING
-        return job.phase
+        return job.session_phase(unschedulable)
 
     def _result(self) -> SessionResult:
         updates: list[PhaseUpdate] = []

@@ -8,7 +8,7 @@ from typing import Any
 
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.scheduler import default_config, run_session
-from tests.unit.kube.test_cache_incremental import SCHED, _namespace, _node, _pod, _queue
+from tests.unit.kube.cache_replay import SCHED, make_namespace, make_node, make_pod, make_queue
 
 ANTI_TEAM_A = {
     "podAntiAffinity": {
@@ -24,20 +24,20 @@ ANTI_TEAM_A = {
 
 
 def _hosted(name: str) -> dict[str, Any]:
-    node = _node(name, 1, True, 4)
+    node = make_node(name, 1, True, 4)
     node["metadata"]["labels"] = {"kubernetes.io/hostname": name}
     return node
 
 
 def _cache(team: str | None) -> SchedulerCache:
     cache = SchedulerCache(SCHED)
-    cache.on_event(CachedKind.QUEUE, "ADDED", _queue("default", 1, 1))
-    cache.on_event(CachedKind.NAMESPACE, "ADDED", _namespace("ns", 2, team))
+    cache.on_event(CachedKind.QUEUE, "ADDED", make_queue("default", 1, 1))
+    cache.on_event(CachedKind.NAMESPACE, "ADDED", make_namespace("ns", 2, team))
     cache.on_event(CachedKind.NODE, "ADDED", _hosted("n0"))
-    guard = _pod("guard", 3, True, None, "n0", "Running", 1, "default")
+    guard = make_pod("guard", 3, True, None, "n0", "Running", 1, "default")
     guard["spec"]["affinity"] = ANTI_TEAM_A
     cache.on_event(CachedKind.POD, "ADDED", guard)
-    web = _pod("web", 4, True, None, None, "Pending", 1, "default")
+    web = make_pod("web", 4, True, None, None, "Pending", 1, "default")
     web["metadata"]["labels"] = {"app": "web"}
     cache.on_event(CachedKind.POD, "ADDED", web)
     return cache
@@ -57,6 +57,6 @@ def test_a_namespace_selected_by_label_is_repelled_by_existing_anti_affinity() -
 def test_a_namespace_relabelled_out_of_the_selector_is_no_longer_repelled() -> None:
     cache = _cache(team="a")
     assert _placed_on(cache) == set()
-    cache.on_event(CachedKind.NAMESPACE, "MODIFIED", _namespace("ns", 9, "b"))
+    cache.on_event(CachedKind.NAMESPACE, "MODIFIED", make_namespace("ns", 9, "b"))
     assert cache.build().snapshot.namespace_labels["ns"]["team"] == "b"
     assert _placed_on(cache) == {"n0"}
