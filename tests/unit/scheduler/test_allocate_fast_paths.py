@@ -1,0 +1,213 @@
+"""The allocate fast paths (issue 16, part 2) decide exactly like the plain per-task path.
+
+Two fast paths: the placement engine refreshes the few nodes a placement changed with the
+plugins' scalar twins (`ScalarPredicate` / `ScalarScore`) instead of numpy, and allocate
+sorts a job's tasks once instead of popping a heap. The references here switch both off
+(every refresh through the batch callbacks; a heap popped per task, as before) and must give
+the same session result on random small snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from koordqueue.domain.resources import Resources
+from koordqueue.scheduler import ClusterSnapshot, SessionResult, run_session
+from koordqueue.scheduler.actions import allocate as allocate_module
+from koordqueue.scheduler.api import (
+    HostPort,
+    JobInfo,
+    NodeInfo,
+    QueueInfo,
+    Taint,
+    TaskInfo,
+    TaskStatus,
+)
+from koordqueue.scheduler.framework import placement as placement_module
+from koordqueue.scheduler.framework.placement import ScalarPredicate, ScalarScore
+from koordqueue.scheduler.framework.session import Session, open_session
+from koordqueue.scheduler.framework.util import PriorityQueue
+
+from .builders import DEFAULT_TIERS, config
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DEFAULT = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
+BINPACK = config(
+    "enqueue, allocate, backfill, preempt",
+    ("priority", "gang"),
+    ("drf", "predicates", "proportion", "nodeorder", "binpack"),
+)
+
+_SHAPES = [
+    Resources.from_milli({"cpu": 500, "memory": 512 * 2**20 * 1000}),
+    Resources.from_milli({"cpu": 1000, "memory": 1024 * 2**20 * 1000}),
+    Resources.from_milli({"cpu": 1500}),
+    Resources.from_milli({"cpu": 2000, "memory": 4096 * 2**20 * 1000}),
+]
+_PORT = (HostPort(8080),)
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
+    """Nodes (some pod-limited, tainted or cordoned), gang jobs of mostly identical tasks
+    (so one cache entry serves several placements), some running, some with host ports or
+    node selectors."""
+    nodes = []
+    for i in range(draw(st.integers(1, 16))):
+        amounts = {
+            "cpu": draw(st.sampled_from([2000, 4000, 8000])),
+            "memory": draw(st.sampled_from([4096, 8192])) * 2**20 * 1000,
+        }
+        if draw(st.booleans()):
+            amounts["pods"] = draw(st.integers(1, 4)) * 1000
+        taints = draw(
+            st.sampled_from(
+                [(), (), (), (Taint("dedicated", "x"),), (Taint("spot", "", "PreferNoSchedule"),)]
+            )
+        )
+        nodes.append(
+            NodeInfo(
+                f"n{i}",
+                Resources.from_milli(amounts),
+                labels={"zone": draw(st.sampled_from(["a", "b"]))},
+                taints=taints,
+                unschedulable=draw(st.integers(0, 9)) == 0,
+            )
+        )
+    queues = [QueueInfo(f"q{q}", weight=draw(st.integers(1, 3))) for q in range(2)]
+    jobs = []
+    for j in range(draw(st.integers(1, 6))):
+        shape = draw(st.sampled_from(_SHAPES))
+        ports = _PORT if draw(st.integers(0, 4)) == 0 else ()
+        selector = {"zone": "a"} if draw(st.integers(0, 4)) == 0 else {}
+        count = draw(st.integers(1, 6))
+        tasks = []
+        for t in range(count):
+            task = TaskInfo(
+                f"j{j}t{t}",
+                f"j{j}t{t}",
+                resreq=shape,
+                priority=draw(st.integers(0, 2)),
+                host_ports=ports,
+                node_selector=dict(selector),
+                creation=float(draw(st.integers(0, 3))),
+            )
+            if draw(st.integers(0, 5)) == 0:
+                task.status = TaskStatus.RUNNING
+                task.node_name = draw(st.sampled_from(nodes)).name
+            tasks.append(task)
+        jobs.append(
+            JobInfo(
+                f"j{j}",
+                queue=draw(st.sampled_from(queues)).name,
+                min_available=draw(st.integers(1, count)),
+                tasks=tasks,
+                creation=float(j),
+            )
+        )
+    return ClusterSnapshot(nodes, jobs, queues)
+
+
+def _heap_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
+    """The order a heap popped per task gives (the path before the sort), reversed so that
+    `pop()` yields it."""
+    heap = PriorityQueue(session.task_order_less, tasks)
+    out = []
+    while not heap.empty():
+        out.append(heap.pop())
+    out.reverse()
+    return out
+
+
+@contextmanager
+def plain_path() -> Iterator[None]:
+    """Every refresh through the batch callbacks, the tasks popped from a heap."""
+    with (
+        mock.patch.object(placement_module, "_SCALAR_MAX", -1),
+        mock.patch.object(allocate_module, "task_queue", _heap_queue),
+    ):
+        yield
+
+
+def _decisions(result: SessionResult) -> tuple[object, ...]:
+    return (
+        result.binds,
+        result.evictions,
+        result.pipelined,
+        result.phase_updates,
+        {uid: (e.total_nodes, e.node_reasons) for uid, e in result.fit_errors.items()},
+        dict(result.job_conditions),
+    )
+
+
+@SETTINGS
+@given(snapshots())
+def test_session_decides_like_the_plain_path(snapshot: ClusterSnapshot) -> None:
+    for cfg in (DEFAULT, BINPACK):
+        fast = run_session(snapshot, cfg)
+        with plain_path():
+            plain = run_session(snapshot, cfg)
+        assert _decisions(fast) == _decisions(plain)
+
+
+@SETTINGS
+@given(snapshots())
+def test_scalar_twins_equal_the_batch_callbacks(snapshot: ClusterSnapshot) -> None:
+    session = open_session(snapshot, BINPACK)
+    engine = session.placement
+    tasks = [t for j in session.jobs.values() for t in j.tasks.values() if not t.best_effort]
+    # Place some tasks first so used / pipelined / pod counts differ between nodes.
+    for task in tasks[::2]:
+        if task.status is TaskStatus.PENDING:
+            choice = session.select_node(task)
+            if isinstance(choice, tuple):
+                session.allocate_task(task, choice[0])
+    predicates = [fn for fn, _ in engine.batch_predicates]
+    assert predicates and all(isinstance(fn, ScalarPredicate) for fn in predicates)
+    assert engine.batch_scores and all(isinstance(fn, ScalarScore) for fn in engine.batch_scores)
+    for task in tasks:
+        for pred in predicates:
+            assert isinstance(pred, ScalarPredicate)
+            one = pred.prepare(task)
+            for i in range(session.tensor.size):
+                expected = bool(pred.batch(task, np.asarray([i], dtype=np.intp))[0])
+                assert bool(one(i)) == expected
+            # the wide (numpy) path as well
+            wide = pred.batch(task, np.arange(session.tensor.size, dtype=np.intp))
+            assert [bool(x) for x in wide] == [bool(one(i)) for i in range(session.tensor.size)]
+        for score in engine.batch_scores:
+            assert isinstance(score, ScalarScore)
+            one_score = score.prepare(task)
+            for i in range(session.tensor.size):
+                assert one_score(i) == float(score.batch(task, np.asarray([i], dtype=np.intp))[0])
+
+
+def test_scalar_twins_are_used_for_a_placement_refresh() -> None:
+    """The fast path is really taken: a second placement of a gang refreshes the changed
+    node through the twins (a mutant that never calls them fails this)."""
+    # 8 nodes: a cache entry refreshes only the changed nodes when they are at most a quarter
+    nodes = [NodeInfo(f"n{i}", Resources.from_milli({"cpu": 4000})) for i in range(8)]
+    shape = Resources.from_milli({"cpu": 1000})
+    tasks = [TaskInfo(f"t{i}", f"t{i}", resreq=shape) for i in range(3)]
+    snapshot = ClusterSnapshot(
+        nodes, [JobInfo("j", queue="q", min_available=3, tasks=tasks)], [QueueInfo("q")]
+    )
+    calls: list[int] = []
+    original = placement_module.PlacementEngine._compute_scalar
+
+    def counting(self: placement_module.PlacementEngine, *args: object) -> None:
+        calls.append(1)
+        original(self, *args)  # type: ignore[arg-type]
+
+    with mock.patch.object(placement_module.PlacementEngine, "_compute_scalar", counting):
+        result = run_session(snapshot, DEFAULT)
+    assert len(result.binds) == 3
+    assert len(calls) == 2
+    # leastrequested spreads identical pods over identical nodes
+    assert [b.node for b in result.binds] == ["n0", "n1", "n2"]
