@@ -12,14 +12,13 @@ import queue
 import socket
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import structlog
 from cachetools import TTLCache
 from prometheus_client import Counter
 
-from koordqueue.kube.api import EVENT, ApiError, ObjectApi
+from koordqueue.kube.api import EVENT, ApiError, ObjectApi, now_rfc3339
 from koordqueue.kube.event_correlator import EventCorrelator
 from koordqueue.kube.metrics import REGISTRY
 
@@ -34,7 +33,7 @@ EVENTS: Final = Counter(
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_rfc3339()
 
 
 def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,15 +9,15 @@ it was decided on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
+from koordqueue.kube.api import now_rfc3339
 
 
 def now_string() -> str:
     """The API's RFC 3339 time, to the second (what lastUpdateTime and admissionTime hold)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_rfc3339()
 
 
 def admitted_pod_sets(unit_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
