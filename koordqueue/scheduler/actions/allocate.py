@@ -136,7 +136,7 @@ class AllocateAction(Action):
             task = tasks.pop()
             if not session.allocatable(queue, task):
                 continue
-            known = failed.get(task.placement_key())
+            known = failed.get(task.placement_key()) if failed else None
             if known is not None:
                 # Same request and constraints as a task that found no node: skip the scan.
                 session.fit_errors[task.uid] = known

@@ -148,8 +148,11 @@ class NodeInfo:
                 _add(self._releasing, res, 1)
             else:
                 kind = _Kind.USED
-            _add(self._idle, res, -1)
-            _add(self._used, res, 1)
+            idle, used = self._idle, self._used
+            idle_get, used_get = idle.get, used.get
+            for name, amount in res.items():  # _add twice, in one pass (once per placement)
+                idle[name] = idle_get(name, 0) - amount
+                used[name] = used_get(name, 0) + amount
         self._accounted[task.uid] = (kind, res)
 
     def remove_task(self, task: TaskInfo) -> None:
