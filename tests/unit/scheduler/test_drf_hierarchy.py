@@ -12,7 +12,7 @@ from koordqueue.domain.resources import Resources
 from koordqueue.kube.scheduler.convert import queue_info
 from koordqueue.scheduler import ClusterSnapshot, parse_config
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo
-from koordqueue.scheduler.framework import open_session
+from koordqueue.scheduler.framework import open_session, run_actions
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.plugins.drf import HdrfTree, HierarchyPath, parse_hierarchy
 
@@ -313,3 +313,32 @@ def _rounded(tree: HdrfTree) -> dict[tuple[str, ...], tuple[float, bool, dict[st
         path: (round(share, 12), sat, {k: round(v, 3) for k, v in alloc if v})
         for path, (share, sat, alloc) in tree.snapshot().items()
     }
+
+
+# --- through the reclaim action ---------------------------------------------------------------
+def reclaim_outcome(a_weights: str, *, hierarchy: bool) -> list[str]:
+    """Queue qa runs four 1-cpu tasks on a full 4-cpu node (one more pending), qb has one
+    pending task; the reclaim action with conformance, gang, drf and proportion."""
+    drf = "\n    enableHierarchy: true" if hierarchy else ""
+    cfg = parse_config(
+        'actions: "reclaim"\ntiers:\n- plugins:\n  - name: conformance\n  - name: gang\n'
+        f"  - name: drf{drf}\n  - name: proportion\n"
+    )
+    a_tasks = [running(f"a{i}", "n1", "1", "1Gi") for i in range(4)]
+    jobs = [
+        JobInfo("ja", queue="qa", tasks=[*a_tasks, task("a9", "1", "1Gi")]),
+        JobInfo("jb", queue="qb", tasks=[task("b0", "1", "1Gi")]),
+    ]
+    queues = [hq("qa", "root/a", a_weights), hq("qb", "root/b", "1/1")]
+    session = open_session(ClusterSnapshot([node("n1", "4", "8Gi")], jobs, queues), cfg)
+    run_actions(session)
+    return sorted(e.name for e in session.close().evictions)
+
+
+def test_reclaim_action_asks_the_tree() -> None:
+    """Proportion alone lets qb take one of qa's tasks; with enableHierarchy and qa weighing
+    8, qa's weighted share after the move (.375 / 8) is below qb's (.25), so drf refuses and,
+    its answer being intersected in the tier, nothing is evicted."""
+    assert len(reclaim_outcome("1/8", hierarchy=False)) == 1
+    assert reclaim_outcome("1/8", hierarchy=True) == []
+    assert len(reclaim_outcome("1/1", hierarchy=True)) == 1

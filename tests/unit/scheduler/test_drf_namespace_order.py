@@ -8,6 +8,7 @@ import pytest
 from koordqueue.scheduler import ClusterSnapshot, parse_config
 from koordqueue.scheduler.api import JobInfo, QueueInfo
 from koordqueue.scheduler.framework import open_session
+from koordqueue.scheduler.framework.config import ConfigError
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.plugins.drf import namespace_weight
 
@@ -138,3 +139,19 @@ def test_preemptable_judges_a_jobs_victims_one_after_another() -> None:
     session = open_drf(jobs, namespace_order=False)
     victims = [session.jobs["v"].tasks[f"v{i}"] for i in range(3)]
     assert session.preemptable(session.jobs["p"].tasks["p0"], victims) == victims[:2]
+
+
+@pytest.mark.parametrize("key", ["enableNamespaceOrder", "enableHierarchy"])
+def test_drf_switch_that_is_not_a_boolean_is_refused(key: str) -> None:
+    """A switch must be true or false: the configuration is refused when loaded, naming it."""
+    with pytest.raises(ConfigError, match=f"{key} must be true or false"):
+        parse_config(f"tiers:\n- plugins:\n  - name: drf\n    {key}: 'yes'\n")
+
+
+def test_namespace_order_switch_is_off_unless_set() -> None:
+    session = open_session(
+        ClusterSnapshot([], [], [QueueInfo("default")]),
+        parse_config("tiers:\n- plugins:\n  - name: drf\n"),
+    )
+    assert session.plugins["drf"].namespaces is None  # type: ignore[attr-defined]
+    assert session.plugins["drf"].tree is None  # type: ignore[attr-defined]
