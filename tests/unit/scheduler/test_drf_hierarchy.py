@@ -13,6 +13,7 @@ from koordqueue.kube.scheduler.convert import queue_info
 from koordqueue.scheduler import ClusterSnapshot, parse_config
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.framework import open_session, run_actions
+from koordqueue.scheduler.framework.indexed import index_snapshot
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.plugins.drf import HdrfTree, HierarchyPath, parse_hierarchy
 
@@ -342,3 +343,22 @@ def test_reclaim_action_asks_the_tree() -> None:
     assert len(reclaim_outcome("1/8", hierarchy=False)) == 1
     assert reclaim_outcome("1/8", hierarchy=True) == []
     assert len(reclaim_outcome("1/1", hierarchy=True)) == 1
+
+
+def test_indexed_snapshot_builds_the_same_tree() -> None:
+    """The kube cache hands sessions an indexed snapshot (jobs shared, not copied): the tree
+    and the queue order are the same as with a plain one."""
+    jobs = [
+        JobInfo("ja", queue="qa", tasks=[running("a0", "n1", "2", "0"), task("ap", "1", "0")]),
+        JobInfo("jb", queue="qb", tasks=[running("b0", "n1", "1", "0"), task("bp", "1", "0")]),
+        JobInfo("done", queue="qb", tasks=[running("d0", "n1", "1", "0")]),
+    ]
+    queues = [hq("qa", "root/a", "1/1"), hq("qb", "root/b", "1/1")]
+    cfg = parse_config("tiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n")
+    plain = ClusterSnapshot([node("n1", "8", "64Gi")], jobs, queues)
+    trees = [
+        open_session(snap, cfg).plugins["drf"].tree.snapshot()  # type: ignore[attr-defined]
+        for snap in (plain, index_snapshot(plain))
+    ]
+    assert trees[0] == trees[1]
+    assert trees[0][("root", "b")][0] == pytest.approx(2 / 8)
