@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from koordqueue.domain.admission import Admitted
 from koordqueue.domain.engine import RoundResult
@@ -23,6 +23,7 @@ from koordqueue.domain.names import (
     EVENT_WARNING,
     MSG_ENQUEUED_AFTER_PREEMPTED,
     MSG_PREEMPTED,
+    MSG_UNIT_ENQUEUED,
     REASON_ADD_QUEUE_FAIL,
     REASON_ADMITTED,
     REASON_FAILED_SCHEDULING,
@@ -95,6 +96,31 @@ class SuspendConsumer:
 
 
 Effect = SetUnitStatus | UnitEvent | QueueEvent | ResumeConsumer | SuspendConsumer
+
+
+class UnitStatus(NamedTuple):
+    """A unit's phase and status message, as one status write sets them."""
+
+    phase: Phase
+    message: str
+
+
+CREATED_STATUS: Final = UnitStatus(Phase.ENQUEUED, MSG_UNIT_ENQUEUED)
+"""The first status a job integration writes on the unit it made for a workload (before any
+round decides on it). The controller's creators (jobs.py, the integration reconciler) write
+it; the simulator records it through `created_effects`, so both say the same."""
+
+
+def created_effects(unit: QueueUnit) -> list[Effect]:
+    """What the controller writes on a unit as it appears, before any round.
+
+    A workload's unit (any job integration kind) gets CREATED_STATUS from the reconciler that
+    made it; on a queue no round serves (an unregistered policy) that message stays. A
+    QueueUnit made by hand gets nothing until a round writes its first message.
+    """
+    if unit.consumer_kind not in WORKLOAD_KINDS:
+        return []
+    return [SetUnitStatus(unit, CREATED_STATUS.message, CREATED_STATUS.phase)]
 
 
 def preempted_message(by: QueueUnit) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import structlog
 
+from koordqueue.domain.effects import CREATED_STATUS
 from koordqueue.domain.integrations import (
     DeleteWorkload,
     Integration,
@@ -36,7 +37,6 @@ from koordqueue.domain.integrations import (
 )
 from koordqueue.domain.integrations.base import PriorityOfClass
 from koordqueue.domain.job_extension import JobAction, go_time_string, reconcile_job
-from koordqueue.domain.names import MSG_UNIT_ENQUEUED
 from koordqueue.domain.queue_unit import (
     ADMITTED_PHASES,
     FINISHED_PHASES,
@@ -292,14 +292,14 @@ class IntegrationReconciler:
                 return ReconcileResult(skipped="unit exists")
             log.warning("could not create QueueUnit", unit=body["metadata"]["name"], error=str(exc))
             return ReconcileResult(skipped="unit creation refused", refused=str(exc) or "refused")
-        self.write_phase(created, Phase.ENQUEUED, MSG_UNIT_ENQUEUED)
+        self.write_phase(created, CREATED_STATUS.phase, CREATED_STATUS.message)
         log.info(
             "queue unit created",
             unit=f"{namespace}/{body['metadata']['name']}",
             kind=self.kind.kind,
             resource=body["spec"]["resource"],
         )
-        return ReconcileResult(created=created, phase=Phase.ENQUEUED)
+        return ReconcileResult(created=created, phase=CREATED_STATUS.phase)
 
     # --- keeping the workload in line with its unit -----------------------------------------
     def _pods_running(self, members: Sequence[Mapping[str, Any]], phase: Phase) -> bool:

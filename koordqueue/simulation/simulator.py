@@ -16,6 +16,7 @@ from koordqueue.domain.effects import (
     QueueEvent,
     SetUnitStatus,
     UnitEvent,
+    created_effects,
     effects,
     queue_effects,
 )
@@ -150,19 +151,21 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         for u in scenario.units:
             if u.arrive == step:
                 labels = {QUOTA_NAME_LABEL: u.quota} if u.quota is not None else {}
-                engine.upsert_unit(
-                    QueueUnit(
-                        namespace=u.namespace,
-                        name=u.name,
-                        uid=f"{u.namespace}/{u.name}",
-                        resource=u.resource,
-                        priority=u.priority,
-                        labels=labels,
-                        annotations=dict(u.annotations),
-                        created=float(u.arrive),
-                        consumer_kind=u.consumer_kind,
-                    )
+                arrived = QueueUnit(
+                    namespace=u.namespace,
+                    name=u.name,
+                    uid=f"{u.namespace}/{u.name}",
+                    resource=u.resource,
+                    priority=u.priority,
+                    labels=labels,
+                    annotations=dict(u.annotations),
+                    created=float(u.arrive),
+                    consumer_kind=u.consumer_kind,
                 )
+                engine.upsert_unit(arrived)
+                # a workload's unit says what its creator writes before any round (Enqueued)
+                for effect in created_effects(arrived):
+                    _record(effect, record, reported)
         outcome = engine.run_round(float(step))
         for effect in effects(outcome, reported):
             _record(effect, record, reported)

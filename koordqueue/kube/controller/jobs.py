@@ -19,7 +19,7 @@ from cachetools import TTLCache
 
 from koordqueue.domain import names
 from koordqueue.domain.backoff import Backoff
-from koordqueue.domain.effects import JOB_KIND, effects
+from koordqueue.domain.effects import CREATED_STATUS, JOB_KIND, effects
 from koordqueue.domain.job_extension import (
     InvalidJobError,
     JobStatus,
@@ -154,7 +154,9 @@ class CreateUnitForJob:
                 return CreateRefused()
             body["metadata"]["annotations"] = dict(meta(marked).get("annotations") or {})
         try:
-            created = with_retries(lambda: api.create(QUEUE_UNIT, body, m.get("namespace")))
+            created = with_retries(  # (409 is AlreadyExists here: an answer, not a conflict)
+                lambda: api.create(QUEUE_UNIT, body, m.get("namespace")), retry_conflicts=False
+            )
         except ApiError as exc:
             if exc.status == 409:
                 return UnitExists()
@@ -468,8 +470,8 @@ class JobReconciler:
         # that write wins and this one is dropped)
         m = meta(created)
         patch = unit_status_patch(
-            names.MSG_UNIT_ENQUEUED,
-            Phase.ENQUEUED,
+            CREATED_STATUS.message,
+            CREATED_STATUS.phase,
             initial=True,
             resource_version=m.get("resourceVersion"),
         )
