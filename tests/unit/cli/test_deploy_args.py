@@ -20,7 +20,11 @@ def test_deployment_args_parse_into_the_documented_settings() -> None:
     settings = settings_from_args(args)
     assert args.command == "run"
     assert settings.namespace == "koord-queue"
-    assert settings.job_workers == 64
+    # --job-workers is a no-op kept for old manifests: the shipped one does not pass it; the
+    # concurrency of its API calls is --api-writers (not passed: its documented default, 64)
+    assert not any(str(arg).startswith("--job-workers") for arg in container["args"])
+    assert settings.api_writers == 64
+    assert settings.resync_period == 60.0
     assert settings.admission_period == 1.0
     assert settings.leader_elect is True
     assert (
