@@ -130,7 +130,7 @@ class _Vector:
     scalar update per key, where a `bincount` per query cost an O(nodes) pass.
     """
 
-    __slots__ = ("_sums", "counts", "total")
+    __slots__ = ("_nonzero", "_sums", "counts", "total")
 
     def __init__(self, counts: IntArray) -> None:
         self.counts = counts
@@ -138,12 +138,27 @@ class _Vector:
         self._sums: dict[str, tuple[IntArray, IntArray]] = {}
         """Topology key -> (the nodes' `_Domains.ext` ids, the sum per domain id; the last
         slot sums the nodes without the key)."""
+        self._nonzero: set[int] | None = None
+        """The nodes with a count, once asked for (then kept by `add`)."""
 
     def add(self, node: int, delta: int) -> None:
-        self.counts[node] += delta
+        counts = self.counts
+        counts[node] += delta
         self.total += delta
         for ext, sums in self._sums.values():
             sums[ext[node]] += delta
+        nonzero = self._nonzero
+        if nonzero is not None:
+            if counts[node]:
+                nonzero.add(node)
+            else:
+                nonzero.discard(node)
+
+    def nonzero(self) -> set[int]:
+        """The nodes holding a counted pod (read-only)."""
+        if self._nonzero is None:
+            self._nonzero = set(np.flatnonzero(self.counts).tolist())
+        return self._nonzero
 
     def sums(self, key: str, d: _Domains) -> IntArray:
         """The count per domain of `key` (read-only; kept up to date by `add`)."""
@@ -734,8 +749,9 @@ class PodTopologySpread:
             minimum = 0.0
         selector = constraint.selector
         own = 1 if selector is not None and selector.matches(task.labels) else 0
-        allowed = np.append(sums + own - minimum <= constraint.max_skew, False)
-        ok: BoolArray = allowed[d.ext]  # the extra slot: nodes without the key fail
+        allowed = np.zeros(ndom + 1, dtype=np.bool_)  # the extra slot: nodes without the key
+        np.less_equal(sums + (own - minimum), constraint.max_skew, out=allowed[:ndom])
+        ok: BoolArray = allowed[d.ext]
         return ok
 
     def filter(self, task: TaskInfo) -> BoolArray | None:
@@ -826,9 +842,12 @@ class PodTopologySpread:
         if size == 0:
             return None
         weight = math.log(size + 2)
-        vecs = [self._node_counts(task, constraint).counts for constraint in soft]
-        nonzero = [np.flatnonzero(counts) for counts in vecs]
-        hot = nonzero[0] if len(nonzero) == 1 else np.unique(np.concatenate(nonzero))
+        vectors = [self._node_counts(task, constraint) for constraint in soft]
+        vecs = [vec.counts for vec in vectors]
+        nodes = vectors[0].nonzero()
+        if len(vectors) > 1:
+            nodes = nodes.union(*(vec.nonzero() for vec in vectors[1:]))
+        hot = np.fromiter(nodes, dtype=np.intp, count=len(nodes))
         hot = hot[valid[hot]]
         base = 0.0
         raw_hot = np.zeros(len(hot), dtype=np.float64)

@@ -1,6 +1,7 @@
 """The inter-pod counts' cheaper paths decide exactly like the plain computations: domain
-sums kept per event equal a fresh `bincount`, and the host-spreading score worked out on the
-nodes holding matching pods equals the general score."""
+sums and the nodes with a count, kept per event, equal a fresh `bincount` / `flatnonzero`,
+and the host-spreading score worked out on the nodes holding matching pods equals the
+general score."""
 
 from __future__ import annotations
 
@@ -81,8 +82,10 @@ def test_domain_sums_follow_every_event(placement: list[int], moves: list[tuple[
     vec = counts.spread_filter("default", SPREAD).vec
     d = counts.topology(ZONE)
     sums = vec.sums(ZONE, d)  # registered now: kept in step from here on
+    nonzero = vec.nonzero()  # likewise
     for at, delta in moves:
         vec.add(at, delta)
     fresh = np.bincount(d.ext, weights=vec.counts, minlength=d.count + 1)
     assert np.array_equal(sums, fresh.astype(np.intp))
+    assert nonzero == set(np.flatnonzero(vec.counts).tolist())
     assert vec.total == int(vec.counts.sum())
