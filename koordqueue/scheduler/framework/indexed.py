@@ -323,9 +323,10 @@ class SnapshotIndex:
         self._tensor = base
         return base.copy()
 
-    def nodes_by_name(self) -> dict[str, NodeInfo]:
-        """A copy of the kept tensor's nodes by name (what `tensor_for` just returned)."""
-        return dict(self._by_name)
+    def nodes_by_name(self) -> Mapping[str, NodeInfo]:
+        """The kept tensor's nodes by name (what `tensor_for` just returned), read-only:
+        valid until the next `tensor_for` that refreshes a replaced node."""
+        return self._by_name
 
 
 class Epoch:

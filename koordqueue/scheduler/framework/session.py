@@ -162,6 +162,43 @@ class JobView(MutableMapping[str, JobInfo]):
         return len(self._uids())
 
 
+class NodeView(MutableMapping[str, NodeInfo]):
+    """The session's nodes by name over an indexed snapshot: its own copies over the
+    index's shared nodes. Why: copying a 5,000-entry mapping at every open (and having the
+    collector walk the young copy) cost as much as the lookups it served."""
+
+    __slots__ = ("_base", "_own")
+
+    def __init__(self, base: Mapping[str, NodeInfo]) -> None:
+        self._base = base
+        self._own: dict[str, NodeInfo] = {}
+
+    def __getitem__(self, name: str) -> NodeInfo:
+        node = self._own.get(name)
+        return node if node is not None else self._base[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        node = self._own.get(name)
+        return node if node is not None else self._base.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._base or name in self._own
+
+    def __setitem__(self, name: str, node: NodeInfo) -> None:
+        if name not in self._base:
+            raise KeyError(name)  # a session never adds a node
+        self._own[name] = node
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("a session never drops a node")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+
 class Session:
     """Mutable scheduling state for one cycle plus the plugin callback registry."""
 
@@ -182,7 +219,7 @@ class Session:
         self._own_nodes: set[str] | None = None
         """Indexed: names of the nodes this session copied (the rest are the snapshot's)."""
         self.node_list: list[NodeInfo] = []
-        self.nodes: dict[str, NodeInfo] = {}
+        self.nodes: MutableMapping[str, NodeInfo] = {}
         dims: set[str] = set()
         if self._index is None:
             self._open_plain(snapshot, dims)
@@ -191,7 +228,7 @@ class Session:
         if self._index is not None and not self._own_nodes:
             self.tensor = self._index.tensor_for(self.node_list, sorted(dims))
             self.node_list = self.tensor.nodes  # one list: a node copied replaces its entry
-            self.nodes = self._index.nodes_by_name()
+            self.nodes = NodeView(self._index.nodes_by_name())
         else:
             self.tensor = NodeTensor(self.node_list, sorted(dims))
         self.placement = PlacementEngine(self.tensor)
@@ -288,12 +325,15 @@ class Session:
         own: dict[str, JobInfo] = {}
         self._own = own
         self.jobs = JobView(index.jobs, queues, own)
-        self.node_list = list(snapshot.nodes)
         self._own_nodes = set()
         missing = sorted(
             uid for name, sums in index.queues.items() if name not in queues for uid in sums.jobs
         )
-        if missing:  # else the index hands them out with its tensor (__init__)
+        nodes = snapshot.nodes
+        # read-only unless jobs of missing queues come off their nodes below (else the
+        # index's tensor hands out the session's list: __init__)
+        self.node_list = nodes if isinstance(nodes, list) and not missing else list(nodes)
+        if missing:
             self.nodes = {n.name: n for n in self.node_list}
         for uid in missing:
             job = index.jobs[uid]
