@@ -1,7 +1,7 @@
 """Benchmark: the cost of one scheduler session as the number of bound pods grows.
 
 Usage: python bench/bench_session_scaling.py [--nodes 5000] [--bound 1000,10000,50000]
-                                             [--pending 10] [--repeats 3]
+                                             [--pending 10] [--repeats 3] [--profile N]
 
 What a session costs in `koordqueue schedule` once the cache is warm: a SchedulerCache fed
 with `--nodes` Ready nodes and N bound, Running standalone pods (our scheduler's; each is its
@@ -10,13 +10,18 @@ event and one session runs: `cache.build` + `open_session` + the default actions
 (Scheduler.run_once without the HTTP writes). Between repeats the placed pods come back bound,
 as their bind watch events would. Issue 19's target: < 5 ms at 50,000 bound pods, 5,000 nodes,
 10 pending pods. Prints CPU and wall time per session (best of `--repeats`) per stage and the
-ratio to the smallest case, with calibration.py's yardstick.
+ratio to the smallest case, with calibration.py's yardstick. `gc ms` is the wall time the
+cyclic collector ran inside the timed session (young-generation passes walk every container
+the session made, so big per-session copies cost twice); `--profile N` runs N more sessions
+at the largest size under cProfile and prints the top functions by own time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import pstats
 import sys
 import time
 from pathlib import Path
@@ -79,13 +84,33 @@ CONFIG: SchedulerConfig = default_config()
 """Parsed once, as the scheduler keeps it."""
 
 
-def one(cache: SchedulerCache, round_: int, pending: int) -> tuple[dict[str, float], int]:
+class GcTimer:
+    """Wall time the cyclic collector spends while installed (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._start
+
+
+def one(
+    cache: SchedulerCache, round_: int, pending: int, profiler: cProfile.Profile | None = None
+) -> tuple[dict[str, float], int]:
     """CPU seconds per stage of one session after `pending` new pods arrive."""
     for k in range(pending):
         cache.on_event(CachedKind.POD, "ADDED", pod(f"new-{round_}-{k}", None))
     gc.collect()
     times: dict[str, float] = {}
     clock = time.process_time
+    collector = GcTimer()
+    gc.callbacks.append(collector)
+    if profiler is not None:
+        profiler.enable()
     t0 = clock()
     built = cache.build()
     t1 = clock()
@@ -94,7 +119,13 @@ def one(cache: SchedulerCache, round_: int, pending: int) -> tuple[dict[str, flo
     run_actions(session)
     result = session.close()
     t3 = clock()
-    times = {"build": t1 - t0, "open": t2 - t1, "actions+close": t3 - t2, "total": t3 - t0}
+    if profiler is not None:
+        profiler.disable()
+    gc.callbacks.remove(collector)
+    times = {
+        "build": t1 - t0, "open": t2 - t1, "actions+close": t3 - t2, "total": t3 - t0,
+        "gc": collector.total,
+    }
     for bind in result.binds:  # the binds come back on the watch
         cache.assume(bind.task, bind.node)
         raw = pod(bind.task, bind.node)
@@ -109,6 +140,8 @@ def main() -> None:
     parser.add_argument("--bound", default="1000,10000,50000")
     parser.add_argument("--pending", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile N more sessions at the largest size (cProfile)")
     args = parser.parse_args()
     cal = calibrate()
     print(cal.line())
@@ -127,17 +160,23 @@ def main() -> None:
                 best = times
         assert best is not None
         rows.append((bound, best, warm, placed))
+        if args.profile and bound == max(sizes):
+            profiler = cProfile.Profile()
+            for r in range(args.repeats + 1, args.repeats + 1 + args.profile):
+                one(cache, r, args.pending, profiler)
+            print(f"cProfile of {args.profile} sessions at {bound} bound pods:")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     base = rows[0][1]["total"]
     print(
         f"session after {args.pending} new pending pods, {args.nodes} nodes, CPU ms "
         f"(best of {args.repeats}; target < 5 ms at 50,000 bound):"
     )
-    print(f"{'bound':>8} {'build':>9} {'open':>9} {'act+close':>10} {'total':>9} "
+    print(f"{'bound':>8} {'build':>9} {'open':>9} {'act+close':>10} {'total':>9} {'gc ms':>6} "
           f"{'x smallest':>10} {'py-ref':>7} {'placed':>6} {'first session s':>15}")
     for bound, t, warm, placed in rows:
         print(
             f"{bound:>8} {t['build'] * 1e3:>9.2f} {t['open'] * 1e3:>9.2f} "
-            f"{t['actions+close'] * 1e3:>10.2f} {t['total'] * 1e3:>9.2f} "
+            f"{t['actions+close'] * 1e3:>10.2f} {t['total'] * 1e3:>9.2f} {t['gc'] * 1e3:>6.2f} "
             f"{t['total'] / base:>10.2f} {cal.in_py_refs(t['total']):>7.2f} {placed:>6} "
             f"{warm:>15.2f}"
         )
