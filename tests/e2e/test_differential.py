@@ -10,7 +10,8 @@ Plans may hold workloads of the `pod` integration too (a single gated Pod or a p
 issue 13): the simulator builds their units from the same manifests (`workload:`), the
 controller (run with `--integrations batch/job,pod`) from the Pods it watches. It creates
 those units after its first round, in no set order, so each workload has a root quota of its
-own (or names a missing one): its outcome does not depend on when its unit arrives.
+own (or names a missing one): its outcome does not depend on when its unit arrives. A
+workload's unit on an unserved (Round) queue keeps its creator's first message, Enqueued.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from koordqueue.domain.names import (
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
     QUOTA_NAME_LABEL,
-    REGISTERED_POLICIES,
     ROOT_QUOTA,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
@@ -43,9 +43,9 @@ POLICIES = ("Priority", "Block", "Intelligent", "Round")
 GHOST = "ghost"
 MISSING = "missing"
 INTEGRATIONS = "batch/job,pod"
-WORKLOAD_POLICIES = REGISTERED_POLICIES
-"""A workload's unit on an unserved queue (Round) keeps the controller's first status message,
-"Enqueued", where the simulator's unit has none: a known difference, left out here."""
+WORKLOAD_POLICIES = POLICIES
+"""Round included: a workload's unit on that unserved queue keeps its creator's first status
+message ("Enqueued", domain.effects.CREATED_STATUS), in the simulator as in the controller."""
 
 
 class QuotaPlan(NamedTuple):
@@ -279,6 +279,7 @@ EXAMPLE: Plan = (
         WorkloadPlan(3, 1, "Priority", 4),  # a pod group of 3 x 1 cpu: admitted whole
         WorkloadPlan(1, 2, "Block", 1),  # a single pod bigger than its quota: limited
         WorkloadPlan(2, 1, "Priority", None),  # a group naming a missing quota
+        WorkloadPlan(1, 1, "Round", 2),  # on an unserved queue: keeps its first message
     ),
 )
 
