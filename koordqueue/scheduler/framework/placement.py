@@ -19,7 +19,7 @@ query time over all nodes, never cached, and cost nothing for a task they return
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -104,6 +104,20 @@ _NEG_INF: Final = float("-inf")
 _GENERIC_REASON: Final = "node(s) didn't pass the predicates"
 
 
+_Row = tuple[
+    str,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    FloatArray,
+    list[float],
+    list[float],
+    list[float],
+    list[float],
+]
+
+
 class NodeTensor:
     """Per-node resource amounts as (dimension, node) float arrays in milli-units."""
 
@@ -147,8 +161,9 @@ class NodeTensor:
         self.py_future: list[list[float]] = self.future.tolist()
         self.changes: list[int] = []
         """Indices of nodes changed so far in this session (a log, for cache refresh)."""
-        self._touched: dict[Resources, list[tuple[int, str]]] = {}
-        """Per request, its (row, dimension) pairs (`refresh`)."""
+        self._touched: dict[Resources, list[_Row]] = {}
+        """Per request, the rows of its dimensions (`refresh`)."""
+        self._views: list[_Row] | None = None
         self.static: dict[object, Any] = {}
         """Per-node vectors that depend only on the nodes' names, labels, taints and cordon
         (plugins' static masks), shared with copies: a cache keeps one tensor per node
@@ -173,29 +188,51 @@ class NodeTensor:
         self.pod_count[i] = self.py_pod_count[i] = node.pod_count
         idle, used, releasing, pipelined = node.accounting()
         if touched is None:
-            dims: list[tuple[int, str]] = list(enumerate(self.dims))
+            rows = self._row_views()
         else:
             found = self._touched.get(touched)
             if found is None:
-                index = self.index
-                found = self._touched[touched] = [(index[d], d) for d in touched if d in index]
-            dims = found
-        for r, d in dims:
+                index, views = self.index, self._row_views()
+                found = self._touched[touched] = [views[index[d]] for d in touched if d in index]
+            rows = found
+        for d, a_row, u_row, rel_row, pip_row, fut_row, py_a, py_u, py_pip, py_fut in rows:
             a = idle.get(d, 0) / MILLI_NANO
             u = used.get(d, 0) / MILLI_NANO
             rel = releasing.get(d, 0) / MILLI_NANO
             pip = pipelined.get(d, 0) / MILLI_NANO
             fut = a + rel - pip
-            self.idle[r, i] = a
-            self.used[r, i] = u
-            self.releasing[r, i] = rel
-            self.pipelined[r, i] = pip
-            self.future[r, i] = fut
-            self.py_idle[r][i] = a
-            self.py_used[r][i] = u
-            self.py_pipelined[r][i] = pip
-            self.py_future[r][i] = fut
+            a_row[i] = a
+            u_row[i] = u
+            rel_row[i] = rel
+            pip_row[i] = pip
+            fut_row[i] = fut
+            py_a[i] = a
+            py_u[i] = u
+            py_pip[i] = pip
+            py_fut[i] = fut
         self.changes.append(i)
+
+    def _row_views(self) -> list[_Row]:
+        """Per dimension, its name and the rows `refresh` writes (array views and mirrors),
+        bound once per tensor: indexing a 1-d view is cheaper than a 2-d array."""
+        views = self._views
+        if views is None:
+            views = self._views = [
+                (
+                    d,
+                    self.idle[r],
+                    self.used[r],
+                    self.releasing[r],
+                    self.pipelined[r],
+                    self.future[r],
+                    self.py_idle[r],
+                    self.py_used[r],
+                    self.py_pipelined[r],
+                    self.py_future[r],
+                )
+                for r, d in enumerate(self.dims)
+            ]
+        return views
 
     def copy(self) -> NodeTensor:
         """A copy a session may write (arrays and mirrors copied, nodes shared, no changes
@@ -223,6 +260,7 @@ class NodeTensor:
         out.py_future = [row[:] for row in self.py_future]
         out.changes = []
         out._touched = {}
+        out._views = None
         out.static = self.static
         return out
 
@@ -252,8 +290,8 @@ class _Entry:
         self.dims = dims
         self.amounts = amounts
         self.pairs = list(zip(dims, amounts, strict=True))
-        self.prepared: tuple[_ScalarFns, list[NodePredicate], list[NodeScore]] | None = None
-        """The scalar twins prepared for this key, with the twins they came from."""
+        self.prepared: tuple[_ScalarFns, Callable[[int], None]] | None = None
+        """One node's refresh through the scalar twins, with the twins it was made of."""
         n = tensor.size
         self.passes = np.zeros(n, dtype=np.bool_)
         self.idle_ok = np.zeros(n, dtype=np.bool_)
@@ -297,13 +335,15 @@ class PlacementEngine:
             cache.move_to_end(key)
         changes = self.tensor.changes
         pos, count = entry.pos, len(changes)
+        if pos == count:
+            return entry
         if pos < 0 or count - pos > self.tensor.size // 4:
             self._compute(entry, task, self._all)
-        elif pos < count:
+        else:
             pending = changes[pos:]
             scalar = self._scalar_fns() if len(pending) <= _SCALAR_MAX else None
             if scalar is not None:
-                nodes = pending if len(pending) == 1 else list(dict.fromkeys(pending))
+                nodes = pending if len(pending) == 1 else dict.fromkeys(pending)
                 self._compute_scalar(entry, task, nodes, scalar)
             else:
                 idx = (
@@ -418,30 +458,36 @@ class PlacementEngine:
         self,
         entry: _Entry,
         task: TaskInfo,
-        idx: list[int],
+        idx: Iterable[int],
         fns: _ScalarFns,
     ) -> None:
         """`_compute_small` with every callback's scalar twin: no arrays built per node."""
         prepared = entry.prepared
         if prepared is None or prepared[0] is not fns:
-            prepared = entry.prepared = (
-                fns,
-                [prepare(task) for prepare in fns[0]],
-                [prepare(task) for prepare in fns[1]],
-            )
-        _fns, preds, score_fns = prepared
+            prepared = entry.prepared = (fns, self._refresher(entry, task, fns))
+        refresh = prepared[1]
+        for i in idx:
+            refresh(i)
+
+    def _refresher(self, entry: _Entry, task: TaskInfo, fns: _ScalarFns) -> Callable[[int], None]:
+        """One node's refresh of `entry`, everything bound once per entry (the twins are
+        prepared for its static key, which is all they may depend on)."""
+        preds = [prepare(task) for prepare in fns[0]]
+        score_fns = [prepare(task) for prepare in fns[1]]
         first_score = score_fns[0] if score_fns else None
         more_scores = score_fns[1:]
         t = self.tensor
-        py_idle, py_future = t.py_idle, t.py_future
-        pairs = entry.pairs
+        rows = [(t.py_idle[r], t.py_future[r], a) for r, a in entry.pairs]
         idle_ok_arr, future_ok_arr = entry.idle_ok, entry.future_ok
         passes_arr, scores_arr, eff_arr = entry.passes, entry.scores, entry.idle_eff
-        for i in idx:
+        neg_inf = _NEG_INF
+
+        def refresh(i: int) -> None:
             ok = True
             for pred in preds:
                 if not pred(i):
                     ok = False
+                    break
             score = 0.0
             if first_score is not None:
                 score = first_score(i)
@@ -449,16 +495,18 @@ class PlacementEngine:
                     score = score + score_fn(i)
             idle_ok = True
             fut_ok = True
-            for r, a in pairs:
-                if py_idle[r][i] < a:
+            for idle_row, future_row, amount in rows:
+                if idle_row[i] < amount:
                     idle_ok = False
-                if py_future[r][i] < a:
+                if future_row[i] < amount:
                     fut_ok = False
             idle_ok_arr[i] = idle_ok
             future_ok_arr[i] = fut_ok
             passes_arr[i] = ok
             scores_arr[i] = score
-            eff_arr[i] = score if ok and idle_ok else _NEG_INF
+            eff_arr[i] = score if ok and idle_ok else neg_inf
+
+        return refresh
 
     # --- queries -------------------------------------------------------------------------
     def add_dynamic_predicate(self, fn: DynamicPredicateFn, explain: PredicateFn) -> None:
