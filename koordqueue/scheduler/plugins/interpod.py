@@ -478,10 +478,24 @@ class PodCounts:
         if placed is None:
             self._gone.discard(task.uid)
             return
-        placed[task.uid] = _Placed(task, i, False)
+        uid = task.uid
+        placed[uid] = _Placed(task, i, False)
+        # `_move(task, i, 1)` folded into the label walk: this runs for every placement.
+        by_pair, anchored = self._by_pair, self._anchored
         for pair in task.labels.items():
-            self._by_pair.setdefault(pair, set()).add(task.uid)
-        self._move(task, i, 1)
+            uids = by_pair.get(pair)
+            if uids is None:
+                by_pair[pair] = {uid}
+            else:
+                uids.add(uid)
+            found = anchored.get(pair) if anchored else None
+            if found:
+                for flt in found:
+                    if flt.match(task):
+                        flt.vec.add(i, 1)
+        for flt in self._unanchored:
+            if flt.match(task):
+                flt.vec.add(i, 1)
 
     def _deallocated(self, task: TaskInfo) -> None:
         i = self._node_of(task)
@@ -761,9 +775,12 @@ class PodTopologySpread:
         all_keys = self._all_keys(hard)
         if self.counts.preempting:
             return all_keys  # only a missing topology key is beyond eviction's help
-        mask = all_keys.copy()
+        # Each constraint's verdict already fails the nodes without its key, so their
+        # conjunction lies within `all_keys`.
+        mask: BoolArray | None = None
         for constraint in hard:
-            mask &= self._constraint_ok(task, constraint, all_keys)
+            ok = self._constraint_ok(task, constraint, all_keys)
+            mask = ok if mask is None else mask & ok
         return mask
 
     def explain(self, task: TaskInfo, node: NodeInfo) -> str | None:
