@@ -88,9 +88,14 @@ class AllocateAction(Action):
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        # A job's tasks change only while allocate works on that job, so the tasks wanted
+        # now are the ones its first turn would find.
+        wanted: dict[str, list[TaskInfo]] = {}
         for job in schedulable_jobs(session):
-            if not any(self._wanted(t) for t in job.pending_tasks()):
+            mine = [t for t in job.pending_tasks() if self._wanted(t)]
+            if not mine:
                 continue
+            wanted[job.uid] = mine
             if job.queue not in jobs_by_queue:
                 jobs_by_queue[job.queue] = PriorityQueue(session.job_order_less)
                 queues.push(session.queues[job.queue])
@@ -106,7 +111,7 @@ class AllocateAction(Action):
             job = jobs.pop()
             tasks = pending.get(job.uid)
             if tasks is None:
-                tasks = task_queue(session, [t for t in job.pending_tasks() if self._wanted(t)])
+                tasks = task_queue(session, wanted[job.uid])
                 pending[job.uid] = tasks
             statement = Statement(session)
             self._allocate_tasks(session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs)
