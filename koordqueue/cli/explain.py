@@ -100,6 +100,9 @@ def add_explain_parser(sub: Any) -> None:
     pod.add_argument("--feature-gates", default="", metavar="GATES",
                      help="as given to the scheduler, e.g. "
                           f"{FEATURE_GATE}=true to evaluate queue admission through gates")
+    pod.add_argument("--gate-reservation-timeout", type=float, default=0.0, metavar="SECONDS",
+                     help="as given to the scheduler: says when a gated pod's reservation "
+                          "is (or was) released")
     parser.set_defaults(func=run_explain)
 
 
@@ -389,10 +392,12 @@ def run_explain_pod(args: argparse.Namespace, name: str) -> int:
     if found is None:
         print(f"koordqueue explain: pod {namespace}/{name} not found", file=sys.stderr)
         return EXIT_NOT_FOUND
-    pod, cache, source = found
+    pod, cache, source, expired_at = found
     from koordqueue.kube.scheduler.explain_pod import explain_pod
 
-    result = explain_pod(pod, cache, config, gates_enabled=gates_enabled)
+    result = explain_pod(pod, cache, config, gates_enabled=gates_enabled,
+                         reservation_timeout=args.gate_reservation_timeout,
+                         expired_at=expired_at)
     conf = args.scheduler_conf or "default"
     if args.output == "json":
         doc = result.to_dict()
@@ -406,27 +411,34 @@ def run_explain_pod(args: argparse.Namespace, name: str) -> int:
 
 def read_pod(
     namespace: str, name: str, kubeconfig: str | None, context: str | None, scheduler_name: str
-) -> tuple[dict[str, Any], SchedulerCache, str] | None:
-    """(pod, filled SchedulerCache, source) or None when the pod does not exist. Read-only."""
+) -> tuple[dict[str, Any], SchedulerCache, str, str | None] | None:
+    """(pod, filled SchedulerCache, source, when its gate reservation was released by the
+    timeout or None) or None when the pod does not exist. Read-only."""
     from kubernetes.config import ConfigException
 
     from koordqueue.kube.api import ApiError, KubeApi, load_api_client
-    from koordqueue.kube.scheduler.explain_pod import read_cluster
+    from koordqueue.kube.scheduler.explain_pod import read_cluster, reservation_expired_at
 
     try:
         api_client = load_api_client(kubeconfig, context)
     except (ConfigException, OSError) as exc:
         raise LiveReadError(f"cannot load kubeconfig: {exc}", EXIT_BAD_INPUT) from exc
     try:
-        pod, cache = read_cluster(KubeApi(api_client, timeout=15.0), namespace, name,
-                                  scheduler_name)
+        api = KubeApi(api_client, timeout=15.0)
+        pod, cache = read_cluster(api, namespace, name, scheduler_name)
+        expired_at: str | None = None
+        if pod is not None:
+            try:
+                expired_at = reservation_expired_at(api, pod)
+            except ApiError:  # events not readable: the timeout is explained without them
+                expired_at = None
     except ApiError as exc:
         raise LiveReadError(f"cannot read the cluster: {exc}", EXIT_NOT_FOUND) from exc
     finally:
         api_client.close()  # type: ignore[no-untyped-call]
     if pod is None:
         return None
-    return pod, cache, f"cluster {api_client.configuration.host}"
+    return pod, cache, f"cluster {api_client.configuration.host}", expired_at
 
 
 def render_pod_table(ex: PodExplanation, source: str, conf: str) -> str:

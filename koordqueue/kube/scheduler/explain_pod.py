@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from koordqueue.kube.api import POD, KubeApi
+from koordqueue.kube.api import EVENT, POD, KubeApi
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache, gate_names
 from koordqueue.kube.scheduler.scheduler import (
@@ -31,7 +31,13 @@ from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import SchedulerConfig
 from koordqueue.scheduler.api import FitErrors, JobInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework import Session, open_session, run_actions
-from koordqueue.scheduler.gates import GATE_NAME, OPT_IN_ANNOTATION, GateState, classify_gates
+from koordqueue.scheduler.gates import (
+    GATE_NAME,
+    OPT_IN_ANNOTATION,
+    GateState,
+    GateView,
+    classify_gates,
+)
 from koordqueue.scheduler.gates import names as gate_consts
 from koordqueue.scheduler.gates import opted_in as has_opt_in
 from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
@@ -122,6 +128,9 @@ class PodExplanation:
     dry_run_node: str | None = None
     condition: dict[str, str] | None = None
     """The pod's current PodScheduled condition (status, reason, message)."""
+    reservation: str | None = None
+    """For a pod let through the gate and not yet placed: what holds its queue reservation
+    and when --gate-reservation-timeout releases (or released) it."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -158,6 +167,23 @@ def read_cluster(
     finally:
         scheduler.close()
     return pod, cache
+
+
+def reservation_expired_at(api: KubeApi, pod: Mapping[str, Any]) -> str | None:
+    """When the scheduler last released the pod's gate reservation by its timeout (the
+    newest `ReservationExpired` event on the pod), or None. One LIST request."""
+    m = convert.meta(pod)
+    reason = gate_consts.REASON_RESERVATION_EXPIRED
+    selector = f"involvedObject.uid={m.get('uid', '')},reason={reason}"
+    events = api.list_objects(
+        EVENT, str(m.get("namespace", "default")), field_selector=selector
+    )
+    times = [
+        str(e.get("lastTimestamp") or e.get("eventTime")
+            or convert.meta(e).get("creationTimestamp") or "")
+        for e in events
+    ]
+    return max(times) if times else None
 
 
 # --- the explanation --------------------------------------------------------------------
@@ -201,6 +227,15 @@ def node_verdicts(
     return out, errors
 
 
+def _reservation(queue: str | None, timeout: float, expired_at: str | None) -> str:
+    """What holds the queue reservation of a pod let through the gate, and its end."""
+    if expired_at is not None:
+        return gate_consts.EXPLAIN_RESERVATION_EXPIRED.format(queue=queue, at=expired_at)
+    if timeout > 0:
+        return gate_consts.EXPLAIN_RESERVATION_TIMEOUT.format(queue=queue, timeout=timeout)
+    return gate_consts.EXPLAIN_RESERVATION_HELD.format(queue=queue)
+
+
 def _gang(job: JobInfo, before: JobInfo | None, placed: int, condition: str | None) -> GangInfo:
     ready = (before or job).ready_task_num()
     return GangInfo(job.min_available, len(job.tasks), ready, placed, condition)
@@ -212,8 +247,14 @@ def explain_pod(
     config: SchedulerConfig,
     *,
     gates_enabled: bool = False,
+    reservation_timeout: float = 0.0,
+    expired_at: str | None = None,
 ) -> PodExplanation:
-    """Explain one pod against the cache's contents with a dry session of `config`."""
+    """Explain one pod against the cache's contents with a dry session of `config`.
+
+    `reservation_timeout` is the scheduler's --gate-reservation-timeout and `expired_at` when
+    it last released this pod's reservation (`reservation_expired_at`): a released pod
+    reserves nothing in the dry session, as in the scheduler's."""
     m = convert.meta(pod)
     spec = pod.get("spec") or {}
     key = convert.pod_key(pod)
@@ -281,7 +322,13 @@ def explain_pod(
 
     # --- the dry session ----------------------------------------------------------------------
     built = cache.build(gates_enabled=gates_enabled)
-    effective = with_gate_plugin(config, built.view) if gates_enabled else config
+    view = built.view
+    if gates_enabled and uid in view.reserved:
+        ex.reservation = _reservation(ex.queue, reservation_timeout, expired_at)
+        ex.notes.append(ex.reservation)
+        if expired_at is not None:
+            view = GateView(view.candidates, view.reserved - {uid})
+    effective = with_gate_plugin(config, view) if gates_enabled else config
     # Two sessions on the same snapshot: `probe` stays as the cluster is now (per-node
     # reasons), `session` runs the actions (what the scheduler would decide). Neither is
     # applied: a session only changes its own copies.
@@ -431,4 +478,5 @@ __all__ = [
     "explain_pod",
     "node_verdicts",
     "read_cluster",
+    "reservation_expired_at",
 ]

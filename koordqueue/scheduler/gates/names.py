@@ -28,6 +28,24 @@ MSG_RESERVATION_EXPIRED: Final = (
     "cannot gate the pod again, so it stays pending without a reservation and is placed "
     "like any pod once its queue has room and a node fits it"
 )
+EXPLAIN_RESERVATION_HELD: Final = (
+    "let through the gate: queue {queue} holds room for its request until it is placed "
+    "(--gate-reservation-timeout 0: the reservation is never released)"
+)
+"""`koordqueue explain pod`: a reserved pod, no timeout."""
+EXPLAIN_RESERVATION_TIMEOUT: Final = (
+    "let through the gate: queue {queue} holds room for its request until it is placed, "
+    "or until --gate-reservation-timeout={timeout:g}s after the scheduler first saw it "
+    "un-gated; then the reservation is released (a ReservationExpired Warning event on the "
+    "pod says when) and it waits like any pod"
+)
+"""`koordqueue explain pod`: a reserved pod under a timeout, not yet released."""
+EXPLAIN_RESERVATION_EXPIRED: Final = (
+    "let through the gate, but its reservation in queue {queue} was released by "
+    "--gate-reservation-timeout at {at}: it holds no room and is placed like any pod once "
+    "its queue has room and a node fits it"
+)
+"""`koordqueue explain pod`: a pod whose reservation the timeout released (event seen)."""
 
 WARN_GATE_WITHOUT_OPT_IN: Final = (
     "pod {pod} carries gate " + GATE_NAME + " but not the opt-in annotation "

@@ -370,7 +370,7 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         cache.replace(CachedKind.POD, objects["pods"])
         cache.replace(CachedKind.POD_GROUP, objects["podgroups"])
         cache.replace(CachedKind.QUEUE, objects["queues"])
-        return target, cache, "cluster fake"
+        return target, cache, "cluster fake", objects.get("expired_at")
 
     monkeypatch.setattr(cli_explain, "read_pod", read_pod)
     return objects
