@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import gc
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.api.task_info import PlacementKey
@@ -79,6 +81,28 @@ def task_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     return [o.task for o in ordered]
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (if it was on), back on after.
+
+    Why: a session's placements allocate ~10^5 short-lived objects (statuses, resource
+    lists, operations, binds) among the ~10^5 long-lived ones of the snapshot and session;
+    the allocation count triggers young collections every few hundred placements and, now
+    and then, a full one that walks every object, 10–20 % of allocate's CPU on
+    bench_allocate's headline. Reference counting still frees everything acyclic at once;
+    cycles made meanwhile are collected at the next collection after the block. Decisions
+    do not depend on it.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class AllocateAction(Action):
     """SPEC 3.4: pick queue (skipping overused), job, task; pre-predicate, predicate, score;
     allocate on idle or pipeline onto future idle; commit only when the job is ready."""
@@ -86,6 +110,10 @@ class AllocateAction(Action):
     name = "allocate"
 
     def execute(self, session: Session) -> None:
+        with gc_paused():
+            self._execute(session)
+
+    def _execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
         jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         # A job's tasks change only while allocate works on that job, so the tasks wanted

@@ -9,6 +9,7 @@ the same session result on random small snapshots.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from unittest import mock
@@ -211,3 +212,53 @@ def test_scalar_twins_are_used_for_a_placement_refresh() -> None:
     assert len(calls) == 2
     # leastrequested spreads identical pods over identical nodes
     assert [b.node for b in result.binds] == ["n0", "n1", "n2"]
+
+
+def test_gc_paused_restores_the_collector_state() -> None:
+    """allocate pauses the cyclic collector and gives it back as it found it (on, or off
+    when the caller had turned it off), also when the block raises."""
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with allocate_module.gc_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        try:
+            with allocate_module.gc_paused():
+                raise RuntimeError("boom")
+        except RuntimeError:
+            pass
+        assert gc.isenabled()
+        gc.disable()
+        with allocate_module.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+def test_allocate_runs_with_the_collector_paused() -> None:
+    seen: list[bool] = []
+    original = allocate_module.AllocateAction._execute
+
+    def spy(self: allocate_module.AllocateAction, session: Session) -> None:
+        seen.append(gc.isenabled())
+        original(self, session)
+
+    nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 4000}))]
+    tasks = [TaskInfo("t0", "t0", resreq=Resources.from_milli({"cpu": 1000}))]
+    snapshot = ClusterSnapshot(nodes, [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with mock.patch.object(allocate_module.AllocateAction, "_execute", spy):
+            result = run_session(snapshot, DEFAULT)
+        assert seen == [False]
+        assert gc.isenabled()
+        assert [b.node for b in result.binds] == ["n0"]
+    finally:
+        if not was:
+            gc.disable()
