@@ -161,12 +161,20 @@ class ObjectApi(Protocol):
         ...
 
     def list_objects(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
         ...
 
     def list_with_version(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Listing:
         ...
 
@@ -331,12 +339,20 @@ class KubeApi:
             raise
 
     def list_objects(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
-        return self.list_with_version(kind, namespace, label_selector)[0]
+        return self.list_with_version(kind, namespace, label_selector, field_selector)[0]
 
     def list_with_version(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Listing:
         """All objects (following `continue` pages) and the list's resourceVersion to watch from."""
         items: list[dict[str, Any]] = []
@@ -345,6 +361,8 @@ class KubeApi:
             query = [("limit", "500")]
             if label_selector:
                 query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
             page = self.request("GET", kind.path(namespace), query=query)

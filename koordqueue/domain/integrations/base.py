@@ -91,6 +91,22 @@ class WorkloadPatch:
 
 
 @dataclass(frozen=True, slots=True)
+class ListSelector:
+    """What a list of a kind asks the API server to filter on (None: nothing)."""
+
+    labels: str | None = None
+    fields: str | None = None
+
+    @property
+    def whole(self) -> bool:
+        """The list holds every object of the kind."""
+        return self.labels is None and self.fields is None
+
+
+EVERY_OBJECT = ListSelector()
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteWorkload:
     """Delete the object (a started Pod cannot be gated again: stopping it means deleting it)."""
 
@@ -230,6 +246,12 @@ class Integration(ABC):
         """False when the object is surely none of the queue's business (no unit, never
         will be): lets a reconciler of a busy kind (Pod) skip it without an API call."""
         return True
+
+    def resync_selector(self) -> ListSelector:
+        """What the periodic resync lists of the kind: every object, unless the kind is too
+        busy to list whole (Pod). Objects a narrower list leaves out are looked at through
+        their units (a unit not finished whose workload was not listed)."""
+        return EVERY_OBJECT
 
     def enqueue(
         self, obj: Obj, now: str, now_rfc3339: str | None = None

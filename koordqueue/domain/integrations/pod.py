@@ -27,6 +27,7 @@ from koordqueue.domain.integrations.base import (
     Integration,
     InvalidJobError,
     JobStatus,
+    ListSelector,
     Mutation,
     Obj,
     PodSet,
@@ -43,12 +44,16 @@ from koordqueue.domain.names import (
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
     POD_RETRIABLE_IN_GROUP_ANNOTATION,
+    QUOTA_NAME_LABEL,
 )
 
 DEFAULT_POD_SET: Final = "main"
 """Kueue's DefaultPodSetName: the pod set of a single pod."""
 ROLE_HASH_LENGTH: Final = 8
 TERMINATED: Final = frozenset({"Succeeded", "Failed"})
+UNBOUND_FIELD_SELECTOR: Final = "spec.nodeName="
+"""Pods no node was chosen for (kube-scheduler's own selector of unassigned pods)."""
+RESYNC_SELECTOR: Final = ListSelector(labels=QUOTA_NAME_LABEL, fields=UNBOUND_FIELD_SELECTOR)
 
 
 def _phase(pod: Obj) -> str:
@@ -180,6 +185,18 @@ class Pod(Integration):
         """Gated, or released by the queue (it stamped the dequeue time when it removed the
         gate): any other pod is not the queue's."""
         return is_gated(obj) or JOB_DEQUEUE_TIMESTAMP_ANNOTATION in annotations_of(obj)
+
+    def resync_selector(self) -> ListSelector:
+        """Pods that name a quota and are not bound yet: not every pod of the cluster.
+
+        Neither the gate nor the dequeue mark can be selected on, so the list asks for what
+        a queued pod must have: the quota label (a unit without it is never admitted: no
+        quota, no namespace fallback) and no node (a gated pod cannot be bound). A pod the
+        queue released and that is bound is looked at through its unit; a finished unit's
+        pods are not looked at again (its ownerReferences let the garbage collector delete
+        it with them).
+        """
+        return RESYNC_SELECTOR
 
     def enqueue(
         self, obj: Obj, now: str, now_rfc3339: str | None = None

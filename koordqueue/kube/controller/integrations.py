@@ -26,7 +26,7 @@ from koordqueue.domain import names
 from koordqueue.domain.backoff import Backoff
 from koordqueue.domain.integrations import Integration
 from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase
-from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
+from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind, ObjectApi
 from koordqueue.kube.controller.base import (
     ADDED,
     DELETED,
@@ -258,8 +258,14 @@ class IntegrationConsumer:
         self.next_resync = ctl.clock() + ctl.settings.resync_period
         self.resync_touched = set()
         self.resync_known = frozenset(self._unit_keys())
-        kind = self.kind
-        read = Read(lambda api: api.list_objects(kind), f"resync {kind.plural}")
+        kind, selector = self.kind, self.integration.resync_selector()
+
+        def listing(api: ObjectApi) -> list[dict[str, Any]]:
+            if selector.whole:
+                return api.list_objects(kind)
+            return api.list_objects(kind, None, selector.labels, selector.fields)
+
+        read = Read(listing, f"resync {kind.plural}")
         ctl.writer.submit(read, self._fold_resync, priority=Priority.BACKGROUND)
 
     def _finished(self, key: str) -> bool:
@@ -283,8 +289,9 @@ class IntegrationConsumer:
     def _fold_resync(self, listed: list[dict[str, Any]] | None) -> None:
         """Reconcile each listed workload once (one look per unit: a group's first member) as
         a listing's object, then look at the units of this kind whose workload was not
-        listed. Workloads that had events since the list was asked for, or wait for a
-        creation retry, are left to those."""
+        listed (with a narrow list, the kind's resync_selector, only those not finished).
+        Workloads that had events since the list was asked for, or wait for a creation
+        retry, are left to those."""
         touched, self.resync_touched = self.resync_touched or set(), None
         known, self.resync_known = self.resync_known, frozenset()
         if listed is None:
@@ -299,11 +306,12 @@ class IntegrationConsumer:
             seen.add(key)
             if key not in touched and key not in self.retries and not self._finished(key):
                 self.on_event(None, obj)
+        narrow = not self.integration.resync_selector().whole
         for key in sorted(known - seen - touched):
             uid = self.ctl.unit_by_key.get(key)
             unit_obj = self.ctl.unit_objects.get(uid) if uid else None
-            if unit_obj is None:
-                continue
+            if unit_obj is None or (narrow and self._finished(key)):
+                continue  # (a narrow list leaves finished workloads out: nothing to repair)
             call = partial(
                 IntegrationReconciler.release_orphan,
                 unit_obj=dict(unit_obj),

@@ -20,6 +20,7 @@ from koordqueue.domain.integrations import (
     PYTORCH_JOB,
     Integration,
 )
+from koordqueue.domain.integrations.batch_job import CONTROLLER_UID_LABEL
 from koordqueue.domain.job_extension import queue_unit_for_job
 from koordqueue.domain.names import INTEGRATION_SUSPEND_ANNOTATION, POD_ADMISSION_GATE
 from koordqueue.domain.queue_unit import Phase
@@ -452,9 +453,17 @@ def test_a_job_with_active_pods_none_ready_has_its_pods_listed() -> None:
     api.merge_patch(
         kind_of(BATCH_JOB), "j", {"spec": {"suspend": False}, "status": {"active": 1}}, "ns"
     )
+    uid = current(api, BATCH_JOB, "j", "ns")["metadata"]["uid"]  # the Job's pods carry it
     api.create(
         POD_KIND,
-        {"metadata": {"name": "j-1", "namespace": "ns"}, "status": {"phase": "Running"}},
+        {
+            "metadata": {
+                "name": "j-1",
+                "namespace": "ns",
+                "labels": {CONTROLLER_UID_LABEL: uid},
+            },
+            "status": {"phase": "Running"},
+        },
         "ns",
     )
     result = rec.on_event("MODIFIED", current(api, BATCH_JOB, "j", "ns"))

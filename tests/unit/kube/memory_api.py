@@ -3,10 +3,63 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from koordqueue.kube.api import ApiError, Kind, ObjectApi
+
+
+def _terms(selector: str) -> list[str]:
+    """A selector's comma-separated terms (commas inside `in (a, b)` do not split)."""
+    terms, depth, start = [], 0, 0
+    for i, char in enumerate(selector):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(selector[start:i])
+            start = i + 1
+    terms.append(selector[start:])
+    return [term.strip() for term in terms if term.strip()]
+
+
+def labels_match(selector: str | None, labels: Mapping[str, str]) -> bool:
+    """A label selector as the API server reads it: `k=v`, `k==v`, `k!=v`, `k`, `!k`,
+    `k in (a,b)`, `k notin (a,b)`, every term must hold."""
+    for term in _terms(selector or ""):
+        in_set = re.fullmatch(r"(\S+)\s+(in|notin)\s*\((.*)\)", term)
+        if in_set:
+            key, op, raw = in_set.groups()
+            values = {v.strip() for v in raw.split(",")}
+            if (op == "in") != (key in labels and labels[key] in values):
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif "!=" in term:
+            key, value = (part.strip() for part in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (part.strip() for part in term.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def fields_match(selector: str | None, obj: Mapping[str, Any]) -> bool:
+    """A field selector: `path=v`, `path==v`, `path!=v` on dotted paths (a missing field
+    reads as "", so `spec.nodeName=` selects unbound pods, as on the server)."""
+    for term in _terms(selector or ""):
+        negate = "!=" in term
+        path, value = term.replace("!=", "=").replace("==", "=").split("=", 1)
+        current: Any = obj
+        for part in path.strip().split("."):
+            current = current.get(part) if isinstance(current, Mapping) else None
+        if ((current or "") == value.strip()) == negate:
+            return False
+    return True
 
 
 class MemoryApi:
@@ -25,18 +78,31 @@ class MemoryApi:
         return self.objects.get(self._key(kind, namespace, name))
 
     def list_objects(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
+        """The server's filters: namespace, label selector, field selector."""
         return [
             o
             for (plural, ns, _), o in self.objects.items()
-            if plural == kind.plural and (namespace is None or ns == namespace)
+            if plural == kind.plural
+            and (namespace is None or ns == namespace)
+            and labels_match(label_selector, (o.get("metadata") or {}).get("labels") or {})
+            and fields_match(field_selector, o)
         ]
 
     def list_with_version(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        return self.list_objects(kind, namespace, label_selector), str(next(self._rv))
+        listed = self.list_objects(kind, namespace, label_selector, field_selector)
+        return listed, str(next(self._rv))
 
     def create(
         self, kind: Kind, body: Mapping[str, Any], namespace: str | None = None

@@ -42,19 +42,27 @@ class Clock:
 
 
 class CountingApi(MemoryApi):
-    """Counts lists of each kind; refuses the first `refuse` QueueUnit creations (403)."""
+    """Counts lists of each kind (and keeps their selectors); refuses the first `refuse`
+    QueueUnit creations (403)."""
 
     def __init__(self, refuse: int = 0) -> None:
         super().__init__()
         self.refuse = refuse
         self.unit_creates = 0
         self.lists: dict[str, int] = {}
+        self.selectors: list[tuple[str, str | None, str | None, str | None]] = []
+        """(plural, namespace, label selector, field selector) of every list."""
 
     def list_objects(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
         self.lists[kind.plural] = self.lists.get(kind.plural, 0) + 1
-        return super().list_objects(kind, namespace, label_selector)
+        self.selectors.append((kind.plural, namespace, label_selector, field_selector))
+        return super().list_objects(kind, namespace, label_selector, field_selector)
 
     def create(self, kind: Kind, body: Any, namespace: str | None = None) -> dict[str, Any]:
         if kind == QUEUE_UNIT:
