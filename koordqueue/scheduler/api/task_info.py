@@ -252,10 +252,12 @@ class TaskInfo:
         """The part of the placement key cached filters and scores may depend on: request,
         node selector, tolerations, node affinity, host ports (not the inter-pod terms,
         spread constraints and labels, which only query-time filters read)."""
-        if self._static_key is None:
+        key = self._static_key
+        if key is None:
             self.placement_key()
-        assert self._static_key is not None
-        return self._static_key
+            key = self._static_key
+            assert key is not None
+        return key
 
     def clone(self) -> TaskInfo:
         """A copy whose status and node can change without touching the snapshot."""
