@@ -3,7 +3,8 @@
 Each step: units arriving now join their queues, admitted units whose duration has elapsed
 finish (releasing quota), then one admission round runs. The round's record goes through the
 same `effects()` the live controller executes, and the simulator records those effects, so its
-events and status messages are the controller's by construction.
+events and status messages are the controller's by construction. A workload's unit (given as
+`workload:`) gets, as it arrives, the first status its creator writes (`created_effects`).
 """
 
 from __future__ import annotations
