@@ -33,6 +33,7 @@ from koordqueue.scheduler.api.selectors import LabelSelector
 from koordqueue.scheduler.api.task_info import (
     POLICY_HONOR,
     TERMINATED_STATUSES,
+    PodAffinity,
     PodAffinityTerm,
     TaskInfo,
     TaskStatus,
@@ -207,6 +208,10 @@ class PodCounts:
         self._placed: dict[str, _Placed] | None = None
         self._by_pair: dict[tuple[str, str], set[str]] = {}
         self._filters: dict[object, _Filter] = {}
+        self._by_identity: dict[tuple[int, str], tuple[object, _Filter]] = {}
+        """(id of a terms tuple or selector, namespace) -> (that object, its filter): pods of
+        one job share these objects, and hashing them (frozen dataclasses) on every query
+        cost more than the query's own work."""
         self._anchored: dict[tuple[str, str], list[_Filter]] = {}
         self._unanchored: list[_Filter] = []
         # Existing pods' own terms: (kind, term) -> per-node count of pods carrying it.
@@ -214,6 +219,9 @@ class PodCounts:
         self._owner_anchored: dict[tuple[str, str], set[tuple[int, PodAffinityTerm]]] = {}
         self._owner_unanchored: set[tuple[int, PodAffinityTerm]] = set()
         self._owner_version = 0
+        self._owner_vecs: dict[int, tuple[PodAffinity, list[_Vector]]] = {}
+        """id of a pod's PodAffinity (shared by a job's pods) -> (it, the owner counts its
+        pods move): saves hashing every term on every placement."""
         self._match_cache: dict[
             int, tuple[Mapping[str, str], str, int, list[tuple[int, PodAffinityTerm]]]
         ] = {}
@@ -345,6 +353,9 @@ class PodCounts:
 
     def term_filter(self, terms: tuple[PodAffinityTerm, ...]) -> _Filter:
         """Pods matching every term (one term: that term)."""
+        known = self._by_identity.get((id(terms), ""))
+        if known is not None and known[0] is terms:
+            return known[1]
         labels_of = self.ns_labels
         if len(terms) == 1:
             only = terms[0]
@@ -359,22 +370,38 @@ class PodCounts:
                 return all(t.matches(task.namespace, task.labels, ns) for t in terms)
 
         anchor = next((a for t in terms if (a := _anchor(t.selector)) is not None), None)
-        return self.pod_filter(("terms", terms), match, anchor)
+        flt = self.pod_filter(("terms", terms), match, anchor)
+        self._by_identity[(id(terms), "")] = (terms, flt)
+        return flt
 
     def spread_filter(self, namespace: str, selector: LabelSelector) -> _Filter:
         """Pods of `namespace` the selector matches, not terminating."""
+        known = self._by_identity.get((id(selector), namespace))
+        if known is not None and known[0] is selector:
+            return known[1]
 
         def match(task: TaskInfo) -> bool:
             return task.namespace == namespace and selector.matches(task.labels)
 
-        return self.pod_filter(
+        flt = self.pod_filter(
             ("spread", namespace, selector), match, _anchor(selector), skip_terminating=True
         )
+        self._by_identity[(id(selector), namespace)] = (selector, flt)
+        return flt
 
     # --- existing pods' terms ---------------------------------------------------------------
     def _add_owner(self, task: TaskInfo, node: int, delta: int) -> None:
         pa = task.pod_affinity
         assert pa is not None
+        known = self._owner_vecs.get(id(pa))
+        if known is None or known[0] is not pa:
+            known = self._owner_vecs[id(pa)] = (pa, self._owner_vectors(pa))
+        for vec in known[1]:
+            vec.add(node, delta)
+
+    def _owner_vectors(self, pa: PodAffinity) -> list[_Vector]:
+        """The owner counts a pod with these terms moves (created on first sight)."""
+        out = []
         for kind, terms in (
             (_REQ_ANTI, pa.anti_required),
             (_REQ_AFF, pa.required),
@@ -394,7 +421,8 @@ class PodCounts:
                         self._owner_unanchored.add(key)
                     else:
                         self._owner_anchored.setdefault(anchor, set()).add(key)
-                vec.add(node, delta)
+                out.append(vec)
+        return out
 
     @property
     def has_owners(self) -> bool:
@@ -402,8 +430,20 @@ class PodCounts:
         return bool(self._owners)
 
     def selects(self, task: TaskInfo) -> bool:
-        """Whether any counted pod's own term selects the task."""
-        return bool(self._owners) and bool(self._matching_owner_terms(task))
+        """Whether any counted pod's own term selects the task (the gate every pod passes:
+        the cache of `_matching_owner_terms` is read inline)."""
+        if not self._owners:
+            return False
+        labels = task.labels
+        cached = self._match_cache.get(id(labels))
+        if (
+            cached is not None
+            and cached[0] is labels
+            and cached[1] == task.namespace
+            and cached[2] == self._owner_version
+        ):
+            return bool(cached[3])
+        return bool(self._matching_owner_terms(task))
 
     def owner_terms(
         self, task: TaskInfo, kinds: frozenset[int]
