@@ -409,11 +409,14 @@ class NodeOrderPlugin(Plugin):
             for r in rows:
                 alloc = tensor.allocatable[r, idx]
                 requested = tensor.used[r, idx] + tensor.pipelined[r, idx] + req[r]
-                safe = np.where(alloc > 0, alloc, 1.0)
-                frac = np.where(alloc > 0, requested / safe, 1.0)
+                positive = alloc > 0
+                frac = np.where(positive, requested / np.where(positive, alloc, 1.0), 1.0)
                 fits = frac <= 1.0
-                least += np.where(fits, (1.0 - frac) * MAX_NODE_SCORE, 0.0)
-                most += np.where(fits, frac * MAX_NODE_SCORE, 0.0)
+                # the sums only a non-zero weight reads (the same values when computed)
+                if least_w:
+                    least += np.where(fits, (1.0 - frac) * MAX_NODE_SCORE, 0.0)
+                if most_w:
+                    most += np.where(fits, frac * MAX_NODE_SCORE, 0.0)
                 fractions.append(np.minimum(frac, 1.0))
             n = len(rows)
             if least_w:
