@@ -396,6 +396,7 @@ class SchedulerCache:
                 return self._built
             d = self._derived
             d.epoch.value += 1
+            d.index.new_build()
             self._refresh()
             if d.node_list is None:
                 order = sorted(d.nodes)

@@ -226,7 +226,7 @@ class Session:
         else:
             self._open_indexed(snapshot, self._index, dims)
         if self._index is not None and not self._own_nodes:
-            self.tensor = self._index.tensor_for(self.node_list, sorted(dims))
+            self.tensor = self._index.tensor_for(self.node_list, sorted(dims), lend=True)
             self.node_list = self.tensor.nodes  # one list: a node copied replaces its entry
             self.nodes = NodeView(self._index.nodes_by_name())
         else:
@@ -482,7 +482,8 @@ class Session:
         self._sync_placement()
 
     def close(self) -> SessionResult:
-        """Run the plugins' close hooks and render the decisions."""
+        """Run the plugins' close hooks and render the decisions (the index's tensor, if
+        lent, is given back: the session must not place anything after)."""
         if self._quiet and self._index is not None:
             # close-hook conditions of the jobs left quiet (memoised; the hooks visit only
             # `scan_jobs()`)
@@ -494,7 +495,10 @@ class Session:
             start = time.perf_counter()
             plugin.on_session_close(self)
             self._plugin_time[name][1] += time.perf_counter() - start
-        return self._result()
+        result = self._result()
+        if self._index is not None:
+            self._index.give_back(self.tensor)
+        return result
 
     # --- registration ------------------------------------------------------------------------
     def _timed(self, plugin: str, fn: F) -> F:

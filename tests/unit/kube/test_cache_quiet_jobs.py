@@ -173,3 +173,45 @@ def test_only_placement_changes_reuse_a_conversion(
 ) -> None:
     old = make_pod("p", 1, True, None, None, "Pending", 1, "default")
     assert convert.same_but_placement(old, _edited(path, value)) is same
+
+
+def _one_fitting_pod() -> tuple[SchedulerCache, Any]:
+    """One node with 4 CPUs and one pending pod of 3: only one of them fits at a time."""
+    cache = SchedulerCache(SCHED)
+    cache.on_event(CachedKind.QUEUE, "ADDED", make_queue("default", 1, 1))
+    cache.on_event(CachedKind.NODE, "ADDED", make_node("n0", 1, True, 4))
+    cache.on_event(CachedKind.POD, "ADDED", make_pod(
+        "p", 2, True, None, None, "Pending", 3, "default"))
+    return cache, cache.build()
+
+
+def _binds(built: Any) -> list[tuple[str, str]]:
+    session = open_session(built.snapshot, default_config())
+    run_actions(session)
+    return [(b.task, b.node) for b in session.close().binds]
+
+
+def test_a_session_after_a_closed_one_on_the_same_snapshot_sees_none_of_its_placements() -> None:
+    _cache, built = _one_fitting_pod()
+    first = open_session(built.snapshot, default_config())
+    run_actions(first)
+    assert [b.node for b in first.close().binds] == ["n0"]  # wrote the lent tensor
+    second = open_session(built.snapshot, default_config())
+    assert second.tensor is first.tensor  # lent again, not copied nor rebuilt
+    run_actions(second)
+    assert [b.node for b in second.close().binds] == ["n0"]  # n0's column was refreshed
+
+
+def test_a_session_beside_an_open_one_sees_none_of_its_placements() -> None:
+    _cache, built = _one_fitting_pod()
+    held = open_session(built.snapshot, default_config())
+    run_actions(held)  # holds the lent tensor, with p placed on n0
+    assert _binds(built) == [("p", "n0")]
+    assert held.close().binds[0].node == "n0"
+
+
+def test_a_new_build_ends_a_lease_never_given_back() -> None:
+    cache, built = _one_fitting_pod()
+    run_actions(open_session(built.snapshot, default_config()))  # never closed
+    cache.on_event(CachedKind.QUEUE, "ADDED", make_queue("q1", 3, 1))
+    assert _binds(cache.build()) == [("p", "n0")]

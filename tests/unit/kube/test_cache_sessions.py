@@ -1,7 +1,8 @@
 """Sessions in a row on the scheduler cache's indexed snapshot (issue 19, part 1).
 
-The cache keeps, across sessions, a node tensor refreshed only for the nodes it replaced and
-a memo of quiet jobs' verdicts refilled only for the jobs it remade. After any random stream
+The cache keeps, across sessions, a node tensor refreshed only for the nodes it replaced (and
+lent to one session at a time, the columns it wrote refreshed after) and a memo of quiet jobs'
+verdicts refilled only for the jobs it remade. After any random stream
 of pod / node / PodGroup / queue events, with sessions run at every build and their binds
 assumed as the scheduler does, each session must decide exactly like a session on a snapshot
 converted from scratch (fresh index, tensor and memo).
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.scheduler import default_config, run_session
+from koordqueue.scheduler.framework import open_session, run_actions
 
 from .cache_replay import (
     NODES,
@@ -52,7 +54,11 @@ def _replay_with_sessions(stream: list[tuple[Any, ...]]) -> int:
         rebuilt = cache.rebuild()
         assert dict(built.pending) == rebuilt.pending
         assert built.group_jobs == rebuilt.group_jobs
-        assert decisions(built) == decisions(rebuilt)
+        expected = decisions(rebuilt)
+        assert decisions(built) == expected  # lends the kept tensor, gives it back
+        held = open_session(built.snapshot, default_config())
+        run_actions(held)  # writes the lent tensor and is never closed
+        assert decisions(built) == expected  # a copy, with `held`'s columns refreshed
         sessions += 1
         for bind in run_session(built.snapshot, default_config()).binds:
             cache.assume(bind.task, bind.node)  # as the scheduler does after a session
