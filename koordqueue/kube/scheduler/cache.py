@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
@@ -71,7 +72,8 @@ class Built:
     """Task uid -> pod object (only our scheduler's pods); from `SchedulerCache.build` it is
     the cache's own index, valid until the next build (copy it to keep it)."""
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """namespace/name -> PodGroup object (standalone pods have none)."""
+    """namespace/name -> PodGroup object (standalone pods have none); from `build` the
+    cache's own index, valid until the next build."""
     view: GateView = field(default_factory=GateView)
     gate_without_opt_in: list[str] = field(default_factory=list)
     """Pod keys with our gate but no opt-in annotation (to warn about)."""
@@ -81,8 +83,9 @@ class Built:
     """Task uid -> job uid of our pods without `spec.nodeName`: the only pods the applier
     may mark unschedulable (from `build`, the cache's own index, valid until the next
     build)."""
-    group_jobs: frozenset[str] = frozenset()
-    """Job uids of the PodGroups in `groups` (whose phase is written)."""
+    group_jobs: AbstractSet[str] = frozenset()
+    """Job uids of the PodGroups in `groups` (whose phase is written); from `build` the
+    cache's own set, valid until the next build."""
 
 
 P = TypeVar("P")
@@ -136,7 +139,8 @@ class _Derived:
     """
 
     __slots__ = (
-        "bases", "candidates", "epoch", "groups", "index", "job_pods", "jobs", "namespace_labels",
+        "bases", "candidates", "epoch", "group_jobs", "groups", "index", "job_pods", "jobs",
+        "namespace_labels",
         "no_opt_in", "node_list", "nodes", "ours_on", "pdbs", "pending", "pods", "positions",
         "queues", "reserved",
     )
@@ -165,6 +169,8 @@ class _Derived:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         """Namespace name -> its labels; replaced (not mutated) when one changes."""
         self.groups: dict[str, dict[str, Any]] = {}
+        self.group_jobs: set[str] = set()
+        """Job uids of `groups`' jobs (kept key by key: a build copies nothing per group)."""
         self.pods: dict[str, dict[str, Any]] = {}
         self.pending: dict[str, str] = {}
         """Task uid -> job uid of our pods without a node name."""
@@ -409,10 +415,10 @@ class SchedulerCache:
                     namespace_labels=d.namespace_labels,
                 ),
                 pods=d.pods,
-                groups=dict(d.groups),
+                groups=d.groups,
                 generation=self.generation,
                 pending=d.pending,
-                group_jobs=frozenset(d.jobs[key].uid for key in d.groups if key in d.jobs),
+                group_jobs=d.group_jobs,
             )
             if gates_enabled:
                 built.view = GateView(frozenset(d.candidates), frozenset(d.reserved))
@@ -505,7 +511,8 @@ class SchedulerCache:
                     nodes.add(host)
                     if not on:
                         del d.ours_on[host]
-        d.groups.pop(key, None)
+        if d.groups.pop(key, None) is not None and job is not None:
+            d.group_jobs.discard(job.uid)
         for uid in d.job_pods.pop(key, ()):
             d.pods.pop(uid, None)
             d.pending.pop(uid, None)
@@ -530,6 +537,7 @@ class SchedulerCache:
                 return  # its pods wait for it: nothing to schedule them in
             job = convert.job_info(group)
             d.groups[key] = group
+            d.group_jobs.add(job.uid)
             members = [(pods[u], self._placed(pods[u])) for u in self._members.get(key, ())]
         uids: list[str] = []
         for pod, task in members:

@@ -19,7 +19,7 @@ from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.framework import open_session, run_actions
 from koordqueue.scheduler.framework.indexed import STALE_JOBS
 
-from .cache_replay import SCHED, make_node, make_pod, make_queue, task_form
+from .cache_replay import SCHED, make_group, make_node, make_pod, make_queue, task_form
 
 BOUND = 40
 
@@ -215,3 +215,18 @@ def test_a_new_build_ends_a_lease_never_given_back() -> None:
     run_actions(open_session(built.snapshot, default_config()))  # never closed
     cache.on_event(CachedKind.QUEUE, "ADDED", make_queue("q1", 3, 1))
     assert _binds(cache.build()) == [("p", "n0")]
+
+
+def test_the_podgroup_jobs_are_kept_group_by_group() -> None:
+    cache = _cluster(bound=2)
+    group = make_group("g0", 3, 1, "default")
+    cache.on_event(CachedKind.POD_GROUP, "ADDED", group)
+    cache.on_event(CachedKind.POD, "ADDED", make_pod(
+        "m0", 4, True, "g0", None, "Pending", 1, "default"))
+    built = cache.build()
+    assert set(built.group_jobs) == {"uid-g0"} and set(built.groups) == {"ns/g0"}
+    assert set(built.group_jobs) == set(cache.rebuild().group_jobs)
+    cache.on_event(CachedKind.POD_GROUP, "DELETED", group)
+    built = cache.build()
+    assert set(built.group_jobs) == set() and set(built.groups) == set()
+    assert set(cache.rebuild().group_jobs) == set()
