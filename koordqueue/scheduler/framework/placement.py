@@ -161,7 +161,7 @@ class NodeTensor:
         self.py_future: list[list[float]] = self.future.tolist()
         self.changes: list[int] = []
         """Indices of nodes changed so far in this session (a log, for cache refresh)."""
-        self._touched: dict[Resources, list[_Row]] = {}
+        self._touched: dict[tuple[str, ...], list[_Row]] = {}
         """Per request, the rows of its dimensions (`refresh`)."""
         self._views: list[_Row] | None = None
         self.static: dict[object, Any] = {}
@@ -190,10 +190,11 @@ class NodeTensor:
         if touched is None:
             rows = self._row_views()
         else:
-            found = self._touched.get(touched)
+            names = tuple(touched)  # by names: equal requests of other pods hash and compare
+            found = self._touched.get(names)  # cheaply as tuples of interned strings
             if found is None:
                 index, views = self.index, self._row_views()
-                found = self._touched[touched] = [views[index[d]] for d in touched if d in index]
+                found = self._touched[names] = [views[index[d]] for d in names if d in index]
             rows = found
         for d, a_row, u_row, rel_row, pip_row, fut_row, py_a, py_u, py_pip, py_fut in rows:
             a = idle.get(d, 0) / MILLI_NANO
