@@ -127,3 +127,16 @@ def test_reclaim_lifts_a_reclaimable_queues_anti_affinity() -> None:
     )
     assert [e.task for e in result.evictions] == ["r0"]
     assert [(r.task, r.node) for r in result.pipelined] == [("b0", "n1")]
+
+
+def test_an_eviction_that_leaves_a_siblings_anti_affinity_in_place_is_undone() -> None:
+    # Both pods of "high" repel each other per host; each node has 1 free cpu beside a
+    # low-priority pod of 3. p1 goes to n1 without evicting. For p2, n1 is a candidate
+    # (anti-affinity may be lifted by evictions) and evicting v1 frees the room, but p1's
+    # pipelined pod still repels p2 there: n1's eviction is undone and p2 takes n2's free cpu.
+    lows = [job(f"low{i}", [running(f"v{i}", f"n{i}", cpu="3")], priority=1) for i in (1, 2)]
+    pods = [task(f"p{i}", cpu="1", labels={"app": "p"}, pod_affinity=_anti("p")) for i in (1, 2)]
+    jobs = [*lows, job("high", pods, min_available=2, priority=10)]
+    result = run_session(snapshot([_host_node("n1", "4"), _host_node("n2", "4")], jobs), PREEMPT)
+    assert result.evictions == ()
+    assert sorted((r.task, r.node) for r in result.pipelined) == [("p1", "n1"), ("p2", "n2")]
