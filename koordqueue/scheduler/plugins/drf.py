@@ -28,7 +28,7 @@ from koordqueue.scheduler.api.names import (
     DRF_BAD_NAMESPACE_WEIGHT_WARNING,
     NAMESPACE_WEIGHT_LABEL,
 )
-from koordqueue.scheduler.api.resource import EPSILON_NANOS, add, share, subtract
+from koordqueue.scheduler.api.resource import EPSILON_NANOS, add, subtract
 from koordqueue.scheduler.framework.interface import Plugin
 from koordqueue.scheduler.framework.session import EventHandler, Session
 
@@ -84,6 +84,19 @@ def parse_hierarchy(hierarchy: str, weights: str) -> HierarchyPath:
                 value = 1.0
         parsed.append(max(value, 1.0))
     return HierarchyPath(tuple(paths[1:]), tuple(parsed), tuple(problems))
+
+
+def share(allocated: Mapping[str, int], total: Mapping[str, int]) -> float:
+    """Volcano's calculateShare over Resources: max of allocated / total over the resources
+    the cluster offers. A resource no node offers (a device plugin gone, a node removed) is
+    not counted, as in Volcano; it does not make the job's share 1."""
+    best = 0.0
+    held = allocated.get
+    for name, whole in total.items():
+        if whole > 0:
+            ratio = held(name, 0) / whole
+            best = max(best, ratio)
+    return best
 
 
 def dominant_share(allocated: Mapping[str, float], total: Mapping[str, float]) -> float:
