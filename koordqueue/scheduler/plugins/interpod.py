@@ -209,9 +209,10 @@ class PodCounts:
         self._by_pair: dict[tuple[str, str], set[str]] = {}
         self._filters: dict[object, _Filter] = {}
         self._by_identity: dict[tuple[int, str], tuple[object, _Filter]] = {}
-        """(id of a terms tuple or selector, namespace) -> (that object, its filter): pods of
-        one job share these objects, and hashing them (frozen dataclasses) on every query
-        cost more than the query's own work."""
+        """(id of a term, a terms tuple or a selector; namespace) -> (that object, its
+        filter): pods of one job share these objects, and hashing them (frozen dataclasses)
+        on every query cost more than the query's own work. Bounded by the distinct objects
+        seen: the key holds the object alive, so its id is not reused."""
         self._anchored: dict[tuple[str, str], list[_Filter]] = {}
         self._unanchored: list[_Filter] = []
         # Existing pods' own terms: (kind, term) -> per-node count of pods carrying it.
@@ -353,8 +354,10 @@ class PodCounts:
 
     def term_filter(self, terms: tuple[PodAffinityTerm, ...]) -> _Filter:
         """Pods matching every term (one term: that term)."""
-        known = self._by_identity.get((id(terms), ""))
-        if known is not None and known[0] is terms:
+        # Callers pass a fresh 1-tuple for a single term: key that case by the term.
+        ident: object = terms[0] if len(terms) == 1 else terms
+        known = self._by_identity.get((id(ident), ""))
+        if known is not None and known[0] is ident:
             return known[1]
         labels_of = self.ns_labels
         if len(terms) == 1:
@@ -371,7 +374,7 @@ class PodCounts:
 
         anchor = next((a for t in terms if (a := _anchor(t.selector)) is not None), None)
         flt = self.pod_filter(("terms", terms), match, anchor)
-        self._by_identity[(id(terms), "")] = (terms, flt)
+        self._by_identity[(id(ident), "")] = (ident, flt)
         return flt
 
     def spread_filter(self, namespace: str, selector: LabelSelector) -> _Filter:

@@ -12,10 +12,16 @@ from hypothesis import strategies as st
 from koordqueue.scheduler import ClusterSnapshot, default_config
 from koordqueue.scheduler.api import TaskInfo
 from koordqueue.scheduler.api.selectors import LabelSelector
-from koordqueue.scheduler.api.task_info import SCHEDULE_ANYWAY, TopologySpreadConstraint
+from koordqueue.scheduler.api.task_info import (
+    SCHEDULE_ANYWAY,
+    PodAffinity,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+)
 from koordqueue.scheduler.framework import open_session
 from koordqueue.scheduler.plugins.interpod import (
     HOSTNAME_KEY,
+    InterPodAffinity,
     PodTopologySpread,
     pod_counts,
 )
@@ -89,3 +95,25 @@ def test_domain_sums_follow_every_event(placement: list[int], moves: list[tuple[
     assert np.array_equal(sums, fresh.astype(np.intp))
     assert nonzero == set(np.flatnonzero(vec.counts).tolist())
     assert vec.total == int(vec.counts.sum())
+
+
+def test_repeated_queries_add_no_filters() -> None:
+    # Filters are found by the identity of the job-shared term objects; a query that wraps
+    # a single term in a fresh tuple must still find the one made before.
+    term = PodAffinityTerm(HOSTNAME_KEY, SPREAD, frozenset({"default"}))
+    affinity = PodAffinity(preferred=(term,), anti_required=(term,))
+    snap, _incoming = _cluster([0, 1], [True, True, True])
+    pending = task("x", labels={"app": "s"}, pod_affinity=affinity)
+    session = open_session(
+        snapshot(snap.nodes, [*snap.jobs, job("jx", [pending])]), default_config()
+    )
+    counts = pod_counts(session)
+    ipa = InterPodAffinity(counts)
+    x = session.jobs["jx"].tasks["x"]
+    first = (ipa.filter(x), ipa.raw_score(x))
+    known = len(counts._by_identity)
+    for _ in range(5):
+        again = (ipa.filter(x), ipa.raw_score(x))
+    assert len(counts._by_identity) == known
+    assert first[0] is not None and again[0] is not None
+    assert np.array_equal(first[0], again[0])
