@@ -739,6 +739,9 @@ class AdmissionEngine:
         outcomes = result.outcomes
         queue = self._queues.get(name)
         if queue is None or name not in self.tree or queue.policy is None:
+            # the queue's entries are written differently this round: a memo kept from
+            # before would carry entries whose messages are no longer the last ones written
+            self._memos.pop(name, None)
             in_arrival = sorted(ordered, key=lambda u: self._seq[u.uid])
             if queue is None or name not in self.tree:
                 result.queue_not_found.extend((u, name) for u in in_arrival)
@@ -758,6 +761,7 @@ class AdmissionEngine:
             not_running = tuple(u.key for u in admitted_here if u.phase in NOT_YET_RUNNING)
         paused = settings.wait_for_pods_running and bool(not_running)
         if paused and not settings.enable_preemption:
+            self._memos.pop(name, None)  # (as above)
             result.waiting[name] = list(ordered)
             outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
             return

@@ -510,3 +510,19 @@ def test_a_renewed_unit_gets_a_new_entry_in_the_next_record() -> None:
     new = list(engine.run_round(3.0).outcomes.new())
     assert "w10" in {o.unit.uid for o in new}
     assert all(isinstance(o, Reject) for o in new)
+
+
+def test_a_rejection_is_planned_again_after_its_queue_was_not_found_for_a_round() -> None:
+    """Found by the property: the queue's last tail must not be carried over a round that
+    wrote another message for its units (queue not found), or the rejection's message is
+    never written again once the quota is back."""
+    twin = Twin()
+    spec = QuotaSpec("q0", max=Resources.of(cpu="1"), parent="gone")
+    unit = QueueUnit("ns", "u0", uid="u0", resource=Resources.of(cpu="1"),
+                     labels={QUOTA_NAME_LABEL: "q0"}, phase=Phase.ENQUEUED)
+    for op in (("quota", spec), ("queue", "q0", "Priority", {}), ("unit", unit), ("round", 0.0),
+               ("rmquota", "q0", None), ("round", 0.0), ("quota", spec), ("round", 0.0)):
+        twin.apply(op)
+    twin.finish()
+    assert twin.reported_fast["u0"] == twin.reported_full["u0"]
+    assert "not exist" in twin.reported_fast["u0"]
