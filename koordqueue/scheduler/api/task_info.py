@@ -171,6 +171,25 @@ class HostPort:
 PlacementKey = tuple[object, ...]
 NO_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
 
+_KEYS: dict[PlacementKey, PlacementKey] = {}
+_KEYS_MAX: Final = 4096
+
+
+def _interned(key: PlacementKey) -> PlacementKey:
+    """One object per distinct placement key.
+
+    Why: caches look a key up for every pod placed; pods converted from the API each carry
+    their own (equal) request objects, and comparing those is a slow path, while identical
+    keys compare by identity. Bounded: past `_KEYS_MAX` distinct keys the table starts
+    over (equal keys then just stop being identical; nothing depends on it).
+    """
+    found = _KEYS.get(key)
+    if found is None:
+        if len(_KEYS) >= _KEYS_MAX:
+            _KEYS.clear()
+        found = _KEYS[key] = key
+    return found
+
 
 @dataclass(slots=True, eq=False)
 class TaskInfo:
@@ -230,21 +249,26 @@ class TaskInfo:
         vectors turns a per-pod O(nodes) scan into O(changed nodes).
         """
         if self._key is None:
-            self._key = (
-                self.request,
-                tuple(sorted(self.node_selector.items())),
-                self.tolerations,
-                self.affinity,
-                self.host_ports,
+            static = _interned(
+                (
+                    self.request,
+                    tuple(sorted(self.node_selector.items())),
+                    self.tolerations,
+                    self.affinity,
+                    self.host_ports,
+                )
             )
-            self._static_key = self._key
+            self._static_key = self._key = static
             if self.pod_affinity is not None or self.spread:
                 # Self-matching terms make the pod's own namespace and labels matter.
-                self._key += (
-                    self.pod_affinity,
-                    self.spread,
-                    self.namespace,
-                    tuple(sorted(self.labels.items())),
+                self._key = _interned(
+                    (
+                        *static,
+                        self.pod_affinity,
+                        self.spread,
+                        self.namespace,
+                        tuple(sorted(self.labels.items())),
+                    )
                 )
         return self._key
 

@@ -45,6 +45,9 @@ _PREFER_NO_SCHEDULE_NODES: Final = ("nodeorder", "prefer-no-schedule taints")
 BatchScore = Callable[[TaskInfo, IntArray], FloatArray]
 
 
+_UNKNOWN: Final = object()
+
+
 def _zero(_i: int) -> float:
     return 0.0
 
@@ -268,8 +271,9 @@ class NodeOrderPlugin(Plugin):
             # Depends on the node affinity and tolerations only: kept per static key (asked
             # for every pod placed).
             key = task.static_key()
-            if key in multi:
-                return multi[key]
+            known = multi.get(key, _UNKNOWN)
+            if known is not _UNKNOWN:
+                return known  # type: ignore[return-value]
             scorers = [
                 norm
                 for norm in (affinity_norm(task), taint_norm(task))
