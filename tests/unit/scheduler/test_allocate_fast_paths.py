@@ -262,3 +262,16 @@ def test_allocate_runs_with_the_collector_paused() -> None:
     finally:
         if not was:
             gc.disable()
+
+
+def test_equal_placement_keys_are_one_object() -> None:
+    """Pods with equal (but distinct) request objects share one key object, so the caches'
+    look-ups compare by identity; a different request gets a different key."""
+    a = TaskInfo("a", "a", resreq=Resources.from_milli({"cpu": 1000}))
+    b = TaskInfo("b", "b", resreq=Resources.from_milli({"cpu": 1000}))
+    c = TaskInfo("c", "c", resreq=Resources.from_milli({"cpu": 2000}))
+    assert a.resreq is not b.resreq
+    assert a.static_key() is b.static_key()
+    assert a.placement_key() is b.placement_key()
+    assert a.static_key() != c.static_key()
+    assert b.clone().static_key() is a.static_key()
