@@ -774,6 +774,17 @@ class PodTopologySpread:
     ) -> BoolArray | None:
         """Nodes whose pods count for the constraint; None when that is every node with
         the key (cached per pod shape: inclusion depends on static fields only)."""
+        if constraint.node_taints_policy != POLICY_HONOR and (
+            constraint.node_affinity_policy != POLICY_HONOR
+            or (not task.node_selector and (task.affinity is None or not task.affinity.required))
+        ):
+            # The inclusion policies keep every node (the usual case): the answer depends
+            # on the keys alone, and hashing the pod's shape per query costs more.
+            plain = (id(all_keys), constraint.topology_key)
+            if plain not in self._eligible:
+                has = self.counts.topology(constraint.topology_key).has
+                self._eligible[plain] = None if bool((all_keys == has).all()) else all_keys
+            return self._eligible[plain]
         key = (task.static_key(), constraint, id(all_keys))
         if key not in self._eligible:
             eligible = all_keys & self.included(task, constraint)
