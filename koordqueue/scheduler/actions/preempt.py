@@ -67,8 +67,8 @@ def preempt_one(
     """Try to pipeline `preemptor` onto a node, evicting plugin-approved victims there.
 
     Nodes are tried best score first; on each, victims are evicted in victim order only
-    until the preemptor fits (queue allocatable and node future idle); the node's evictions
-    join `statement` only when the preemptor is pipelined there.
+    until the preemptor fits (queue allocatable, node future idle, inter-pod filters); the
+    node's evictions join `statement` only when the preemptor is pipelined there.
     """
     if preemptor.preempt_never or session.pre_predicate(preemptor) is not None:
         return False
