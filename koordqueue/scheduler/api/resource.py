@@ -47,21 +47,13 @@ __all__ = [
 
 
 def add(left: Resources, right: Resources) -> Resources:
-    """left + right; faster than `Resources.__add__` for the per-task event handlers."""
-    out = left.as_dict()
-    get = out.get
-    for name, amount in right.items():
-        out[name] = get(name, 0) + amount
-    return Resources(out)
+    """left + right (`Resources.__add__`, which reads its own dict directly, is the faster)."""
+    return left + right
 
 
 def subtract(left: Resources, right: Resources) -> Resources:
     """left - right (see `add`)."""
-    out = left.as_dict()
-    get = out.get
-    for name, amount in right.items():
-        out[name] = get(name, 0) - amount
-    return Resources(out)
+    return left - right
 
 
 def less_equal(left: Resources, right: Mapping[str, int], missing: Missing = Missing.ZERO) -> bool:
