@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,22 @@ def pod(name: str, ns: str) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def profiled(pid: int, args: argparse.Namespace) -> Iterator[None]:
+    """With `--profile-s S`: py-spy `record --gil` on the scheduler for the burst's first S s."""
+    if not args.profile_s:
+        yield
+        return
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--gil", "-p", str(pid)]
+    spy += ["-d", str(args.profile_s), "--format", "raw", "-o", args.profile_out]
+    proc = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.wait(args.profile_s + 30)
+        print(f"profile: {args.profile_out}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -69,6 +88,15 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8, help="parallel pod creators")
     parser.add_argument("--log", default="/tmp/bench_scheduler.log", help="scheduler log file")
     parser.add_argument("--dump", default="", help="write per-pod wall times (JSON) here")
+    parser.add_argument(
+        "--profile-s", type=int, default=0,
+        help="py-spy (GIL samples, raw) the scheduler for the burst's first S s (skews figures)",
+    )
+    parser.add_argument("--profile-out", default="/tmp/bench_scheduler.profile.txt")
+    parser.add_argument(
+        "--period-default", action="store_true",
+        help="leave --schedule-period at koordqueue's default (as bench_peers does)",
+    )
     args = parser.parse_args()
     cal = calibrate()  # before the control plane starts: the yardstick of an idle box
 
@@ -84,12 +112,13 @@ def main() -> int:
         schedule = [
             "schedule",
             f"--kubeconfig={cp.kubeconfig}",
-            f"--schedule-period={args.period}",
             "--metrics-port=0",
             "--health-port=0",
             "--log-level=info",
         ]
-        with component(schedule, args.log) as pid:
+        if not args.period_default:
+            schedule.insert(2, f"--schedule-period={args.period}")
+        with component(schedule, args.log) as pid, profiled(pid, args):
             burst = run_burst(
                 api,
                 POD,

@@ -15,13 +15,20 @@ from koordqueue.kube.settings import ControllerSettings
 
 
 def build_scheduler_operator(
-    settings: ControllerSettings, on_lost: Callable[[], None] | None = None
+    settings: ControllerSettings,
+    on_lost: Callable[[], None] | None = None,
+    *,
+    gc_freeze: bool = True,
 ) -> tuple[Scheduler, kopf.OperatorRegistry]:
-    """A Scheduler and a kopf registry holding its handlers (and the webhook, when enabled)."""
+    """A Scheduler and a kopf registry holding its handlers (and the webhook, when enabled).
+
+    `gc_freeze`: the process is the scheduler's (`koordqueue schedule`), so its cache is frozen
+    out of the collector's full passes (kube/scheduler/gcfreeze.py); embedders turn it off.
+    """
     api_client = load_api_client(settings.kubeconfig, settings.context)
     leadership = leadership_for(api_client, settings, SCHEDULER_LEASE, on_lost)
     api = KubeApi(api_client, fence=leadership.may_write)
-    scheduler = Scheduler(api, settings)
+    scheduler = Scheduler(api, settings, gc_freeze=gc_freeze)
     registry = kopf.OperatorRegistry()
     if settings.webhook_port:  # first: serving before the scheduler reports ready
         from koordqueue.kube.gates.webhook import register_webhook
@@ -41,7 +48,8 @@ class SchedulerRunner:
         self._thread: kopf_support.OperatorThread | None = None
 
     def start(self, timeout: float = 60.0) -> SchedulerRunner:
-        scheduler, registry = build_scheduler_operator(self.settings)
+        # in-process (tests, embedding): the host's objects are not the scheduler's to freeze
+        scheduler, registry = build_scheduler_operator(self.settings, gc_freeze=False)
         self.scheduler = scheduler
         self._thread = kopf_support.OperatorThread(
             registry, scheduler.ready.is_set, "koordqueue-scheduler"

@@ -1,0 +1,194 @@
+"""Binds sent in batches, and the collector freezer (issue 19's CPU per pod and p99).
+
+A session's binds go to the pool as a few batches instead of one work item per pod; each
+pod still gets its own Binding request. The freezer moves the cache's objects out of the
+collector's full passes after a relist (after one full collection) and after each session
+(after a young one); the `gc` calls are recorded through a stand-in, so no test collects the
+test process.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+
+from koordqueue.kube.scheduler import gcfreeze
+from koordqueue.kube.scheduler.cache import CachedKind
+from koordqueue.kube.scheduler.gcfreeze import GcFreezer
+from koordqueue.kube.scheduler.scheduler import BIND_BATCH, Scheduler, bind_batches
+from koordqueue.kube.settings import ControllerSettings
+from koordqueue.scheduler import Bind
+
+NODE = {"metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}}
+QUEUE = {"metadata": {"name": "default"}, "spec": {"weight": 1}}
+
+
+class Api:
+    """Records every request; lists answer from `listings` (kind plural -> items)."""
+
+    def __init__(self, listings: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.listings = listings or {}
+
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> dict[str, Any]:
+        self.calls.append((method, path, body))
+        return {}
+
+    def create(self, kind: Any, body: Any, namespace: str | None = None) -> dict[str, Any]:
+        self.calls.append(("POST", kind.path(namespace), body))
+        return {"metadata": {"name": "e"}}
+
+    def list_with_version(self, kind: Any, *_: Any) -> tuple[list[dict[str, Any]], str]:
+        return self.listings.get(kind.plural, []), "1"
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": {"schedulerName": "volcano",
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def binds(count: int) -> list[Bind]:
+    return [Bind(f"u{i}", "ns", f"p{i}", f"j{i}", "n1") for i in range(count)]
+
+
+class RecordingGc:
+    """Stands in for the `gc` module inside gcfreeze: records calls, collects nothing."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.enabled = enabled
+
+    def isenabled(self) -> bool:
+        return self.enabled
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: self.calls.append((name, args))
+
+
+@pytest.fixture
+def fake_gc(monkeypatch: pytest.MonkeyPatch) -> RecordingGc:
+    recording = RecordingGc()
+    monkeypatch.setattr(gcfreeze, "gc", recording)
+    return recording
+
+
+# --- bind batches ---------------------------------------------------------------------------
+def test_bind_batches_keep_every_bind_once_in_session_order() -> None:
+    sent = binds(11)
+    batches = bind_batches(sent, workers=16)
+    assert [b for batch in batches for b in batch] == sent
+
+
+def test_bind_batches_hold_at_most_bind_batch_each_when_workers_allow() -> None:
+    batches = bind_batches(binds(10), workers=16)
+    assert len(batches) == 3  # ceil(10 / 4)
+    assert max(len(batch) for batch in batches) <= BIND_BATCH
+
+
+def test_bind_batches_never_exceed_the_workers() -> None:
+    batches = bind_batches(binds(100), workers=4)
+    assert len(batches) == 4
+    assert sorted(len(batch) for batch in batches) == [25, 25, 25, 25]
+
+
+def test_bind_batches_of_no_binds_is_no_batch() -> None:
+    assert bind_batches([], workers=16) == []
+
+
+def test_each_pod_of_a_batched_round_gets_its_own_binding_request() -> None:
+    api = Api()
+    sched = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    names = [f"p{i}" for i in range(9)]
+    sched.cache.replace(CachedKind.POD, [pod(n) for n in names])
+    outcome = sched.run_once()
+    assert len(outcome.binds) == 3  # 9 binds in ceil(9 / 4) work items
+    assert outcome.wait_for_binds(10) == (9, 0)
+    sched.drain()
+    posted = {path: body for method, path, body in api.calls
+              if method == "POST" and path.endswith("/binding")}
+    assert set(posted) == {f"/api/v1/namespaces/ns/pods/{n}/binding" for n in names}
+    body = posted["/api/v1/namespaces/ns/pods/p3/binding"]
+    assert body == {
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "p3", "namespace": "ns", "uid": "uid-p3"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
+    sched.close()
+
+
+# --- the collector freezer -------------------------------------------------------------------
+def test_after_relist_reclaims_frozen_garbage_then_freezes(fake_gc: RecordingGc) -> None:
+    freezer = GcFreezer(enabled=True)
+    freezer.after_relist()
+    assert fake_gc.calls == [("unfreeze", ()), ("collect", ()), ("freeze", ())]
+
+
+def test_after_session_freezes_what_a_young_collection_left(fake_gc: RecordingGc) -> None:
+    GcFreezer(enabled=True).after_session()
+    assert fake_gc.calls == [("collect", (1,)), ("freeze", ())]
+
+
+def test_a_disabled_freezer_touches_no_collector_state(fake_gc: RecordingGc) -> None:
+    freezer = GcFreezer(enabled=False)
+    freezer.after_relist()
+    freezer.after_session()
+    assert fake_gc.calls == []
+
+
+def test_the_freezer_leaves_a_disabled_collector_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    recording = RecordingGc(enabled=False)
+    monkeypatch.setattr(gcfreeze, "gc", recording)
+    GcFreezer(enabled=True).after_relist()
+    assert recording.calls == []
+
+
+def test_a_relist_freezes_once_and_the_cache_keeps_what_it_listed(
+    fake_gc: RecordingGc,
+) -> None:
+    api = Api({"nodes": [NODE], "queues": [QUEUE], "pods": [pod("a"), pod("b")]})
+    sched = Scheduler(api, ControllerSettings(), gc_freeze=True)  # type: ignore[arg-type]
+    sched.relist()
+    assert [name for name, _ in fake_gc.calls].count("freeze") == 1
+    assert fake_gc.calls[-1] == ("freeze", ())  # after the last kind was listed
+    assert sched.cache.get(CachedKind.POD, "uid-a") is not None
+    assert sched.cache.get(CachedKind.POD, "uid-b") is not None
+    sched.close()
+
+
+def test_a_session_freezes_after_it_applied_and_binds_still_go_out(
+    fake_gc: RecordingGc,
+) -> None:
+    api = Api()
+    sched = Scheduler(api, ControllerSettings(), gc_freeze=True)  # type: ignore[arg-type]
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    sched.cache.replace(CachedKind.POD, [pod("a")])
+    assert sched.run_once().wait_for_binds(10) == (1, 0)
+    assert fake_gc.calls == [("collect", (1,)), ("freeze", ())]
+    sched.close()
+
+
+def test_a_real_freeze_loses_no_cached_object() -> None:
+    """The real collector: frozen objects stay reachable and are still freed by refcount."""
+    sched = Scheduler(Api(), ControllerSettings(), gc_freeze=True)  # type: ignore[arg-type]
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    sched.cache.replace(CachedKind.POD, [pod("a")])
+    try:
+        sched.gc.after_session()
+        assert gc.get_freeze_count() > 0
+        assert sched.cache.get(CachedKind.POD, "uid-a") is not None
+        assert sched.run_once().wait_for_binds(10) == (1, 0)
+    finally:
+        gc.unfreeze()  # give the test process its collector back
+        sched.close()
