@@ -9,6 +9,8 @@ event is repaired.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -130,6 +132,22 @@ def register_scheduler(
 async def scheduling_loop(scheduler: Scheduler) -> None:
     """Sessions on pending work and at least every `schedule_period`; never dies.
 
+    The loop runs in one worker thread for its whole life (`run_sessions`); cancelling this
+    coroutine stops it after the session in progress. Two event-loop hops per session (a
+    thread for the wait, one for the session, their futures chained back) were ~5 % of the
+    scheduler's GIL time in a 5,000-pod burst.
+    """
+    stop = threading.Event()
+    try:
+        await asyncio.to_thread(run_sessions, scheduler, stop)
+    finally:
+        stop.set()
+        scheduler.cache.work.set()  # a wait in progress returns at once
+
+
+def run_sessions(scheduler: Scheduler, stop: threading.Event) -> None:
+    """The session loop's body, until `stop` is set.
+
     A session starts `schedule_batch_gap` after the cache signals work (so a burst of pods
     shares one session), and otherwise when `schedule_period` has passed since the last one,
     for the periodic actions (reclaim, preempt, backfill). The gap is at least as long as the
@@ -140,24 +158,24 @@ async def scheduling_loop(scheduler: Scheduler) -> None:
     """
     settings = scheduler.settings
     work = scheduler.cache.work
-    loop = asyncio.get_running_loop()
-    last_relist = last_session = loop.time()
+    last_relist = last_session = time.monotonic()
     took = 0.0
-    while True:
-        remaining = settings.schedule_period - (loop.time() - last_session)
-        if remaining > 0 and await asyncio.to_thread(work.wait, remaining):
+    while not stop.is_set():
+        remaining = settings.schedule_period - (time.monotonic() - last_session)
+        if remaining > 0 and work.wait(remaining):
             gap = max(settings.schedule_batch_gap, took)
-            await asyncio.sleep(min(gap, settings.schedule_period))
+            if stop.wait(min(gap, settings.schedule_period)):
+                break
+        if stop.is_set():
+            break
         work.clear()
-        last_session = loop.time()
+        last_session = time.monotonic()
         try:
-            await asyncio.to_thread(scheduler.run_once)
-            took = loop.time() - last_session
-            if loop.time() - last_relist >= settings.resync_period:
-                last_relist = loop.time()
-                await asyncio.to_thread(scheduler.relist)
-        except asyncio.CancelledError:
-            raise
+            scheduler.run_once()
+            took = time.monotonic() - last_session
+            if time.monotonic() - last_relist >= settings.resync_period:
+                last_relist = time.monotonic()
+                scheduler.relist()
         except Exception:
             log.exception("scheduling round failed; continuing")
-            await asyncio.sleep(min(settings.schedule_period, 1.0))  # no hot loop on a bug
+            stop.wait(min(settings.schedule_period, 1.0))  # no hot loop on a bug

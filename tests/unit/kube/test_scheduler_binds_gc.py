@@ -1,4 +1,4 @@
-"""Binds sent in batches, and the collector freezer (issue 19's CPU per pod and p99).
+"""Binds in batches, the collector freezer, the loop's own thread (issue 19: CPU per pod, p99).
 
 A session's binds go to the pool as a few batches instead of one work item per pod; each
 pod still gets its own Binding request. The freezer moves the cache's objects out of the
@@ -9,14 +9,19 @@ test process.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
+import threading
+import time
 from typing import Any
 
 import pytest
 
 from koordqueue.kube.scheduler import gcfreeze
-from koordqueue.kube.scheduler.cache import CachedKind
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.gcfreeze import GcFreezer
+from koordqueue.kube.scheduler.operator import run_sessions, scheduling_loop
 from koordqueue.kube.scheduler.scheduler import BIND_BATCH, Scheduler, bind_batches
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import Bind
@@ -192,3 +197,62 @@ def test_a_real_freeze_loses_no_cached_object() -> None:
     finally:
         gc.unfreeze()  # give the test process its collector back
         sched.close()
+
+
+# --- the session loop's thread ---------------------------------------------------------------
+class LoopScheduler:
+    """What run_sessions needs of a Scheduler; its session fails when told to."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.settings = ControllerSettings(schedule_period=0.05, schedule_batch_gap=0.0)
+        self.cache = SchedulerCache()
+        self.sessions = 0
+        self.fail = fail
+        self.ran_twice = threading.Event()
+
+    def run_once(self) -> None:
+        self.sessions += 1
+        if self.sessions >= 2:
+            self.ran_twice.set()
+        if self.fail:
+            raise RuntimeError("a bug in a session")
+
+    def relist(self) -> None:
+        return None
+
+
+def test_a_stopped_loop_runs_no_session() -> None:
+    sched = LoopScheduler()
+    stop = threading.Event()
+    stop.set()
+    run_sessions(sched, stop)  # type: ignore[arg-type]
+    assert sched.sessions == 0
+
+
+def test_a_failing_session_does_not_end_the_loop() -> None:
+    sched = LoopScheduler(fail=True)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_sessions, args=(sched, stop))
+    thread.start()
+    try:
+        assert sched.ran_twice.wait(10), "the loop died with its first session"
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_cancelling_the_loop_stops_its_thread() -> None:
+    sched = LoopScheduler()
+
+    async def main() -> None:
+        task = asyncio.create_task(scheduling_loop(sched))  # type: ignore[arg-type]
+        await asyncio.to_thread(sched.ran_twice.wait, 10)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())  # returns only once the loop's thread has ended (executor shutdown)
+    count = sched.sessions
+    time.sleep(0.15)  # three periods: a live loop would have run sessions
+    assert sched.sessions == count
