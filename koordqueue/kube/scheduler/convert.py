@@ -246,12 +246,83 @@ def spread_constraints(
     return tuple(out)
 
 
+REQUESTS_MEMO_SIZE = 4096
+"""Distinct pod resource specs whose effective request is kept (cleared when full)."""
+_requests_memo: dict[tuple[object, ...], Resources] = {}
+
+
+def _amounts_key(values: object) -> tuple[object, ...] | None:
+    """A resource list as a hashable key; None when it is not a plain mapping."""
+    if not values:
+        return ()
+    if not isinstance(values, Mapping):
+        return None
+    return tuple(sorted(values.items()))
+
+
+def _resources_key(container: Mapping[str, Any]) -> tuple[object, ...] | None:
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        return None
+    limits = _amounts_key(resources.get("limits"))
+    requests = _amounts_key(resources.get("requests"))
+    if limits is None or requests is None:
+        return None
+    return (limits, requests)
+
+
+def requests_key(spec: Mapping[str, Any]) -> tuple[object, ...] | None:
+    """Everything `pod_requests` reads of a pod spec, as a hashable key (None: not keyable).
+
+    The containers' limits and requests, the init containers' with their restartPolicy
+    (sidecars are summed), and the overhead.
+    """
+    parts: list[object] = []
+    for container in spec.get("containers") or ():
+        key = _resources_key(container) if isinstance(container, Mapping) else None
+        if key is None:
+            return None
+        parts.append(key)
+    inits = spec.get("initContainers")
+    if inits:
+        parts.append("init")
+        for container in inits:
+            key = _resources_key(container) if isinstance(container, Mapping) else None
+            if key is None:
+                return None
+            parts.append((container.get("restartPolicy"), key))
+    overhead = _amounts_key(spec.get("overhead"))
+    if overhead is None:
+        return None
+    parts.append(("overhead", overhead))
+    return tuple(parts)
+
+
+def effective_requests(spec: Mapping[str, Any], key: str) -> Resources:
+    """`pod_requests(spec)`, parsed once per distinct resource spec: the pods of a workload
+    share one, and parsing the quantities was most of converting a new pod. Resources are
+    immutable, so the tasks share the result. Errors are not kept (raised each time)."""
+    try:
+        memo_key = requests_key(spec)
+        found = _requests_memo.get(memo_key) if memo_key is not None else None
+    except TypeError:  # an unhashable amount: parse it as it is
+        memo_key = found = None
+    if found is not None:
+        return found
+    request = pod_requests(spec, key)
+    if memo_key is not None:
+        if len(_requests_memo) >= REQUESTS_MEMO_SIZE:
+            _requests_memo.clear()
+        _requests_memo[memo_key] = request
+    return request
+
+
 def task_info(pod: Obj) -> TaskInfo:
     """A pod as a task; an unparsable request counts as empty (and is logged)."""
     spec = pod.get("spec") or {}
     m = meta(pod)
     try:
-        request = pod_requests(spec, pod_key(pod))
+        request = effective_requests(spec, pod_key(pod))
     except InvalidJobError as exc:
         log.warning("pod has an invalid resource request", pod=pod_key(pod), error=str(exc))
         request = Resources()
