@@ -12,11 +12,13 @@ walks; freezing is O(1) (a list splice). The freezer freezes:
 - after each relist, after one full collection (`gc.unfreeze(); gc.collect(); gc.freeze()`):
   the new listings are frozen and whatever cyclic garbage was frozen since the last relist
   is reclaimed (the relist's own allocations would have triggered that full pass anyway);
-- after each session, after a young collection (`gc.collect(1)`): what survived it is live
-  (the pods decoded since the last session, the assumed placements), so later collections
-  skip it. Cyclic garbage already in the old generation at that moment (objects that were
-  alive through two young collections, e.g. a session in progress while one ran) is frozen
-  with it and waits for the next relist: a bounded leak (a session leaves ~300 such objects).
+- after a session, at most every `SESSION_FREEZE_INTERVAL` seconds, after a young
+  collection (`gc.collect(1)`): what survived it is live (the pods decoded since the last
+  freeze, the assumed placements), so later collections skip it. (Every session, dozens a
+  second in a burst, the young collections alone were ~3 % of the scheduler's GIL time.)
+  Cyclic garbage already in the old generation at that moment (objects that were alive
+  through two young collections, e.g. a session in progress while one ran) is frozen with
+  it and waits for the next relist: a bounded leak (a session leaves ~300 such objects).
 
 Objects freed by reference counting leave the permanent generation as they go, so a frozen
 pod deleted later costs nothing. With the collector disabled by the embedding process, the
@@ -27,13 +29,25 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
+from collections.abc import Callable
+
+SESSION_FREEZE_INTERVAL = 1.0
+"""Seconds between freezes after sessions: at most this much young survivors reach the old
+generation, whose full passes stay small."""
 
 
 class GcFreezer:
     """Freezes after relists and sessions (see the module doc); `enabled=False`: a no-op."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(
+        self, enabled: bool, clock: Callable[[], float] = time.monotonic,
+        interval: float = SESSION_FREEZE_INTERVAL,
+    ) -> None:
         self.enabled = enabled
+        self.clock = clock
+        self.interval = interval
+        self._last = float("-inf")
         self.freezes = 0
         """How many times this freezer froze (tests, metrics)."""
         self._lock = threading.Lock()  # a relist (resync) and a session may end together
@@ -47,12 +61,17 @@ class GcFreezer:
             gc.collect()
             gc.freeze()
             self.freezes += 1
+            self._last = self.clock()
 
     def after_session(self) -> None:
-        """Freeze what survived a young collection: the objects decoded since the last one."""
+        """Freeze what survived a young collection, unless the last freeze was recent."""
         if not self.enabled or not gc.isenabled():
             return
         with self._lock:
+            now = self.clock()
+            if now - self._last < self.interval:
+                return
             gc.collect(1)
             gc.freeze()
             self.freezes += 1
+            self._last = now

@@ -143,6 +143,27 @@ def test_after_session_freezes_what_a_young_collection_left(fake_gc: RecordingGc
     assert fake_gc.calls == [("collect", (1,)), ("freeze", ())]
 
 
+def test_sessions_within_the_interval_freeze_once(fake_gc: RecordingGc) -> None:
+    now = [100.0]
+    freezer = GcFreezer(enabled=True, clock=lambda: now[0], interval=1.0)
+    freezer.after_session()
+    now[0] += 0.5
+    freezer.after_session()  # too soon: nothing
+    assert fake_gc.calls == [("collect", (1,)), ("freeze", ())]
+    now[0] += 0.6
+    freezer.after_session()
+    assert fake_gc.calls[2:] == [("collect", (1,)), ("freeze", ())]
+
+
+def test_a_relist_counts_as_the_last_freeze(fake_gc: RecordingGc) -> None:
+    now = [100.0]
+    freezer = GcFreezer(enabled=True, clock=lambda: now[0], interval=1.0)
+    freezer.after_relist()
+    now[0] += 0.5
+    freezer.after_session()
+    assert [name for name, _ in fake_gc.calls] == ["unfreeze", "collect", "freeze"]
+
+
 def test_a_disabled_freezer_touches_no_collector_state(fake_gc: RecordingGc) -> None:
     freezer = GcFreezer(enabled=False)
     freezer.after_relist()
