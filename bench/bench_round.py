@@ -38,14 +38,17 @@ from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
 
 QUOTAS = 10
-POLICIES = ("Priority", "Intelligent", "Block")
+POLICIES = ("Priority", "Intelligent", "Block", "Intelligent/low")
+"""`Intelligent/low`: an Intelligent queue whose units are all below its priority threshold
+(each round is one pass over them all, none blocks); the others: priorities 0-6."""
 
 
 def backlog(policy: str, units: int, *, skip_unchanged: bool = True) -> AdmissionEngine:
     engine = AdmissionEngine(oversell_rate="1", skip_unchanged=skip_unchanged)
+    low = policy.endswith("/low")
     for q in range(QUOTAS):
         engine.upsert_quota(QuotaSpec(f"q{q}", max=Resources.of(cpu="10")))
-        engine.upsert_queue(f"q{q}", policy, None)
+        engine.upsert_queue(f"q{q}", policy.removesuffix("/low"), None)
     for i in range(units):
         engine.upsert_unit(
             QueueUnit(
@@ -53,7 +56,7 @@ def backlog(policy: str, units: int, *, skip_unchanged: bool = True) -> Admissio
                 f"u{i}",
                 uid=f"u{i}",
                 resource=Resources.of(cpu="1"),
-                priority=i % 7,
+                priority=0 if low else i % 7,
                 labels={QUOTA_NAME_LABEL: f"q{i % QUOTAS}"},
                 created=float(i),
                 phase=Phase.ENQUEUED,
@@ -105,7 +108,7 @@ def main() -> int:
     cal = calibrate()
     print(cal.line())
     columns = ("full", "idle", "release", "after", "release/full")
-    print(f"{'policy':11s} {'waiting':>7s}  " + "  ".join(f"{c:>16s}" for c in columns)
+    print(f"{'policy':15s} {'waiting':>7s}  " + "  ".join(f"{c:>16s}" for c in columns)
           + "   (ms per round, CPU; x: vs the smallest backlog)")
     for policy in POLICIES:
         base: dict[str, float] = {}
@@ -122,7 +125,7 @@ def main() -> int:
                 f"{v * 1000:8.2f} ({v / base[k]:5.1f}x)" for k, v in times.items()
             )
             release_refs = cal.in_py_refs(times["release"])
-            print(f"{policy:11s} {units:7d}  {cells}   release {release_refs:.4f} py-ref")
+            print(f"{policy:15s} {units:7d}  {cells}   release {release_refs:.4f} py-ref")
     return 0
 
 

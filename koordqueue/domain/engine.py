@@ -769,13 +769,15 @@ class AdmissionEngine:
         if memo is None or memo.policy is not policy:
             memo = self._memos[name] = _Memo(policy)
         usage = _ChainUsage(self.tree, name, self._seen_usage, self._seen_shapes)
-        if policy.offers_window_in_order and not settings.preemption:
+        if policy.offers_in_order(ordered) and not settings.preemption:
+            memo.quiet_order = memo.quiet_key = None  # (kept by the other path only)
             self._serve_in_order(
                 queue, ordered, order=order if ordered is order.units else None,
                 order_id=order_id, memo=memo, usage=usage, now=now, result=result,
                 touched=touched,
             )
             return
+        memo.tail = None  # written otherwise this round: not to be carried later
         quiet = policy.quiet_key(ordered, now)
         if quiet is not None and memo.quiet_order == order_id and memo.quiet_key == quiet:
             outcomes.carry_parts(memo.quiet_outcomes)
@@ -806,8 +808,9 @@ class AdmissionEngine:
         result: RoundResult,
         touched: list[str],
     ) -> None:
-        """`_serve` for a policy that offers its max-depth window in order and keeps no state
-        (Priority, without preemption). `order`: the index `ordered` is (None: a filtered copy).
+        """`_serve` for a policy that offers its max-depth window in order whatever the answers
+        (`QueuePolicy.offers_in_order`: Priority without preemption, an Intelligent queue with
+        only low units). `order`: the index `ordered` is (None: a filtered copy).
 
         Rejections after the last admission form the queue's tail. Next round, once the
         units still to offer are the end of that tail and the chain's usage (up to the
@@ -843,6 +846,7 @@ class AdmissionEngine:
                         if current != tail.usage:
                             failed_usage = current
                         elif n - i <= stable or tail.units[j:] == window[i:]:
+                            policy.rejected_run(tail.units[j:] if j else tail.units, now)
                             new_tail = self._reuse_tail(
                                 tail, j, still_waiting=still_waiting, result=result,
                                 run=(run_units, run_outcomes, run_rejected),

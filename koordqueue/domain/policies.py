@@ -145,6 +145,17 @@ class QueuePolicy(ABC):
     def __init__(self, settings: QueueSettings) -> None:
         self.settings = settings
 
+    def offers_in_order(self, ordered: Sequence[QueueUnit]) -> bool:
+        """True when `candidates(ordered, ...)` yields its max-depth window in order whatever
+        each try's answer, and `feedback` changes nothing the offers depend on (so a run of
+        rejections whose chain did not change may be reused, told with `rejected_run`)."""
+        return self.offers_window_in_order
+
+    def rejected_run(self, units: Sequence[QueueUnit], now: float) -> None:
+        """`feedback(u, False, now)` for each of `units`, in order (units of one quota)."""
+        for unit in units:
+            self.feedback(unit, False, now)
+
     def quiet_key(self, ordered: Sequence[QueueUnit], now: float) -> Hashable | None:
         """A key of the state `skipped()` reads, if `candidates(ordered, now)` would offer no
         unit and change no state; None otherwise (or when the policy cannot tell).
@@ -226,6 +237,9 @@ class PriorityPolicy(QueuePolicy):
     ) -> Iterator[QueueUnit]:
         yield from self._depth_limited(ordered)
 
+    def rejected_run(self, units: Sequence[QueueUnit], now: float) -> None:
+        """(Priority keeps no state.)"""
+
 
 class _Hold(NamedTuple):
     """A blocked quota: since when, and the unit whose failure blocked it."""
@@ -263,6 +277,14 @@ class _QuotaBlockingPolicy(QueuePolicy):
 
     def unit_released(self, unit: QueueUnit) -> None:
         self._blocked.pop(quota_of(unit), None)
+
+    def rejected_run(self, units: Sequence[QueueUnit], now: float) -> None:
+        """The state `feedback` leaves after these rejections: the first blocks its quota
+        unless it is blocked already (every unit of the run has the same quota)."""
+        if units:
+            self._last_tried = now
+            self._last_admitted = False
+            self._blocked.setdefault(quota_of(units[0]), _Hold(now, units[0].key))
 
     def unit_started(self, unit: QueueUnit) -> None:
         """With wait-for-pods-running, a unit whose pods now run lifts every block (Koord-Queue
@@ -468,6 +490,12 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
                 self._low_cursor = 0  # the pass found nothing more: back to the head
             if tried or not self._idle_clear(now):
                 return
+
+    def offers_in_order(self, ordered: Sequence[QueueUnit]) -> bool:
+        """With no high unit waiting (`ordered[0]` has the highest priority), a round is one
+        pass over the low units in order from the head (the cursor is back at the head
+        after every round), each offered whatever the others' answers."""
+        return bool(ordered) and ordered[0].priority < self.settings.priority_threshold
 
     def offer_order(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
         threshold = self.settings.priority_threshold
