@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 
 from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.api.task_info import PlacementKey
 from koordqueue.scheduler.framework.interface import Action
-from koordqueue.scheduler.framework.session import Session
+from koordqueue.scheduler.framework.session import Session, gc_paused
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
 
@@ -79,28 +77,6 @@ def task_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     less = session.task_order_less
     ordered = sorted((_Ordered(t, less) for t in tasks), reverse=True)
     return [o.task for o in ordered]
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block (if it was on), back on after.
-
-    Why: a session's placements allocate ~10^5 short-lived objects (statuses, resource
-    lists, operations, binds) among the ~10^5 long-lived ones of the snapshot and session;
-    the allocation count triggers young collections every few hundred placements and, now
-    and then, a full one that walks every object, 10–20 % of allocate's CPU on
-    bench_allocate's headline. Reference counting still frees everything acyclic at once;
-    cycles made meanwhile are collected at the next collection after the block. Decisions
-    do not depend on it.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class AllocateAction(Action):
@@ -200,4 +176,4 @@ class AllocateAction(Action):
                 break
 
 
-__all__ = ["AllocateAction", "need_continue", "schedulable_jobs"]
+__all__ = ["AllocateAction", "gc_paused", "need_continue", "schedulable_jobs"]

@@ -99,20 +99,28 @@ class JobInfo:
         old = task.status
         if old is status:
             return
-        bucket = self.task_status_index.get(old)
+        index = self.task_status_index
+        uid = task.uid
+        bucket = index.get(old)
         if bucket is not None:
-            bucket.pop(task.uid, None)
-        self.task_status_index.setdefault(status, {})[task.uid] = task
-        was, now = old in ALLOCATED_STATUSES, status in ALLOCATED_STATUSES
-        if was != now:
+            bucket.pop(uid, None)
+        bucket = index.get(status)
+        if bucket is None:
+            bucket = index[status] = {}
+        bucket[uid] = task
+        now = status in ALLOCATED_STATUSES
+        if (old in ALLOCATED_STATUSES) is not now:
             self._account(task.resreq, 1 if now else -1)
-        self._ready += (status in READY_STATUSES) - (old in READY_STATUSES)
+        ready = status in READY_STATUSES
+        if ready is not (old in READY_STATUSES):
+            self._ready += 1 if ready else -1
         task.status = status
 
     def _account(self, res: Resources, sign: int) -> None:
         acc = self._allocated
-        for name, amount in res.as_dict().items():
-            acc[name] = acc.get(name, 0) + sign * amount
+        get = acc.get
+        for name, amount in res.items():  # no copy of the request
+            acc[name] = get(name, 0) + sign * amount
 
     # --- counts (SPEC 3.6) ---------------------------------------------------------------
     def count(self, *statuses: TaskStatus) -> int:

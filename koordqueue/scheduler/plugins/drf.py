@@ -346,22 +346,27 @@ class DrfPlugin(Plugin):
         total = session.total_resource
         # filled on first use from the job as the session opened it (the snapshot's job is
         # never written): a session no longer walks every job at open
-        allocated: dict[str, Resources] = {}
+        # (each job's amounts are a dict changed in place by the events: a placement
+        # builds no resource list)
+        allocated: dict[str, dict[str, int]] = {}
         shares: dict[str, float] = {}
         self.shares = shares
 
+        def held_of(uid: str) -> dict[str, int]:
+            held = allocated.get(uid)
+            if held is None:
+                held = allocated[uid] = dict(session.original_job(uid).allocated_amounts())
+            return held
+
         def allocated_of(uid: str) -> Resources:
-            res = allocated.get(uid)
-            if res is None:
-                res = allocated[uid] = session.original_job(uid).allocated
-            return res
+            return Resources(held_of(uid))
 
         def share_of(uid: str) -> float:
             found = shares.get(uid)
             if found is None:
                 if uid not in session.jobs:
                     return 0.0
-                found = shares[uid] = share(allocated_of(uid), total)
+                found = shares[uid] = share(held_of(uid), total)
             return found
 
         namespaces = self._open_namespaces(session) if self._namespace_order(session) else None
@@ -409,13 +414,11 @@ class DrfPlugin(Plugin):
             def handle(task: TaskInfo) -> None:
                 if task.job not in session.jobs:
                     return
-                res = (
-                    add(allocated_of(task.job), task.resreq)
-                    if sign > 0
-                    else subtract(allocated_of(task.job), task.resreq)
-                )
-                allocated[task.job] = res
-                shares[task.job] = share(res, total)
+                held = held_of(task.job)
+                get = held.get
+                for name, amount in task.resreq.items():  # allocated +/- request, in place
+                    held[name] = get(name, 0) + sign * amount
+                shares[task.job] = share(held, total)
                 if namespaces is not None:
                     namespaces.change(session.jobs[task.job].namespace, task.resreq, sign)
                 if tree is not None:

@@ -11,6 +11,7 @@ from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.resource import (
     EPSILON_NANOS,
+    IGNORED_SCALARS,
     add,
     deserved_share,
     insufficient_in_requested_dims,
@@ -37,15 +38,41 @@ class QueueAttr:
     real_capability: Resources
     guarantee: Resources
     request: Resources = field(default_factory=Resources)
-    allocated: Resources = field(default_factory=Resources)
     inqueue: Resources = field(default_factory=Resources)
     elastic: Resources = field(default_factory=Resources)
     deserved: Resources = field(default_factory=Resources)
     share: float = 0.0
+    held: dict[str, int] = field(default_factory=dict)
+    """The allocated amounts, changed in place by every allocate/deallocate event (one
+    placement must not build a resource list); `allocated` is its immutable view."""
+    _view: Resources | None = None
+
+    @property
+    def allocated(self) -> Resources:
+        """The allocated amounts as a `Resources` (built when asked after a change)."""
+        view = self._view
+        if view is None:
+            view = self._view = Resources(self.held)
+        return view
+
+    @allocated.setter
+    def allocated(self, value: Resources) -> None:
+        self.held = value.as_dict()
+        self._view = value
+
+    def change(self, request: Resources, sign: int) -> None:
+        """allocated += sign * request (the same amounts and names as `allocated + request`),
+        then the share."""
+        held = self.held
+        get = held.get
+        for name, amount in request.items():
+            held[name] = get(name, 0) + sign * amount
+        self._view = None
+        self.update_share()
 
     def update_share(self) -> None:
         """max over deserved's dimensions of allocated/deserved (Volcano's proportion share)."""
-        self.share = deserved_share(self.allocated, self.deserved)
+        self.share = deserved_share(self.held, self.deserved)
 
 
 def _is_empty(res: Resources) -> bool:
@@ -112,7 +139,7 @@ class ProportionPlugin(Plugin):
 
         def overused(queue: QueueInfo) -> bool:
             attr = attrs.get(queue.name)
-            return attr is not None and less_equal(attr.deserved, attr.allocated)
+            return attr is not None and less_equal(attr.deserved, attr.held)
 
         def queue_allocatable(queue: QueueInfo, tasks: list[TaskInfo]) -> bool:
             if not queue.is_open:
@@ -125,7 +152,22 @@ class ProportionPlugin(Plugin):
             return not insufficient_in_requested_dims(future, attr.deserved, total_req)
 
         def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
-            return queue_allocatable(queue, [task])
+            # queue_allocatable(queue, [task]) without the one-task sum and the future list:
+            # on each dimension the task asks for, allocated + request <= deserved
+            if not queue.is_open:
+                return False
+            attr = attrs.get(queue.name)
+            if attr is None:
+                return True
+            held, deserved = attr.held.get, attr.deserved.get
+            for name, amount in task.resreq.items():
+                if (
+                    amount > 0
+                    and name not in IGNORED_SCALARS
+                    and held(name, 0) + amount > deserved(name, 0)
+                ):
+                    return False
+            return True
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:
             victims = []
@@ -160,14 +202,10 @@ class ProportionPlugin(Plugin):
                 attr.inqueue = attr.inqueue + job.min_request()
 
         def on_allocate(task: TaskInfo) -> None:
-            attr = attrs[session.jobs[task.job].queue]
-            attr.allocated = add(attr.allocated, task.resreq)
-            attr.update_share()
+            attrs[session.jobs[task.job].queue].change(task.resreq, 1)
 
         def on_deallocate(task: TaskInfo) -> None:
-            attr = attrs[session.jobs[task.job].queue]
-            attr.allocated = subtract(attr.allocated, task.resreq)
-            attr.update_share()
+            attrs[session.jobs[task.job].queue].change(task.resreq, -1)
 
         session.add_queue_order_fn(self.name, queue_order)
         session.add_overused_fn(self.name, overused)
