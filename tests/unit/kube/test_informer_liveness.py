@@ -330,13 +330,13 @@ def test_a_real_watch_kept_alive_by_bookmarks_is_not_given_up() -> None:
         if len(server.queries) > 1:  # the watch after the first: stay open until the end
             server.release.wait(30)
             return
-        for i in range(8):  # 8 x 0.25 s = 2 s, four times the 0.5 s deadline
-            time.sleep(0.25)
+        for i in range(10):  # 10 x 0.2 s = 2 s, twice the 1 s deadline; a loaded box
+            time.sleep(0.2)  # must stall a send five intervals long to time the watch out
             _send(conn, _bookmark(str(20 + i)))
         _end(conn)  # the server ends the watch (its timeoutSeconds)
 
     with _WatchServer([bookmarks]) as server:
-        informer = _informer_on(server, lambda t, o: None, idle=0.5)
+        informer = _informer_on(server, lambda t, o: None, idle=1.0)
         before = _idle_restarts()
         informer.start(([], "10"))
         try:
@@ -346,5 +346,5 @@ def test_a_real_watch_kept_alive_by_bookmarks_is_not_given_up() -> None:
         finally:
             informer.stop(timeout=2)
     assert len(server.queries) == 2, server.queries
-    assert server.queries[1]["resourceVersion"] == ["27"]  # from the last bookmark
+    assert server.queries[1]["resourceVersion"] == ["29"]  # from the last bookmark
     assert _idle_restarts() == before
