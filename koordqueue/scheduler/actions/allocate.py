@@ -73,7 +73,11 @@ class _Ordered:
 
 def task_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     """The tasks in reverse task order: `pop()` gives the next one, as the priority queue of
-    Volcano's allocate would. Sorted once (fewer comparisons than a heap's pops)."""
+    Volcano's allocate would. Sorted once (fewer comparisons than a heap's pops), by the
+    plugins' sort keys when every enabled task order has one (the same total order)."""
+    key = session.task_order_key()
+    if key is not None:
+        return sorted(tasks, key=key, reverse=True)
     less = session.task_order_less
     ordered = sorted((_Ordered(t, less) for t in tasks), reverse=True)
     return [o.task for o in ordered]

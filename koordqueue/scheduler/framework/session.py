@@ -63,6 +63,8 @@ from koordqueue.scheduler.framework.util import PriorityQueue
 JobOrderFn = Callable[[JobInfo, JobInfo], int]
 QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
 TaskOrderFn = Callable[[TaskInfo, TaskInfo], int]
+TaskOrderKey = Callable[[TaskInfo], Any]
+"""A sort key that orders tasks exactly like a plugin's task order function."""
 PrePredicateFn = Callable[[TaskInfo], str | None]
 BestNodeFn = Callable[[TaskInfo, list[tuple[NodeInfo, float]]], NodeInfo | None]
 JobReadyFn = Callable[[JobInfo], bool]
@@ -253,6 +255,7 @@ class Session:
         self._enqueued: list[JobEnqueuedFn] = []
         self._resolved: dict[ExtensionPoint, list[list[tuple[str, Callable[..., Any]]]]] = {}
         self._flat_cache: dict[ExtensionPoint, list[Callable[..., Any]]] = {}
+        self._task_order_keys: dict[str, TaskOrderKey] = {}
         self._options: dict[str, PluginOption] = {}
         self._plugin_time: dict[str, list[float]] = {}
         self.action_durations: dict[str, float] = {}
@@ -540,9 +543,19 @@ class Session:
         """Compare two queues: negative = left first."""
         self._add(ExtensionPoint.QUEUE_ORDER, plugin, fn)
 
-    def add_task_order_fn(self, plugin: str, fn: TaskOrderFn) -> None:
-        """Compare two tasks of one job: negative = left first."""
+    def add_task_order_fn(
+        self, plugin: str, fn: TaskOrderFn, key: TaskOrderKey | None = None
+    ) -> None:
+        """Compare two tasks of one job: negative = left first.
+
+        `key`, when given, must order exactly like `fn` (fn(a, b) < 0 iff key(a) < key(b),
+        0 iff equal): a sort by keys then replaces the comparisons (`task_order_key`).
+        """
         self._add(ExtensionPoint.TASK_ORDER, plugin, fn)
+        if key is None:
+            self._task_order_keys.pop(plugin, None)
+        else:
+            self._task_order_keys[plugin] = key
 
     def add_pre_predicate_fn(self, plugin: str, fn: PrePredicateFn) -> None:
         """Per-task check before any node is looked at; a reason string rejects the task."""
@@ -763,6 +776,23 @@ class Session:
         if answer != 0:
             return answer < 0
         return (left.creation, left.uid) < (right.creation, right.uid)
+
+    def task_order_key(self) -> Callable[[TaskInfo], tuple[Any, ...]] | None:
+        """A sort key giving the order of `task_order_less` (the enabled plugins' keys in
+        tier order, then creation time and uid), or None when an enabled task order
+        function has no key. Why: a job's tasks are sorted once per session; keys are
+        computed once per task instead of a chain of callbacks per comparison."""
+        keys: list[TaskOrderKey] = []
+        for tier in self._tiers(ExtensionPoint.TASK_ORDER):
+            for name, _fn in tier:
+                key = self._task_order_keys.get(name)
+                if key is None:
+                    return None
+                keys.append(key)
+        if len(keys) == 1:
+            only = keys[0]
+            return lambda task: (only(task), task.creation, task.uid)
+        return lambda task: (*(key(task) for key in keys), task.creation, task.uid)
 
     def pre_predicate(self, task: TaskInfo) -> str | None:
         """The first failure reason of any pre-predicate, else None."""

@@ -18,7 +18,9 @@ class PriorityPlugin(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         session.add_task_order_fn(
-            self.name, lambda left, right: _desc(left.priority, right.priority)
+            self.name,
+            lambda left, right: _desc(left.priority, right.priority),
+            key=lambda task: -task.priority,  # the same order: higher priority first
         )
         session.add_job_order_fn(
             self.name, lambda left, right: _desc(left.priority, right.priority)

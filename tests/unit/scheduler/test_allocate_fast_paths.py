@@ -275,3 +275,40 @@ def test_equal_placement_keys_are_one_object() -> None:
     assert a.placement_key() is b.placement_key()
     assert a.static_key() != c.static_key()
     assert b.clone().static_key() is a.static_key()
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-2, 2), st.integers(0, 3), st.integers(0, 30)),
+        min_size=1,
+        max_size=12,
+        unique_by=lambda t: t[2],
+    )
+)
+def test_task_order_keys_sort_like_the_comparisons(
+    specs: list[tuple[int, int, int]],
+) -> None:
+    """allocate's sort by the plugins' task order keys gives the order a heap of the
+    session's comparisons pops (a key with the wrong sign fails this)."""
+    tasks = [
+        TaskInfo(f"t{uid}", f"t{uid}", priority=prio, creation=float(created))
+        for prio, created, uid in specs
+    ]
+    snapshot = ClusterSnapshot([], [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
+    session = open_session(snapshot, DEFAULT)
+    assert session.task_order_key() is not None  # the keyed sort is the one under test
+    assert allocate_module.task_queue(session, tasks) == _heap_queue(session, tasks)
+
+
+def test_task_order_without_a_key_falls_back_to_the_comparisons() -> None:
+    """A task order function registered without a key turns the keyed sort off (the
+    session cannot know its order), and the comparator sort still gives the heap order."""
+    tasks = [TaskInfo(f"t{i}", f"t{i}", priority=i % 2) for i in range(5)]
+    snapshot = ClusterSnapshot([], [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
+    session = open_session(snapshot, DEFAULT)
+    session.add_task_order_fn("priority", lambda left, right: left.priority - right.priority)
+    assert session.task_order_key() is None
+    ordered = allocate_module.task_queue(session, tasks)
+    assert ordered == _heap_queue(session, tasks)
+    assert [t.priority for t in reversed(ordered)] == [0, 0, 0, 1, 1]
