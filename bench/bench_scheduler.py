@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,7 +69,9 @@ def profiled(pid: int, args: argparse.Namespace) -> Iterator[None]:
     if not args.profile_s:
         yield
         return
-    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--gil", "-p", str(pid)]
+    spy = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid)]
+    if not args.profile_threads:
+        spy.append("--gil")  # else every running thread's samples (C work without the GIL too)
     spy += ["-d", str(args.profile_s), "--format", "raw", "-o", args.profile_out]
     proc = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -76,6 +79,13 @@ def profiled(pid: int, args: argparse.Namespace) -> Iterator[None]:
     finally:
         proc.wait(args.profile_s + 30)
         print(f"profile: {args.profile_out}", flush=True)
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, from /proc (system: syscalls, lock waits)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
 def main() -> int:
@@ -93,6 +103,10 @@ def main() -> int:
         help="py-spy (GIL samples, raw) the scheduler for the burst's first S s (skews figures)",
     )
     parser.add_argument("--profile-out", default="/tmp/bench_scheduler.profile.txt")
+    parser.add_argument(
+        "--profile-threads", action="store_true",
+        help="sample every running thread, not only the GIL's holder",
+    )
     parser.add_argument(
         "--period-default", action="store_true",
         help="leave --schedule-period at koordqueue's default (as bench_peers does)",
@@ -119,6 +133,7 @@ def main() -> int:
         if not args.period_default:
             schedule.insert(2, f"--schedule-period={args.period}")
         with component(schedule, args.log) as pid, profiled(pid, args):
+            split_before = cpu_split(pid)
             burst = run_burst(
                 api,
                 POD,
@@ -128,6 +143,7 @@ def main() -> int:
                 pid=pid,
                 clients=args.clients,
             )
+            user_s, system_s = (b - a for a, b in zip(split_before, cpu_split(pid), strict=True))
 
     bound = len(burst.reached)
     stats = summary(burst, "scheduler_to_bind", args.dump)
@@ -139,6 +155,8 @@ def main() -> int:
         **stats,
         "p99_over_period": round(stats["latency_s"]["p99"] / args.period, 2),
         "scheduler_cpu_s": round(burst.cpu_s, 2),
+        "scheduler_user_s": round(user_s, 2),
+        "scheduler_system_s": round(system_s, 2),
         "scheduler_cpu_ms_per_pod": round(1000 * burst.cpu_s / max(bound, 1), 2),
         "scheduler_cpu_py_ref_per_pod": round(
             cal.in_py_refs(burst.cpu_s / max(bound, 1)), 3
