@@ -29,7 +29,7 @@ from koordqueue.domain.effects import (
 )
 from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import UnresolvedReason
-from koordqueue.domain.round import Reject
+from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
 from koordqueue.kube.controller.base import ControllerBase, log, queue_label
 from koordqueue.kube.controller.status import now_string, unit_status_patch
@@ -108,6 +108,14 @@ class EffectChain:
         return PatchUnitStatus(unit.namespace, unit.name, patch, operation=operation).run(apis)
 
 
+def _planned_unit(group: list[Effect]) -> tuple[str, bool]:
+    """(uid, admitted) of one unit's chain (see `AdmissionRounds._unplanned`)."""
+    first = group[0]
+    assert not isinstance(first, QueueEvent)
+    admitted = any(isinstance(e, SetUnitStatus) and e.admission is not None for e in group)
+    return first.unit.uid, admitted
+
+
 class AdmissionRounds(ControllerBase):
     def admission_round(self) -> RoundResult:
         """One round: decide, hand its effects to the writer, export the metrics."""
@@ -121,7 +129,14 @@ class AdmissionRounds(ControllerBase):
             self.round_writes_pending = False
             self.round_writes_done_at = time.monotonic()
 
-        self.execute(effects(result.outcomes.new(), self.reported), written)
+        try:
+            planned = effects(result.outcomes.new(), self.reported)
+        except Exception:
+            # nothing of this round is planned: its new entries must be new again next round
+            self._unplanned([(o.unit.uid, isinstance(o, Admit)) for o in result.outcomes.new()])
+            written()
+            raise
+        self.execute(planned, written)
         self._export_metrics(result)
         metrics.ROUND_DURATION.observe(time.monotonic() - started)
         return result
@@ -134,30 +149,54 @@ class AdmissionRounds(ControllerBase):
         pending = [len(groups)]
         if not groups and done is not None:
             done()
-        for group in groups:
+
+        def taken_in(outcome: ChainOutcome) -> None:
+            self._took_in(outcome)
+            pending[0] -= 1
+            if pending[0] == 0 and done is not None:
+                done()
+
+        for at, group in enumerate(groups):
             first = group[0]
             assert not isinstance(first, QueueEvent)
             uid = first.unit.uid
-            current = self.unit_objects.get(uid)
-            workload: dict[int, Write[Any] | None] = {}
-            consumer = self.consumer_of(current) if current is not None else None
-            for index, effect in enumerate(group):
-                if isinstance(effect, SetUnitStatus) and effect.phase is None:
-                    self.reported[uid] = effect.message  # once per change, even while in flight
-                if consumer is not None and current is not None:
-                    if isinstance(effect, ResumeConsumer):
-                        workload[index] = consumer.resume(current)
-                    elif isinstance(effect, SuspendConsumer):
-                        workload[index] = consumer.suspend(current)
-            chain = EffectChain(tuple(group), current, workload, now_string())
-
-            def taken_in(outcome: ChainOutcome) -> None:
-                self._took_in(outcome)
-                pending[0] -= 1
+            before = self.reported.get(uid)
+            try:
+                current = self.unit_objects.get(uid)
+                workload: dict[int, Write[Any] | None] = {}
+                consumer = self.consumer_of(current) if current is not None else None
+                for index, effect in enumerate(group):
+                    if consumer is not None and current is not None:
+                        if isinstance(effect, ResumeConsumer):
+                            workload[index] = consumer.resume(current)
+                        elif isinstance(effect, SuspendConsumer):
+                            workload[index] = consumer.suspend(current)
+                for effect in group:
+                    if isinstance(effect, SetUnitStatus) and effect.phase is None:
+                        self.reported[uid] = effect.message  # once per change, even in flight
+                chain = EffectChain(tuple(group), current, workload, now_string())
+                self.writer.submit(chain, taken_in, uid)
+            except Exception:
+                # this chain and those after it were never handed to the writer
+                if before is None:
+                    self.reported.pop(uid, None)
+                else:
+                    self.reported[uid] = before
+                self._unplanned([_planned_unit(g) for g in groups[at:]])
+                pending[0] -= len(groups) - at
                 if pending[0] == 0 and done is not None:
                     done()
+                raise
 
-            self.writer.submit(chain, taken_in, uid)
+    def _unplanned(self, units: list[tuple[str, bool]]) -> None:
+        """Units ((uid, admitted this round)) whose effects were planned but never handed to
+        the writer: their record entries are carried from now on, so they are renewed (planned
+        again next round, as the full walk did), and an admission nobody will write is rolled
+        back (decided again next round) rather than held in memory only."""
+        for uid, admitted in units:
+            if admitted:
+                self.engine.rollback(uid)
+            self.engine.renew(uid)
 
     def _took_in(self, outcome: ChainOutcome) -> None:
         for event in outcome.events:
