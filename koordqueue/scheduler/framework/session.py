@@ -64,6 +64,9 @@ JobOrderFn = Callable[[JobInfo, JobInfo], int]
 QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
 TaskOrderFn = Callable[[TaskInfo, TaskInfo], int]
 TaskOrderKey = Callable[[TaskInfo], Any]
+JobOrderKey = Callable[[JobInfo], Any]
+"""A sort key that orders jobs exactly like a plugin's job order function and changes only
+when the job's own tasks change status."""
 """A sort key that orders tasks exactly like a plugin's task order function."""
 PrePredicateFn = Callable[[TaskInfo], str | None]
 BestNodeFn = Callable[[TaskInfo, list[tuple[NodeInfo, float]]], NodeInfo | None]
@@ -256,6 +259,7 @@ class Session:
         self._resolved: dict[ExtensionPoint, list[list[tuple[str, Callable[..., Any]]]]] = {}
         self._flat_cache: dict[ExtensionPoint, list[Callable[..., Any]]] = {}
         self._task_order_keys: dict[str, TaskOrderKey] = {}
+        self._job_order_keys: dict[str, JobOrderKey] = {}
         self._options: dict[str, PluginOption] = {}
         self._plugin_time: dict[str, list[float]] = {}
         self.action_durations: dict[str, float] = {}
@@ -535,9 +539,18 @@ class Session:
         self._resolved.clear()
         self._flat_cache.clear()
 
-    def add_job_order_fn(self, plugin: str, fn: JobOrderFn) -> None:
-        """Compare two jobs: negative = left first, 0 = no opinion."""
+    def add_job_order_fn(self, plugin: str, fn: JobOrderFn, key: JobOrderKey | None = None) -> None:
+        """Compare two jobs: negative = left first, 0 = no opinion.
+
+        `key`, when given, must order exactly like `fn` and change only when the job's own
+        tasks change status (allocate then keeps its job queues by keys taken at push time,
+        see `job_order_key`).
+        """
         self._add(ExtensionPoint.JOB_ORDER, plugin, fn)
+        if key is None:
+            self._job_order_keys.pop(plugin, None)
+        else:
+            self._job_order_keys[plugin] = key
 
     def add_queue_order_fn(self, plugin: str, fn: QueueOrderFn) -> None:
         """Compare two queues: negative = left first."""
@@ -776,6 +789,20 @@ class Session:
         if answer != 0:
             return answer < 0
         return (left.creation, left.uid) < (right.creation, right.uid)
+
+    def job_order_key(self) -> Callable[[JobInfo], tuple[Any, ...]] | None:
+        """A sort key giving the order of `job_order_less` (the enabled plugins' keys in
+        tier order, then creation time and uid), or None when an enabled job order function
+        has no key. A job's key holds while its tasks keep their statuses: allocate, which
+        changes only the tasks of the job it popped, may take it once per push."""
+        keys: list[JobOrderKey] = []
+        for tier in self._tiers(ExtensionPoint.JOB_ORDER):
+            for name, _fn in tier:
+                key = self._job_order_keys.get(name)
+                if key is None:
+                    return None
+                keys.append(key)
+        return lambda job: (*(key(job) for key in keys), job.creation, job.uid)
 
     def task_order_key(self) -> Callable[[TaskInfo], tuple[Any, ...]] | None:
         """A sort key giving the order of `task_order_less` (the enabled plugins' keys in

@@ -426,7 +426,10 @@ class DrfPlugin(Plugin):
 
             return handle
 
-        session.add_job_order_fn(self.name, job_order)
+        # A job's share changes only with its own tasks' events; the namespace weights
+        # change with other jobs' placements, so with namespace order there is no key.
+        job_key = (lambda job: share_of(job.uid)) if namespaces is None else None
+        session.add_job_order_fn(self.name, job_order, key=job_key)
         session.add_preemptable_fn(self.name, preemptable)
         session.add_event_handler(self.name, EventHandler(on_change(1), on_change(-1)))
 

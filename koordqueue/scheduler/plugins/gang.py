@@ -41,7 +41,8 @@ class GangPlugin(Plugin):
             return victims
 
         session.add_job_valid_fn(self.name, valid)
-        session.add_job_order_fn(self.name, job_order)
+        # key: unready (0) before ready (1); readiness changes only with the job's tasks
+        session.add_job_order_fn(self.name, job_order, key=lambda job: 1 if job.is_ready() else 0)
         session.add_job_ready_fn(self.name, lambda job: job.is_ready())
         session.add_job_pipelined_fn(
             self.name, lambda job: Vote.PERMIT if job.is_pipelined() else Vote.REJECT

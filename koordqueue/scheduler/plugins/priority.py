@@ -23,7 +23,9 @@ class PriorityPlugin(Plugin):
             key=lambda task: -task.priority,  # the same order: higher priority first
         )
         session.add_job_order_fn(
-            self.name, lambda left, right: _desc(left.priority, right.priority)
+            self.name,
+            lambda left, right: _desc(left.priority, right.priority),
+            key=lambda job: -job.priority,
         )
 
         def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:

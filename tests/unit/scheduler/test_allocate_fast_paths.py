@@ -1,10 +1,11 @@
 """The allocate fast paths (issue 16, part 2) decide exactly like the plain per-task path.
 
-Two fast paths: the placement engine refreshes the few nodes a placement changed with the
-plugins' scalar twins (`ScalarPredicate` / `ScalarScore`) instead of numpy, and allocate
-sorts a job's tasks once instead of popping a heap. The references here switch both off
-(every refresh through the batch callbacks; a heap popped per task, as before) and must give
-the same session result on random small snapshots.
+Three fast paths: the placement engine refreshes the few nodes a placement changed with the
+plugins' scalar twins (`ScalarPredicate` / `ScalarScore`) instead of numpy; allocate sorts a
+job's tasks once (by the plugins' task order keys) instead of popping a heap; allocate keeps
+its job queues by the plugins' job order keys instead of a heap of comparisons. The
+references here switch them off (every refresh through the batch callbacks; heaps of
+comparisons, as before) and must give the same session result on random small snapshots.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
 )
 from koordqueue.scheduler.framework import placement as placement_module
+from koordqueue.scheduler.framework.config import parse_config
 from koordqueue.scheduler.framework.placement import ScalarPredicate, ScalarScore
 from koordqueue.scheduler.framework.session import Session, open_session
 from koordqueue.scheduler.framework.util import PriorityQueue
@@ -126,12 +128,19 @@ def _heap_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     return out
 
 
+def _comparison_jobs(session: Session) -> PriorityQueue[JobInfo]:
+    """The job queue before the keyed one: a heap of the session's comparisons."""
+    return PriorityQueue(session.job_order_less)
+
+
 @contextmanager
 def plain_path() -> Iterator[None]:
-    """Every refresh through the batch callbacks, the tasks popped from a heap."""
+    """Every refresh through the batch callbacks, the tasks popped from a heap, the jobs
+    kept in a heap of comparisons."""
     with (
         mock.patch.object(placement_module, "_SCALAR_MAX", -1),
         mock.patch.object(allocate_module, "task_queue", _heap_queue),
+        mock.patch.object(allocate_module, "job_queue", _comparison_jobs),
     ):
         yield
 
@@ -312,3 +321,68 @@ def test_task_order_without_a_key_falls_back_to_the_comparisons() -> None:
     ordered = allocate_module.task_queue(session, tasks)
     assert ordered == _heap_queue(session, tasks)
     assert [t.priority for t in reversed(ordered)] == [0, 0, 0, 1, 1]
+
+
+def test_allocate_keeps_jobs_by_keys_with_the_default_plugins() -> None:
+    """priority, gang and drf give job order keys, so allocate's job queues are keyed; drf
+    with namespace order has none (the namespace weights change with other jobs'
+    placements), so the comparisons are used there."""
+    nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 4000}))]
+    tasks = [TaskInfo("t0", "t0", resreq=Resources.from_milli({"cpu": 1000}))]
+    snapshot = ClusterSnapshot(nodes, [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
+    assert isinstance(
+        allocate_module.job_queue(open_session(snapshot, DEFAULT)), allocate_module.KeyedJobQueue
+    )
+    with_namespaces = parse_config(
+        'actions: "enqueue, allocate"\n'
+        "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n"
+        "- plugins:\n  - name: drf\n    enableNamespaceOrder: true\n"
+        "  - name: predicates\n  - name: proportion\n"
+    )
+    session = open_session(snapshot, with_namespaces)
+    assert session.job_order_key() is None
+    assert isinstance(allocate_module.job_queue(session), PriorityQueue)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(1, 3), st.booleans()),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_job_order_keys_pop_like_the_comparisons(
+    specs: list[tuple[int, int, int, bool]],
+) -> None:
+    """A keyed job queue pops jobs (different priorities, creation times, shares and
+    readiness) in the order of a heap of the session's comparisons."""
+    nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 64000}))]
+    jobs = []
+    for j, (prio, created, held, ready) in enumerate(specs):
+        running = TaskInfo(f"j{j}r", f"j{j}r", resreq=Resources.from_milli({"cpu": 1000 * held}))
+        running.status = TaskStatus.RUNNING
+        running.node_name = "n0"
+        pending = TaskInfo(f"j{j}p", f"j{j}p", resreq=Resources.from_milli({"cpu": 1000}))
+        jobs.append(
+            JobInfo(
+                f"j{j}",
+                queue="q",
+                priority=prio,
+                min_available=1 if ready else 2,
+                tasks=[running, pending],
+                creation=float(created),
+            )
+        )
+    session = open_session(ClusterSnapshot(nodes, jobs, [QueueInfo("q")]), DEFAULT)
+    keyed = allocate_module.job_queue(session)
+    assert isinstance(keyed, allocate_module.KeyedJobQueue)
+    plain = _comparison_jobs(session)
+    for job in session.jobs.values():
+        keyed.push(job)
+        plain.push(job)
+    popped = []
+    while not plain.empty():
+        popped.append((keyed.pop().uid, plain.pop().uid))
+    assert keyed.empty()
+    assert [a for a, _ in popped] == [b for _, b in popped]
