@@ -7,6 +7,7 @@ float drift, and sums/comparisons are plain integer arithmetic, which keeps admi
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ _QUANTITY_RE: Final = re.compile(
 )
 _MAX_EXPONENT: Final = 64  # larger decimal exponents are refused rather than allocating huge ints
 _MAX_DIGITS: Final = 1000  # longer mantissas are refused (int() itself stops at 4300 digits)
+_CACHE_SIZE: Final = 4096  # distinct quantity strings remembered (a cluster uses a few dozen)
+_CACHED_LENGTH: Final = 64  # longer strings are parsed each time (the cache stays small)
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 
@@ -60,8 +63,31 @@ class ParsedQuantity:
     format: Format
 
 
+class _Refused(Exception):
+    """Why a quantity string is refused; raised, never returned, so the cache never holds it."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 def parse_quantity(value: object, field: str = "quantity") -> ParsedQuantity:
-    """Parse a quantity string or integer exactly; raise InvalidQuantityError naming `field`."""
+    """Parse a quantity string or integer exactly; raise InvalidQuantityError naming `field`.
+
+    Strings are parsed once each (a bounded cache: every Job and unit event parses the same
+    few, "100m", "1Gi"); a refused string is not cached and raises afresh every time.
+    """
+    if isinstance(value, str):
+        try:
+            if len(value) <= _CACHED_LENGTH:
+                return _parse_cached(value)
+            return _parse_text(value)
+        except _Refused as refused:
+            raise InvalidQuantityError(field, value, refused.reason) from None
+    return parse_quantity_uncached(value, field)
+
+
+def parse_quantity_uncached(value: object, field: str = "quantity") -> ParsedQuantity:
+    """`parse_quantity` without the cache (the reference the cached parse must equal)."""
     if isinstance(value, bool):
         raise InvalidQuantityError(field, value, "expected a string or integer, got a boolean")
     if isinstance(value, int):
@@ -76,17 +102,25 @@ def parse_quantity(value: object, field: str = "quantity") -> ParsedQuantity:
         raise InvalidQuantityError(
             field, value, f"expected a string or integer, got {type(value).__name__}"
         )
+    try:
+        return _parse_text(value)
+    except _Refused as refused:
+        raise InvalidQuantityError(field, value, refused.reason) from None
+
+
+def _parse_text(value: str) -> ParsedQuantity:
+    """Parse a quantity string; raise _Refused with the reason Kubernetes would refuse it."""
     text = value.strip()
     if text != value:
-        raise InvalidQuantityError(field, value, "leading or trailing whitespace")
+        raise _Refused("leading or trailing whitespace")
     match = _QUANTITY_RE.match(text)
     if match is None:
-        raise InvalidQuantityError(field, value, "does not match the quantity syntax")
+        raise _Refused("does not match the quantity syntax")
     int_part, frac_part = match["int"], match["frac"] or ""
     if not int_part and not frac_part:
-        raise InvalidQuantityError(field, value, "no digits")
+        raise _Refused("no digits")
     if len(int_part) + len(frac_part) > _MAX_DIGITS:
-        raise InvalidQuantityError(field, value, f"more than {_MAX_DIGITS} digits")
+        raise _Refused(f"more than {_MAX_DIGITS} digits")
     suffix = match["suffix"]
     mantissa = Fraction(
         int(int_part or "0") * 10 ** len(frac_part) + int(frac_part or "0"), 10 ** len(frac_part)
@@ -101,13 +135,18 @@ def parse_quantity(value: object, field: str = "quantity") -> ParsedQuantity:
     else:
         exponent = int(suffix[1:])
         if abs(exponent) > _MAX_EXPONENT:
-            raise InvalidQuantityError(field, value, f"exponent {exponent} out of range")
+            raise _Refused(f"exponent {exponent} out of range")
         scaled = mantissa * Fraction(10) ** exponent
         fmt = "DecimalExponent"
     nanos = scaled * NANO
     # Kubernetes rounds amounts finer than 1n up (away from zero) to the next nano.
     whole = -((-nanos.numerator) // nanos.denominator)
     return ParsedQuantity(-whole if match["sign"] == "-" else whole, fmt)
+
+
+_parse_cached: Final = functools.lru_cache(maxsize=_CACHE_SIZE)(_parse_text)
+"""`_parse_text`, remembered per string (lru_cache keeps no exceptions: a refused string is
+parsed, and refused, again each time)."""
 
 
 def parse_nanos(value: object, field: str = "quantity") -> int:

@@ -70,7 +70,10 @@ class Resources(Mapping[str, int]):
         for name, value in raw.items():
             if not isinstance(name, str) or not name or len(name) > _NAME_MAX:
                 raise InvalidQuantityError(f"{field}[{name!r}]", value, "invalid resource name")
-            nanos = parse_quantity(value, f"{field}.{name}").nanos
+            try:
+                nanos = parse_quantity(value).nanos
+            except InvalidQuantityError as exc:  # the field is named only when it is needed
+                raise InvalidQuantityError(f"{field}.{name}", value, exc.reason) from None
             if nanos < 0 and not allow_negative:
                 raise InvalidQuantityError(f"{field}.{name}", value, "must not be negative")
             amounts[name] = nanos
