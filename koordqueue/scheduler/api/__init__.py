@@ -10,7 +10,6 @@ from koordqueue.scheduler.api.resource import (
     insufficient,
     less_equal,
     less_equal_in_dims,
-    share,
 )
 from koordqueue.scheduler.api.task_info import (
     ALLOCATED_STATUSES,
@@ -46,5 +45,4 @@ __all__ = [
     "insufficient",
     "less_equal",
     "less_equal_in_dims",
-    "share",
 ]

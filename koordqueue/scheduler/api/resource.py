@@ -39,7 +39,6 @@ __all__ = [
     "min_dims",
     "requested_dims",
     "scale",
-    "share",
     "subtract",
     "sum_resources",
     "volcano_empty",
@@ -86,19 +85,6 @@ def insufficient(request: Resources, available: Mapping[str, int]) -> list[str]:
     return sorted(
         name for name, amount in request.items() if amount > available.get(name, 0) + EPSILON_NANOS
     )
-
-
-def share(allocated: Mapping[str, int], total: Mapping[str, int]) -> float:
-    """Dominant share: max over resources of allocated/total (0/0 = 0, x/0 = 1)."""
-    best = 0.0
-    get = total.get
-    for name, amount in allocated.items():
-        if amount <= 0:
-            continue
-        whole = get(name, 0)
-        ratio = 1.0 if whole <= 0 else amount / whole
-        best = max(best, ratio)
-    return best
 
 
 def scale(resources: Mapping[str, int], factor: float | Fraction) -> Resources:

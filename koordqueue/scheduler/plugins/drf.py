@@ -99,6 +99,22 @@ def share(allocated: Mapping[str, int], total: Mapping[str, int]) -> float:
     return best
 
 
+def offered_dims(total: Mapping[str, int]) -> list[tuple[str, int]]:
+    """The (resource, amount) pairs `share` divides by: those the cluster offers (> 0)."""
+    return [(name, whole) for name, whole in total.items() if whole > 0]
+
+
+def share_in(allocated: Mapping[str, int], offered: list[tuple[str, int]]) -> float:
+    """`share(allocated, total)` with total's offered dimensions listed once (`offered_dims`):
+    the same ratios in the same order, so the same float; asked once per placement."""
+    best = 0.0
+    held = allocated.get
+    for name, whole in offered:
+        ratio = held(name, 0) / whole
+        best = max(best, ratio)
+    return best
+
+
 def dominant_share(allocated: Mapping[str, float], total: Mapping[str, float]) -> float:
     """Volcano's calculateShare: max over the cluster's resources of allocated / total
     (resources the cluster lacks are not counted)."""
@@ -349,6 +365,7 @@ class DrfPlugin(Plugin):
         # (each job's amounts are a dict changed in place by the events: a placement
         # builds no resource list)
         allocated: dict[str, dict[str, int]] = {}
+        offered = offered_dims(total)
         shares: dict[str, float] = {}
         self.shares = shares
 
@@ -366,7 +383,7 @@ class DrfPlugin(Plugin):
             if found is None:
                 if uid not in session.jobs:
                     return 0.0
-                found = shares[uid] = share(held_of(uid), total)
+                found = shares[uid] = share_in(held_of(uid), offered)
             return found
 
         namespaces = self._open_namespaces(session) if self._namespace_order(session) else None
@@ -418,7 +435,7 @@ class DrfPlugin(Plugin):
                 get = held.get
                 for name, amount in task.resreq.items():  # allocated +/- request, in place
                     held[name] = get(name, 0) + sign * amount
-                shares[task.job] = share(held, total)
+                shares[task.job] = share_in(held, offered)
                 if namespaces is not None:
                     namespaces.change(session.jobs[task.job].namespace, task.resreq, sign)
                 if tree is not None:

@@ -13,7 +13,6 @@ from koordqueue.scheduler.api.resource import (
     EPSILON_NANOS,
     IGNORED_SCALARS,
     add,
-    deserved_share,
     insufficient_in_requested_dims,
     less_equal,
     min_dims,
@@ -46,6 +45,8 @@ class QueueAttr:
     """The allocated amounts, changed in place by every allocate/deallocate event (one
     placement must not build a resource list); `allocated` is its immutable view."""
     _view: Resources | None = None
+    _share_dims: tuple[Resources, list[tuple[str, int]]] | None = None
+    """(the deserved they were taken from, its dimensions that count for the share)."""
 
     @property
     def allocated(self) -> Resources:
@@ -71,8 +72,21 @@ class QueueAttr:
         self.update_share()
 
     def update_share(self) -> None:
-        """max over deserved's dimensions of allocated/deserved (Volcano's proportion share)."""
-        self.share = deserved_share(self.held, self.deserved)
+        """max over deserved's dimensions of allocated/deserved (Volcano's proportion share).
+
+        `deserved_share` with the deserved's non-zero dimensions listed once per deserved
+        (the same ratios in the same order: the same float); asked once per placement.
+        """
+        deserved = self.deserved
+        cached = self._share_dims
+        if cached is None or cached[0] is not deserved:
+            dims = [(n, whole) for n, whole in deserved.items() if whole >= EPSILON_NANOS]
+            cached = self._share_dims = (deserved, dims)
+        best = 0.0
+        get = self.held.get
+        for name, whole in cached[1]:
+            best = max(best, get(name, 0) / whole)
+        self.share = best
 
 
 def _is_empty(res: Resources) -> bool:
