@@ -108,6 +108,9 @@ class ControllerBase:
         self.quota_objects: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) ->
         self.reported: dict[str, str] = {}  # uid -> last status message written (or in flight)
         self.queue_errors: dict[str, str] = {}
+        self.queues_folded: dict[str, tuple[object, dict[str, Any] | None]] = {}
+        """Queue name -> (what of it was last folded, the quota object it was checked
+        against): an event that changes neither is skipped (queues.py)."""
         self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self.queue_usage = QueueUsageWriter(api, self.settings.namespace)
         self.usage_cadence = metrics.Cadence()  # this controller's, so rounds of another don't

@@ -1,8 +1,15 @@
-"""Queues: policy and annotations folded into the engine; drift from the quota reverted."""
+"""Queues: policy and annotations folded into the engine; drift from the quota reverted.
+
+The controller's own usage-annotation writes (quota_status.py: every changed quota's Queue on
+each usage cadence during a burst) come back as Queue events. An event that differs from the
+Queue last folded only in those annotations (or in bookkeeping: resourceVersion,
+managedFields), with the same quota object behind it, is skipped: no drift check, no engine
+update, no round woken.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from koordqueue.domain import names
 from koordqueue.domain.effects import queue_effects
@@ -10,6 +17,28 @@ from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.kube.controller.base import DELETED, ControllerBase, log, meta
 from koordqueue.kube.controller.writes import ApplyQueue
 from koordqueue.kube.queue_sync import queue_drifted
+
+USAGE_ANNOTATIONS: Final = frozenset(
+    {
+        names.QUEUE_USED_ANNOTATION,
+        names.QUEUE_GUARANTEED_USED_ANNOTATION,
+        names.QUEUE_SELF_USED_ANNOTATION,
+        names.QUEUE_SELF_GUARANTEED_USED_ANNOTATION,
+        names.QUEUE_CHILDREN_USED_ANNOTATION,
+        names.QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION,
+    }
+)
+"""The annotations the controller writes on Queues (usage, quota_status.py); the engine
+does not read them."""
+
+
+def _folded_part(obj: dict[str, Any]) -> object:
+    """What of a Queue the controller reads: uid, spec, labels, annotations but usage."""
+    m = meta(obj)
+    annotations = m.get("annotations") or {}
+    if not USAGE_ANNOTATIONS.isdisjoint(annotations):
+        annotations = {k: v for k, v in annotations.items() if k not in USAGE_ANNOTATIONS}
+    return (m.get("uid"), obj.get("spec"), m.get("labels") or {}, annotations or {})
 
 
 class QueueHandlers(ControllerBase):
@@ -21,11 +50,15 @@ class QueueHandlers(ControllerBase):
         quota = self.quota_object(name)
         ns = self.settings.namespace
         if event_type == DELETED:
+            self.queues_folded.pop(name, None)
             if quota is not None:  # deleted by hand while its quota lives: put it back
                 self.writer.submit(ApplyQueue(quota, ns))
             else:
                 self.engine.remove_queue(name)
             return
+        folded = self.queues_folded.get(name)
+        if folded is not None and folded[1] is quota and folded[0] == _folded_part(obj):
+            return  # e.g. our own usage annotations coming back
         if quota is not None and queue_drifted(obj, derive_queue(quota, ns)):
             log.info("queue drifted from its quota; reverting", queue=name)
             drifted = obj  # served as it is if the revert is refused, as before it
@@ -34,6 +67,7 @@ class QueueHandlers(ControllerBase):
             )
             return
         self.fold_queue(obj)
+        self.queues_folded[name] = (_folded_part(obj), quota)  # not drifted: skip its echoes
 
     def fold_queue(self, obj: dict[str, Any]) -> None:
         """The Queue's policy and annotations into the engine; one event per new error."""
