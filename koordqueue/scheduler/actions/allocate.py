@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.api.task_info import PlacementKey
 from koordqueue.scheduler.framework.interface import Action
-from koordqueue.scheduler.framework.session import Session, gc_paused
+from koordqueue.scheduler.framework.session import JobQueue, Session, gc_paused
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
 
@@ -85,49 +83,6 @@ def task_queue(session: Session, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
     return [o.task for o in ordered]
 
 
-class KeyedJobQueue:
-    """A job queue ordered by keys taken at push time (`Session.job_order_key`).
-
-    Why: a heap of comparisons asks every job order plugin twice per comparison, ~16
-    comparisons per pop; a key is computed once per push. The same pops as the session's
-    comparisons: a job's key holds while its tasks keep their statuses, and allocate only
-    changes the tasks of the job it popped (pushed again with a fresh key); the keys end
-    with creation time and uid, a total order, so the minimum is unique.
-    """
-
-    __slots__ = ("_count", "_heap", "_key")
-
-    def __init__(self, key: Callable[[JobInfo], tuple[Any, ...]]) -> None:
-        self._key = key
-        self._heap: list[tuple[tuple[Any, ...], int, JobInfo]] = []
-        self._count = 0  # a tie-break that never reaches the job (uids make keys unique)
-
-    def push(self, job: JobInfo) -> None:
-        """Insert a job under its current key."""
-        self._count += 1
-        heapq.heappush(self._heap, (self._key(job), self._count, job))
-
-    def pop(self) -> JobInfo:
-        """Remove and return the first job."""
-        return heapq.heappop(self._heap)[2]
-
-    def empty(self) -> bool:
-        """True when nothing is queued."""
-        return not self._heap
-
-
-JobQueue = PriorityQueue[JobInfo] | KeyedJobQueue
-
-
-def job_queue(session: Session) -> JobQueue:
-    """An empty job queue in the session's job order: keyed when every enabled job order
-    plugin has a key, else a heap of the comparisons."""
-    key = session.job_order_key()
-    if key is not None:
-        return KeyedJobQueue(key)
-    return PriorityQueue(session.job_order_less)
-
-
 class AllocateAction(Action):
     """SPEC 3.4: pick queue (skipping overused), job, task; pre-predicate, predicate, score;
     allocate on idle or pipeline onto future idle; commit only when the job is ready."""
@@ -150,7 +105,7 @@ class AllocateAction(Action):
                 continue
             wanted[job.uid] = mine
             if job.queue not in jobs_by_queue:
-                jobs_by_queue[job.queue] = job_queue(session)
+                jobs_by_queue[job.queue] = session.job_queue()
                 queues.push(session.queues[job.queue])
             jobs_by_queue[job.queue].push(job)
         pending: dict[str, list[TaskInfo]] = {}
@@ -227,9 +182,7 @@ class AllocateAction(Action):
 
 __all__ = [
     "AllocateAction",
-    "KeyedJobQueue",
     "gc_paused",
-    "job_queue",
     "need_continue",
     "schedulable_jobs",
 ]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from koordqueue.scheduler.api import JobInfo, PodGroupPhase, QueueInfo
+from koordqueue.scheduler.api import PodGroupPhase, QueueInfo
 from koordqueue.scheduler.framework.interface import Action
-from koordqueue.scheduler.framework.session import Session
+from koordqueue.scheduler.framework.session import JobQueue, Session
 from koordqueue.scheduler.framework.util import PriorityQueue
 
 
@@ -16,13 +16,13 @@ class EnqueueAction(Action):
 
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
-        jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        jobs_by_queue: dict[str, JobQueue] = {}
         for job in session.scan_jobs():
             if not job.is_pending():
                 continue
             queue = session.queues[job.queue]
             if queue.name not in jobs_by_queue:
-                jobs_by_queue[queue.name] = PriorityQueue(session.job_order_less)
+                jobs_by_queue[queue.name] = session.job_queue()
                 queues.push(queue)
             jobs_by_queue[queue.name].push(job)
         while not queues.empty():

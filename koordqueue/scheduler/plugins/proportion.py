@@ -85,7 +85,9 @@ class QueueAttr:
         best = 0.0
         get = self.held.get
         for name, whole in cached[1]:
-            best = max(best, get(name, 0) / whole)
+            ratio = get(name, 0) / whole
+            if ratio > best:  # noqa: PLR1730 - max(): a call per dimension, per placement
+                best = ratio
         self.share = best
 
 

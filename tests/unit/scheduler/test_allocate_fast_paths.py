@@ -2,10 +2,11 @@
 
 Three fast paths: the placement engine refreshes the few nodes a placement changed with the
 plugins' scalar twins (`ScalarPredicate` / `ScalarScore`) instead of numpy; allocate sorts a
-job's tasks once (by the plugins' task order keys) instead of popping a heap; allocate keeps
-its job queues by the plugins' job order keys instead of a heap of comparisons. The
-references here switch them off (every refresh through the batch callbacks; heaps of
-comparisons, as before) and must give the same session result on random small snapshots.
+job's tasks once (by the plugins' task order keys) instead of popping a heap; enqueue and
+allocate keep their job queues by the plugins' job order keys instead of a heap of
+comparisons. The references here switch them off (every refresh through the batch
+callbacks; heaps of comparisons, as before) and must give the same session result on
+random small snapshots.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from koordqueue.scheduler.api import (
 from koordqueue.scheduler.framework import placement as placement_module
 from koordqueue.scheduler.framework.config import parse_config
 from koordqueue.scheduler.framework.placement import ScalarPredicate, ScalarScore
-from koordqueue.scheduler.framework.session import Session, open_session
+from koordqueue.scheduler.framework.session import KeyedJobQueue, Session, open_session
 from koordqueue.scheduler.framework.util import PriorityQueue
 
 from .builders import DEFAULT_TIERS, config
@@ -140,7 +141,7 @@ def plain_path() -> Iterator[None]:
     with (
         mock.patch.object(placement_module, "_SCALAR_MAX", -1),
         mock.patch.object(allocate_module, "task_queue", _heap_queue),
-        mock.patch.object(allocate_module, "job_queue", _comparison_jobs),
+        mock.patch.object(Session, "job_queue", _comparison_jobs),
     ):
         yield
 
@@ -324,15 +325,14 @@ def test_task_order_without_a_key_falls_back_to_the_comparisons() -> None:
 
 
 def test_allocate_keeps_jobs_by_keys_with_the_default_plugins() -> None:
-    """priority, gang and drf give job order keys, so allocate's job queues are keyed; drf
+    """priority, gang and drf give job order keys, so the job queues of enqueue and
+    allocate are keyed; drf
     with namespace order has none (the namespace weights change with other jobs'
     placements), so the comparisons are used there."""
     nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 4000}))]
     tasks = [TaskInfo("t0", "t0", resreq=Resources.from_milli({"cpu": 1000}))]
     snapshot = ClusterSnapshot(nodes, [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
-    assert isinstance(
-        allocate_module.job_queue(open_session(snapshot, DEFAULT)), allocate_module.KeyedJobQueue
-    )
+    assert isinstance(open_session(snapshot, DEFAULT).job_queue(), KeyedJobQueue)
     with_namespaces = parse_config(
         'actions: "enqueue, allocate"\n'
         "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n"
@@ -341,7 +341,7 @@ def test_allocate_keeps_jobs_by_keys_with_the_default_plugins() -> None:
     )
     session = open_session(snapshot, with_namespaces)
     assert session.job_order_key() is None
-    assert isinstance(allocate_module.job_queue(session), PriorityQueue)
+    assert isinstance(session.job_queue(), PriorityQueue)
 
 
 @settings(max_examples=40, deadline=None)
@@ -375,8 +375,8 @@ def test_job_order_keys_pop_like_the_comparisons(
             )
         )
     session = open_session(ClusterSnapshot(nodes, jobs, [QueueInfo("q")]), DEFAULT)
-    keyed = allocate_module.job_queue(session)
-    assert isinstance(keyed, allocate_module.KeyedJobQueue)
+    keyed = session.job_queue()
+    assert isinstance(keyed, KeyedJobQueue)
     plain = _comparison_jobs(session)
     for job in session.jobs.values():
         keyed.push(job)
