@@ -181,22 +181,34 @@ class NodeTensor:
     def refresh(self, node: NodeInfo, touched: Resources | None = None) -> None:
         """Copy one node's exact accounting into the arrays and log the change.
 
-        `touched` limits the copy to the resources a change involved (an allocation only
-        moves what the task requests).
+        `touched` marks an allocation (a task taking idle resources): only the idle, used
+        and future-idle amounts of the resources it requests changed, so only those are
+        copied (releasing and pipelined amounts are as the last refresh left them).
         """
         i = node.index
         self.pod_count[i] = self.py_pod_count[i] = node.pod_count
         idle, used, releasing, pipelined = node.accounting()
-        if touched is None:
-            rows = self._row_views()
-        else:
+        if touched is not None:
             names = tuple(touched)  # by names: equal requests of other pods hash and compare
             found = self._touched.get(names)  # cheaply as tuples of interned strings
             if found is None:
                 index, views = self.index, self._row_views()
                 found = self._touched[names] = [views[index[d]] for d in names if d in index]
-            rows = found
-        for d, a_row, u_row, rel_row, pip_row, fut_row, py_a, py_u, py_pip, py_fut in rows:
+            for d, a_row, u_row, _rel, _pip, fut_row, py_a, py_u, _py_pip, py_fut in found:
+                a = idle.get(d, 0) / MILLI_NANO
+                u = used.get(d, 0) / MILLI_NANO
+                fut = a + releasing.get(d, 0) / MILLI_NANO - pipelined.get(d, 0) / MILLI_NANO
+                a_row[i] = a
+                u_row[i] = u
+                fut_row[i] = fut
+                py_a[i] = a
+                py_u[i] = u
+                py_fut[i] = fut
+            self.changes.append(i)
+            return
+        for d, a_row, u_row, rel_row, pip_row, fut_row, py_a, py_u, py_pip, py_fut in (
+            self._row_views()
+        ):
             a = idle.get(d, 0) / MILLI_NANO
             u = used.get(d, 0) / MILLI_NANO
             rel = releasing.get(d, 0) / MILLI_NANO

@@ -356,10 +356,16 @@ class Session:
         self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
         for node in self.node_list:
             dims.update(node.allocatable)
+        seen: set[int] = set()  # pods share request objects: each one's names read once
         for job in jobs.values():
             for task in job.tasks.values():
-                dims.update(task.request)
-                dims.update(task.resreq)
+                request, resreq = task.request, task.resreq
+                if id(request) not in seen:
+                    seen.add(id(request))
+                    dims.update(request)
+                if id(resreq) not in seen:
+                    seen.add(id(resreq))
+                    dims.update(resreq)
 
     def _open_indexed(
         self, snapshot: ClusterSnapshot, index: SnapshotIndex, dims: set[str]
@@ -869,7 +875,8 @@ class Session:
 
     def pre_predicate(self, task: TaskInfo) -> str | None:
         """The first failure reason of any pre-predicate, else None."""
-        for fn in self._flat(ExtensionPoint.PRE_PREDICATE):
+        fns = self._flat_cache.get(ExtensionPoint.PRE_PREDICATE)  # asked for every task
+        for fn in fns if fns is not None else self._flat(ExtensionPoint.PRE_PREDICATE):
             reason: str | None = fn(task)
             if reason is not None:
                 return reason
@@ -999,7 +1006,10 @@ class Session:
     # --- placement helpers used by actions --------------------------------------------------
     def select_node(self, task: TaskInfo) -> tuple[NodeInfo, bool] | FitErrors:
         """The node to use for `task` and whether it is a pipeline placement, or why none."""
-        if self.has_best_node_fns():
+        best_fns = self._flat_cache.get(ExtensionPoint.BEST_NODE)  # asked per placement
+        if best_fns is None:
+            best_fns = self._flat(ExtensionPoint.BEST_NODE)
+        if best_fns:
             for future in (False, True):
                 idx, scores = self.placement.candidates(task, future=future)
                 if len(idx):
