@@ -52,15 +52,20 @@ class WarmStandby:
         self._targets: dict[Kind, Handler] = {}
         self.leading = False
 
-    def route(self, kind: Kind, target: Handler) -> Handler:
-        """An informer handler: into the cache while standing by, to `target` once leading."""
-        cache = self._caches.setdefault(kind, {})
-        self._targets[kind] = target
+    def route(self, kind: Kind, target: Handler, keep: bool = True) -> Handler:
+        """An informer handler: into the cache while standing by, to `target` once leading.
+
+        `keep=False`: dropped while standing by (a kind the takeover resync lists anyway)."""
+        cache = self._caches.setdefault(kind, {}) if keep else None
+        if keep:
+            self._targets[kind] = target
 
         def on_event(event_type: str | None, obj: dict[str, Any]) -> None:
             with self._lock:  # the switch in take_over() is atomic for every event
                 if self.leading:
                     target(event_type, obj)
+                    return
+                if cache is None:
                     return
                 key = object_key(obj)
                 if event_type != DELETED:
@@ -92,8 +97,8 @@ def build_registry(
     """A kopf registry bound to one Controller (so tests can run several side by side).
 
     With leader election, a standby is warm (WarmStandby): its informers run from start-up
-    and keep the latest QueueUnits, Jobs, workloads, quotas and Queues, but it plans and
-    writes nothing (the quotas and Queues are handed over on takeover). Once this process
+    and keep the latest QueueUnits, Jobs and workloads, but it plans and writes nothing and
+    drops quota and Queue events (a few objects, listed on takeover). Once this process
     holds the Lease, the controller starts with the start-up resync folding those caches
     instead of listing them again. Writes are fenced; the owner loop pauses rounds while
     the fence is shut (loop.py). (kopf's start-up must not block: its liveness endpoint
@@ -110,8 +115,8 @@ def build_registry(
     standby = WarmStandby() if elected else None
     state: dict[str, asyncio.Task[None]] = {}
 
-    def route(kind: Kind, events: Handler) -> Handler:
-        return events if standby is None else standby.route(kind, events)
+    def route(kind: Kind, events: Handler, keep: bool = True) -> Handler:
+        return events if standby is None else standby.route(kind, events, keep)
 
     # the high-volume kinds bypass kopf's per-event machinery (see informer.py)
     unit_events = route(QUEUE_UNIT, owner.handler(QUEUE_UNIT.plural, controller.on_unit))
@@ -126,11 +131,12 @@ def build_registry(
     # ElasticQuotas and Queues too: few objects, but the controller's own usage annotations
     # come back as a Queue event per quota every usage period during a burst, and kopf's
     # per-event machinery was 19-39 % of the controller's samples (bench/README.md)
+    # (a standby drops their events: the takeover resync lists both, as it did under kopf)
     quota_events = route(
-        ELASTIC_QUOTA, owner.handler(names.ELASTIC_QUOTA_PLURAL, controller.on_quota)
+        ELASTIC_QUOTA, owner.handler(names.ELASTIC_QUOTA_PLURAL, controller.on_quota), False
     )
     informers.append(Informer(api, ELASTIC_QUOTA, quota_events, workers=INFORMER_WORKERS))
-    queue_events = route(QUEUE, owner.handler(names.QUEUE_PLURAL, controller.on_queue))
+    queue_events = route(QUEUE, owner.handler(names.QUEUE_PLURAL, controller.on_queue), False)
     informers.append(Informer(api, QUEUE, queue_events, workers=INFORMER_WORKERS))
 
     async def start_controller() -> None:
