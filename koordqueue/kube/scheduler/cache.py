@@ -139,8 +139,8 @@ class _Derived:
     """
 
     __slots__ = (
-        "bases", "candidates", "epoch", "group_jobs", "groups", "index", "job_pods", "jobs",
-        "namespace_labels",
+        "bases", "candidates", "epoch", "foreign_on", "group_jobs", "groups", "index",
+        "job_pods", "jobs", "namespace_labels",
         "no_opt_in", "node_list", "nodes", "ours_on", "pdbs", "pending", "pods", "positions",
         "queues", "reserved",
     )
@@ -156,6 +156,9 @@ class _Derived:
         """Node name -> (resourceVersion, converted node without tasks)."""
         self.ours_on: dict[str, dict[str, TaskInfo]] = {}
         """Node name -> our jobs' placed tasks on it (the jobs' own task objects)."""
+        self.foreign_on: dict[str, dict[str, tuple[Mapping[str, Any], TaskInfo]]] = {}
+        """Node name -> other schedulers' pods on it, uid -> (the stored pod, its task on the
+        node): a pod object not replaced since keeps its task (and its accounting)."""
         self.index = SnapshotIndex()
         self.epoch = Epoch()
         """Moved at every build that makes a new snapshot: the last one's `LiveJobs` expire."""
@@ -190,11 +193,44 @@ def _job_key(key: str, pod: Mapping[str, Any]) -> str:
 STANDALONE_KEY = "pod:"
 
 
+def _by_job(task: TaskInfo) -> str:
+    return task.job
+
+
 def add_ours(node: NodeInfo, tasks: Iterable[TaskInfo]) -> None:
     """Account our jobs' placed tasks on `node` in the order a session adds them (jobs by
     uid, each job's tasks in its order) after the node's other pods."""
-    for task in sorted(tasks, key=lambda t: t.job):  # stable: a job's own order is kept
+    for task in sorted(tasks, key=_by_job):  # stable: a job's own order is kept
         node.add_task(task)
+
+
+def exchanged(old: NodeInfo, tasks: Mapping[str, TaskInfo]) -> NodeInfo | None:
+    """A copy of `old` accounting exactly `tasks` (in their order): the tasks `old` holds
+    that are not in `tasks` (by object) are taken out and the new ones put in, the rest
+    keep their accounting. None when a removal leaves a zero amount, which a build from
+    scratch would not name (or would name because a task asks for zero): remake it then.
+
+    Why: remaking a node from all its tasks for every pod change on it (twice per pod: the
+    assumed bind and the bind coming back) grew with the pods per node (issue 19)."""
+    have = old.tasks
+    gone = [t for uid, t in have.items() if tasks.get(uid) is not t]
+    come = [t for uid, t in tasks.items() if have.get(uid) is not t]
+    if not gone and not come:
+        return old.copy() if list(have) == list(tasks) else None
+    node = old.copy()
+    for task in gone:
+        node.remove_task(task)
+    if gone:
+        _idle, used, releasing, pipelined = node.accounting()
+        for task in gone:
+            for res in task.resreq:
+                if used.get(res) == 0 or releasing.get(res) == 0 or pipelined.get(res) == 0:
+                    return None
+    for task in come:
+        node.add_task(task)
+    if list(node.tasks) != list(tasks):
+        node.tasks = dict(tasks)  # the same tasks, in a full build's order
+    return node
 
 
 class SchedulerCache:
@@ -469,7 +505,9 @@ class SchedulerCache:
             dirty[kind] = set()
 
     def _refresh_node(self, name: str) -> None:
-        """Make the node anew (never mutate it: an earlier snapshot may still hold it)."""
+        """Make the node anew (never mutate it: an earlier snapshot may still hold it): a
+        copy of the last one with only the changed tasks taken out and put in, or converted
+        from scratch when its object moved (the same result either way)."""
         d = self._derived
         raw = self._objs[CachedKind.NODE].get(name)
         if raw is None or not convert.node_ready(raw):
@@ -477,19 +515,23 @@ class SchedulerCache:
                 d.node_list = None
                 d.positions.clear()
                 d.index.drop_node(name)
+            d.foreign_on.pop(name, None)
             if raw is None:
                 d.bases.pop(name, None)
             return
         version = str(convert.meta(raw).get("resourceVersion", ""))
+        before = d.bases.get(name)
         base = _reuse(d.bases, name, version, partial(convert.node_info, raw))
         d.bases[name] = (version, base)
-        node = base.clone()
-        pods = self._objs[CachedKind.POD]
-        for uid in self._foreign.get(name, ()):
-            task = self._task(pods[uid])
-            task.status = TaskStatus.RUNNING
-            node.add_task(task)
-        add_ours(node, d.ours_on.get(name, {}).values())
+        tasks = self._node_tasks(name)
+        old = d.nodes.get(name)
+        node = None
+        if old is not None and before is not None and before[1] is base:
+            node = exchanged(old, tasks)
+        if node is None:
+            node = base.clone()
+            for task in tasks.values():
+                node.add_task(task)
         listed = d.node_list
         at = d.positions.get(name) if listed is not None else None
         if listed is None or at is None:
@@ -498,6 +540,32 @@ class SchedulerCache:
             listed[at] = node
         d.nodes[name] = node
         d.index.put_node(node)
+
+    def _node_tasks(self, name: str) -> dict[str, TaskInfo]:
+        """Under the lock: the tasks a node accounts, uid -> task, in the order a full build
+        adds them (other schedulers' pods Running, then `add_ours`' order)."""
+        d = self._derived
+        pods = self._objs[CachedKind.POD]
+        kept = d.foreign_on.get(name, {})
+        foreign: dict[str, tuple[Mapping[str, Any], TaskInfo]] = {}
+        tasks: dict[str, TaskInfo] = {}
+        for uid in self._foreign.get(name, ()):
+            pod = pods[uid]
+            was = kept.get(uid)
+            if was is not None and was[0] is pod:
+                task = was[1]
+            else:
+                task = self._task(pod)
+                task.status = TaskStatus.RUNNING
+            foreign[uid] = (pod, task)
+            tasks[uid] = task
+        if foreign:
+            d.foreign_on[name] = foreign
+        else:
+            d.foreign_on.pop(name, None)
+        for task in sorted(d.ours_on.get(name, {}).values(), key=_by_job):
+            tasks[task.uid] = task
+        return tasks
 
     def _drop_job(self, key: str, nodes: set[str]) -> None:
         d = self._derived
