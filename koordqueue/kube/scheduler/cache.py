@@ -19,6 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import structlog
@@ -193,8 +194,7 @@ def _job_key(key: str, pod: Mapping[str, Any]) -> str:
 STANDALONE_KEY = "pod:"
 
 
-def _by_job(task: TaskInfo) -> str:
-    return task.job
+_by_job = attrgetter("job")
 
 
 def add_ours(node: NodeInfo, tasks: Iterable[TaskInfo]) -> None:
