@@ -11,6 +11,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -34,6 +35,30 @@ EVENTS: Final = Counter(
 
 def _now() -> str:
     return now_rfc3339()
+
+
+class _Stamps:
+    """Nanosecond stamps that only go up within the process (two events in the same
+    nanosecond, or a clock stepped back, still get different names)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+
+    def next(self) -> int:
+        with self._lock:
+            stamp = self._last = max(time.time_ns(), self._last + 1)
+        return stamp
+
+
+_STAMPS: Final = _Stamps()
+
+
+def event_name(object_name: str) -> str:
+    """client-go's Event name, `<object>.<hex of the creation time in Unix ns>` (tools/record
+    makeEvent), unique within the process (the reference's scheme; the server's
+    generateName, a random suffix, is the fallback when another process took the name)."""
+    return f"{object_name[:200]}.{_STAMPS.next():x}"
 
 
 def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,7 +120,7 @@ class EventRecorder:
             body = {
                 "apiVersion": "v1",
                 "kind": "Event",
-                "metadata": {"generateName": f"{ref['name'][:200]}.", "namespace": namespace},
+                "metadata": {"name": event_name(ref["name"]), "namespace": namespace},
                 "involvedObject": ref,
                 "reason": reason,
                 "message": message[:1024],
@@ -107,7 +132,15 @@ class EventRecorder:
                 "lastTimestamp": now,
                 "count": 1,
             }
-            created = self._api.create(EVENT, body, namespace)
+            try:
+                created = self._api.create(EVENT, body, namespace)
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+                # another process named one the same: let the server draw a name instead
+                body["metadata"] = {"generateName": f"{ref['name'][:200]}.",
+                                    "namespace": namespace}
+                created = self._api.create(EVENT, body, namespace)
             with self._lock:
                 self._seen[key] = (created["metadata"]["name"], namespace, 1)
             return True
