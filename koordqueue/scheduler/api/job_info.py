@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Final
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.fit_errors import FitErrors
@@ -26,6 +27,12 @@ class PodGroupPhase(StrEnum):
     RUNNING = "Running"
     UNKNOWN = "Unknown"
     COMPLETED = "Completed"
+
+
+_PENDING: Final = TaskStatus.PENDING
+_ALLOCATED: Final = TaskStatus.ALLOCATED
+_BINDING: Final = TaskStatus.BINDING
+"""Module constants: reading an enum member off its class is a slow attribute lookup."""
 
 
 class JobInfo:
@@ -115,6 +122,43 @@ class JobInfo:
         if ready is not (old in READY_STATUSES):
             self._ready += 1 if ready else -1
         task.status = status
+
+    def allocate_pending(self, task: TaskInfo) -> None:
+        """`update_task_status(task, ALLOCATED)`, with the Pending -> Allocated move (the
+        one every placement makes) spelled out: it takes resources and counts as ready."""
+        if task.status is not _PENDING:
+            self.update_task_status(task, _ALLOCATED)
+            return
+        index = self.task_status_index
+        uid = task.uid
+        bucket = index.get(_PENDING)
+        if bucket is not None:
+            bucket.pop(uid, None)
+        bucket = index.get(_ALLOCATED)
+        if bucket is None:
+            bucket = index[_ALLOCATED] = {}
+        bucket[uid] = task
+        self._account(task.resreq, 1)
+        self._ready += 1
+        task.status = _ALLOCATED
+
+    def bind_allocated(self, task: TaskInfo) -> None:
+        """`update_task_status(task, BINDING)`, with the Allocated -> Binding move (every
+        commit) spelled out: both statuses take resources and count as ready, so only the
+        index changes."""
+        if task.status is not _ALLOCATED:
+            self.update_task_status(task, _BINDING)
+            return
+        index = self.task_status_index
+        uid = task.uid
+        bucket = index.get(_ALLOCATED)
+        if bucket is not None:
+            bucket.pop(uid, None)
+        bucket = index.get(_BINDING)
+        if bucket is None:
+            bucket = index[_BINDING] = {}
+        bucket[uid] = task
+        task.status = _BINDING
 
     def _account(self, res: Resources, sign: int) -> None:
         acc = self._allocated

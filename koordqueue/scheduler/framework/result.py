@@ -1,13 +1,15 @@
 """The session's input (a cluster snapshot) and output (decisions), as plain data.
 
-Why frozen dataclasses: the adapter applies decisions asynchronously and the simulator
-compares them between runs; neither must be able to alter what the session decided.
+Why frozen dataclasses (and an immutable tuple for `Bind`): the adapter applies decisions
+asynchronously and the simulator compares them between runs; neither must be able to alter
+what the session decided.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
@@ -32,15 +34,29 @@ class ClusterSnapshot:
     """PodDisruptionBudgets, read only by the opt-in `pdb` plugin (preempt/reclaim victims)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Bind:
-    """Bind a pod to a node (binding subresource)."""
+class Bind(NamedTuple):
+    """Bind a pod to a node (binding subresource).
+
+    A tuple, not a frozen dataclass: one is built per placed pod, and a tuple's
+    construction costs ~0.35 us against ~0.8 us for the frozen dataclass's five
+    `object.__setattr__` calls. Still immutable; equal only to another `Bind` with the
+    same fields (as the dataclass was), so a `Reservation` with the same fields differs.
+    """
 
     task: str
     namespace: str
     name: str
     job: str
     node: str
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Bind and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return tuple.__hash__(self)
 
 
 @dataclass(frozen=True, slots=True)

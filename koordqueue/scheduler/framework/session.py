@@ -1033,7 +1033,7 @@ class Session:
     def allocate_task(self, task: TaskInfo, node: NodeInfo) -> None:
         """Task takes idle resources on node (Allocated)."""
         node = self._writable(node.name)
-        self.jobs[task.job].update_task_status(task, TaskStatus.ALLOCATED)
+        self.jobs[task.job].allocate_pending(task)
         node.add_task(task)
         self.tensor.refresh(node, task.resreq)
         if self.fit_errors:
@@ -1114,7 +1114,7 @@ class Session:
 
     def dispatch_bind(self, task: TaskInfo) -> None:
         """Commit of an allocation: the task is Binding and a bind decision is recorded."""
-        self.jobs[task.job].update_task_status(task, TaskStatus.BINDING)
+        self.jobs[task.job].bind_allocated(task)
         self.binds.append(Bind(task.uid, task.namespace, task.name, task.job, task.node_name or ""))
 
     def dispatch_allocated(self, job_uid: str) -> None:
