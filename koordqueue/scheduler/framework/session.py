@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 
@@ -87,6 +87,17 @@ JobStarvingFn = Callable[[JobInfo], bool]
 TaskEventFn = Callable[[TaskInfo], None]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Enum members read in per-placement dispatchers, as module constants: on CPython 3.11 a
+# member read off its enum class costs ~0.13 us against ~0.02 us for a module global.
+_JOB_ORDER: Final = ExtensionPoint.JOB_ORDER
+_QUEUE_ORDER: Final = ExtensionPoint.QUEUE_ORDER
+_TASK_ORDER: Final = ExtensionPoint.TASK_ORDER
+_PRE_PREDICATE: Final = ExtensionPoint.PRE_PREDICATE
+_JOB_READY: Final = ExtensionPoint.JOB_READY
+_ALLOCATABLE: Final = ExtensionPoint.ALLOCATABLE
+_BEST_NODE: Final = ExtensionPoint.BEST_NODE
+_ALLOCATED: Final = TaskStatus.ALLOCATED
 
 
 @dataclass(frozen=True, slots=True)
@@ -768,14 +779,14 @@ class Session:
 
     def job_order_less(self, left: JobInfo, right: JobInfo) -> bool:
         """First plugin with an opinion decides; then creation time, then uid."""
-        answer = self._order(ExtensionPoint.JOB_ORDER, left, right)
+        answer = self._order(_JOB_ORDER, left, right)
         if answer != 0:
             return answer < 0
         return (left.creation, left.uid) < (right.creation, right.uid)
 
     def job_order_compare(self, left: JobInfo, right: JobInfo) -> int:
         """The plugins' job order only (0 when none has an opinion; no fallback)."""
-        return self._order(ExtensionPoint.JOB_ORDER, left, right)
+        return self._order(_JOB_ORDER, left, right)
 
     def victim_queue_order_less(
         self, left: QueueInfo, right: QueueInfo, preemptor: QueueInfo
@@ -821,14 +832,14 @@ class Session:
 
     def queue_order_less(self, left: QueueInfo, right: QueueInfo) -> bool:
         """First plugin with an opinion decides; then creation time, then name."""
-        answer = self._order(ExtensionPoint.QUEUE_ORDER, left, right)
+        answer = self._order(_QUEUE_ORDER, left, right)
         if answer != 0:
             return answer < 0
         return (left.creation, left.name) < (right.creation, right.name)
 
     def task_order_less(self, left: TaskInfo, right: TaskInfo) -> bool:
         """First plugin with an opinion decides; then creation time, then uid."""
-        answer = self._order(ExtensionPoint.TASK_ORDER, left, right)
+        answer = self._order(_TASK_ORDER, left, right)
         if answer != 0:
             return answer < 0
         return (left.creation, left.uid) < (right.creation, right.uid)
@@ -875,8 +886,8 @@ class Session:
 
     def pre_predicate(self, task: TaskInfo) -> str | None:
         """The first failure reason of any pre-predicate, else None."""
-        fns = self._flat_cache.get(ExtensionPoint.PRE_PREDICATE)  # asked for every task
-        for fn in fns if fns is not None else self._flat(ExtensionPoint.PRE_PREDICATE):
+        fns = self._flat_cache.get(_PRE_PREDICATE)  # asked for every task
+        for fn in fns if fns is not None else self._flat(_PRE_PREDICATE):
             reason: str | None = fn(task)
             if reason is not None:
                 return reason
@@ -896,8 +907,8 @@ class Session:
 
     def job_ready(self, job: JobInfo) -> bool:
         """AND over all plugins (no plugin = ready)."""
-        fns = self._flat_cache.get(ExtensionPoint.JOB_READY)  # asked after every placement
-        for fn in fns if fns is not None else self._flat(ExtensionPoint.JOB_READY):
+        fns = self._flat_cache.get(_JOB_READY)  # asked after every placement
+        for fn in fns if fns is not None else self._flat(_JOB_READY):  # noqa: SIM110 (no generator per call)
             if not fn(job):
                 return False
         return True
@@ -989,8 +1000,8 @@ class Session:
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """All plugins must allow the queue to take the task."""
-        fns = self._flat_cache.get(ExtensionPoint.ALLOCATABLE)  # asked for every task
-        for fn in fns if fns is not None else self._flat(ExtensionPoint.ALLOCATABLE):
+        fns = self._flat_cache.get(_ALLOCATABLE)  # asked for every task
+        for fn in fns if fns is not None else self._flat(_ALLOCATABLE):  # noqa: SIM110 (no generator per call)
             if not fn(queue, task):
                 return False
         return True
@@ -1006,9 +1017,9 @@ class Session:
     # --- placement helpers used by actions --------------------------------------------------
     def select_node(self, task: TaskInfo) -> tuple[NodeInfo, bool] | FitErrors:
         """The node to use for `task` and whether it is a pipeline placement, or why none."""
-        best_fns = self._flat_cache.get(ExtensionPoint.BEST_NODE)  # asked per placement
+        best_fns = self._flat_cache.get(_BEST_NODE)  # asked per placement
         if best_fns is None:
-            best_fns = self._flat(ExtensionPoint.BEST_NODE)
+            best_fns = self._flat(_BEST_NODE)
         if best_fns:
             for future in (False, True):
                 idx, scores = self.placement.candidates(task, future=future)
@@ -1120,7 +1131,7 @@ class Session:
     def dispatch_allocated(self, job_uid: str) -> None:
         """Bind every still-Allocated task of a job that is ready."""
         job = self.jobs[job_uid]
-        leftover = job.task_status_index.get(TaskStatus.ALLOCATED)
+        leftover = job.task_status_index.get(_ALLOCATED)
         if leftover and self.job_ready(job):
             for task in list(leftover.values()):
                 self.dispatch_bind(task)
