@@ -511,6 +511,10 @@ class PodCounts:
                         flt.vec.add(node, delta)
 
     def _allocated(self, task: TaskInfo) -> None:
+        if self._placed is None and task.pod_affinity is None and not self._gone:
+            # Nothing to record: no pod index yet (built on first query, from the nodes),
+            # no term of this pod, no eviction to forget. Most placements end here.
+            return
         node = self._by_name.get(task.node_name or "")
         if node is None:
             return

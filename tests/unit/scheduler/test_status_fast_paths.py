@@ -1,10 +1,12 @@
-"""The per-placement status moves and the tuple-backed `Bind` (issue 16, part 2).
+"""The per-placement status moves, interpod's allocate early exit and the tuple-backed
+`Bind` (issue 16, part 2).
 
 `JobInfo.allocate_pending` / `bind_allocated` spell out the Pending -> Allocated and
 Allocated -> Binding moves every placement makes; they must leave a job exactly as
 `update_task_status` does, from any status (other statuses take the general path).
-`Bind` is a NamedTuple for a cheaper construction; it must still compare like the frozen
-dataclass it replaced (equal only to a `Bind`) and stay immutable.
+interpod's allocate handler returns at once for most placements; it must still forget a
+remembered eviction. `Bind` is a NamedTuple for a cheaper construction; it must still
+compare like the frozen dataclass it replaced (equal only to a `Bind`) and stay immutable.
 """
 
 from __future__ import annotations
@@ -16,11 +18,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler.api import JobInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler import default_config
+from koordqueue.scheduler.api import JobInfo, NodeInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.selectors import LabelSelector
+from koordqueue.scheduler.api.task_info import PodAffinity, PodAffinityTerm
+from koordqueue.scheduler.framework.indexed import index_snapshot
 from koordqueue.scheduler.framework.result import Bind, Eviction, Reservation
+from koordqueue.scheduler.framework.session import open_session
+from koordqueue.scheduler.plugins.interpod import InterPodAffinity, pod_counts
+from tests.unit.scheduler.builders import job, node, running, snapshot, task
 
 STATUSES = list(TaskStatus)
+HOST = "kubernetes.io/hostname"
 REQUESTS = [Resources.of(cpu="1", memory="1Gi"), Resources.of(cpu="500m"), Resources.of()]
+
+
+def _host(name: str) -> NodeInfo:
+    return node(name, "8", "16Gi", labels={HOST: name})
+
+
+def _one_per_host() -> PodAffinity:
+    web = LabelSelector((("app", "web"),))
+    return PodAffinity(anti_required=(PodAffinityTerm(HOST, web, frozenset({"default"})),))
 
 
 def _job(statuses: list[TaskStatus], requests: list[int]) -> JobInfo:
@@ -95,3 +114,19 @@ def test_bind_is_immutable() -> None:
     bind = Bind("u", "ns", "p", "j", "n1")
     with pytest.raises(AttributeError):
         bind.node = "n2"  # type: ignore[misc]
+
+
+def test_a_pod_evicted_and_restored_before_the_counts_are_first_used_counts_again() -> None:
+    # interpod's allocate handler returns at once while nothing is indexed, no term comes
+    # with the pod and no eviction is remembered; a remembered eviction must still be
+    # forgotten when the pod comes back (unevict), or the web pod would stop repelling.
+    victim = running("victim", "n0", labels={"app": "web"})
+    jobs = [job("v", [victim]), job("j", [task("p", pod_affinity=_one_per_host())])]
+    session = open_session(index_snapshot(snapshot([_host("n0")], jobs)), default_config())
+    ipa = InterPodAffinity(pod_counts(session))
+    restored = session.jobs["v"].tasks["victim"]
+    previous = restored.status
+    session.evict_task(restored)
+    session.unevict_task(session.jobs["v"].tasks["victim"], previous)
+    mask = ipa.filter(session.jobs["j"].tasks["p"])
+    assert mask is not None and not bool(mask[0])
