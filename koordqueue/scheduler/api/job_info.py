@@ -287,11 +287,15 @@ class JobInfo:
         )
         # copy the counters instead of re-accounting every task: a session clones every job
         index = job.task_status_index
+        tasks, uid = job.tasks, self.uid
         for task in self.tasks.values():
             copy = task.clone()
-            copy.job = self.uid
-            job.tasks[copy.uid] = copy
-            index.setdefault(copy.status, {})[copy.uid] = copy
+            copy.job = uid
+            tasks[copy.uid] = copy
+            bucket = index.get(copy.status)
+            if bucket is None:
+                bucket = index[copy.status] = {}
+            bucket[copy.uid] = copy
         job._allocated = dict(self._allocated)
         job._ready = self._ready
         return job

@@ -98,6 +98,7 @@ _JOB_READY: Final = ExtensionPoint.JOB_READY
 _ALLOCATABLE: Final = ExtensionPoint.ALLOCATABLE
 _BEST_NODE: Final = ExtensionPoint.BEST_NODE
 _ALLOCATED: Final = TaskStatus.ALLOCATED
+_PENDING: Final = TaskStatus.PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,19 +357,9 @@ class Session:
             for foreign in original_node.tasks.values():
                 if foreign.uid not in job_tasks:
                     node.add_task(foreign.clone())
-        for job in jobs.values():
-            for task in job.tasks.values():
-                if task.status is TaskStatus.PENDING or task.node_name is None:
-                    continue
-                host = self.nodes.get(task.node_name)
-                if host is not None:
-                    host.add_task(task)
-        self.node_list = list(self.nodes.values())
-        self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
-        for node in self.node_list:
-            dims.update(node.allocatable)
         seen: set[int] = set()  # pods share request objects: each one's names read once
-        for job in jobs.values():
+        nodes = self.nodes
+        for job in jobs.values():  # one pass: place the placed tasks, read the request names
             for task in job.tasks.values():
                 request, resreq = task.request, task.resreq
                 if id(request) not in seen:
@@ -377,6 +368,15 @@ class Session:
                 if id(resreq) not in seen:
                     seen.add(id(resreq))
                     dims.update(resreq)
+                if task.status is _PENDING or task.node_name is None:
+                    continue
+                host = nodes.get(task.node_name)
+                if host is not None:
+                    host.add_task(task)
+        self.node_list = list(self.nodes.values())
+        self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
+        for node in self.node_list:
+            dims.update(node.allocatable)
 
     def _open_indexed(
         self, snapshot: ClusterSnapshot, index: SnapshotIndex, dims: set[str]
