@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import Enum
+from typing import Final
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.task_info import (
@@ -19,6 +20,16 @@ class _Kind(Enum):
     USED = 0
     RELEASING = 1
     PIPELINED = 2
+
+
+# Members as module constants: `add_task` runs once per placement, and on CPython 3.11 a
+# member read off its enum class costs ~0.11 us against ~0.01 us for a module global.
+_USED: Final = _Kind.USED
+_RELEASING_KIND: Final = _Kind.RELEASING
+_PIPELINED_KIND: Final = _Kind.PIPELINED
+_PENDING: Final = TaskStatus.PENDING
+_PIPELINED: Final = TaskStatus.PIPELINED
+_RELEASING: Final = TaskStatus.RELEASING
 
 
 def _add(acc: dict[str, int], res: Resources, sign: int) -> None:
@@ -128,32 +139,33 @@ class NodeInfo:
     # --- accounting ----------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
         """Account a task by its current status; terminated and pending tasks take nothing."""
-        if task.uid in self._accounted or task.uid in self.tasks:
-            raise ValueError(f"task {task.uid} already on node {self.name}")
+        uid = task.uid
+        if uid in self._accounted or uid in self.tasks:
+            raise ValueError(f"task {uid} already on node {self.name}")
         task.node_name = self.name
-        self.tasks[task.uid] = task
+        self.tasks[uid] = task
         if task.host_ports:
             for port in task.host_ports:
                 self.ports[port] = self.ports.get(port, 0) + 1
         status = task.status
-        if status in TERMINATED_STATUSES or status is TaskStatus.PENDING:
+        if status in TERMINATED_STATUSES or status is _PENDING:
             return
         res = task.resreq
-        if status is TaskStatus.PIPELINED:
-            kind = _Kind.PIPELINED
+        if status is _PIPELINED:
+            kind = _PIPELINED_KIND
             _add(self._pipelined, res, 1)
         else:
-            if status is TaskStatus.RELEASING:
-                kind = _Kind.RELEASING
+            if status is _RELEASING:
+                kind = _RELEASING_KIND
                 _add(self._releasing, res, 1)
             else:
-                kind = _Kind.USED
+                kind = _USED
             idle, used = self._idle, self._used
             idle_get, used_get = idle.get, used.get
             for name, amount in res.items():  # _add twice, in one pass (once per placement)
                 idle[name] = idle_get(name, 0) - amount
                 used[name] = used_get(name, 0) + amount
-        self._accounted[task.uid] = (kind, res)
+        self._accounted[uid] = (kind, res)
 
     def remove_task(self, task: TaskInfo) -> None:
         """Undo `add_task` using the accounting recorded when it was added."""
@@ -169,10 +181,10 @@ class NodeInfo:
         if record is None:
             return
         kind, res = record
-        if kind is _Kind.PIPELINED:
+        if kind is _PIPELINED_KIND:
             _add(self._pipelined, res, -1)
             return
-        if kind is _Kind.RELEASING:
+        if kind is _RELEASING_KIND:
             _add(self._releasing, res, -1)
         _add(self._idle, res, 1)
         _add(self._used, res, -1)

@@ -8,7 +8,7 @@ and evictions into eviction decisions (pipelined tasks stay session-only reserva
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from koordqueue.scheduler.api import NodeInfo, TaskInfo, TaskStatus
 
@@ -22,6 +22,13 @@ class OpKind(Enum):
     ALLOCATE = "allocate"
     PIPELINE = "pipeline"
     EVICT = "evict"
+
+
+# Members as module constants: read per placement, and on CPython 3.11 a member read off its
+# enum class costs ~0.11 us against ~0.01 us for a module global.
+_ALLOCATE: Final = OpKind.ALLOCATE
+_PIPELINE: Final = OpKind.PIPELINE
+_EVICT: Final = OpKind.EVICT
 
 
 class Operation(NamedTuple):
@@ -51,20 +58,18 @@ class Statement:
     def allocate(self, task: TaskInfo, node: NodeInfo) -> None:
         """Take idle resources of `node` for `task` (status Allocated)."""
         self.session.allocate_task(task, node)
-        self.operations.append(Operation(OpKind.ALLOCATE, task, node.name))
+        self.operations.append(Operation(_ALLOCATE, task, node.name))
 
     def pipeline(self, task: TaskInfo, node: NodeInfo) -> None:
         """Reserve future-idle resources of `node` for `task` (status Pipelined)."""
         self.session.pipeline_task(task, node)
-        self.operations.append(Operation(OpKind.PIPELINE, task, node.name))
+        self.operations.append(Operation(_PIPELINE, task, node.name))
 
     def evict(self, task: TaskInfo, reason: str) -> None:
         """Mark a running task Releasing; its resources become future idle."""
         previous = task.status
         self.session.evict_task(task)
-        self.operations.append(
-            Operation(OpKind.EVICT, task, task.node_name or "", reason, previous)
-        )
+        self.operations.append(Operation(_EVICT, task, task.node_name or "", reason, previous))
 
     def merge(self, other: Statement) -> None:
         """Take over another open statement's operations (its changes stay applied).
@@ -77,17 +82,17 @@ class Statement:
 
     def has_evictions(self) -> bool:
         """Whether any operation is an eviction."""
-        return any(op.kind is OpKind.EVICT for op in self.operations)
+        return any(op.kind is _EVICT for op in self.operations)
 
     def commit(self) -> None:
         """Bind allocations and send evictions; pipelined tasks remain reservations."""
         self._finish()
         jobs: dict[str, None] = {}
         for op in self.operations:
-            if op.kind is OpKind.ALLOCATE:
+            if op.kind is _ALLOCATE:
                 self.session.dispatch_bind(op.task)
                 jobs[op.task.job] = None
-            elif op.kind is OpKind.EVICT:
+            elif op.kind is _EVICT:
                 self.session.record_eviction(op.task, op.node, op.reason)
         # Allocations of the same job kept by an earlier, only-pipelined statement (e.g.
         # allocate, then backfill completing the gang) are bound together with this one.
@@ -98,7 +103,7 @@ class Statement:
         """Undo everything in reverse order, firing deallocate (or allocate) events."""
         self._finish()
         for op in reversed(self.operations):
-            if op.kind is OpKind.EVICT:
+            if op.kind is _EVICT:
                 self.session.unevict_task(op.task, op.previous)
             else:
                 self.session.unallocate_task(op.task)
