@@ -538,11 +538,17 @@ class PlacementEngine:
                 mask = part if mask is None else mask & part
         return mask
 
-    def _dynamic_scorers(self, task: TaskInfo) -> list[Scorer]:
-        return [s for fn in self.dynamic_scores if (s := fn(task)) is not None]
+    def _dynamic_scorers(self, task: TaskInfo) -> Sequence[Scorer]:
+        fns = self.dynamic_scores
+        if len(fns) == 1:
+            # The default plugins register one (nodeorder's), asked once per placement and
+            # mostly answering None: no list comprehension (a call of its own on 3.11).
+            scorer = fns[0](task)
+            return () if scorer is None else (scorer,)
+        return [s for fn in fns if (s := fn(task)) is not None]
 
     @staticmethod
-    def _scored(scorers: list[Scorer], eff: FloatArray) -> FloatArray:
+    def _scored(scorers: Sequence[Scorer], eff: FloatArray) -> FloatArray:
         """`eff` (-inf off the candidates) plus every scorer's extra, all judged on `eff`."""
         total = eff
         for scorer in scorers:
@@ -563,7 +569,7 @@ class PlacementEngine:
         if not len(entry.idle_eff):  # no ready node at all
             return None
         mask = self._dynamic_mask(task) if self.dynamic_predicates else None
-        scorers = self._dynamic_scorers(task) if self.dynamic_scores else []
+        scorers = self._dynamic_scorers(task) if self.dynamic_scores else ()
         eff = entry.idle_eff if mask is None else np.where(mask, entry.idle_eff, _NEG_INF)
         best = int(eff.argmax())
         pipelined = False
