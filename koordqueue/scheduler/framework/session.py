@@ -1126,7 +1126,9 @@ class Session:
     def dispatch_bind(self, task: TaskInfo) -> None:
         """Commit of an allocation: the task is Binding and a bind decision is recorded."""
         self.jobs[task.job].bind_allocated(task)
-        self.binds.append(Bind(task.uid, task.namespace, task.name, task.job, task.node_name or ""))
+        # `Bind(...)` without the generated `__new__`'s frame (~0.2 vs ~0.37 us, per pod)
+        fields = (task.uid, task.namespace, task.name, task.job, task.node_name or "")
+        self.binds.append(tuple.__new__(Bind, fields))
 
     def dispatch_allocated(self, job_uid: str) -> None:
         """Bind every still-Allocated task of a job that is ready."""

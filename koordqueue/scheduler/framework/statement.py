@@ -29,6 +29,7 @@ class OpKind(Enum):
 _ALLOCATE: Final = OpKind.ALLOCATE
 _PIPELINE: Final = OpKind.PIPELINE
 _EVICT: Final = OpKind.EVICT
+_PENDING: Final = TaskStatus.PENDING
 
 
 class Operation(NamedTuple):
@@ -58,7 +59,9 @@ class Statement:
     def allocate(self, task: TaskInfo, node: NodeInfo) -> None:
         """Take idle resources of `node` for `task` (status Allocated)."""
         self.session.allocate_task(task, node)
-        self.operations.append(Operation(_ALLOCATE, task, node.name))
+        # `Operation(_ALLOCATE, task, node.name)` without the generated `__new__`'s frame
+        # (~0.2 vs ~0.37 us; once per placement): every field given, defaults spelled out.
+        self.operations.append(tuple.__new__(Operation, (_ALLOCATE, task, node.name, "", _PENDING)))
 
     def pipeline(self, task: TaskInfo, node: NodeInfo) -> None:
         """Reserve future-idle resources of `node` for `task` (status Pipelined)."""

@@ -17,6 +17,8 @@ from koordqueue.scheduler.framework import (
     register_plugin_builder,
 )
 from koordqueue.scheduler.framework.registry import unregister_plugin_builder
+from koordqueue.scheduler.framework.result import Bind
+from koordqueue.scheduler.framework.statement import Operation, OpKind
 
 from .builders import config, job, node, running, snapshot, task
 
@@ -126,3 +128,18 @@ def test_arguments_reach_the_plugin_builder() -> None:
     finally:
         unregister_plugin_builder("recorder")
     assert seen[0].get_float("x.weight", 0) == 3.0
+
+
+def test_allocate_operation_and_bind_equal_their_constructor_built_twins(session: Session) -> None:
+    """Statement.allocate and Session.dispatch_bind build their tuples with `tuple.__new__`
+    (issue 16, part 2): they must equal what the NamedTuple constructors build, every field
+    present (a missed default or a field added later would break this)."""
+    tasks = _tasks(session)
+    stmt = Statement(session)
+    stmt.allocate(tasks["a"], session.nodes["n2"])
+    assert stmt.operations == [Operation(OpKind.ALLOCATE, tasks["a"], "n2")]
+    assert len(stmt.operations[0]) == len(Operation._fields)
+    stmt.commit()
+    binds = session.close().binds
+    assert list(binds) == [Bind("a", "default", "a", "new", "n2")]
+    assert len(binds[0]) == len(Bind._fields)
