@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
+import orjson
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -37,6 +38,22 @@ FENCED: Final = -1
 T = TypeVar("T")
 Listing = tuple[list[dict[str, Any]], str]
 """Objects of one kind and the list's resourceVersion, to watch from."""
+
+
+def loads(data: bytes | str) -> Any:
+    """`json.loads`, 2-3x faster: orjson first, the standard library when orjson refuses.
+
+    Decoding the API server's answers and watch events was the largest CPU cost after the HTTP
+    calls themselves (bench/README.md, "JSON decoding"). orjson refuses what the standard
+    library accepts (NaN/Infinity literals, a BOM, lone surrogates, UTF-16) or rejects with
+    another class (invalid UTF-8: UnicodeDecodeError); falling back on any refusal keeps every
+    result and every exception exactly json.loads'. The one difference left: an integer outside
+    the 64-bit range decodes as a float (the API server never writes one: Go's int64/float64).
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +314,7 @@ class KubeApi:
         data = response.data or b"{}"
         if not 200 <= response.status < 300:
             raise _api_error(response.status, response.reason or "", data, method, path)
-        parsed: dict[str, Any] = json.loads(data) if data else {}
+        parsed: dict[str, Any] = loads(data) if data else {}
         return parsed
 
     def _request(
@@ -326,7 +343,7 @@ class KubeApi:
         raw = response.data or b"{}"
         if not 200 <= response.status < 300:
             raise _api_error(response.status, response.reason or "", raw, method, path)
-        parsed: dict[str, Any] = json.loads(raw)
+        parsed: dict[str, Any] = loads(raw)
         return parsed
 
     # --- verbs ------------------------------------------------------------------------------
