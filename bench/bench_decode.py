@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes.watch import Watch
 
-from bench.calibration import calibrate
+from bench.calibration import best_cpu_seconds, calibrate
 from koordqueue.kube.api import loads
 from koordqueue.kube.informer import WatchStream
 
@@ -69,15 +68,6 @@ class _Response:
         pass
 
 
-def _best(fn: Callable[[], object], repeats: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
-
-
 def _watch_before() -> None:
     for _ in Watch().stream(lambda **kw: _Response(), timeout_seconds=60):  # type: ignore[no-untyped-call]
         pass
@@ -105,7 +95,7 @@ def main() -> None:
         ("answer, json.loads (before)", _bodies(json.loads)),
         ("answer, api.loads/orjson (after)", _bodies(loads)),
     ):
-        per = _best(fn) / _EVENTS
+        per = best_cpu_seconds(fn) / _EVENTS
         refs = cal.in_py_refs(per) * 1e6
         print(f"{label}: {per * 1e6:.2f} us CPU each ({refs:.1f} micro-py-ref)")
 

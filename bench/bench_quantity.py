@@ -8,28 +8,17 @@ the calibration yardstick (bench/calibration.py). Run: `python bench/bench_quant
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.calibration import calibrate
+from bench.calibration import best_cpu_seconds, calibrate
 from koordqueue.domain.quantity import parse_quantity
 from koordqueue.domain.resources import Resources
 
 _STRINGS = ("100m", "1Gi", "2", "500Mi", "250m", "4", "1500m", "8Gi")
 _LIST = {"cpu": "100m", "memory": "1Gi", "nvidia.com/gpu": "1"}
 _LOOPS = 20_000
-
-
-def _best(fn: Callable[[], object], repeats: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def _strings() -> None:
@@ -45,8 +34,8 @@ def _lists() -> None:
 
 def main() -> None:
     cal = calibrate()
-    per_string = _best(_strings) / (_LOOPS * len(_STRINGS))
-    per_list = _best(_lists) / _LOOPS
+    per_string = best_cpu_seconds(_strings) / (_LOOPS * len(_STRINGS))
+    per_list = best_cpu_seconds(_lists) / _LOOPS
     print(cal.line())
     print(f"parse_quantity: {per_string * 1e6:.3f} us CPU per string "
           f"({cal.in_py_refs(per_string) * 1e6:.1f} micro-py-ref)")

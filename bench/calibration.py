@@ -66,7 +66,8 @@ def numpy_workload() -> float:
     return total
 
 
-def _best_cpu_seconds(fn: Callable[[], object], repeats: int) -> float:
+def best_cpu_seconds(fn: Callable[[], object], repeats: int = 5) -> float:
+    """Least CPU time over `repeats` runs of `fn`: the run the box disturbed least."""
     best = float("inf")
     for _ in range(repeats):
         c0 = time.process_time()
@@ -107,8 +108,8 @@ def calibrate(repeats: int = 7) -> Calibration:
     """Measure both references (about 0.5 s of CPU on the slow box)."""
     python_workload()  # warm caches and the allocator before timing
     return Calibration(
-        python_s=_best_cpu_seconds(python_workload, repeats),
-        numpy_s=_best_cpu_seconds(numpy_workload, max(3, repeats // 2)),
+        python_s=best_cpu_seconds(python_workload, repeats),
+        numpy_s=best_cpu_seconds(numpy_workload, max(3, repeats // 2)),
     )
 
 
