@@ -399,21 +399,10 @@ def _block_skips(
     untried: Sequence[tuple[int, QueueUnit]], depth: int, blocked: Mapping[str, _Hold]
 ) -> list[Skip]:
     """Block's skip entries, from its max depth and blocked quotas."""
-    out: list[Skip] = []
-    last_label: object = untried  # (no label is this list) a queue's units mostly share
-    quota, hold = "", None  # one quota: look its hold up once per run of equal labels
-    for i, u in untried:
-        if 0 < depth <= i:
-            out.append(BeyondMaxDepth(u, i + 1, depth))
-            continue
-        label = u.labels.get(QUOTA_NAME_LABEL)
-        if label is not last_label and label != last_label:
-            last_label, quota = label, quota_of(u)
-            hold = blocked.get(quota)
-        out.append(
-            NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
-        )
-    return out
+    held = _held_skip(blocked)
+    return [
+        BeyondMaxDepth(u, i + 1, depth) if 0 < depth <= i else held(u) for i, u in untried
+    ]
 
 
 def _intelligent_skips(
@@ -424,21 +413,34 @@ def _intelligent_skips(
 ) -> list[Skip]:
     """Intelligent's skip entries, from its threshold and blocked quotas."""
     high = tuple(u.key for u in waiting if u.priority >= threshold)
+    held = _held_skip(blocked)
     out: list[Skip] = []
-    last_label: object = untried  # (no label is this list) look a quota's hold up once
-    quota, hold = "", None  # per run of equal labels, as Block does
     for _, u in untried:
         if u.priority < threshold:
             out.append(HighPriorityWaiting(u, high, threshold) if high else NotOffered(u))
-            continue
+        else:
+            out.append(held(u))
+    return out
+
+
+def _held_skip(blocked: Mapping[str, _Hold]) -> Callable[[QueueUnit], Skip]:
+    """A unit's skip entry by its quota's hold: BlockedByHead while held, NotOffered if not.
+
+    A queue's units mostly share one quota label, so the hold is looked up once per run of
+    equal labels, not once per unit.
+    """
+    last_label: object = blocked  # (no label is this mapping) the first unit looks it up
+    quota, hold = "", None
+
+    def skip(u: QueueUnit) -> Skip:
+        nonlocal last_label, quota, hold
         label = u.labels.get(QUOTA_NAME_LABEL)
         if label is not last_label and label != last_label:
             last_label, quota = label, quota_of(u)
             hold = blocked.get(quota)
-        out.append(
-            NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
-        )
-    return out
+        return NotOffered(u) if hold is None else BlockedByHead(u, quota, hold.head, hold.since)
+
+    return skip
 
 
 class IntelligentPolicy(_QuotaBlockingPolicy):
