@@ -16,11 +16,16 @@ from koordqueue.domain import names
 from koordqueue.domain.integrations import POD, PYTORCH_JOB
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.kube.api import QUEUE_UNIT, Kind, KubeApi
-from koordqueue.kube.controller.integrations import IntegrationConsumer
 from koordqueue.kube.integration_reconciler import kind_of
 from tests.unit.kube.memory_api import MemoryApi, fields_match, labels_match
 from tests.unit.kube.test_api_transport import Seen, served  # noqa: F401 - the fixture
-from tests.unit.kube.test_integration_resync import CountingApi, cpu_used, make, next_period
+from tests.unit.kube.test_integration_resync import (
+    CountingApi,
+    cpu_used,
+    looks_of,
+    make,
+    next_period,
+)
 
 PODS = kind_of(POD)
 
@@ -59,27 +64,13 @@ def _resync_lists(api: CountingApi, since: int) -> list[tuple[Any, ...]]:
     return [s for s in api.selectors[since:] if s[0] == PODS.plural and s[1] is None]
 
 
-def _looks(c: Any) -> list[str]:
-    consumer = c.consumers["Pod"]
-    assert isinstance(consumer, IntegrationConsumer)
-    looks: list[str] = []
-    original = consumer._look
-
-    def counting(key: str, *args: Any) -> None:
-        looks.append(key)
-        original(key, *args)
-
-    consumer._look = counting  # type: ignore[method-assign]
-    return looks
-
-
 def test_the_pod_resync_asks_only_for_unbound_pods_that_name_a_quota() -> None:
     api = GetCountingApi()
     c, _, clock = make(api, "kubeflow.org/pytorchjob,pod")
     _pod(api, "queued")  # its ADDED event was lost
     _pod(api, "no-quota", quota=None)  # gated without a quota: its unit could never be admitted
     _pod(api, "web", quota="q", gated=False, node="n1")  # bound, never the queue's
-    looks = _looks(c)
+    looks = looks_of(c, "Pod")
     since = len(api.selectors)
     next_period(c, clock)
     assert _resync_lists(api, since) == [("pods", None, QUOTA_NAME_LABEL, "spec.nodeName=")]

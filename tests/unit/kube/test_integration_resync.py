@@ -111,6 +111,21 @@ def next_period(c: Controller, clock: Clock) -> None:
     c.admission_round()  # fires the consumers' timers: the resync starts (and runs inline)
 
 
+def looks_of(c: Any, kind: str) -> list[str]:
+    """The unit keys the `kind` consumer looks at from now on, in order."""
+    consumer = c.consumers[kind]
+    assert isinstance(consumer, IntegrationConsumer)
+    looks: list[str] = []
+    original = consumer._look
+
+    def counting(key: str, *args: Any) -> None:
+        looks.append(key)
+        original(key, *args)
+
+    consumer._look = counting  # type: ignore[method-assign]
+    return looks
+
+
 def test_a_workload_whose_added_event_was_lost_gets_its_unit_at_the_next_resync() -> None:
     api = CountingApi()
     c, _, clock = make(api)
@@ -251,16 +266,7 @@ def test_a_pod_group_is_looked_at_once_per_resync() -> None:
             },
             "default",
         )
-    consumer = c.consumers["Pod"]
-    assert isinstance(consumer, IntegrationConsumer)
-    looks: list[str] = []
-    original = consumer._look
-
-    def counting(key: str, *args: Any) -> None:
-        looks.append(key)
-        original(key, *args)
-
-    consumer._look = counting  # type: ignore[method-assign]
+    looks = looks_of(c, "Pod")
     next_period(c, clock)
     assert looks == ["default/gang-pod-qu"]  # one look for the group, not one per pod
     assert api.get(QUEUE_UNIT, "gang-pod-qu", "default") is not None
