@@ -187,10 +187,9 @@ def test_a_gang_too_big_for_the_free_room_stays_held_whole_while_a_smaller_one_r
     assert "admissions" not in held["status"] or not held["status"]["admissions"]
 
 
-def test_a_new_units_first_status_does_not_overwrite_an_admission_that_landed_first() -> None:
-    """The unit's watch event can let a round admit it before the reconciler's first status
-    write lands: that write is guarded by the created resourceVersion and dropped."""
-    api = MemoryApi()
+def _first_status_after(api: MemoryApi, landed: dict[str, Any]) -> Any:
+    """The reconciler's first status write for a new PyTorchJob unit, run after `landed` (a
+    round's status patch) reached the unit between the creation and that write."""
     install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
     c = make(api, "kubeflow.org/pytorchjob")
     consumer = c.consumers["PyTorchJob"]
@@ -205,11 +204,18 @@ def test_a_new_units_first_status_does_not_overwrite_an_admission_that_landed_fi
             "default",
         )
     )  # the creation's answer, as the reconciler holds it
-    api.merge_patch(QUEUE_UNIT, UNIT, {"status": {"phase": "Dequeued"}}, "default", "status")
+    api.merge_patch(QUEUE_UNIT, UNIT, {"status": landed}, "default", "status")
     write = IntegrationWrite(
         consumer, lambda r: r.write_phase(created, Phase.ENQUEUED, "Enqueued"), "test"
     )
-    look = write.run(c.writer.apis)
+    return write.run(c.writer.apis)
+
+
+def test_a_new_units_first_status_does_not_overwrite_an_admission_that_landed_first() -> None:
+    """The unit's watch event can let a round admit it before the reconciler's first status
+    write lands: that write is guarded by the created resourceVersion and dropped."""
+    api = MemoryApi()
+    look = _first_status_after(api, {"phase": "Dequeued"})
     assert look.phases == []
     after = api.get(QUEUE_UNIT, UNIT, "default")
     assert after is not None and after["status"]["phase"] == "Dequeued"
@@ -219,25 +225,7 @@ def test_a_new_units_phase_is_filled_in_when_a_rounds_message_landed_first() -> 
     """A round may write a rejection message (no phase) before the first status: the phase
     is still written, the round's message kept."""
     api = MemoryApi()
-    install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
-    c = make(api, "kubeflow.org/pytorchjob")
-    consumer = c.consumers["PyTorchJob"]
-    assert isinstance(consumer, IntegrationConsumer)
-    created = copy.deepcopy(
-        api.create(
-            QUEUE_UNIT,
-            {
-                "metadata": {"name": UNIT, "namespace": "default"},
-                "spec": {"resource": {"cpu": "1"}},
-            },
-            "default",
-        )
-    )
-    api.merge_patch(QUEUE_UNIT, UNIT, {"status": {"message": "limited"}}, "default", "status")
-    write = IntegrationWrite(
-        consumer, lambda r: r.write_phase(created, Phase.ENQUEUED, "Enqueued"), "test"
-    )
-    look = write.run(c.writer.apis)
+    look = _first_status_after(api, {"message": "limited"})
     assert [phase for phase, _ in look.phases] == [Phase.ENQUEUED]
     after = api.get(QUEUE_UNIT, UNIT, "default")
     assert after is not None
