@@ -73,17 +73,25 @@ def build_operator(
     with_scheduler: bool = False,
     on_lost: Callable[[], None] | None = None,
 ) -> tuple[Controller, kopf.OperatorRegistry]:
-    """The quota controller's registry; with the scheduler (and its webhook) when asked."""
+    """The quota controller's registry; with the scheduler when asked.
+
+    With `--webhook-port` the pod webhook is served when a gate of this process needs it:
+    the scheduler's queue-allocation gate, or the pod integration's admission gate.
+    """
     api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
     leadership = leadership_for(api_client, settings, CONTROLLER_LEASE, on_lost)
     api = KubeApi(api_client, fence=leadership.may_write)
     controller = Controller(api, settings)
     registry = build_registry(controller, api, leadership)
-    if with_scheduler:
-        if settings.webhook_port:  # serving before the scheduler reports ready
-            from koordqueue.kube.gates.webhook import register_webhook
+    if settings.webhook_port:  # serving before the scheduler reports ready
+        from koordqueue.kube.gates.webhook import pod_admission_gating, register_webhook
 
-            register_webhook(registry, settings)
+        admission = pod_admission_gating(settings)
+        if with_scheduler or admission is not None:
+            register_webhook(
+                registry, settings, allocation_gate=with_scheduler, admission=admission
+            )
+    if with_scheduler:
         register_scheduler(registry, Scheduler(api, settings), leadership)
     kopf_support.log_in_with(registry, api)
     return controller, registry

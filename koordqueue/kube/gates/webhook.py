@@ -1,11 +1,20 @@
-"""Mutating admission webhook for Pods: opted-in pods get the queue-allocation gate (SPEC 3.5).
+"""Mutating admission webhook for Pods: the scheduling gates they are created with.
+
+Two purposes, one review, one JSON patch:
+
+- the scheduler's queue-allocation gate (SPEC 3.5) on pods that opt in by annotation, with
+  the feature gate SchedulingGatesQueueAdmission on;
+- the pod integration's admission gate `koord-queue/admission` (issue 13, Kueue's pod
+  webhook) on pods that name a quota, when `--integrations` holds `pod`
+  (koordqueue/domain/integrations/pod_gate.py decides which).
 
 Served by kopf's `WebhookServer` (TLS, certificate reloading) with our own review function,
 because the JSON patch must be exactly `add /spec/schedulingGates/-` (append to existing
 gates) or `add /spec/schedulingGates` (create the list); kopf's diff-based patches would
 rewrite by index. The review never rejects: a queueing webhook must not block pod creation,
 which is also why the MutatingWebhookConfiguration uses failurePolicy Ignore and a short
-timeout (deploy/webhook.yaml).
+timeout (deploy/webhook.yaml). Inconsistent pod-group metadata, which Kueue refuses, comes
+back as admission warnings.
 """
 
 from __future__ import annotations
@@ -14,13 +23,22 @@ import asyncio
 import base64
 import json
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import kopf
 import structlog
 
+from koordqueue.domain.integrations import parse_integrations
+from koordqueue.domain.integrations.pod_gate import (
+    AdmissionGating,
+    admission_gating,
+    group_warnings,
+    wants_admission_gate,
+)
+from koordqueue.domain.names import POD_ADMISSION_GATE
 from koordqueue.kube.gates.certs import self_signed
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.settings import ControllerSettings
@@ -32,38 +50,93 @@ WEBHOOK_PATH: Final = "/mutate-pods"
 CONFIG_NAME: Final = "koordqueue-queue-allocation-gate"
 
 
-def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """JSON patch ops adding our gate to an opted-in pod; [] when nothing is to be done.
+@dataclass(frozen=True, slots=True)
+class PodGating:
+    """Which gates the review adds: the allocation gate and/or the pod integration's."""
 
-    Idempotent: a pod that already carries the gate (an apiserver retry, a re-invocation
-    after another webhook) gets no op, so the gate is never duplicated.
+    allocation_gate: bool = True
+    """The scheduler's queue-allocation gate on opted-in pods (the feature gate is on)."""
+    admission: AdmissionGating | None = None
+    """The pod integration's admission gate (None: `pod` is not an enabled integration)."""
+
+
+def gates_patch(pod: Mapping[str, Any], wanted: Sequence[str]) -> list[dict[str, Any]]:
+    """JSON patch ops adding the `wanted` gates the pod does not carry yet, in order.
+
+    One op per gate appended to an existing list, or one op creating the list with all of
+    them. Idempotent: a gate the pod already carries (an apiserver retry, a re-invocation
+    after another webhook) is never added twice.
     """
+    gates = (pod.get("spec") or {}).get("schedulingGates")
+    present = (
+        {g.get("name") for g in gates if isinstance(g, Mapping)}
+        if isinstance(gates, list)
+        else set()
+    )
+    missing = [name for name in dict.fromkeys(wanted) if name not in present]
+    if not missing:
+        return []
+    if isinstance(gates, list):
+        return [
+            {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": name}}
+            for name in missing
+        ]
+    return [
+        {
+            "op": "add",
+            "path": "/spec/schedulingGates",
+            "value": [{"name": name} for name in missing],
+        }
+    ]
+
+
+def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """JSON patch ops adding the queue-allocation gate to an opted-in pod; [] otherwise."""
     if not opted_in((pod.get("metadata") or {}).get("annotations")):
         return []
-    spec = pod.get("spec") or {}
-    gates = spec.get("schedulingGates")
-    if isinstance(gates, list):
-        if any(isinstance(g, Mapping) and g.get("name") == names.GATE_NAME for g in gates):
-            return []
-        return [{"op": "add", "path": "/spec/schedulingGates/-",
-                 "value": {"name": names.GATE_NAME}}]
-    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": names.GATE_NAME}]}]
+    return gates_patch(pod, [names.GATE_NAME])
 
 
-def review(request: Mapping[str, Any], *, enabled: bool = True) -> dict[str, Any]:
+def pod_patch(
+    pod: Mapping[str, Any], gating: PodGating, namespace: str | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """(JSON patch ops, admission warnings) for a pod being created in `namespace`."""
+    wanted: list[str] = []
+    warnings: list[str] = []
+    if gating.admission is not None and wants_admission_gate(pod, gating.admission, namespace):
+        wanted.append(POD_ADMISSION_GATE)
+        warnings = group_warnings(pod)
+    bound = bool((pod.get("spec") or {}).get("nodeName"))  # the API refuses a gated bound pod
+    if (
+        gating.allocation_gate
+        and not bound
+        and opted_in((pod.get("metadata") or {}).get("annotations"))
+    ):
+        wanted.append(names.GATE_NAME)
+    return gates_patch(pod, wanted), warnings
+
+
+def review(
+    request: Mapping[str, Any], *, enabled: bool = True, admission: AdmissionGating | None = None
+) -> dict[str, Any]:
     """An AdmissionReview response for an AdmissionReview request (always allowed).
 
-    With the feature gate off (`enabled` False) nothing is ever patched.
+    `enabled`: the allocation gate's feature gate (off: that gate is never added);
+    `admission`: the pod integration's gating (None: its gate is never added).
     """
     payload = request.get("request") or {}
     response: dict[str, Any] = {"uid": payload.get("uid", ""), "allowed": True}
     kind = (payload.get("kind") or {}).get("kind")
     creating = payload.get("operation") == "CREATE" and not payload.get("subResource")
-    if enabled and kind == "Pod" and creating:
-        ops = gate_patch(payload.get("object") or {})
+    if kind == "Pod" and creating:
+        ops, warnings = pod_patch(
+            payload.get("object") or {}, PodGating(enabled, admission), payload.get("namespace")
+        )
         if ops:
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode("ascii")
+        if warnings:
+            response["warnings"] = warnings
     return {
         "apiVersion": request.get("apiVersion", "admission.k8s.io/v1"),
         "kind": request.get("kind", "AdmissionReview"),
@@ -71,15 +144,18 @@ def review(request: Mapping[str, Any], *, enabled: bool = True) -> dict[str, Any
     }
 
 
-def _handler(enabled: bool) -> Callable[..., Awaitable[Any]]:
+def _handler(gating: PodGating) -> Callable[..., Awaitable[Any]]:
     async def handle(request: Any, **_: Any) -> Any:
         try:
-            return review(request, enabled=enabled)
+            return review(request, enabled=gating.allocation_gate, admission=gating.admission)
         except Exception:  # never fail the pod's creation because of us
             log.exception("webhook review failed; allowing unchanged")
             uid = ((request or {}).get("request") or {}).get("uid", "")
-            return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                    "response": {"uid": uid, "allowed": True}}
+            return {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": uid, "allowed": True},
+            }
 
     return handle
 
@@ -89,9 +165,10 @@ async def serve(
     on_ready: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     *,
     enabled: bool = True,
+    admission: AdmissionGating | None = None,
 ) -> None:
     """Serve reviews until cancelled; `on_ready` gets the client config (url, caBundle)."""
-    async for client_config in server(_handler(enabled)):
+    async for client_config in server(_handler(PodGating(enabled, admission))):
         log.info("pod webhook serving", url=client_config.get("url"))
         if on_ready is not None:
             result = on_ready(dict(client_config))
@@ -117,15 +194,34 @@ def webhook_server(settings: ControllerSettings, addr: str = "0.0.0.0") -> kopf.
         certfile, keyfile = str(cert.certfile), str(cert.keyfile)
         log.warning("webhook uses a generated self-signed certificate", certfile=certfile)
     return kopf.WebhookServer(
-        addr=addr, port=settings.webhook_port, path=WEBHOOK_PATH,
-        certfile=certfile, pkeyfile=keyfile,
+        addr=addr,
+        port=settings.webhook_port,
+        path=WEBHOOK_PATH,
+        certfile=certfile,
+        pkeyfile=keyfile,
     )
 
 
-def register_webhook(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> None:
-    """Serve the webhook for the operator's lifetime (startup to cleanup)."""
+def pod_admission_gating(settings: ControllerSettings) -> AdmissionGating | None:
+    """The pod integration's gating when `--integrations` holds `pod`, else None."""
+    return admission_gating(settings.namespace, parse_integrations(settings.integrations))
+
+
+def register_webhook(
+    registry: kopf.OperatorRegistry,
+    settings: ControllerSettings,
+    *,
+    allocation_gate: bool = True,
+    admission: AdmissionGating | None = None,
+) -> None:
+    """Serve the webhook for the operator's lifetime (startup to cleanup).
+
+    `allocation_gate`: this process runs the scheduler that removes the queue-allocation gate
+    (it is then added as the feature gate says); `admission`: this process runs the
+    controller with the pod integration (`pod_admission_gating`), which removes its gate.
+    """
     tasks: list[asyncio.Task[None]] = []
-    enabled = parse_feature_gates(settings.feature_gates)[names.FEATURE_GATE]
+    enabled = allocation_gate and parse_feature_gates(settings.feature_gates)[names.FEATURE_GATE]
     ready = asyncio.Event()
 
     def on_ready(_config: dict[str, Any]) -> None:
@@ -134,7 +230,9 @@ def register_webhook(registry: kopf.OperatorRegistry, settings: ControllerSettin
     @kopf.on.startup(registry=registry)
     async def start_webhook(**_: Any) -> None:
         server = webhook_server(settings)
-        tasks.append(asyncio.create_task(serve(server, on_ready, enabled=enabled)))
+        tasks.append(
+            asyncio.create_task(serve(server, on_ready, enabled=enabled, admission=admission))
+        )
         await asyncio.wait_for(ready.wait(), timeout=30)
 
     @kopf.on.cleanup(registry=registry)
