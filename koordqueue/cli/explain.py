@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from koordqueue.cli.render import table
+from koordqueue.domain.integrations import BATCH_JOB, INTEGRATIONS, Integration
 from koordqueue.domain.names import (
     ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
     DEFAULT_OVERSELL_RATE,
@@ -52,6 +53,12 @@ def add_explain_parser(sub: Any) -> None:
             "Explain the admission state of one QueueUnit: quota resolution, queue and\n"
             "policy, position in the queue, and the parent chain check.\n"
             "\n"
+            "KIND/NAME (or --kind KIND NAME) names the unit by its workload: the unit the\n"
+            "controller makes for that object of a job integration, e.g. pytorchjob/train\n"
+            "is the unit train-py-qu (KIND: job, pytorchjob, mpijob, jobset, their plurals\n"
+            "or plural.group, the --integrations name; --kind pod for a pod's or a pod\n"
+            "group's unit). Scenario and cluster alike.\n"
+            "\n"
             "With pod/NAME (or --pod NAME), explain why a pod is pending instead (live\n"
             "cluster only): its scheduler name, scheduling gates, PodGroup and queue,\n"
             "whether it is bound, and otherwise which predicates fail on which node and\n"
@@ -65,13 +72,21 @@ def add_explain_parser(sub: Any) -> None:
         epilog=(
             "examples:\n"
             "  koordqueue explain -n team-a my-job\n"
+            "  koordqueue explain -n team-a pytorchjob/train\n"
+            "  koordqueue explain -n team-a --kind pod my-pod-group\n"
             "  koordqueue explain -n team-a pod/my-job-0\n"
             "  koordqueue explain -n team-a --pod my-job-0 --scheduler-conf sched.yaml -o json"
         ),
     )
     parser.add_argument(
         "unit", metavar="NAME", nargs="?", default=None,
-        help="unit name, or NAMESPACE/NAME; pod/NAME (also pods/NAME, po/NAME) explains a pod",
+        help="unit name, or NAMESPACE/NAME; KIND/NAME names a workload's unit (pytorchjob/NAME); "
+        "pod/NAME (also pods/NAME, po/NAME) explains a pod",
+    )
+    parser.add_argument(
+        "--kind", default=None, metavar="KIND",
+        help="NAME is a workload of this kind (pytorchjob, kubeflow.org/pytorchjob, jobset, "
+        "pod, ...): explain the unit the controller makes for it",
     )
     parser.add_argument("-n", "--namespace", default=None,
                         help="namespace of the unit or pod (default: 'default')")
@@ -138,25 +153,84 @@ def _pod_name(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _kind_aliases() -> dict[str, Integration]:
+    """Every spelling of an integration's kind a user may type, kubectl's and ours."""
+    aliases: dict[str, Integration] = {}
+    for integration in INTEGRATIONS.values():
+        kind = integration.workload
+        plural_group = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+        for alias in (kind.kind.lower(), kind.plural, plural_group, integration.name):
+            aliases[alias] = integration
+    return aliases
+
+
+KIND_ALIASES: dict[str, Integration] = _kind_aliases()
+
+
+def _workload_kind(args: argparse.Namespace) -> tuple[Integration, str] | str | None:
+    """(integration, NAME or NAMESPACE/NAME) when the target is a workload, None when it is a
+    unit, or an error message. `--kind KIND NAME`, or KIND/NAME for a kind other than pods
+    (pod/NAME explains the pod itself)."""
+    raw: str = args.unit or ""
+    if args.kind is not None:
+        integration = KIND_ALIASES.get(str(args.kind).lower())
+        if integration is None:
+            known = ", ".join(i.workload.kind.lower() for i in INTEGRATIONS.values())
+            return f"--kind {args.kind!r} is no queued kind (known: {known})"
+        return integration, raw
+    if raw.startswith(POD_PREFIXES):
+        return None  # pod/NAME: the pod itself
+    prefix, slash, rest = raw.partition("/")
+    integration = KIND_ALIASES.get(prefix.lower()) if slash else None
+    if integration is None:
+        return None
+    if not rest or "/" in rest:
+        return f"{prefix}/NAME takes the workload's NAME (its namespace with -n), got {raw!r}"
+    return integration, rest
+
+
+def unit_key_of(
+    integration: Integration, namespace: str, name: str, obj: dict[str, Any] | None = None
+) -> str:
+    """NAMESPACE/NAME of the unit the controller makes for the workload `name`: the
+    integration's own `unit_name`, on the object when it was read (a pod of a group names the
+    group's unit), else on its name alone."""
+    found = obj or {"metadata": {"name": name, "namespace": namespace}}
+    return f"{namespace}/{integration.unit_name(found)}"
+
+
 def run_explain(args: argparse.Namespace) -> int:
     """Build a view from the chosen source, explain, print; exit code as documented above."""
     if args.pod is not None and args.unit is not None:
         return _bad_input("give either NAME or --pod NAME, not both")
-    pod_name = _pod_name(args)
+    if args.pod is not None and args.kind is not None:
+        return _bad_input("--kind names a workload's unit; --pod explains a pod: not both")
+    workload = _workload_kind(args)
+    if isinstance(workload, str):
+        return _bad_input(workload)
+    pod_name = None if workload is not None else _pod_name(args)
     if pod_name is not None:
         return run_explain_pod(args, pod_name)
     if args.unit is None:
         return _bad_input("a unit NAME, pod/NAME or --pod NAME is required")
+    if workload is not None:
+        args.unit = workload[1]
     key = _unit_key(args)
     if key is None:
+        what = "the workload" if workload is not None else "unit"
         return _bad_input(
-            f"unit must be NAME or NAMESPACE/NAME (with a matching -n), got {args.unit!r}"
+            f"{what} must be NAME or NAMESPACE/NAME (with a matching -n), got {args.unit!r}"
         )
+    integration = workload[0] if workload is not None else None
+    of = f" (of {integration.workload.kind} {key})" if integration is not None else ""
     job: dict[str, Any] | None = None
     if args.scenario is not None:
         if args.kubeconfig or args.context:
             return _bad_input("--scenario and --kubeconfig/--context are exclusive")
         scenario = load_scenario(args.scenario)  # ScenarioError -> exit 2 in main()
+        if integration is not None:  # a pod group is named by its group in a scenario
+            namespace, _, name = key.partition("/")
+            key = unit_key_of(integration, namespace, name)
         try:
             view = view_from_scenario(scenario, args.step)
         except ValueError as exc:
@@ -169,8 +243,9 @@ def run_explain(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return _bad_input(str(exc))
         try:
-            view, job = read_cluster(
-                key, args.kubeconfig, args.context, args.queue_namespace, args.oversellrate
+            view, job, key = read_cluster(
+                key, args.kubeconfig, args.context, args.queue_namespace, args.oversellrate,
+                integration=integration,
             )
         except LiveReadError as exc:
             print(f"koordqueue explain: error: {exc}", file=sys.stderr)
@@ -179,7 +254,7 @@ def run_explain(args: argparse.Namespace) -> int:
     result = add_job_notes(found, job) if found else explain_missing(view, key, job)
     if result is None:
         where = view.source or "the cluster"
-        print(f"koordqueue explain: QueueUnit {key} not found in {where}", file=sys.stderr)
+        print(f"koordqueue explain: QueueUnit {key}{of} not found in {where}", file=sys.stderr)
         return EXIT_NOT_FOUND
     print(render_json(result, view) if args.output == "json" else render_table(result, view))
     return EXIT_OK
@@ -202,11 +277,17 @@ def read_cluster(
     context: str | None,
     queue_namespace: str,
     oversell_rate: str,
-) -> tuple[ClusterView, dict[str, Any] | None]:
-    """List quotas, queues and units (and get the Job) and fold them into a view.
+    *,
+    integration: Integration | None = None,
+) -> tuple[ClusterView, dict[str, Any] | None, str]:
+    """List quotas, queues and units (and get the Job) and fold them into a view; returns
+    the view, the Job, and the unit's key.
 
-    Read-only: explain never writes to the cluster. The kube client is imported here so the
-    offline subcommands stay fast and work without cluster libraries configured.
+    `integration`: `key` is that of a workload of this kind whose unit is asked for. A kind
+    whose objects form groups (pods) is read first, as a group member names the group's
+    unit; every other kind's unit name follows from the workload's name alone. Read-only:
+    explain never writes to the cluster. The kube client is imported here so the offline
+    subcommands stay fast and work without cluster libraries configured.
     """
     from kubernetes.config import ConfigException
 
@@ -216,6 +297,7 @@ def read_cluster(
         QUEUE,
         QUEUE_UNIT,
         ApiError,
+        Kind,
         KubeApi,
         load_api_client,
     )
@@ -227,10 +309,17 @@ def read_cluster(
     api = KubeApi(api_client, timeout=15.0)
     namespace, _, name = key.partition("/")
     try:
+        if integration is not None:
+            obj = None
+            if integration.group_label() is not None:
+                w = integration.workload
+                obj = api.get(Kind(w.group, w.version, w.plural, w.kind), name, namespace)
+            key = unit_key_of(integration, namespace, name, obj)
+            name = name if integration is BATCH_JOB else ""  # the Job's notes: Jobs only
         quotas = api.list_objects(ELASTIC_QUOTA)
         queues = api.list_objects(QUEUE, queue_namespace)
         units = api.list_objects(QUEUE_UNIT)
-        job = api.get(JOB, name, namespace)
+        job = api.get(JOB, name, namespace) if name else None
     except ApiError as exc:
         raise LiveReadError(f"cannot read the cluster: {exc}", EXIT_NOT_FOUND) from exc
     finally:
@@ -242,7 +331,7 @@ def read_cluster(
         )
     except ValueError as exc:  # a bad --oversellrate
         raise LiveReadError(str(exc), EXIT_BAD_INPUT) from exc
-    return view, job
+    return view, job, key
 
 
 # --- rendering ----------------------------------------------------------------------------
