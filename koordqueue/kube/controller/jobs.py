@@ -23,6 +23,7 @@ from koordqueue.domain.effects import CREATED_STATUS, JOB_KIND, effects
 from koordqueue.domain.job_extension import (
     InvalidJobError,
     JobStatus,
+    enqueue_mark,
     enqueue_patch,
     go_time_string,
     is_managed,
@@ -110,11 +111,13 @@ class PriorityClasses:
 class UnitCreated:
     obj: dict[str, Any]
     resource: Any
+    mark: Mapping[str, Any] | None = None
+    """The enqueue patch the Job still needs (None: it carries the mark already)."""
 
 
 @dataclass(frozen=True, slots=True)
 class CreateRefused:
-    """Marking the Job or creating its unit was refused past its retries."""
+    """Creating the Job's unit was refused past its retries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +135,13 @@ CreateOutcome = UnitCreated | CreateRefused | UnitExists | JobInvalid
 
 @dataclass(frozen=True, slots=True)
 class CreateUnitForJob:
-    """Mark the Job enqueued, then create its QueueUnit (which copies the Job's annotations)."""
+    """Create the Job's QueueUnit, with the Job's annotations and its enqueue mark.
+
+    The Job itself is marked afterwards (`UnitCreated.mark`): in the admission's resume
+    patch when the unit is admitted as it is made (one Job write instead of two), else in
+    its own patch before the unit's first status (jobs.py `_created`). The unit holds the
+    same annotations either way, as when it copied them from the marked Job.
+    """
 
     job: Mapping[str, Any]
     priorities: PriorityClasses
@@ -147,12 +156,8 @@ class CreateUnitForJob:
         m = meta(job)
         patch = enqueue_patch(job, go_time_string())
         if patch is not None:
-            marked = MergePatch(
-                JOB, m.get("name", ""), m.get("namespace"), patch, "enqueue job", missing_ok=False
-            ).run(apis)
-            if marked is None:
-                return CreateRefused()
-            body["metadata"]["annotations"] = dict(meta(marked).get("annotations") or {})
+            notes = body["metadata"].get("annotations") or {}
+            body["metadata"]["annotations"] = {**notes, **patch["metadata"]["annotations"]}
         try:
             created = with_retries(  # (409 is AlreadyExists here: an answer, not a conflict)
                 lambda: api.create(QUEUE_UNIT, body, m.get("namespace")), retry_conflicts=False
@@ -163,7 +168,7 @@ class CreateUnitForJob:
             metrics.API_ERRORS.labels("create unit").inc()
             log.warning("could not create QueueUnit", job=object_key(job), error=str(exc))
             return CreateRefused()
-        return UnitCreated(created, body["spec"]["resource"])
+        return UnitCreated(created, body["spec"]["resource"], patch)
 
 
 def _ref_target(unit_obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -172,14 +177,44 @@ def _ref_target(unit_obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(ref.get("namespace") or meta(unit_obj).get("namespace")), str(ref.get("name"))
 
 
-def resume_job(namespace: str, name: str) -> MergePatch:
-    """suspend: false and the dequeue timestamp (None outcome if the Job is gone)."""
-    patch = resume_patch(go_time_string()) or {}  # (no Job given: always a patch)
+def resume_job(namespace: str, name: str, mark: Mapping[str, str] | None = None) -> MergePatch:
+    """suspend: false and the dequeue timestamp, with the enqueue `mark` (the unit's copy of
+    it: a Job whose unit was admitted as it was made is marked here); None outcome if the Job
+    is gone."""
+    patch = resume_patch(go_time_string(), mark=mark) or {}  # (no Job given: always a patch)
     return MergePatch(JOB, name, namespace, patch, "resume job")
 
 
 def suspend_job(namespace: str, name: str) -> MergePatch:
     return MergePatch(JOB, name, namespace, suspend_patch() or {}, "suspend job")
+
+
+Generations = dict[str, tuple[str, int]]
+"""Job namespace/name -> (uid, metadata.generation) of the Job as our last spec write left it."""
+
+
+def note_generation(seen: Generations, job: Mapping[str, Any] | None) -> None:
+    """Remember the generation a resume/suspend answered with (see `JobReconciler._stale`)."""
+    if job is not None:
+        m = meta(job)
+        seen[object_key(job)] = (str(m.get("uid")), int(m.get("generation") or 0))
+
+
+@dataclass(frozen=True, slots=True)
+class NotedJobWrite:
+    """A resume/suspend of a Job whose answer's generation is noted in `seen`.
+
+    Run from a unit's effect chain on a writer thread; one dict store (atomic under the GIL)
+    that happens before the chain's outcome is posted to the owner, who reads `seen`.
+    """
+
+    write: MergePatch
+    seen: Generations
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
+        job = self.write.run(apis)
+        note_generation(self.seen, job)
+        return job
 
 
 class JobReconciler:
@@ -197,13 +232,31 @@ class JobReconciler:
         self.creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=30)
         self.busy: dict[str, dict[str, Any] | None] = {}
         """Jobs with writes in flight -> the latest event that came meanwhile (None: none)."""
+        self.generations: Generations = {}
+        """What our last resume/suspend of each Job answered (uid, generation): an event or
+        read of an older generation of the same Job is stale (`_stale`)."""
 
     # --- the seam -------------------------------------------------------------------------
     def resume(self, unit_obj: Mapping[str, Any]) -> Write[Any] | None:
-        return resume_job(*_ref_target(unit_obj))
+        write = resume_job(*_ref_target(unit_obj), mark=enqueue_mark(unit_obj))
+        return NotedJobWrite(write, self.generations)
 
     def suspend(self, unit_obj: Mapping[str, Any]) -> Write[Any] | None:
-        return suspend_job(*_ref_target(unit_obj))
+        return NotedJobWrite(suspend_job(*_ref_target(unit_obj)), self.generations)
+
+    def _stale(self, job: Mapping[str, Any], key: str) -> bool:
+        """The Job as it was before our last resume/suspend of it (a lower generation).
+
+        The watch delivers the newer version after it, so a stale copy is dropped rather than
+        reconciled: reconciling a copy from before the resume would resume the Job again (a
+        second Job patch per admission, as the enqueue-mark event held while the Job's unit
+        was being made and admitted came back after the resume).
+        """
+        seen = self.generations.get(key)
+        if seen is None:
+            return False
+        m = meta(job)
+        return seen[0] == m.get("uid") and int(m.get("generation") or 0) < seen[1]
 
     def unit_scheduled(self, unit_obj: Mapping[str, Any]) -> None:
         """SchedSucceed: read the Job, then reconcile it."""
@@ -243,6 +296,8 @@ class JobReconciler:
                 self.busy[key] = None  # what waited is older than the deletion
             self._deleted(obj, key)
             return
+        if self._stale(obj, key):
+            return  # the version our own write made is on its way
         if key in self.busy:
             self.busy[key] = obj
             return
@@ -261,13 +316,15 @@ class JobReconciler:
         if job is None:
             return
         key = object_key(job)
+        if self._stale(job, key):
+            return
         if key in self.busy:
             self.busy[key] = job
             return
         self._reconcile(job, unit_uid)
 
     def _timer_fired(self, job: dict[str, Any] | None, key: str) -> None:
-        if job is None:
+        if job is None or self._stale(job, key):
             return
         if key in self.busy:
             self.busy[key] = job
@@ -307,6 +364,7 @@ class JobReconciler:
             self.ctl.timed_out.discard(unit_uid)
         self.timers.pop(key, None)
         self.refusals.pop(key, None)
+        self.generations.pop(key, None)
 
     def _handle(self, obj: dict[str, Any], key: str) -> None:
         unit_uid, owned = self._owned_unit(obj, key)
@@ -400,7 +458,8 @@ class JobReconciler:
             else:
                 self.timers[key] = now + max(action.recheck_after, 0.0)
             if action.suspend and not suspended:
-                ctl.writer.submit(suspend_job(namespace, name), lambda _: self._end(key), unit_uid)
+                suspend = NotedJobWrite(suspend_job(namespace, name), self.generations)
+                ctl.writer.submit(suspend, lambda _: self._end(key), unit_uid)
             elif action.resume and suspended and admitted:
 
                 def resumed(result: dict[str, Any] | None) -> None:
@@ -409,7 +468,8 @@ class JobReconciler:
                         ctl.writer.submit(event)
                     self._end(key)
 
-                ctl.writer.submit(resume_job(namespace, name), resumed, unit_uid)
+                resume = resume_job(namespace, name, mark=enqueue_mark(unit_obj))
+                ctl.writer.submit(NotedJobWrite(resume, self.generations), resumed, unit_uid)
             else:
                 self._end(key)
 
@@ -467,7 +527,8 @@ class JobReconciler:
                 return
         # status is a subresource: the create ignored it, so the initial phase is a second write
         # (guarded by the created resourceVersion: if an admission already wrote the status,
-        # that write wins and this one is dropped)
+        # that write wins and this one is dropped); the Job is marked enqueued first, in the
+        # same write, so it carries its mark before any round's message on its unit
         m = meta(created)
         patch = unit_status_patch(
             CREATED_STATUS.message,
@@ -475,7 +536,13 @@ class JobReconciler:
             initial=True,
             resource_version=m.get("resourceVersion"),
         )
-        write = InitialUnitStatus(str(m.get("namespace")), str(m.get("name", "")), patch, key)
+        mark = None
+        if outcome.mark is not None:
+            name, namespace = meta(job).get("name", ""), meta(job).get("namespace")
+            mark = MergePatch(JOB, name, namespace, outcome.mark, "enqueue job")
+        write = InitialUnitStatus(
+            str(m.get("namespace")), str(m.get("name", "")), patch, key, mark
+        )
 
         def written(enqueued: dict[str, Any] | None) -> None:
             if enqueued is not None:
@@ -494,8 +561,13 @@ class InitialUnitStatus:
     name: str
     patch: Mapping[str, Any]
     job_key: str
+    mark: MergePatch | None = None
+    """The Job's enqueue patch, written first (its refusal is logged and counted by
+    MergePatch; the Job is then marked by its resume, from the unit's copy of the mark)."""
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
+        if self.mark is not None:
+            self.mark.run(apis)
         try:
             return apis.api.merge_patch(
                 QUEUE_UNIT, self.name, dict(self.patch), self.namespace, "status"
