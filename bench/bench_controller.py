@@ -7,7 +7,9 @@ its CPU time can be read from /proc), creates the quotas, then the Jobs from a t
 and watches the Jobs until every one that fits is resumed. Prints p50/p90/p99/max latency,
 the throughput, the controller's CPU seconds per admission and its thread count after the
 burst, and where the time goes (the create call; the API server's watch delivery, seen by
-this script's own watch; the controller up to the resume). `--dump` writes every Job's
+this script's own watch; the controller up to the resume), and the controller's API writes
+per Job by verb and resource (the API server's apiserver_request_total, read before the burst
+and `--settle-s` after it, less the benchmark's own Job creates). `--dump` writes every Job's
 timestamps for a closer look; `--profile-s S` records the controller with py-spy (GIL samples,
 collapsed stacks) for the burst's first S seconds (a profiled run's figures are skewed: py-spy
 stops the process to sample it).
@@ -18,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +46,46 @@ def _threads(pid: int) -> int:
         if line.startswith("Threads:"):
             return int(line.split()[1])
     return 0
+
+
+_REQUEST = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+WRITE_VERBS = frozenset({"POST", "PATCH", "PUT", "DELETE", "APPLY", "CREATE", "UPDATE"})
+
+
+def api_writes(api: KubeApi) -> Counter[str]:
+    """The API server's write requests so far, by "VERB resource[/subresource]", from its own
+    apiserver_request_total (every client: subtract what the benchmark itself wrote)."""
+    method, url, headers, body, post = api.api_client.param_serialize(
+        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
+    )
+    response = api.api_client.call_api(method, url, headers, body, post, _request_timeout=30)
+    text = response.read().decode()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        match = _REQUEST.match(line)
+        if match is None:
+            continue
+        labels = dict(_LABEL.findall(match.group(1)))
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[f"{labels['verb']} {resource}"] += int(float(match.group(2)))
+    return counts
+
+
+def writes_per_job(
+    before: Counter[str], after: Counter[str], jobs: int, created: int
+) -> dict[str, float]:
+    """The controller's writes per Job by kind (the benchmark's own `created` Job creates
+    taken out), and their total."""
+    diff = after - before
+    diff["POST jobs"] -= created
+    out = {k: round(v / max(jobs, 1), 3) for k, v in sorted(diff.items()) if v > 0}
+    out["total"] = round(sum(v for v in diff.values() if v > 0) / max(jobs, 1), 3)
+    return out
 
 
 @contextmanager
@@ -73,6 +118,9 @@ def main() -> int:
     )
     parser.add_argument("--profile-s", type=int, default=0, help="py-spy the controller S s")
     parser.add_argument("--profile-out", default="/tmp/bench_controller_profile.txt")
+    parser.add_argument(
+        "--settle-s", type=float, default=5.0, help="wait after the burst before counting writes"
+    )
     args = parser.parse_args()
     cal = calibrate()  # before the control plane starts: the yardstick of an idle box
 
@@ -108,6 +156,7 @@ def main() -> int:
             component(run, args.log) as pid,
             profiled(pid, args.profile_s, args.profile_out),
         ):
+            writes_before = api_writes(api)
             burst = run_burst(
                 api,
                 JOB,
@@ -118,6 +167,8 @@ def main() -> int:
                 clients=args.clients,
             )
             threads = _threads(pid)  # after the burst: every pool has grown to its size
+            time.sleep(args.settle_s)  # background writes (events, usage) land
+            writes = writes_per_job(writes_before, api_writes(api), args.jobs, len(burst.created))
 
     resumed = len(burst.reached)
     stats = summary(burst, "controller_to_resume", args.dump)
@@ -131,6 +182,7 @@ def main() -> int:
         "p99_over_period": round(p99 / args.period, 2),
         "controller_cpu_s": round(burst.cpu_s, 2),
         "controller_threads": threads,
+        "api_writes_per_job": writes,
         "controller_cpu_ms_per_admission": round(1000 * burst.cpu_s / max(resumed, 1), 2),
         "controller_cpu_py_ref_per_admission": round(
             cal.in_py_refs(burst.cpu_s / max(resumed, 1)), 3
