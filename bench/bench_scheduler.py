@@ -72,7 +72,8 @@ def profiled(pid: int, args: argparse.Namespace) -> Iterator[None]:
     spy = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid)]
     if not args.profile_threads:
         spy.append("--gil")  # else every running thread's samples (C work without the GIL too)
-    spy += ["-d", str(args.profile_s), "--format", "raw", "-o", args.profile_out]
+    spy += ["-r", str(args.profile_rate), "-d", str(args.profile_s)]
+    spy += ["--format", "raw", "-o", args.profile_out]
     proc = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield
@@ -86,6 +87,21 @@ def cpu_split(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of a process's live threads (a thread
+    handing the GIL or a lock to another switches; each switch is kernel time)."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for line in text.splitlines():
+            if "ctxt_switches:" in line:
+                total += int(line.split()[-1])
+    return total
 
 
 def main() -> int:
@@ -103,6 +119,9 @@ def main() -> int:
         help="py-spy (GIL samples, raw) the scheduler for the burst's first S s (skews figures)",
     )
     parser.add_argument("--profile-out", default="/tmp/bench_scheduler.profile.txt")
+    parser.add_argument(
+        "--profile-rate", type=int, default=100, help="py-spy samples per second",
+    )
     parser.add_argument(
         "--profile-threads", action="store_true",
         help="sample every running thread, not only the GIL's holder",
@@ -134,6 +153,7 @@ def main() -> int:
             schedule.insert(2, f"--schedule-period={args.period}")
         with component(schedule, args.log) as pid, profiled(pid, args):
             split_before = cpu_split(pid)
+            switches_before = context_switches(pid)
             burst = run_burst(
                 api,
                 POD,
@@ -144,6 +164,7 @@ def main() -> int:
                 clients=args.clients,
             )
             user_s, system_s = (b - a for a, b in zip(split_before, cpu_split(pid), strict=True))
+            switches = context_switches(pid) - switches_before
 
     bound = len(burst.reached)
     stats = summary(burst, "scheduler_to_bind", args.dump)
@@ -157,6 +178,7 @@ def main() -> int:
         "scheduler_cpu_s": round(burst.cpu_s, 2),
         "scheduler_user_s": round(user_s, 2),
         "scheduler_system_s": round(system_s, 2),
+        "scheduler_switches_per_pod": round(switches / max(bound, 1), 1),
         "scheduler_cpu_ms_per_pod": round(1000 * burst.cpu_s / max(bound, 1), 2),
         "scheduler_cpu_py_ref_per_pod": round(
             cal.in_py_refs(burst.cpu_s / max(bound, 1)), 3

@@ -27,6 +27,7 @@ import structlog
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.framework.indexed import (
     Epoch,
@@ -195,6 +196,13 @@ STANDALONE_KEY = "pod:"
 
 
 _by_job = attrgetter("job")
+_KEPT = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+"""Statuses a node accounts alike (used) and a job alike (allocated, ready, not to place):
+a task moving among them on the same node changes neither its node nor its job's share."""
+
+
+def _queue(pod: Mapping[str, Any]) -> object:
+    return (convert.meta(pod).get("annotations") or {}).get(names.QUEUE_NAME_ANNOTATION)
 
 
 def add_ours(node: NodeInfo, tasks: Iterable[TaskInfo]) -> None:
@@ -261,6 +269,9 @@ class SchedulerCache:
         self._members: dict[str, dict[str, None]] = {}
         """PodGroup key -> uids of our pods that name it."""
         self._dirty: dict[CachedKind, set[str]] = {k: set() for k in CachedKind}
+        self._touched: set[str] = set()
+        """uids of the pods changed, assumed or forgotten since the last build: the members
+        a job updated in place must redo."""
         self.generation = 0
         """Moves with every change a snapshot could see."""
         self._built_generation = -1
@@ -328,6 +339,7 @@ class SchedulerCache:
             store[key] = obj
         self.generation += 1
         if kind is CachedKind.POD:
+            self._touched.add(key)
             self._index(key, old, -1)
             self._index(key, obj, 1)
             if obj is None:
@@ -396,6 +408,7 @@ class SchedulerCache:
         """Under the lock: forget an assumption and mark its job changed."""
         if self._assumed.pop(uid, None) is not None:
             self.generation += 1
+            self._touched.add(uid)
             pod = self._objs[CachedKind.POD].get(uid)
             if pod is not None and self._ours(pod):
                 self._dirty[CachedKind.POD].add(_job_key(uid, pod))
@@ -405,6 +418,7 @@ class SchedulerCache:
         with self._lock:
             self._assumed[uid] = (node, self._clock() + ASSUME_TTL)
             self.generation += 1
+            self._touched.add(uid)
             pod = self._objs[CachedKind.POD].get(uid)
             if pod is not None and self._ours(pod):
                 self._dirty[CachedKind.POD].add(_job_key(uid, pod))
@@ -493,16 +507,21 @@ class SchedulerCache:
             else:
                 d.queues[name] = convert.queue_info(raw)
         # a PodGroup change is a change of its job; a job's placed tasks change their nodes
-        job_keys = dirty[CachedKind.POD] | dirty[CachedKind.POD_GROUP]
+        groups = dirty[CachedKind.POD_GROUP]
         nodes = dirty[CachedKind.NODE]
-        for key in job_keys:
+        remake = [
+            key for key in dirty[CachedKind.POD] | groups
+            if key in groups or not self._update_job(key, nodes)
+        ]
+        for key in remake:
             self._drop_job(key, nodes)
-        for key in job_keys:
+        for key in remake:
             self._make_job(key, nodes)
         for name in nodes:
             self._refresh_node(name)
         for kind in CachedKind:
             dirty[kind] = set()
+        self._touched = set()
 
     def _refresh_node(self, name: str) -> None:
         """Make the node anew (never mutate it: an earlier snapshot may still hold it): a
@@ -588,6 +607,132 @@ class SchedulerCache:
             d.reserved.discard(uid)
             d.no_opt_in.pop(uid, None)
 
+    def _update_job(self, key: str, nodes: set[str]) -> bool:
+        """Update the job of `key` in place for its changed pods; False when it must be
+        remade instead (no job yet, its pods or its PodGroup came, went or changed object,
+        a standalone pod is no longer one of ours without PodGroup).
+
+        A pod whose change is only its placement on the same node among Binding, Bound and
+        Running (its bind coming back, its start) keeps its task object, which the node
+        already accounts the same way: only the task's status moves, and the node is left as
+        it is. Any other change swaps in a freshly converted task (the node then exchanges
+        it). Why: remaking the job, its task and its node for each of the three changes of
+        every pod (created, assumed, bound) was most of a build (issue 19).
+
+        The job object is written in place: a snapshot and its sessions are over at the
+        next build (its live jobs refuse reads, `LiveJobs`); a session's own copies (the
+        jobs it may write are cloned at open) are never touched."""
+        d = self._derived
+        job = d.jobs.get(key)
+        if job is None:
+            return False
+        pods = self._objs[CachedKind.POD]
+        uids = d.job_pods.get(key, ())
+        standalone = key.startswith(STANDALONE_KEY)
+        if standalone:
+            uid = key[len(STANDALONE_KEY):]
+            pod = pods.get(uid)
+            if pod is None or not self._ours(pod) or convert.group_name(pod) is not None:
+                return False
+            if len(uids) != 1 or uids[0] != uid:
+                return False
+        else:
+            if d.groups.get(key) is not self._objs[CachedKind.POD_GROUP].get(key):
+                return False
+            if list(self._members.get(key, ())) != uids:
+                return False
+        touched = self._touched
+        moved = False
+        for uid in uids:
+            if uid not in touched:
+                continue
+            pod = pods[uid]
+            old = job.tasks[uid]
+            if self._restatus(job, old, pod, standalone):
+                continue
+            new = self._placed(pod)
+            job.replace_task(old, new)
+            moved = True
+            self._unplace(old, nodes)
+            if new.status is not TaskStatus.PENDING and new.node_name:
+                d.ours_on.setdefault(new.node_name, {})[uid] = new
+                nodes.add(new.node_name)
+            self._classify(job, pod, new)
+            if standalone:
+                job.queue = str(_queue(pod) or names.DEFAULT_QUEUE)
+                job.priority, job.creation = new.priority, new.creation
+                job.phase = standalone_phase(new)
+        if moved:
+            d.index.put_job(job)
+        else:
+            d.index.memo.missing.add(job.uid)
+        return True
+
+    def _restatus(
+        self, job: JobInfo, task: TaskInfo, pod: dict[str, Any], standalone: bool
+    ) -> bool:
+        """Whether a pod's change moved only its task among Binding, Bound and Running on
+        the same node (then done here: the task keeps its object, its node's accounting
+        and its job's share of the queue)."""
+        d = self._derived
+        if task.status not in _KEPT or pod is d.pods.get(task.uid):
+            return False
+        uid = task.uid
+        status = convert.pod_status(pod)
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName") or None
+        if status is TaskStatus.PENDING:
+            assumed = self._assumed.get(uid)
+            if assumed is None:
+                return False
+            status, node = TaskStatus.BINDING, assumed[0]
+        if status not in _KEPT or node != task.node_name:
+            return False
+        before = d.pods[uid]
+        if not convert.same_but_placement(before, pod):
+            return False
+        if standalone and _queue(before) != _queue(pod):
+            return False
+        job.move_task(task, status)
+        d.pods[uid] = pod
+        if node is not None and spec.get("nodeName"):
+            d.pending.pop(uid, None)
+        else:
+            d.pending[uid] = job.uid
+        return True
+
+    def _unplace(self, task: TaskInfo, nodes: set[str]) -> None:
+        """Take a task out of the node it is placed on (that node is refreshed)."""
+        if task.status is TaskStatus.PENDING or not task.node_name:
+            return
+        on = self._derived.ours_on.get(task.node_name)
+        if on is not None and on.pop(task.uid, None) is not None:
+            nodes.add(task.node_name)
+            if not on:
+                del self._derived.ours_on[task.node_name]
+
+    def _classify(self, job: JobInfo, pod: dict[str, Any], task: TaskInfo) -> None:
+        """Record a member's pod and its pending / gate state (as `_make_job` does)."""
+        d = self._derived
+        uid = task.uid
+        d.pods[uid] = pod
+        d.candidates.discard(uid)
+        d.reserved.discard(uid)
+        d.no_opt_in.pop(uid, None)
+        if not (pod.get("spec") or {}).get("nodeName"):
+            d.pending[uid] = job.uid
+        else:
+            d.pending.pop(uid, None)
+        if task.status is TaskStatus.PENDING:
+            state = classify_gates(gate_names(pod))
+            opt = opted_in(convert.meta(pod).get("annotations"))
+            if state in (GateState.OURS_ONLY, GateState.OURS_AND_OTHERS) and not opt:
+                d.no_opt_in[uid] = convert.pod_key(pod)
+            elif state is GateState.OURS_ONLY:
+                d.candidates.add(uid)
+            elif state is GateState.NONE and opt:
+                d.reserved.add(uid)
+
     def _make_job(self, key: str, nodes: set[str]) -> None:
         d = self._derived
         pods = self._objs[CachedKind.POD]
@@ -610,19 +755,8 @@ class SchedulerCache:
         uids: list[str] = []
         for pod, task in members:
             job.add_task(task)
-            d.pods[task.uid] = pod
             uids.append(task.uid)
-            if not (pod.get("spec") or {}).get("nodeName"):
-                d.pending[task.uid] = job.uid
-            if task.status is TaskStatus.PENDING:
-                state = classify_gates(gate_names(pod))
-                opt = opted_in(convert.meta(pod).get("annotations"))
-                if state in (GateState.OURS_ONLY, GateState.OURS_AND_OTHERS) and not opt:
-                    d.no_opt_in[task.uid] = convert.pod_key(pod)
-                elif state is GateState.OURS_ONLY:
-                    d.candidates.add(task.uid)
-                elif state is GateState.NONE and opt:
-                    d.reserved.add(task.uid)
+            self._classify(job, pod, task)
         d.jobs[key] = job
         d.job_pods[key] = uids
         d.index.put_job(job)

@@ -160,6 +160,65 @@ class JobInfo:
         bucket[uid] = task
         task.status = _BINDING
 
+    def replace_task(self, old: TaskInfo, new: TaskInfo) -> None:
+        """Put `new` (same uid) where `old` is, as a job made from its tasks would hold it:
+        same place in `tasks`, its status bucket in `tasks` order, no empty bucket, allocation
+        (no amount left that no allocated task names) and ready count in step. Why: a cache
+        updates a pod's job in place instead of remaking it (issue 19)."""
+        uid = old.uid
+        if new.uid != uid or self.tasks.get(uid) is not old:
+            raise ValueError(f"task {new.uid} does not replace {uid} of job {self.uid}")
+        new.job = self.uid
+        self.tasks[uid] = new
+        was, now = old.status in ALLOCATED_STATUSES, new.status in ALLOCATED_STATUSES
+        if was:
+            self._account(old.resreq, -1)
+            acc = self._allocated
+            for name in old.resreq:
+                if not acc.get(name, 1) and not any(
+                    name in t.resreq for t in self.tasks.values()
+                    if t is not new and t.status in ALLOCATED_STATUSES
+                ) and not (now and name in new.resreq):
+                    del acc[name]
+        if now:
+            self._account(new.resreq, 1)
+        self._ready += (new.status in READY_STATUSES) - (old.status in READY_STATUSES)
+        if old.status is new.status:
+            self.task_status_index[new.status][uid] = new  # keeps its place
+        else:
+            self._unindex(old)
+            self._index_in_order(new)
+
+    def move_task(self, task: TaskInfo, status: TaskStatus) -> None:
+        """`update_task_status`, with the task put in its new bucket in `tasks` order and the
+        bucket it leaves dropped when empty (as a job made from its tasks holds them). For
+        moves among allocated statuses (Binding, Bound, Running): leaving them may leave an
+        amount at 0 that a fresh job would not name (`replace_task` handles that)."""
+        was = task.status
+        if was is status:
+            return
+        self.update_task_status(task, status)
+        index = self.task_status_index
+        if not index.get(was, True):
+            del index[was]
+        if len(index[status]) > 1:
+            index[status] = {u: t for u, t in self.tasks.items() if t.status is status}
+
+    def _unindex(self, task: TaskInfo) -> None:
+        index = self.task_status_index
+        bucket = index.get(task.status)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+            if not bucket:
+                del index[task.status]
+
+    def _index_in_order(self, task: TaskInfo) -> None:
+        index, status = self.task_status_index, task.status
+        if index.get(status):
+            index[status] = {u: t for u, t in self.tasks.items() if t.status is status}
+        else:
+            index[status] = {task.uid: task}
+
     def _account(self, res: Resources, sign: int) -> None:
         acc = self._allocated
         get = acc.get

@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
+from koordqueue.scheduler.api import TaskStatus
 
 from .cache_replay import (
     SCHED,
@@ -62,15 +63,21 @@ def test_a_build_with_nothing_changed_hands_out_the_same_snapshot() -> None:
     assert [j.name for j in second.snapshot.jobs] == ["p0"]
 
 
-def test_an_unchanged_job_is_shared_between_snapshots_and_a_changed_one_is_not() -> None:
+def test_an_unchanged_job_is_shared_between_snapshots_and_a_changed_one_is_updated_in_place(
+) -> None:
     cache = SchedulerCache(SCHED)
     cache.on_event(CachedKind.NODE, "ADDED", make_node("n0", 1, True, 4))
     for uid in ("p0", "p1"):
         cache.on_event(CachedKind.POD, "ADDED", make_pod(uid, 2, True, None, None, "Pending", 1,
                                                        "default"))
     before = {j.name: j for j in cache.build().snapshot.jobs}
+    kept = before["p0"].tasks["p0"]
     cache.on_event(CachedKind.POD, "MODIFIED", make_pod("p1", 3, True, None, "n0", "Running", 1,
                                                       "default"))
     after = {j.name: j for j in cache.build().snapshot.jobs}
-    assert after["p0"] is before["p0"]
-    assert after["p1"] is not before["p1"]
+    assert after["p0"] is before["p0"] and after["p0"].tasks["p0"] is kept
+    assert after["p1"] is before["p1"]  # the same job, its task swapped in place
+    assert [(t.status, t.node_name) for t in after["p1"].tasks.values()] == [
+        (TaskStatus.RUNNING, "n0")
+    ]
+    assert canonical(cache.build()) == canonical(cache.rebuild())

@@ -149,6 +149,6 @@ def test_a_bind_on_a_busy_node_updates_it_in_place(monkeypatch: pytest.MonkeyPat
     cache.on_event(CachedKind.POD, "MODIFIED",
                    make_pod("new", 21, True, None, "n0", "Pending", 1, "default"))
     built = cache.build()
-    assert calls == [True, True]
+    assert calls == [True]  # the assume exchanges; the bind coming back leaves the node be
     (node,) = built.snapshot.nodes
     assert _exact(node) == _exact(cache.rebuild().snapshot.nodes[0])
