@@ -106,13 +106,8 @@ def pod_patch(
     if gating.admission is not None and wants_admission_gate(pod, gating.admission, namespace):
         wanted.append(POD_ADMISSION_GATE)
         warnings = group_warnings(pod)
-    bound = bool((pod.get("spec") or {}).get("nodeName"))  # the API refuses a gated bound pod
-    if (
-        gating.allocation_gate
-        and not bound
-        and opted_in((pod.get("metadata") or {}).get("annotations"))
-    ):
-        wanted.append(names.GATE_NAME)
+    if gating.allocation_gate and opted_in((pod.get("metadata") or {}).get("annotations")):
+        wanted.append(names.GATE_NAME)  # as before the pod integration: its own rules
     return gates_patch(pod, wanted), warnings
 
 

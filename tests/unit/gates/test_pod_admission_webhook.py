@@ -200,8 +200,6 @@ def test_a_pod_created_on_a_node_is_never_gated() -> None:
     """Not in Kueue: the API server refuses a pod with nodeName and a scheduling gate, and
     our webhook must never make a creation fail, so a bound pod is let through."""
     assert ops_of(make_pod(node="node-1")) == []
-    opted = make_pod(node="node-1", annotations={OPT_IN_ANNOTATION: "true"})
-    assert ops_of(opted, PodGating(True, GATING)) == []
 
 
 def test_without_the_pod_integration_nothing_is_gated() -> None:
