@@ -21,7 +21,8 @@ then the peer, with the same creators (`--clients` threads) and the same watch (
   path /etc/kueue/metrics/certs even with metrics off; it is given one in a private mount
   namespace (`unshare -m`), so nothing on the machine is written. Controller concurrency is
   the shipped config's (Job and Workload: 5 workers each). Creation -> un-suspend p50/p99
-  and controller CPU per admission.
+  and controller CPU per admission; the controller's API writes per Job by verb and resource
+  (the API server's apiserver_request_total, less the benchmark's own Job creates).
 
 Peers are built (then cached) by tests/controlplane/peers.py on first use. CPU is user + system
 time from /proc of the component's own process. Prints the calibration yardstick, one JSON
@@ -50,6 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_controller import api_writes, writes_per_job  # noqa: E402
 from bench.bench_scheduler import make_node, pod  # noqa: E402
 from bench.burst import Burst, component, run_burst, summary  # noqa: E402
 from bench.calibration import calibrate  # noqa: E402
@@ -408,6 +410,11 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
     return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline}
 
 
+WRITES_SETTLE_S = 5.0
+"""After an admission burst, how long the background writes (events, statuses) get to land
+before the API server's write counts are read (bench_controller.api_writes)."""
+
+
 def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dict[str, Any]:
     from tests.controlplane import peers
     from tests.controlplane.harness import ControlPlane
@@ -445,8 +452,11 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 *shlex.split(args.koordqueue_run_flags),
             ]
             with component(run, log) as pid, profiled(pid, f"admission-{jobs}x{quotas}", args):
+                before = api_writes(api)
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                                   clients=args.clients)  # fmt: skip
+                time.sleep(WRITES_SETTLE_S)
+                writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
         else:
             assert kueue.crds is not None
             install_crds(kubectl, kueue.crds)
@@ -463,11 +473,15 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
             ]
             with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
+                before = api_writes(api)
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                                   clients=args.clients)  # fmt: skip
+                time.sleep(WRITES_SETTLE_S)
+                writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
     dump = _dump(args, who, f"admission-{jobs}x{quotas}")
     headline = _headline(burst, jobs, "controller_to_resume", dump)
-    return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}", **headline}
+    return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}", **headline,
+            "writes_per_job": writes}  # fmt: skip
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """Kueue's scalability baseline shape through koordqueue and through Kueue, on a real API server.
 
     python bench/bench_scale.py [--peer koordqueue,kueue] [--scale 1.0 | --jobs 15000]
+                                [--create-only]
 
 The shape is Kueue's `test/performance/scheduler` baseline (configs/baseline/generator.yaml,
 the config behind its published figures in default_rangespec.yaml), transcribed:
@@ -32,7 +33,9 @@ last admission), evictions, quota usage over the run (time-weighted, held quota 
 total nominal quota, over the wall-time window: `held` = resume seen -> release seen, the
 QueueUnit leaving its admitted phases or the Workload turning Finished, Kueue's definition;
 `running` = resume seen -> Complete seen), the controller's CPU from /proc and the bench's
-own CPU. Kueue's published figures for this shape: wall 351 s, usage 58.7 %, average time to
+own CPU. `--create-only` runs the creators alone (no controller, no watch) on the same set-up:
+the creation ceiling of the machine, the least any controller's wall time can be. Kueue's
+published figures for this shape: wall 351 s, usage 58.7 %, average time to
 admission small 215 s, medium 77 s, large 6.7 s (envtest + minimalkueue, client qps 50).
 """
 
@@ -415,6 +418,80 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
+def create_all(
+    api: KubeApi,
+    jobs: list[PlannedJob],
+    bodies: Mapping[str, dict[str, Any]],
+    created: dict[str, float],
+    *,
+    t0: float,
+    clients: int,
+) -> None:
+    """The creators: `clients` threads create `bodies` on the plan's schedule (due times from
+    `t0`; a thread that falls behind creates its next Job at once); `created` gets each time."""
+    queue = iter(jobs)
+    queue_lock = threading.Lock()
+
+    def creator() -> None:
+        while True:
+            with queue_lock:
+                job = next(queue, None)
+            if job is None:
+                return
+            delay = t0 + job.due_s - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            body = bodies[job.key]
+            created[job.key] = time.time()
+            api.create(JOB, body, job.namespace)
+
+    creators = [threading.Thread(target=creator, daemon=True) for _ in range(clients)]
+    for thread in creators:
+        thread.start()
+    for thread in creators:
+        thread.join()
+
+
+def create_only(
+    api: KubeApi,
+    jobs: list[PlannedJob],
+    bodies: Mapping[str, dict[str, Any]],
+    clients: int,
+    apiserver_pids: list[int],
+) -> dict[str, Any]:
+    """The creation ceiling: the same creators with no controller and no watch, timed alone.
+
+    Every Job is created suspended and nothing acts on it: what this takes is the least any
+    controller's run of the shape can take on this machine (its wall time starts at the
+    first creation and cannot end before the last)."""
+    created: dict[str, float] = {}
+    planned_s = max(j.due_s for j in jobs)
+    cpu_before = [cpu_seconds(p) for p in apiserver_pids]
+    bench_before, load_before = time.process_time(), os.getloadavg()[0]
+    t0 = time.time()
+    create_all(api, jobs, bodies, created, t0=t0, clients=clients)
+    create_s = time.time() - t0
+    server_cpu = [
+        round(cpu_seconds(p) - b, 2) for p, b in zip(apiserver_pids, cpu_before, strict=True)
+    ]
+    return {
+        "jobs": len(jobs),
+        "created": len(created),
+        "create_phase_s": round(create_s, 2),
+        "creates_per_s": round(len(created) / create_s, 1),
+        "schedule_s": round(planned_s, 2),
+        "server_cpu_s": server_cpu,
+        "server_cpu_ms_per_create": round(1000 * sum(server_cpu) / max(len(created), 1), 3),
+        "bench_cpu_s": round(time.process_time() - bench_before, 2),
+        "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+
+
+def server_pids(cp: Any) -> list[int]:
+    """The control plane's processes (etcd, kube-apiserver): their CPU is the creates' cost."""
+    return list(cp.pids())
+
+
 def run_scale(
     api: KubeApi,
     jobs: list[PlannedJob],
@@ -500,27 +577,7 @@ def run_scale(
     cpu_before, bench_before = cpu_seconds(pid), time.process_time()
     load_before = os.getloadavg()[0]
     t0 = time.time()
-    queue = iter(jobs)
-    queue_lock = threading.Lock()
-
-    def creator() -> None:
-        while True:
-            with queue_lock:
-                job = next(queue, None)
-            if job is None:
-                return
-            delay = t0 + job.due_s - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            body = bodies[job.key]
-            run.created[job.key] = time.time()
-            api.create(JOB, body, job.namespace)
-
-    creators = [threading.Thread(target=creator, daemon=True) for _ in range(clients)]
-    for thread in creators:
-        thread.start()
-    for thread in creators:
-        thread.join()
+    create_all(api, jobs, bodies, run.created, t0=t0, clients=clients)
     create_s = time.time() - t0
     progress_at = time.time()
     while not everything_done() and time.time() < deadline:
@@ -615,6 +672,9 @@ def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]
                 api.create(ELASTIC_QUOTA, parent_quota(shape, c), "default")
                 for q in range(shape.queues):
                     api.create(ELASTIC_QUOTA, child_quota(shape, c, q), queue_name(c, q))
+            if args.create_only:
+                ceiling = create_only(api, jobs, bodies, args.clients, server_pids(cp))
+                return {"who": "none (create only)", **ceiling}
             argv = ["run", f"--kubeconfig={cp.kubeconfig}", "--metrics-port=0",
                     "--health-port=0", "--log-level=info",
                     *shlex.split(args.koordqueue_run_flags)]  # fmt: skip
@@ -678,6 +738,8 @@ def main() -> int:
                         help="ClusterQueues without the shape's preemption policies")  # fmt: skip
     parser.add_argument("--peer-v", type=int, default=1, help="Kueue log verbosity (2: reconciles)")
     parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
+    parser.add_argument("--create-only", action="store_true",
+                        help="no controller: the creators alone (creation ceiling)")  # fmt: skip
     parser.add_argument("--dump", action="store_true",
                         help="write every Job's wall times to the log dir")  # fmt: skip
     args = parser.parse_args()
@@ -694,6 +756,10 @@ def main() -> int:
         f"{', '.join(f'{c.name} {c.count}' for c in shape.classes)} per queue",
         flush=True,
     )
+    if args.create_only:
+        result = run_peer("koordqueue", shape, args)
+        print(json.dumps({**result, "calibration": cal.as_dict()}), flush=True)
+        return 0
     results = []
     for who in who_list:
         result = run_peer(who, shape, args)
