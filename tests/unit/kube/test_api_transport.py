@@ -110,3 +110,23 @@ def test_an_unreachable_server_is_a_retryable_api_error() -> None:
     with pytest.raises(ApiError) as raised:
         api.create(JOB, {"metadata": {"name": "j"}}, "ns")
     assert raised.value.retryable
+
+
+def test_a_fenced_write_goes_out_whole_and_one_refused_at_the_last_look_never_arrives(
+    served: tuple[KubeApi, Seen],
+) -> None:
+    """Issue 12: the fence's last look is on the connection (after the early one in
+    `request`); over a real socket the write still arrives intact, and a refusal there sends
+    nothing, and a read still goes out afterwards."""
+    plain, seen = served
+    answers = [True, True, True, False]  # early, last; early, last
+    api = KubeApi(plain.api_client, timeout=5.0, fence=lambda: answers.pop(0))
+    api.merge_patch(QUEUE_UNIT, "u1", {"status": {"phase": "Dequeued"}}, "ns", "status")
+    [request] = seen
+    assert request["body"] == {"status": {"phase": "Dequeued"}}
+    assert request["headers"]["Content-Type"] == "application/merge-patch+json"
+    with pytest.raises(ApiError) as raised:
+        api.merge_patch(QUEUE_UNIT, "u2", {"status": {"phase": "Dequeued"}}, "ns", "status")
+    assert raised.value.fenced and answers == []
+    assert api.get(JOB, "j", "ns") is not None  # reads are not fenced
+    assert [r["method"] for r in seen] == ["PATCH", "GET"]
