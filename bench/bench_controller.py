@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -118,6 +119,7 @@ def main() -> int:
     )
     parser.add_argument("--profile-s", type=int, default=0, help="py-spy the controller S s")
     parser.add_argument("--profile-out", default="/tmp/bench_controller_profile.txt")
+    parser.add_argument("--run-flags", default="", help="extra `koordqueue run` flags, one string")
     parser.add_argument(
         "--settle-s", type=float, default=5.0, help="wait after the burst before counting writes"
     )
@@ -151,6 +153,7 @@ def main() -> int:
             "--metrics-port=0",
             "--health-port=0",
             "--log-level=info",
+            *shlex.split(args.run_flags),
         ]
         with (
             component(run, args.log) as pid,
