@@ -489,7 +489,7 @@ def create_only(
 
 def server_pids(cp: Any) -> list[int]:
     """The control plane's processes (etcd, kube-apiserver): their CPU is the creates' cost."""
-    return list(cp.pids())
+    return list(cp.pids)
 
 
 def run_scale(
