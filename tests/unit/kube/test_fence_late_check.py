@@ -100,7 +100,7 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
         wire.on_connect(wire.connects)
         sock = FakeSocket(wire)
         sockets.append(sock)
-        self.sock = sock  # type: ignore[assignment]
+        self.sock = sock
         self.is_verified = True  # (the HTTPS pool warns about unverified connections)
 
     putheader = urllib3.connection.HTTPConnection.putheader
