@@ -503,8 +503,12 @@ def run_scale(
     clients: int,
     timeout_s: float,
     dump: str = "",
+    server_pids: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Create `bodies` on the plan's schedule; complete them as they are resumed; time it all."""
+    """Create `bodies` on the plan's schedule; complete them as they are resumed; time it all.
+
+    `server_pids` (etcd, kube-apiserver): their CPU over the run is reported too, so the box's
+    whole CPU per Job (controller + server + this bench) can be set against its 2 cores."""
     run = Run()
     by_key = {j.key: j for j in jobs}
     completer = Completer(api, run, by_key, workers=clients)
@@ -575,6 +579,7 @@ def run_scale(
     time.sleep(1)
 
     cpu_before, bench_before = cpu_seconds(pid), time.process_time()
+    servers_before = [cpu_seconds(p) for p in server_pids or []]
     load_before = os.getloadavg()[0]
     t0 = time.time()
     create_all(api, jobs, bodies, run.created, t0=t0, clients=clients)
@@ -588,6 +593,8 @@ def run_scale(
                   f"{len(run.admitted)}, complete {len(run.completed)}, released "
                   f"{len(run.released)} of {len(jobs)}", flush=True)  # fmt: skip
     cpu_s, bench_cpu_s = cpu_seconds(pid) - cpu_before, time.process_time() - bench_before
+    servers = zip(server_pids or [], servers_before, strict=True)
+    server_cpu = [cpu_seconds(p) - b for p, b in servers]
     completer.stop()
     for watcher in watchers:
         watcher.join(70)
@@ -599,6 +606,10 @@ def run_scale(
         Path(dump).write_text(json.dumps(times))
     result = summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s,
                        bench_cpu_s=bench_cpu_s, capacity_cpu=capacity_cpu)  # fmt: skip
+    if server_pids:
+        result["server_cpu_s"] = [round(c, 2) for c in server_cpu]
+        box = cpu_s + bench_cpu_s + sum(server_cpu)
+        result["box_cpu_ms_per_job"] = round(1000 * box / max(len(jobs), 1), 3)
     # the box is shared: the 1-minute load average before and after says how busy it was
     result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result
@@ -662,7 +673,8 @@ def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]
         bodies = {j.key: job_body(j) for j in jobs}
         dump = f"{args.log_dir}/scale-times-{who}-{len(jobs)}.json" if args.dump else ""
         common = {"pid": 0, "clients": args.clients, "timeout_s": args.timeout,
-                  "capacity_cpu": shape.capacity_cpu, "dump": dump}  # fmt: skip
+                  "capacity_cpu": shape.capacity_cpu, "dump": dump,
+                  "server_pids": server_pids(cp)}  # fmt: skip
         if kueue is None:
             install_crds(kubectl)
             kubectl.apply(
