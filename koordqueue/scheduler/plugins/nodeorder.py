@@ -266,13 +266,19 @@ class NodeOrderPlugin(Plugin):
             return by_tolerations[task.tolerations]
 
         multi: dict[object, Scorer | None] = {}
+        last_key: object = _UNKNOWN
+        last_found: Scorer | None = None
 
         def multi_level(task: TaskInfo) -> Scorer | None:
             # Depends on the node affinity and tolerations only: kept per static key (asked
-            # for every pod placed).
+            # for every pod placed; a gang's pods share one interned key, compared first).
+            nonlocal last_key, last_found
             key = task.static_key()
+            if key is last_key:
+                return last_found
             known = multi.get(key, _UNKNOWN)
             if known is not _UNKNOWN:
+                last_key, last_found = key, known  # type: ignore[assignment]
                 return known  # type: ignore[return-value]
             scorers = [
                 norm
@@ -285,6 +291,7 @@ class NodeOrderPlugin(Plugin):
             elif scorers:
                 found = _summed(scorers)
             multi[key] = found
+            last_key, last_found = key, found
             return found
 
         if affinity_w or tainted:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from unittest import mock
 
@@ -211,16 +211,21 @@ def test_scalar_twins_are_used_for_a_placement_refresh() -> None:
         nodes, [JobInfo("j", queue="q", min_available=3, tasks=tasks)], [QueueInfo("q")]
     )
     calls: list[int] = []
-    original = placement_module.PlacementEngine._compute_scalar
+    original = placement_module.PlacementEngine._refresher
 
-    def counting(self: placement_module.PlacementEngine, *args: object) -> None:
-        calls.append(1)
-        original(self, *args)  # type: ignore[arg-type]
+    def counting(self: placement_module.PlacementEngine, *args: object) -> Callable[[int], None]:
+        refresh = original(self, *args)  # type: ignore[arg-type]
 
-    with mock.patch.object(placement_module.PlacementEngine, "_compute_scalar", counting):
+        def counted(i: int) -> None:
+            calls.append(i)
+            refresh(i)
+
+        return counted
+
+    with mock.patch.object(placement_module.PlacementEngine, "_refresher", counting):
         result = run_session(snapshot, DEFAULT)
     assert len(result.binds) == 3
-    assert len(calls) == 2
+    assert calls == [0, 1]  # the second and third placements each refresh the node before
     # leastrequested spreads identical pods over identical nodes
     assert [b.node for b in result.binds] == ["n0", "n1", "n2"]
 
