@@ -436,7 +436,9 @@ class DrfPlugin(Plugin):
                 get = held.get
                 for name, amount in task.resreq.items():  # allocated +/- request, in place
                     held[name] = get(name, 0) + sign * amount
-                shares[task.job] = share_in(held, offered)
+                # recomputed from `held` when next asked (`share_of`): a gang's placements
+                # change it ~10 times per turn, the job order reads it once per push
+                shares.pop(task.job, None)
                 if namespaces is not None:
                     namespaces.change(session.jobs[task.job].namespace, task.resreq, sign)
                 if tree is not None:

@@ -40,7 +40,9 @@ class QueueAttr:
     inqueue: Resources = field(default_factory=Resources)
     elastic: Resources = field(default_factory=Resources)
     deserved: Resources = field(default_factory=Resources)
-    share: float = 0.0
+    _share: float = 0.0
+    _stale: bool = False
+    """`change` moved `held` since `_share` was computed (`share` recomputes it)."""
     held: dict[str, int] = field(default_factory=dict)
     """The allocated amounts, changed in place by every allocate/deallocate event (one
     placement must not build a resource list); `allocated` is its immutable view."""
@@ -61,15 +63,28 @@ class QueueAttr:
         self.held = value.as_dict()
         self._view = value
 
+    @property
+    def share(self) -> float:
+        """max over deserved's dimensions of allocated/deserved, as of the last change."""
+        if self._stale:
+            self.update_share()
+        return self._share
+
+    @share.setter
+    def share(self, value: float) -> None:
+        self._share = value
+        self._stale = False
+
     def change(self, request: Resources, sign: int) -> None:
-        """allocated += sign * request (the same amounts and names as `allocated + request`),
-        then the share."""
+        """allocated += sign * request (the same amounts and names as `allocated + request`);
+        the share is recomputed when next read (a gang's placements change it ~10 times
+        per turn, the queue order reads it once or twice)."""
         held = self.held
         get = held.get
         for name, amount in request.items():
             held[name] = get(name, 0) + sign * amount
         self._view = None
-        self.update_share()
+        self._stale = True
 
     def update_share(self) -> None:
         """max over deserved's dimensions of allocated/deserved (Volcano's proportion share).
@@ -88,7 +103,8 @@ class QueueAttr:
             ratio = get(name, 0) / whole
             if ratio > best:  # noqa: PLR1730 - max(): a call per dimension, per placement
                 best = ratio
-        self.share = best
+        self._share = best
+        self._stale = False
 
 
 def _is_empty(res: Resources) -> bool:

@@ -11,9 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.resources import Resources
+from koordqueue.scheduler import ClusterSnapshot
+from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.resource import deserved_share
+from koordqueue.scheduler.framework.session import open_session
 from koordqueue.scheduler.plugins.drf import offered_dims, share, share_in
 from koordqueue.scheduler.plugins.proportion import QueueAttr
+
+from .builders import DEFAULT_TIERS, config
+
+DEFAULT = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
 
 _NAMES = ["cpu", "memory", "pods", "nvidia.com/gpu"]
 _amounts = st.dictionaries(st.sampled_from(_NAMES), st.integers(-(10**12), 10**13), max_size=4)
@@ -48,3 +55,67 @@ def test_queue_attr_changes_like_resource_arithmetic(
         expected = expected + Resources(request) if sign > 0 else expected - Resources(request)
         assert attr.allocated == expected
         assert attr.share == deserved_share(expected, attr.deserved)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    _amounts,
+    _amounts,
+    st.lists(st.tuples(_amounts, st.sampled_from([1, -1]), st.booleans()), max_size=8),
+)
+def test_queue_attr_share_read_after_several_changes(
+    start: dict[str, int],
+    deserved: dict[str, int],
+    events: list[tuple[dict[str, int], int, bool]],
+) -> None:
+    """The share is recomputed when read, not per change: read after any run of changes it
+    is the share of the allocated amounts as they are then."""
+    attr = QueueAttr("q", 1, Resources(), Resources(), deserved=Resources(deserved))
+    attr.allocated = Resources(start)
+    attr.update_share()
+    expected = Resources(start)
+    for request, sign, read in events:
+        attr.change(Resources(request), sign)
+        expected = expected + Resources(request) if sign > 0 else expected - Resources(request)
+        if read:
+            assert attr.share == deserved_share(expected, attr.deserved)
+    assert attr.share == deserved_share(expected, attr.deserved)
+
+
+_SHAPES = [
+    Resources.from_milli({"cpu": 500, "memory": 2**30 * 1000}),
+    Resources.from_milli({"cpu": 2000}),
+]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.booleans()), max_size=30))
+def test_drf_job_key_follows_the_placements(moves: list[tuple[int, bool]]) -> None:
+    """drf's job order key (its share, recomputed when asked after the job's placements
+    moved it) equals `share` of the job's allocated amounts after any allocate/undo run."""
+    nodes = [
+        NodeInfo(f"n{i}", Resources.from_milli({"cpu": 64000, "memory": 2**38 * 1000}))
+        for i in range(3)
+    ]
+    jobs = [
+        JobInfo(
+            f"j{j}",
+            queue="q",
+            min_available=1,
+            tasks=[TaskInfo(f"j{j}t{t}", f"j{j}t{t}", resreq=_SHAPES[j % 2]) for t in range(4)],
+        )
+        for j in range(3)
+    ]
+    session = open_session(ClusterSnapshot(nodes, jobs, [QueueInfo("q")]), DEFAULT)
+    key = session._job_order_keys["drf"]
+    tasks = [t for job in session.jobs.values() for t in job.tasks.values()]
+    for n, (which, place) in enumerate(moves):
+        task = tasks[which]
+        if place and task.status is TaskStatus.PENDING:
+            session.allocate_task(task, session.node_list[n % len(nodes)])
+        elif not place and task.status is TaskStatus.ALLOCATED:
+            session.unallocate_task(task)
+        for job in session.jobs.values():
+            if n % 3 == which % 3:  # asked after some moves only
+                expected = share(job.allocated, session.total_resource)
+                assert key(job) == expected
