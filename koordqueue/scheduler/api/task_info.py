@@ -173,6 +173,9 @@ NO_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
 
 _KEYS: dict[PlacementKey, PlacementKey] = {}
 _KEYS_MAX: Final = 4096
+_PLAIN_KEYS: dict[int, tuple[Resources, PlacementKey]] = {}
+"""Per request object (by id, the object kept) the key of a pod without node constraints;
+bounded like `_KEYS`."""
 
 
 def _interned(key: PlacementKey) -> PlacementKey:
@@ -249,15 +252,33 @@ class TaskInfo:
         vectors turns a per-pod O(nodes) scan into O(changed nodes).
         """
         if self._key is None:
-            static = _interned(
-                (
-                    self.request,
-                    tuple(sorted(self.node_selector.items())),
-                    self.tolerations,
-                    self.affinity,
-                    self.host_ports,
+            request = self.request
+            if (
+                not self.node_selector
+                and self.tolerations == ()
+                and self.affinity is None
+                and self.host_ports == ()
+            ):
+                # No node constraint (most pods): the key is the request's, found by the
+                # request object's identity (pods of one template share it; kept with it).
+                hit = _PLAIN_KEYS.get(id(request))
+                if hit is not None and hit[0] is request:
+                    static = hit[1]
+                else:
+                    static = _interned((request, (), (), None, ()))
+                    if len(_PLAIN_KEYS) >= _KEYS_MAX:
+                        _PLAIN_KEYS.clear()
+                    _PLAIN_KEYS[id(request)] = (request, static)
+            else:
+                static = _interned(
+                    (
+                        request,
+                        tuple(sorted(self.node_selector.items())),
+                        self.tolerations,
+                        self.affinity,
+                        self.host_ports,
+                    )
                 )
-            )
             self._static_key = self._key = static
             if self.pod_affinity is not None or self.spread:
                 # Self-matching terms make the pod's own namespace and labels matter.

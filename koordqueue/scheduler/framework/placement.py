@@ -412,13 +412,9 @@ class PlacementEngine:
                 for i in dict.fromkeys(changes[pos:]):
                     refresh(i)
         else:
-            pending = changes[pos:]
-            idx = (
-                np.unique(np.asarray(pending, dtype=np.intp))
-                if len(pending) > 1
-                else np.asarray(pending, dtype=np.intp)
-            )
-            self._compute(entry, task, idx)
+            # each changed node once (in first-change order: every node's values are its own)
+            unique = dict.fromkeys(changes[pos:])
+            self._compute(entry, task, np.fromiter(unique, dtype=np.intp, count=len(unique)))
         entry.pos = count
         return entry
 

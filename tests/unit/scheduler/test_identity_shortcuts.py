@@ -29,7 +29,9 @@ from koordqueue.scheduler.api import (
     Taint,
     TaskInfo,
     TaskStatus,
+    Toleration,
 )
+from koordqueue.scheduler.api import task_info as task_info_module
 from koordqueue.scheduler.api.task_info import PlacementKey, PreferredSchedulingTerm
 from koordqueue.scheduler.framework import placement as placement_module
 from koordqueue.scheduler.framework.placement import NodeTensor
@@ -213,3 +215,46 @@ def test_refresh_does_not_trust_a_reused_request_id() -> None:
     memory = tensor.index["memory"]
     assert tensor.idle[memory, 1] == tensor.py_idle[memory][1] == 7000.0
     assert tensor.used[memory, 1] == 1000.0
+
+
+_TOLERATIONS = [(), (Toleration("spot", "Exists", "", "PreferNoSchedule"),)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),  # which request object
+            st.booleans(),  # a fresh equal copy of it instead
+            st.sampled_from([{}, {"tier": "gold"}]),
+            st.sampled_from(_TOLERATIONS),
+            st.sampled_from(_AFFINITIES),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_placement_key_of_unconstrained_pods_by_request_identity(
+    specs: list[tuple[int, bool, dict[str, str], tuple[Toleration, ...], NodeAffinity | None]],
+) -> None:
+    """The key found by the request object's identity is the interned general key (equal to
+    it and the same object), with or without node constraints, shared or copied requests."""
+    for which, copy, selector, tolerations, affinity in specs:
+        request = _SHAPES[which]
+        if copy:
+            request = Resources(dict(request.items()))
+        task = TaskInfo("t", "t", resreq=request, node_selector=dict(selector))
+        task.tolerations, task.affinity = tolerations, affinity
+        general = (request, tuple(sorted(selector.items())), tolerations, affinity, ())
+        key = task.static_key()
+        assert key == general
+        assert key is task_info_module._interned(general)
+
+
+def test_placement_key_does_not_trust_a_reused_request_id() -> None:
+    """A request remembered by id may be gone and its id reused by another request."""
+    first, second = _SHAPES[0], _SHAPES[1]
+    TaskInfo("a", "a", resreq=first).static_key()
+    # as if `first` had died and `second` had been given its id
+    task_info_module._PLAIN_KEYS[id(second)] = task_info_module._PLAIN_KEYS.pop(id(first))
+    assert TaskInfo("b", "b", resreq=second).static_key()[0] is second
