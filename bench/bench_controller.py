@@ -54,9 +54,10 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 WRITE_VERBS = frozenset({"POST", "PATCH", "PUT", "DELETE", "APPLY", "CREATE", "UPDATE"})
 
 
-def api_writes(api: KubeApi) -> Counter[str]:
-    """The API server's write requests so far, by "VERB resource[/subresource]", from its own
-    apiserver_request_total (every client: subtract what the benchmark itself wrote)."""
+def api_writes(api: KubeApi, writes_only: bool = True) -> Counter[str]:
+    """The API server's write requests so far (every request with `writes_only` False), by
+    "VERB resource[/subresource]", from its own apiserver_request_total (every client:
+    subtract what the benchmark itself sent)."""
     method, url, headers, body, post = api.api_client.param_serialize(
         "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
     )
@@ -68,7 +69,7 @@ def api_writes(api: KubeApi) -> Counter[str]:
         if match is None:
             continue
         labels = dict(_LABEL.findall(match.group(1)))
-        if labels.get("verb") not in WRITE_VERBS:
+        if writes_only and labels.get("verb") not in WRITE_VERBS:
             continue
         resource = labels.get("resource", "")
         if labels.get("subresource"):

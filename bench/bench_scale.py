@@ -61,6 +61,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_controller import api_writes  # noqa: E402
 from bench.bench_peers import (  # noqa: E402
     CLUSTER_QUEUE,
     KUEUE_GROUP,
@@ -580,6 +581,7 @@ def run_scale(
 
     cpu_before, bench_before = cpu_seconds(pid), time.process_time()
     servers_before = [cpu_seconds(p) for p in server_pids or []]
+    requests_before = api_writes(api, writes_only=False)
     load_before = os.getloadavg()[0]
     t0 = time.time()
     create_all(api, jobs, bodies, run.created, t0=t0, clients=clients)
@@ -594,6 +596,7 @@ def run_scale(
                   f"{len(run.released)} of {len(jobs)}", flush=True)  # fmt: skip
     cpu_s, bench_cpu_s = cpu_seconds(pid) - cpu_before, time.process_time() - bench_before
     servers = zip(server_pids or [], servers_before, strict=True)
+    requests = api_writes(api, writes_only=False) - requests_before
     server_cpu = [cpu_seconds(p) - b for p, b in servers]
     completer.stop()
     for watcher in watchers:
@@ -606,6 +609,9 @@ def run_scale(
         Path(dump).write_text(json.dumps(times))
     result = summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s,
                        bench_cpu_s=bench_cpu_s, capacity_cpu=capacity_cpu)  # fmt: skip
+    # every client's requests (the bench's creates, Complete patches and watches included)
+    result["requests_per_job"] = {k: round(v / max(len(jobs), 1), 3)
+                                  for k, v in sorted(requests.items())}  # fmt: skip
     if server_pids:
         result["server_cpu_s"] = [round(c, 2) for c in server_cpu]
         box = cpu_s + bench_cpu_s + sum(server_cpu)
