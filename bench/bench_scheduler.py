@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -70,6 +72,8 @@ def profiled(pid: int, args: argparse.Namespace) -> Iterator[None]:
         yield
         return
     spy = [str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid)]
+    if args.profile_nonblocking:
+        spy.append("--nonblocking")  # no pause per sample: less skew, some torn stacks
     if not args.profile_threads:
         spy.append("--gil")  # else every running thread's samples (C work without the GIL too)
     spy += ["-r", str(args.profile_rate), "-d", str(args.profile_s)]
@@ -104,6 +108,23 @@ def context_switches(pid: int) -> int:
     return total
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sessions(port: int) -> tuple[float, float]:
+    """(sessions run, their seconds in total) from the scheduler's metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    found = {"count": 0.0, "sum": 0.0}
+    for line in text.splitlines():
+        for what in found:
+            if line.startswith(f"koordqueue_scheduler_session_duration_seconds_{what} "):
+                found[what] = float(line.split()[-1])
+    return found["count"], found["sum"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -121,6 +142,10 @@ def main() -> int:
     parser.add_argument("--profile-out", default="/tmp/bench_scheduler.profile.txt")
     parser.add_argument(
         "--profile-rate", type=int, default=100, help="py-spy samples per second",
+    )
+    parser.add_argument(
+        "--profile-nonblocking", action="store_true",
+        help="py-spy --nonblocking: sample without pausing the scheduler",
     )
     parser.add_argument(
         "--profile-threads", action="store_true",
@@ -142,10 +167,11 @@ def main() -> int:
             list(pool.map(lambda i: make_node(api, f"node{i:04d}"), range(args.nodes)))
 
         bodies = [pod(f"pod{i:05d}", ns) for i in range(args.pods)]
+        port = free_port()
         schedule = [
             "schedule",
             f"--kubeconfig={cp.kubeconfig}",
-            "--metrics-port=0",
+            f"--metrics-port={port}",
             "--health-port=0",
             "--log-level=info",
         ]
@@ -154,6 +180,7 @@ def main() -> int:
         with component(schedule, args.log) as pid, profiled(pid, args):
             split_before = cpu_split(pid)
             switches_before = context_switches(pid)
+            sessions_before = sessions(port)
             burst = run_burst(
                 api,
                 POD,
@@ -165,6 +192,7 @@ def main() -> int:
             )
             user_s, system_s = (b - a for a, b in zip(split_before, cpu_split(pid), strict=True))
             switches = context_switches(pid) - switches_before
+            count, seconds = (b - a for a, b in zip(sessions_before, sessions(port), strict=True))
 
     bound = len(burst.reached)
     stats = summary(burst, "scheduler_to_bind", args.dump)
@@ -178,6 +206,9 @@ def main() -> int:
         "scheduler_cpu_s": round(burst.cpu_s, 2),
         "scheduler_user_s": round(user_s, 2),
         "scheduler_system_s": round(system_s, 2),
+        "sessions": int(count),
+        "pods_per_session": round(bound / max(count, 1), 1),
+        "session_ms_mean": round(1000 * seconds / max(count, 1), 2),
         "scheduler_switches_per_pod": round(switches / max(bound, 1), 1),
         "scheduler_cpu_ms_per_pod": round(1000 * burst.cpu_s / max(bound, 1), 2),
         "scheduler_cpu_py_ref_per_pod": round(
