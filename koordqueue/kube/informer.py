@@ -175,7 +175,19 @@ def _lines(response: Any) -> Iterator[bytes]:
 def _shutdown(response: Any) -> None:
     """Shut the response's socket down, so a read blocked on it returns now (closing it from
     another thread could wait on the TLS socket's lock that read holds; Watch.stop does the
-    same). The stream's reader closes the response itself."""
+    same). The stream's reader closes the response itself.
+
+    urllib3's `HTTPResponse.shutdown` (2.3+) first: it kept the socket from before http.client
+    took it over. An answer with `Connection: close` (a proxy, a load balancer) hands the
+    socket to the response and leaves `connection.sock` None, and a stop that looked only
+    there left the read blocked until the liveness deadline."""
+    shutdown = getattr(response, "shutdown", None)
+    if callable(shutdown):
+        try:
+            shutdown()
+            return
+        except Exception:  # released, or an older urllib3: the connection's socket below
+            pass
     try:
         sock = getattr(getattr(response, "connection", None), "sock", None)
         if sock is not None:
