@@ -257,4 +257,6 @@ def test_placement_key_does_not_trust_a_reused_request_id() -> None:
     TaskInfo("a", "a", resreq=first).static_key()
     # as if `first` had died and `second` had been given its id
     task_info_module._PLAIN_KEYS[id(second)] = task_info_module._PLAIN_KEYS.pop(id(first))
-    assert TaskInfo("b", "b", resreq=second).static_key()[0] is second
+    key = TaskInfo("b", "b", resreq=second).static_key()
+    assert key[0] == second != first
+    assert key is task_info_module._interned((second, (), (), None, ()))
