@@ -1043,7 +1043,10 @@ class Session:
 
     def allocate_task(self, task: TaskInfo, node: NodeInfo) -> None:
         """Task takes idle resources on node (Allocated)."""
-        node = self._writable(node.name)
+        name = node.name
+        own_nodes = self._own_nodes
+        # `_writable(name)`, inline for the nodes it would not copy (once per placement)
+        node = self.nodes[name] if own_nodes is None or name in own_nodes else self._writable(name)
         self.jobs[task.job].allocate_pending(task)
         node.add_task(task)
         self.tensor.refresh(node, task.resreq)
