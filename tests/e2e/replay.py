@@ -48,7 +48,16 @@ def start_controller(
     )
 
 
-def stop_controller(proc: subprocess.Popen[str]) -> None:
+STOP_WITHIN = 10.0
+"""Seconds `koordqueue run` may take to exit on SIGTERM in these tests: it takes well under one
+(each informer's stop shuts its watch's socket). When a stop left a watch blocked, every
+informer waited out its 5 s join bound: ~35 s, unnoticed, in every test behind the fault
+proxy (whose answers say Connection: close)."""
+
+
+def stop_controller(proc: subprocess.Popen[str]) -> float:
+    """SIGTERM, then SIGKILL after 30 s; the seconds it took to exit."""
+    started = time.monotonic()
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -56,6 +65,7 @@ def stop_controller(proc: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+    return time.monotonic() - started
 
 
 class History:

@@ -29,7 +29,7 @@ from koordqueue.kube.informer import WATCH_IDLE_TIMEOUT_ENV
 from tests.controlplane.faultproxy import FaultProxy, Rule
 from tests.controlplane.harness import ControlPlane
 from tests.e2e import kq
-from tests.e2e.replay import start_controller, stop_controller
+from tests.e2e.replay import STOP_WITHIN, start_controller, stop_controller
 
 IDLE = 10.0  # the controller's liveness deadline in this test (seconds)
 JOB_WATCH = r"/apis/batch/v1/jobs\?(.*&)?watch=(1|true)"
@@ -76,7 +76,8 @@ def test_a_job_watch_that_dies_silently_is_replaced_within_the_idle_deadline(
             waited = time.monotonic() - created
             assert proc.poll() is None, "the controller exited"
         finally:
-            stop_controller(proc)
+            stopped_in = stop_controller(proc)
+    assert stopped_in < STOP_WITHIN, f"the controller took {stopped_in:.1f} s to exit on SIGTERM"
     text = log_path.read_text()
     assert kq.phase(kubectl, ns, "after") == "Dequeued"
     events = kq.events_for(kubectl, ns, "after")

@@ -25,7 +25,14 @@ from tests.controlplane.faultproxy import FaultProxy, Rule, counts
 from tests.controlplane.harness import ControlPlane
 from tests.e2e import kq
 from tests.e2e.conftest import Kubectl, install_crds
-from tests.e2e.replay import History, Kubelet, admitted_peaks, start_controller, stop_controller
+from tests.e2e.replay import (
+    STOP_WITHIN,
+    History,
+    Kubelet,
+    admitted_peaks,
+    start_controller,
+    stop_controller,
+)
 
 JOBS = 60
 QUOTAS = 3
@@ -75,9 +82,10 @@ def run_burst(
                                      f"{log_path.read_text()[-4000:]}") from None
             assert proc.poll() is None, "the controller exited"
         finally:
-            stop_controller(proc)
+            stopped_in = stop_controller(proc)
             kubelet.close()
             history.stop()
+    assert stopped_in < STOP_WITHIN, f"the controller took {stopped_in:.1f} s to exit on SIGTERM"
     return history, quotas, log_path.read_text()
 
 
