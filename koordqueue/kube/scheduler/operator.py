@@ -45,9 +45,7 @@ def register_scheduler(
 
     # pods (and nodes, which carry heartbeats) are the high-volume kinds: informers, not kopf
     informers = [
-        # one worker: the cache's handler runs under its lock (and the GIL), so a second
-        # worker only added a thread to wake and switch to for each event
-        Informer(scheduler.api, POD, partial(cache.on_event, CachedKind.POD), workers=1),
+        Informer(scheduler.api, POD, partial(cache.on_event, CachedKind.POD), workers=2),
         Informer(scheduler.api, NODE, partial(cache.on_event, CachedKind.NODE), workers=1),
         Informer(
             scheduler.api, NAMESPACE, partial(cache.on_event, CachedKind.NAMESPACE), workers=1
