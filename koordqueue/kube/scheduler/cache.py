@@ -195,7 +195,8 @@ def _job_key(key: str, pod: Mapping[str, Any]) -> str:
 STANDALONE_KEY = "pod:"
 
 
-_by_job = attrgetter("job")
+_by_job = attrgetter("job", "uid")
+"""The order of our tasks on a node: jobs by uid, each job's tasks by uid (its own order)."""
 _KEPT = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
 """Statuses a node accounts alike (used) and a job alike (allocated, ready, not to place):
 a task moving among them on the same node changes neither its node nor its job's share."""
@@ -207,9 +208,14 @@ def _queue(pod: Mapping[str, Any]) -> object:
 
 def add_ours(node: NodeInfo, tasks: Iterable[TaskInfo]) -> None:
     """Account our jobs' placed tasks on `node` in the order a session adds them (jobs by
-    uid, each job's tasks in its order) after the node's other pods."""
-    for task in sorted(tasks, key=_by_job):  # stable: a job's own order is kept
+    uid, each job's tasks by uid) after the node's other pods."""
+    for task in sorted(tasks, key=_by_job):
         node.add_task(task)
+
+
+def pod_uid(pod: Mapping[str, Any]) -> str:
+    """A pod's key in the cache: its uid (namespace/name when it has none)."""
+    return str(convert.meta(pod).get("uid") or convert.pod_key(pod))
 
 
 def exchanged(old: NodeInfo, tasks: Mapping[str, TaskInfo]) -> NodeInfo | None:
@@ -250,6 +256,14 @@ class SchedulerCache:
     kube-scheduler's cache `UpdateSnapshot` does) and hands out the same Built when nothing
     moved. A snapshot's objects are shared with the cache: a session never writes them (it
     works on its own copies), and they are replaced, not mutated, when their object changes.
+
+    Task order is a function of the objects alone, never of the events that brought them: a
+    node holds other schedulers' pods by uid, then our jobs' tasks (jobs by uid, each job's
+    tasks by uid); a job holds its tasks by uid. Why: preempt's and reclaim's victim
+    plugins (drf, proportion) judge a node's candidates in that order, so an order that
+    followed arrival, updates or a relist's listing made the incremental build and a
+    rebuild (or a restarted scheduler) pick different victims. Volcano iterates Go maps
+    there (no order at all); the store's own dict order is not read.
     """
 
     def __init__(
@@ -283,9 +297,9 @@ class SchedulerCache:
 
     # --- feeding -------------------------------------------------------------------------
     def _key(self, kind: CachedKind, obj: Mapping[str, Any]) -> str:
-        m = convert.meta(obj)
         if kind is CachedKind.POD:
-            return str(m.get("uid") or convert.pod_key(obj))
+            return pod_uid(obj)
+        m = convert.meta(obj)
         if kind in (CachedKind.POD_GROUP, CachedKind.PDB):
             return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
         return str(m.get("name", ""))
@@ -562,13 +576,13 @@ class SchedulerCache:
 
     def _node_tasks(self, name: str) -> dict[str, TaskInfo]:
         """Under the lock: the tasks a node accounts, uid -> task, in the order a full build
-        adds them (other schedulers' pods Running, then `add_ours`' order)."""
+        adds them (other schedulers' pods Running, by uid, then `add_ours`' order)."""
         d = self._derived
         pods = self._objs[CachedKind.POD]
         kept = d.foreign_on.get(name, {})
         foreign: dict[str, tuple[Mapping[str, Any], TaskInfo]] = {}
         tasks: dict[str, TaskInfo] = {}
-        for uid in self._foreign.get(name, ()):
+        for uid in sorted(self._foreign.get(name, ())):
             pod = pods[uid]
             was = kept.get(uid)
             if was is not None and was[0] is pod:
@@ -639,8 +653,9 @@ class SchedulerCache:
         else:
             if d.groups.get(key) is not self._objs[CachedKind.POD_GROUP].get(key):
                 return False
-            if list(self._members.get(key, ())) != uids:
-                return False
+            members = self._members.get(key, {})
+            if len(members) != len(uids) or any(u not in members for u in uids):
+                return False  # the same members: `uids` holds them by uid
         touched = self._touched
         moved = False
         for uid in uids:
@@ -751,7 +766,9 @@ class SchedulerCache:
             job = convert.job_info(group)
             d.groups[key] = group
             d.group_jobs.add(job.uid)
-            members = [(pods[u], self._placed(pods[u])) for u in self._members.get(key, ())]
+            members = [
+                (pods[u], self._placed(pods[u])) for u in sorted(self._members.get(key, ()))
+            ]
         uids: list[str] = []
         for pod, task in members:
             job.add_task(task)
@@ -811,7 +828,7 @@ def full_build(
     built = Built(ClusterSnapshot(), groups=groups)
     candidates: set[str] = set()
     reserved: set[str] = set()
-    for pod in objs[CachedKind.POD]:
+    for pod in sorted(objs[CachedKind.POD], key=pod_uid):  # not the store's order
         task = convert.task_info(pod)
         if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
             host = nodes.get(task.node_name or "")
