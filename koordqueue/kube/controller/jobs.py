@@ -426,6 +426,12 @@ class JobReconciler:
             return
         admitted = ctl.engine.is_admitted(unit_uid)
         status = job_status(job, running)
+        if status is JobStatus.CREATED and enqueue_mark(unit_obj):
+            # The unit carries the Job's enqueue mark, which reaches the Job only with its
+            # resume or its unit's first status (`CreateUnitForJob`): a Job whose marking write
+            # never landed (a leader killed between the unit's admission and the resume, a
+            # refused write) is queued as its unit says, else nothing would ever resume it.
+            status = JobStatus.QUEUING
         updated = epoch((unit_obj.get("status") or {}).get("lastUpdateTime"))
         now = ctl.clock()
         since = now - updated if updated is not None else 0.0

@@ -9,9 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordqueue.domain import names
-from koordqueue.kube.api import JOB, QUEUE_UNIT, Kind
+from koordqueue.kube.api import JOB, QUEUE, QUEUE_UNIT, Kind
+from koordqueue.kube.controller import Controller
+from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
-from tests.unit.kube.test_job_extension_controller import GO_TIME, job, make, submit, unit
+from tests.unit.kube.test_job_extension_controller import (
+    GO_TIME,
+    Clock,
+    job,
+    make,
+    submit,
+    unit,
+)
 
 DEQUEUED = names.JOB_DEQUEUE_TIMESTAMP_ANNOTATION
 
@@ -109,3 +118,30 @@ def test_a_newer_suspended_job_whose_unit_is_admitted_is_resumed() -> None:
     assert api.job_patches() == 3
     assert job(api, "j")["spec"]["suspend"] is False
     c.close()
+
+
+def test_a_job_whose_marking_resume_was_lost_is_resumed_by_the_next_leader() -> None:
+    """The leader made and admitted the unit, then died before its one Job patch (mark and
+    resume): the Job is still suspended and unmarked. The next leader must resume it (found
+    by tests/e2e/test_failover.py's kill -9 mid-burst: such units stayed Dequeued)."""
+    api = CountingApi()
+    c, _ = make(api)
+    submit(c, api, "j")
+    c.close()
+    stored = api.objects[(JOB.plural, "ns", "j")]
+    stored["spec"]["suspend"] = True
+    stored["metadata"].pop("annotations", None)
+    assert unit(api, "j")["status"]["phase"] == "Dequeued"
+    api.patches.clear()
+    successor = Controller(api, ControllerSettings(), clock=Clock(), writers=1)
+    successor.resync()
+    for obj in api.list_objects(QUEUE):
+        successor.on_queue("ADDED", obj)
+    successor.on_job("MODIFIED", job(api, "j"))
+    resumed = job(api, "j")
+    assert resumed["spec"]["suspend"] is False
+    notes = resumed["metadata"]["annotations"]
+    assert notes[names.JOB_HAS_ENQUEUED_ANNOTATION] == "true"
+    assert notes[names.JOB_ENQUEUE_TIMESTAMP_ANNOTATION] == unit(api, "j")["metadata"][
+        "annotations"][names.JOB_ENQUEUE_TIMESTAMP_ANNOTATION]
+    successor.close()
