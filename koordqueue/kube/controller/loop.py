@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from koordqueue.domain import backoff
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
 from koordqueue.kube.api import ApiError, Kind, Listing
@@ -37,11 +38,13 @@ that raised instead of answering never reports back)."""
 FENCE_POLL: Final = 0.1
 """Seconds between looks at a shut fence (leader election): how soon after the lease is
 renewed the held writes go out again and rounds resume."""
-STARTUP_RETRY: Final = Backoff(0.5, cap=30.0)
+STARTUP_RETRY: Final[Backoff] = backoff.STARTUP
 """After a transient failure of the start-up resync (429, 5xx, a lost connection), when to
 try again: 0.5 s doubling to 30 s, until it succeeds, as client-go's reflector retries its
 list. Before, the error went up to kopf, which retries a failed start-up activity only after
 60 s: one 500 on the start-up list of Jobs held every admission for a minute."""
+
+
 MAX_BATCH: Final = 256
 """Events handled back to back without going back to the blocking queue read (each blocking
 read hands the GIL to the writer threads and waits to get it back)."""
@@ -120,24 +123,18 @@ class OwnerLoop:
         self, started: Future[dict[Kind, Listing]], listings: dict[Kind, Listing] | None
     ) -> None:
         controller = self.controller
-        failures = 0
-        while True:
-            try:
-                started.set_result(controller.resync(listings))
-                break
-            except ApiError as exc:  # transient: again after a back-off (a resync is idempotent)
-                if not exc.retryable or self._stopping.is_set():
-                    started.set_exception(exc)
-                    return
-                delay = STARTUP_RETRY.delay(failures)
-                failures += 1
-                log.warning("start-up resync failed; retrying", error=str(exc), in_s=delay)
-                if self._stopping.wait(delay):
-                    started.set_exception(exc)
-                    return
-            except Exception as exc:
-                started.set_exception(exc)
-                return
+        try:  # transient: again after a back-off (a resync is idempotent)
+            result = backoff.retry(
+                lambda: controller.resync(listings), STARTUP_RETRY,
+                lambda exc: isinstance(exc, ApiError) and exc.retryable, self._stopping.wait,
+                lambda exc, delay: log.warning(
+                    "start-up resync failed; retrying", error=str(exc), in_s=delay
+                ),
+            )
+        except Exception as exc:
+            started.set_exception(exc)
+            return
+        started.set_result(result)
         settings = controller.settings
         last_resync = round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once

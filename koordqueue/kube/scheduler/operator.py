@@ -11,21 +11,54 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import kopf
 import structlog
 
+from koordqueue.domain import backoff
 from koordqueue.domain import names as domain_names
+from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import NAMESPACE, NODE, POD, POD_DISRUPTION_BUDGET
+from koordqueue.kube.api import NAMESPACE, NODE, POD, POD_DISRUPTION_BUDGET, ApiError
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
 from koordqueue.kube.scheduler.cache import CachedKind
 from koordqueue.kube.scheduler.scheduler import Scheduler
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+STARTUP_RETRY: Final[Backoff] = backoff.STARTUP
+"""After a transient failure of a start-up call (the standby's or the leader's first listings,
+the default queue's get/create) — 429, 5xx, a lost connection — when to try again: 0.5 s
+doubling to 30 s, as client-go's reflector retries its list (and as the controller's start-up
+resync does). Before, the error went up to kopf, which retries a failed start-up activity
+only after 60 s, so one injected 500 held every decision for a minute."""
+
+
+async def retry_startup(call: Callable[[], T], stopping: threading.Event) -> T:
+    """`call()` in a worker thread, retrying transient ApiErrors; others fail the start-up.
+
+    Cancelling (kopf's shutdown cancels the start-up activity and the background tasks)
+    sets `stopping`, which ends a back-off wait at once; the thread then exits.
+    """
+
+    def attempt() -> T:
+        return backoff.retry(
+            call, STARTUP_RETRY, lambda exc: isinstance(exc, ApiError) and exc.retryable,
+            stopping.wait,
+            lambda exc, delay: log.warning("start-up failed; retrying", error=str(exc), in_s=delay),
+        )
+
+    try:
+        return await asyncio.to_thread(attempt)
+    except asyncio.CancelledError:
+        stopping.set()
+        raise
 
 
 def register_scheduler(
@@ -41,6 +74,7 @@ def register_scheduler(
     leadership = leadership or Leadership()
     cache = scheduler.cache
     state: dict[str, asyncio.Task[None]] = {}
+    stopping = threading.Event()  # shutdown: ends the start-up's retry waits
     vg, vv = domain_names.VOLCANO_GROUP, domain_names.VOLCANO_VERSION
 
     # pods (and nodes, which carry heartbeats) are the high-volume kinds: informers, not kopf
@@ -75,7 +109,7 @@ def register_scheduler(
 
     async def observe() -> None:
         """Fill the cache and keep it current without deciding (a warm standby)."""
-        listings = await asyncio.to_thread(scheduler.relist)
+        listings = await retry_startup(scheduler.relist, stopping)
         for informer in informers:  # the watches continue from the cache's first listings
             informer.start(listings.get(informer.kind))
         log.info("scheduler standby: watching, not deciding")
@@ -84,9 +118,9 @@ def register_scheduler(
         warm = state.pop("observe", None)
         if warm is not None:
             await warm
-            await asyncio.to_thread(scheduler.take_over)
+            await retry_startup(scheduler.take_over, stopping)
         else:
-            listings = await asyncio.to_thread(scheduler.start)
+            listings = await retry_startup(scheduler.start, stopping)
             for informer in informers:
                 informer.start(listings.get(informer.kind))
         state["loop"] = asyncio.create_task(scheduling_loop(scheduler))
@@ -112,6 +146,7 @@ def register_scheduler(
 
     @kopf.on.cleanup(registry=registry)
     async def stop_scheduler(**_: Any) -> None:
+        stopping.set()
         await kopf_support.stop_background(state, "lead", lambda: None)
         await kopf_support.stop_background(state, "observe", lambda: None)
         await kopf_support.stop_background(state, "loop", close)
