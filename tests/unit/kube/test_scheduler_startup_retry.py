@@ -23,7 +23,9 @@ import structlog
 from structlog.testing import capture_logs
 
 from koordqueue.domain.backoff import Backoff
+from koordqueue.kube import leader
 from koordqueue.kube.api import POD, VOLCANO_QUEUE, ApiError, Kind, Listing
+from koordqueue.kube.leader import Leadership
 from koordqueue.kube.scheduler import names, operator
 from koordqueue.kube.scheduler.scheduler import Scheduler
 from koordqueue.kube.settings import ControllerSettings
@@ -98,14 +100,16 @@ def fresh_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     structlog.configure(**old)
 
 
+def handler(registry: kopf.OperatorRegistry, name: str) -> Any:
+    (found,) = [h for h in registry._activities.get_all_handlers() if name in str(h.id)]
+    return found.fn
+
+
 def startup_handler(api: MemoryApi) -> tuple[Scheduler, Any]:
     scheduler = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
     registry = kopf.OperatorRegistry()
     operator.register_scheduler(registry, scheduler)
-    (handler,) = [
-        h for h in registry._activities.get_all_handlers() if "start_scheduler" in str(h.id)
-    ]
-    return scheduler, handler.fn
+    return scheduler, handler(registry, "start_scheduler")
 
 
 def start(api: MemoryApi, timeout: float = 5.0) -> Scheduler:
@@ -194,3 +198,34 @@ def test_shutdown_during_the_back_off_ends_the_retries_at_once(
     assert not scheduler.ready.is_set()
     worker_threads = set(threading.enumerate()) - threads_before
     assert not [t for t in worker_threads if t.is_alive() and "asyncio" in t.name]
+
+
+def test_a_standbys_first_listing_is_retried_and_it_takes_over_when_leading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def until_leading(leadership: Leadership) -> None:  # no Lease: the test decides
+        while not leadership.leading.is_set():
+            await asyncio.sleep(0.005)
+
+    monkeypatch.setattr(leader, "wait_until_leading", until_leading)
+    api = Failing(failures=1, status=500)
+    scheduler = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
+    leadership = Leadership()
+    leadership.leading.clear()  # a standby
+    registry = kopf.OperatorRegistry()
+    operator.register_scheduler(registry, scheduler, leadership)
+
+    async def run() -> bool:
+        await handler(registry, "start_scheduler")(settings=kopf.OperatorSettings())
+        deadline = time.monotonic() + 2
+        while api.calls < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        leadership.leading.set()
+        while not scheduler.ready.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        ready = scheduler.ready.is_set()
+        await handler(registry, "stop_scheduler")()  # closes the scheduler
+        return ready
+
+    assert asyncio.run(asyncio.wait_for(run(), 10))  # before: the standby's 500 killed it
+    assert api.calls == 2
