@@ -51,7 +51,7 @@ from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.exceptions import ClosedPoolError
 
 from koordqueue.domain import names
-from koordqueue.domain.backoff import Backoff
+from koordqueue.domain.backoff import Backoff, retry
 
 FIELD_MANAGER: Final = "koordqueue"
 FENCED: Final = -1
@@ -629,3 +629,21 @@ def with_retries(
                 raise
             sleep(Backoff(base_delay).delay(attempt))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def retry_transient(
+    call: Callable[[], T],
+    schedule: Backoff,
+    stopped: Callable[[float], bool],
+    on_retry: Callable[[Exception, float], None],
+) -> T:
+    """`call` until it answers, retrying transient ApiErrors (429, 5xx, a lost connection)
+    after `schedule`'s delays for as long as it takes, as client-go's reflector retries its
+    list: the start-ups of the controller and the scheduler (kopf would retry a failed
+    start-up only after 60 s). Other errors go up at once; so does the last one when
+    `stopped(delay)` says the process is shutting down."""
+    return retry(call, schedule, _transient, stopped, on_retry)
+
+
+def _transient(exc: Exception) -> bool:
+    return isinstance(exc, ApiError) and exc.retryable

@@ -22,7 +22,7 @@ import structlog
 from koordqueue.domain import backoff
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
-from koordqueue.kube.api import ApiError, Kind, Listing
+from koordqueue.kube.api import Kind, Listing, retry_transient
 
 if TYPE_CHECKING:
     from koordqueue.kube.controller import Controller
@@ -124,9 +124,8 @@ class OwnerLoop:
     ) -> None:
         controller = self.controller
         try:  # transient: again after a back-off (a resync is idempotent)
-            result = backoff.retry(
-                lambda: controller.resync(listings), STARTUP_RETRY,
-                lambda exc: isinstance(exc, ApiError) and exc.retryable, self._stopping.wait,
+            result = retry_transient(
+                lambda: controller.resync(listings), STARTUP_RETRY, self._stopping.wait,
                 lambda exc, delay: log.warning(
                     "start-up resync failed; retrying", error=str(exc), in_s=delay
                 ),

@@ -22,7 +22,13 @@ from koordqueue.domain import backoff
 from koordqueue.domain import names as domain_names
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import NAMESPACE, NODE, POD, POD_DISRUPTION_BUDGET, ApiError
+from koordqueue.kube.api import (
+    NAMESPACE,
+    NODE,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    retry_transient,
+)
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
 from koordqueue.kube.scheduler.cache import CachedKind
@@ -48,9 +54,8 @@ async def retry_startup(call: Callable[[], T], stopping: threading.Event) -> T:
     """
 
     def attempt() -> T:
-        return backoff.retry(
-            call, STARTUP_RETRY, lambda exc: isinstance(exc, ApiError) and exc.retryable,
-            stopping.wait,
+        return retry_transient(
+            call, STARTUP_RETRY, stopping.wait,
             lambda exc, delay: log.warning("start-up failed; retrying", error=str(exc), in_s=delay),
         )
 
