@@ -29,7 +29,7 @@ import structlog
 from koordqueue.domain.names import EVENT_WARNING
 from koordqueue.kube.api import POD, ApiError, KubeApi
 from koordqueue.kube.scheduler import metrics
-from koordqueue.kube.scheduler.cache import gate_names
+from koordqueue.kube.scheduler.convert import gate_names
 from koordqueue.scheduler.gates import names
 from koordqueue.scheduler.gates.reservation import Expiry, GateState, classify_gates, opted_in
 

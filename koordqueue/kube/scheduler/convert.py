@@ -410,10 +410,42 @@ def group_name(pod: Obj) -> str | None:
     return str(value) if value else None
 
 
+STANDALONE_KEY = "pod:"
+"""Prefix of a standalone pod's job key in the scheduler cache (the pod's uid follows)."""
+
+
+def pod_uid(pod: Obj) -> str:
+    """A pod's key in the scheduler cache: its uid (namespace/name when it has none)."""
+    return str(meta(pod).get("uid") or pod_key(pod))
+
+
+def job_key(key: str, pod: Obj) -> str:
+    """The cache's key of the job a pod (stored under `key`) feeds: "<ns>/<group>" for a
+    PodGroup member, STANDALONE_KEY + `key` for a pod of its own."""
+    group = group_name(pod)
+    if group is None:
+        return STANDALONE_KEY + key
+    return f"{meta(pod).get('namespace', 'default')}/{group}"
+
+
+def pod_queue(pod: Obj) -> object:
+    """The queue annotation of a pod (a standalone pod's queue), or None."""
+    return (meta(pod).get("annotations") or {}).get(names.QUEUE_NAME_ANNOTATION)
+
+
+def gate_names(pod: Obj) -> list[str]:
+    """The names of a pod's scheduling gates, in their order."""
+    return [
+        str(g.get("name", ""))
+        for g in (pod.get("spec") or {}).get("schedulingGates") or []
+        if isinstance(g, Mapping)
+    ]
+
+
 def standalone_job(pod: Obj, task: TaskInfo) -> JobInfo:
     """A pod without PodGroup is its own job of minAvailable 1, Inqueue from the start and
     Running once its pod is placed (`standalone_phase`: what session close makes of it)."""
-    queue = (meta(pod).get("annotations") or {}).get(names.QUEUE_NAME_ANNOTATION)
+    queue = pod_queue(pod)
     return JobInfo(
         names.STANDALONE_JOB_PREFIX + task.uid,
         task.name,

@@ -21,12 +21,13 @@ from typing import Any
 
 from koordqueue.kube.api import EVENT, POD, KubeApi
 from koordqueue.kube.scheduler import convert, names
-from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache, gate_names
+from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.scheduler import (
     Scheduler,
     unschedulable_message,
     with_gate_plugin,
 )
+from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import SchedulerConfig
 from koordqueue.scheduler.api import FitErrors, JobInfo, TaskInfo, TaskStatus
@@ -260,7 +261,7 @@ def explain_pod(
     key = convert.pod_key(pod)
     uid = str(m.get("uid", ""))
     annotations = m.get("annotations") or {}
-    gates = gate_names(pod)
+    gates = convert.gate_names(pod)
     state = classify_gates(gates)
     ex = PodExplanation(
         pod=key,

@@ -31,8 +31,8 @@ from koordqueue.kube.api import (
 )
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
-from koordqueue.kube.scheduler.cache import CachedKind
 from koordqueue.kube.scheduler.scheduler import Scheduler
+from koordqueue.kube.scheduler.store import CachedKind
 
 log = structlog.get_logger(__name__)
 

@@ -38,9 +38,11 @@ from koordqueue.kube.api import (
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp, report_expired
 from koordqueue.kube.scheduler import convert, metrics, names
-from koordqueue.kube.scheduler.cache import Built, CachedKind, SchedulerCache
+from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.scheduler.gcfreeze import GcFreezer
+from koordqueue.kube.scheduler.snapshot import Built
+from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import Bind, SchedulerConfig, SessionResult
 from koordqueue.scheduler.framework import (

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.resources import Resources
-from koordqueue.kube.scheduler import cache as cache_module
+from koordqueue.kube.scheduler import snapshot as cache_module
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache, exchanged
 from koordqueue.scheduler.api import NodeInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.task_info import HostPort
