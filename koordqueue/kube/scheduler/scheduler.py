@@ -7,7 +7,8 @@ records `FailedScheduling` and wakes the loop, so the pod is placed again (kube-
 assume / bind cycle). A successful bind records `Scheduled`. Events go through an
 asynchronous, aggregating, rate-limited recorder. Evictions by delete (uid-guarded),
 `PodScheduled=False, reason=Unschedulable` with the aggregated fit errors on pods left
-unplaced (only when the condition changes), PodGroup `status.phase`, and, with the
+unplaced (only when the condition changes), PodGroup phase and gang condition
+(podgroup_status.py), and, with the
 SchedulingGatesQueueAdmission feature gate, gate removals for pods that passed the queue
 capacity check; these are awaited before the next session.
 """
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -41,10 +43,12 @@ from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.scheduler.gcfreeze import GcFreezer
+from koordqueue.kube.scheduler.podgroup_status import PodGroupStatusWriter, StatusWrite
 from koordqueue.kube.scheduler.snapshot import Built
 from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import Bind, SchedulerConfig, SessionResult
+from koordqueue.scheduler.api import JobInfo
 from koordqueue.scheduler.framework import (
     Arguments,
     ConfigWatcher,
@@ -152,6 +156,8 @@ class Scheduler:
         self._inflight: set[Future[list[bool]]] = set()
         self._inflight_lock = threading.Lock()
         self._written: dict[str, str] = {}  # pod uid -> Unschedulable message we last wrote
+        self.podgroups = PodGroupStatusWriter(api)
+        """PodGroup phase and conditions, on `/status` or on the object (Volcano's CRD)."""
         self._warned: set[str] = set()
         self._last_warnings: set[str] = set()
         self.ready = threading.Event()
@@ -323,11 +329,8 @@ class Scheduler:
             futures.append((uid, self._pool.submit(self._set_unschedulable, pod, message)))
             out.conditions_written += 1
         metrics.UNSCHEDULABLE.set(unplaced)
-        groups = built.group_jobs  # standalone pods' jobs have no PodGroup to write
-        for update in result.phase_updates:
-            if update.job in groups:
-                futures.append((update, self._pool.submit(
-                    self._set_phase, update.namespace, update.name, update.new.value)))
+        for write in self.podgroups.due(built.groups, snapshot_jobs(built), result):
+            futures.append((write, self._pool.submit(self._write_group_status, write)))
         if self.gates is not None:
             refused = 0
             for uid in released:
@@ -427,21 +430,19 @@ class Scheduler:
         except ApiError as exc:
             if not exc.not_found:
                 log.warning("condition not written", pod=f"{namespace}/{name}", error=str(exc))
+            elif self.cache.get(CachedKind.POD, uid) is not None:
+                # pods always serve /status: the pod was deleted and its event is late, or
+                # it was not; either way the next session writes it again (not memoised)
+                log.warning("condition not written: 404 though the cache holds the pod",
+                            pod=f"{namespace}/{name}", error=str(exc))
             return False
         self._written[uid] = message
         self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING, message)
         return True
 
-    def _set_phase(self, namespace: str, name: str, phase: str) -> bool:
-        try:
-            self.api.merge_patch(POD_GROUP, name, {"status": {"phase": phase}}, namespace,
-                                 subresource="status")
-        except ApiError as exc:
-            if not exc.not_found:
-                log.warning("PodGroup phase not written", podgroup=f"{namespace}/{name}",
-                            error=str(exc))
-            return False
-        return True
+    def _write_group_status(self, write: StatusWrite) -> bool:
+        held = self.cache.get(CachedKind.POD_GROUP, write.key) is not None
+        return self.podgroups.write(write, still_cached=held)
 
 
 def bind_batches(binds: tuple[Bind, ...] | list[Bind], workers: int) -> list[list[Bind]]:
@@ -453,6 +454,15 @@ def bind_batches(binds: tuple[Bind, ...] | list[Bind], workers: int) -> list[lis
     count = max(1, min(workers, -(-len(binds) // BIND_BATCH)))
     size = -(-len(binds) // count)
     return [list(binds[i:i + size]) for i in range(0, len(binds), size)]
+
+
+def snapshot_jobs(built: Built) -> Mapping[str, JobInfo]:
+    """Job uid -> the session's input job: the index's own mapping when the snapshot has one
+    (no copy per session), else one made from the job list."""
+    index = getattr(built.snapshot, "index", None)
+    if index is not None:
+        return cast("Mapping[str, JobInfo]", index.jobs)
+    return {job.uid: job for job in built.snapshot.jobs}
 
 
 def convert_kind(kind: CachedKind) -> Kind:
