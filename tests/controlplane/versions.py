@@ -53,6 +53,19 @@ KUEUE_VERSION = "v0.17.0"
 # kube-scheduler is built from KUBERNETES_VERSION / STAGING_VERSION above, like kube-apiserver.
 SCHEDULER_WRAPPER_MODULE = "koordqueue.local/peers/scheduler"
 KUEUE_WRAPPER_MODULE = "koordqueue.local/peers/kueue"
+# volcano.sh/volcano tag whose cmd/scheduler (vc-scheduler) is built, and whose
+# config/crd/volcano/bases are the CRDs it runs against. Its go.mod replaces volcano.sh/apis
+# with a directory that is not in the module zip, so a wrapper must pin that module to a
+# published tag: the newest volcano tag whose apis tag the module proxy also serves. Tried
+# (Dec 2026): volcano v1.16.0 and v1.14.2 refused (403); v1.15.1 served but it requires apis
+# v1.15.1, refused, as are apis v1.15.0 and v1.14.1; apis v1.14.0 is served, and v1.14.1's
+# scheduler builds against it with go1.26.
+VOLCANO_VERSION = "v1.14.1"
+VOLCANO_APIS_VERSION = "v1.14.0"
+VOLCANO_WRAPPER_MODULE = "koordqueue.local/peers/volcano"
+# vc-scheduler's recipe revision. Volcano's pins stay out of peers_as_dict() (and so out of the
+# peers' cache directory name): bumping Volcano rebuilds vc-scheduler only.
+VOLCANO_RECIPE = 1
 # Peer build recipe revision: bump when peers.py changes how the peers are produced.
 PEERS_RECIPE = 1
 
@@ -70,3 +83,8 @@ def peers_key() -> str:
     """Directory name for the peers' cache, e.g. ``k8s-v1.37.2-kueue-v0.17.0-1a2b3c4d``."""
     digest = hashlib.sha256(json.dumps(peers_as_dict(), sort_keys=True).encode()).hexdigest()[:8]
     return f"k8s-{KUBERNETES_VERSION}-kueue-{KUEUE_VERSION}-{digest}"
+
+
+def volcano_as_dict() -> dict[str, object]:
+    """What vc-scheduler's stamp records (it shares no module with the other peers' pins)."""
+    return {"volcano": VOLCANO_VERSION, "apis": VOLCANO_APIS_VERSION, "recipe": VOLCANO_RECIPE}
