@@ -91,3 +91,35 @@ def test_stale_peer_stamp_is_a_miss(tmp_path: Path) -> None:
 def test_unknown_peer_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown peer"):
         peers.ensure_peer("volcano-scheduler")
+
+
+def test_volcano_wrapper_repeats_versioned_replaces_only() -> None:
+    gomod = {"Replace": [
+        {"Old": {"Path": "k8s.io/api"}, "New": {"Path": "k8s.io/api", "Version": "v0.34.1"}},
+        {"Old": {"Path": "volcano.sh/apis"}, "New": {"Path": "./staging/src/volcano.sh/apis"}},
+    ]}
+    assert peers.versioned_replaces(gomod) == {"k8s.io/api": "v0.34.1"}
+
+
+def test_a_replace_to_another_module_is_refused() -> None:
+    gomod = {"Replace": [{"Old": {"Path": "a.io/x"}, "New": {"Path": "b.io/x", "Version": "v1"}}]}
+    with pytest.raises(peers.build.BuildError, match="cannot repeat"):
+        peers.versioned_replaces(gomod)
+
+
+def test_volcano_has_its_own_stamp_pins(tmp_path: Path) -> None:
+    # bumping Volcano must not invalidate kube-scheduler or kueue (nor the cache directory)
+    assert "volcano" not in versions.peers_as_dict()
+    assert peers.stamp_versions(peers.VOLCANO) == versions.volcano_as_dict()
+    (tmp_path / "bin").mkdir()
+    binary = tmp_path / "bin" / peers.VOLCANO
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "crds" / "volcano").mkdir(parents=True)
+    (tmp_path / "crds" / "volcano" / "pg.yaml").write_text("kind: CustomResourceDefinition\n")
+    stamp = tmp_path / f"stamp-{peers.VOLCANO}.json"
+    stamp.write_text(json.dumps({"versions": versions.volcano_as_dict()}))
+    hit = peers.cached_peer(peers.VOLCANO, tmp_path)
+    assert hit is not None and hit.crds == tmp_path / "crds" / "volcano"
+    stamp.write_text(json.dumps({"versions": versions.peers_as_dict()}))
+    assert peers.cached_peer(peers.VOLCANO, tmp_path) is None
