@@ -7,14 +7,14 @@ already account every placed task of its jobs (the very same task objects) and c
 per-cluster sums kept incrementally, job by job and node by node, so they always equal a sum
 from scratch (dimension names included: a zero amount is kept while anything holds it).
 The session then shares nodes and quiet jobs copy-on-write and opens its plugins from the
-sums (kube-scheduler's UpdateSnapshot idea). `QuietMemo` keeps, across sessions, what a
-session concludes about a job it does not write (its condition and phase update).
+sums (kube-scheduler's UpdateSnapshot idea). Its `QuietMemo` (quiet.py) keeps, across
+sessions, what a session concludes about a job it does not write (its condition and phase
+update).
 """
 
 from __future__ import annotations
 
 import operator
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -24,7 +24,8 @@ from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.placement import NodeTensor
-from koordqueue.scheduler.framework.result import ClusterSnapshot, PhaseUpdate
+from koordqueue.scheduler.framework.quiet import QuietMemo
+from koordqueue.scheduler.framework.result import ClusterSnapshot
 
 
 class KeyedSum:
@@ -153,67 +154,6 @@ class QueueSums:
             self.overcommit_inqueue.add(share.overcommit_inqueue, sign)
         if share.overcommit_dims is not None:
             self.overcommit_dims.add(share.overcommit_dims, sign)
-
-
-class QuietMemo:
-    """What sessions concluded about jobs they did not write, kept while job and config stay.
-
-    A quiet job (nothing to place, not Pending) is only read by a session: its job-valid
-    message, its close-hook condition and its phase update depend on the job alone (for the
-    built-in plugins and actions), so they are worked out once per job object and reused.
-    `missing` holds the uids whose verdict must be (re)computed; the cache adds a uid
-    whenever it remakes that job.
-    """
-
-    __slots__ = ("closing", "key", "missing", "order", "updates", "valid", "verdicts")
-
-    def __init__(self) -> None:
-        self.key: object = None
-        self.verdicts: dict[str, JobInfo] = {}
-        """uid -> the job object the verdict is for."""
-        self.valid: dict[str, str] = {}
-        """uid -> job-valid message (set while the actions scan jobs)."""
-        self.closing: dict[str, str] = {}
-        """uid -> condition set by a close hook."""
-        self.order: list[str] = []
-        """uids with a phase update, sorted."""
-        self.updates: list[PhaseUpdate] = []
-        """Their phase updates, in the same order."""
-        self.missing: set[str] = set()
-
-    def drop(self, uid: str) -> None:
-        if self.verdicts.pop(uid, None) is None:
-            return
-        self.valid.pop(uid, None)
-        self.closing.pop(uid, None)
-        i = bisect_left(self.order, uid)
-        if i < len(self.order) and self.order[i] == uid:
-            del self.order[i]
-            del self.updates[i]
-
-    def put(
-        self, job: JobInfo, valid: str | None, closing: str | None, update: PhaseUpdate | None
-    ) -> None:
-        uid = job.uid
-        self.drop(uid)
-        self.verdicts[uid] = job
-        if valid is not None:
-            self.valid[uid] = valid
-        if closing is not None:
-            self.closing[uid] = closing
-        if update is not None:
-            i = bisect_left(self.order, uid)
-            self.order.insert(i, uid)
-            self.updates.insert(i, update)
-
-    def reset(self, key: object, uids: Iterable[str]) -> None:
-        self.key = key
-        self.verdicts.clear()
-        self.valid.clear()
-        self.closing.clear()
-        self.order.clear()
-        self.updates.clear()
-        self.missing = set(uids)
 
 
 class SnapshotIndex:
@@ -493,7 +433,6 @@ __all__ = [
     "KeyedSum",
     "LiveJobs",
     "QueueSums",
-    "QuietMemo",
     "SnapshotIndex",
     "affinity_pods",
     "index_snapshot",
