@@ -70,6 +70,8 @@ from koordqueue.domain.resources import Resources
 from koordqueue.domain.round import (
     Admit,
     BackingOff,
+    Finished,
+    Holding,
     Outcome,
     Part,
     Preempted,
@@ -617,7 +619,26 @@ class AdmissionEngine:
         callback = self.tree._on_duplicate
         memo: dict[int, object] = {} if callback is None else {id(callback): callback}
         twin: AdmissionEngine = copy.deepcopy(self, memo)
-        return twin.run_round(now)
+        result = twin.run_round(now)
+        result.outcomes.extend(twin._settled(result.outcomes))
+        return result
+
+    def _settled(self, record: Record) -> list[Outcome]:
+        """The units the round did not look at, and why: finished, or admitted before and
+        holding their quota (in arrival order), so a dry round's record has one verdict per
+        unit (explain reads it instead of classifying units again)."""
+        seen = {outcome.unit.uid for outcome in record}
+        out: list[Outcome] = []
+        for uid, unit in self._units.items():
+            if uid in seen:
+                continue
+            if unit.phase in FINISHED_PHASES:
+                out.append(Finished(unit))
+                continue
+            quota = self.tree.reserved_quota(uid)
+            if quota is not None:
+                out.append(Holding(unit, quota))
+        return out
 
     def run_round(self, now: float) -> RoundResult:
         """Offer every served queue's waiting units to CheckUsage, in policy order.

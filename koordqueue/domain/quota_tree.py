@@ -176,6 +176,34 @@ class _Admission:
         self.oversold = oversold
 
 
+_EMPTY_MAX = ""
+"""`_refusal`'s answer for a level whose max is empty (no resource is named "")."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceState:
+    """One resource of one level for one request: `fits` is CheckUsage's own comparison
+    (max × oversellrate − used >= request)."""
+
+    resource: str
+    limit: int
+    used: int
+    request: int
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LevelState:
+    """One quota of a chain for one request: its limited resources, and whether CheckUsage
+    refuses the request at this level (a resource without room, or an empty max)."""
+
+    quota: str
+    parent: str
+    resources: tuple[ResourceState, ...]
+    empty_max: bool
+    refuses: bool
+
+
 @dataclass(frozen=True, slots=True)
 class UsageSplit:
     """A quota's usage split as Koord-Queue's ElasticQuotaInfo splits it.
@@ -493,22 +521,54 @@ class QuotaTree:
         """Koord-Queue's walk, level by level (from level `start`) and in each max's resource
         order: where the packed check found no room, or a level has an empty max, this names
         who refused."""
-        layout = self._layout
-        shifts, mask, guard = layout.shifts, layout.mask, layout.guard
         nodes = chain.nodes
         for level in range(start, len(nodes)):
             node = nodes[level]
-            limits = node.limits
-            if not limits:
-                if req:
+            refused = self._refusal(node, req)
+            if refused is not None:
+                if refused == _EMPTY_MAX:
                     return EmptyQuotaSpec(unit, node.name, chain.path)
-                continue
-            free = node.free
-            for res, _ in limits:
-                # limit − used of `res`, read from its field of `free`
-                if ((free >> shifts[res]) & mask) - guard < req.get(res, 0):
-                    return QuotaExceeded(unit, node.name, res, chain.path)
+                return QuotaExceeded(unit, node.name, refused, chain.path)
         return self._outcome(unit, quota, chain)
+
+    def _room(self, node: _Node, res: str) -> int:
+        """limit − used of `res` at `node`, read from its field of `free`."""
+        layout = self._layout
+        return ((node.free >> layout.shifts[res]) & layout.mask) - layout.guard
+
+    def _refusal(self, node: _Node, req: Mapping[str, int]) -> str | None:
+        """Why one level refuses a request: the first resource of its max without room,
+        `_EMPTY_MAX` for an empty max (which refuses any non-empty request, even one of
+        zeros), or None when the level has room."""
+        limits = node.limits
+        if not limits:
+            return _EMPTY_MAX if req else None
+        layout = self._layout
+        shifts, mask, guard, free = layout.shifts, layout.mask, layout.guard, node.free
+        for res, _ in limits:
+            if ((free >> shifts[res]) & mask) - guard < req.get(res, 0):  # `_room`, inline
+                return res
+        return None
+
+    def levels(self, quota: str, request: Resources) -> list[LevelState]:
+        """Every level of `quota`'s intact chain as CheckUsage reads it for `request`, each
+        with its own verdict (the walk stops at the first refusal; this goes on), for a
+        reader that shows the whole chain (explain)."""
+        req = request._amounts
+        out: list[LevelState] = []
+        for node in self._chain(quota).nodes:
+            spec = self._live[node.name]
+            used = self._usage(node.name)
+            checks = tuple(
+                ResourceState(res, limit, used.get(res, 0), req.get(res, 0),
+                              self._room(node, res) >= req.get(res, 0))
+                for res, limit in sorted(node.limits)
+            )
+            out.append(LevelState(
+                node.name, spec.parent, checks, empty_max=not node.limits,
+                refuses=self._refusal(node, req) is not None,
+            ))
+        return out
 
     def try_admit(
         self, uid: str, unit: str, quota: str, request: Resources, *, oversold: bool = False

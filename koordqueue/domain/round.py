@@ -3,7 +3,8 @@
 The engine's round appends one outcome per unit: admitted, rejected by CheckUsage, or skipped
 with the rule that skipped it. Everything else reads this record instead of re-deriving the
 rules: `effects` turns it into events and status writes for the controller and the simulator,
-and `explain` reads a dry round's record for one unit.
+and `explain` reads a dry round's record for one unit. A dry round also states the units no
+round looks at (`Finished`, `Holding`), so every unit has exactly one verdict in its record.
 """
 
 from __future__ import annotations
@@ -111,6 +112,23 @@ class BackingOff:
 
 
 @dataclass(slots=True)
+class Finished:
+    """The unit finished (Succeed/Failed): its quota is released and no round offers it.
+    Recorded by a dry round only (the controller has nothing to write for it)."""
+
+    unit: QueueUnit
+
+
+@dataclass(slots=True)
+class Holding:
+    """The unit was admitted before and keeps its quota in `quota` (no round offers it
+    again). Recorded by a dry round only, after every outcome of the round itself."""
+
+    unit: QueueUnit
+    quota: str
+
+
+@dataclass(slots=True)
 class NotOffered:
     """The policy did not offer the unit this round for no rule above (should not happen)."""
 
@@ -129,8 +147,20 @@ Outcome = (
     | QueueUnserved
     | WaitingForPodsRunning
     | BackingOff
+    | Finished
+    | Holding
     | Skip
 )
+
+
+def outcome_of(record: Iterable[Outcome], uid: str) -> Outcome | None:
+    """The verdict a record holds for the unit `uid`: its last entry (a preemption's victim
+    has one entry; a unit has at most one otherwise). For readers such as explain."""
+    found: Outcome | None = None
+    for outcome in record:
+        if outcome.unit.uid == uid:
+            found = outcome
+    return found
 
 
 class LazyOutcomes:
