@@ -57,7 +57,7 @@ from koordqueue.scheduler.api.task_info import (
     PreferredSchedulingTerm,
     TopologySpreadConstraint,
 )
-from koordqueue.scheduler.plugins.interpod import (
+from koordqueue.scheduler.interpod import (
     INTER_POD_AFFINITY,
     NODE_AFFINITY_TAINTS,
     POD_TOPOLOGY_SPREAD,

@@ -25,7 +25,7 @@ from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
-from koordqueue.scheduler.plugins.interpod import preemption_candidates
+from koordqueue.scheduler.interpod import preemption_candidates
 
 PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 """Only tasks already placed and running may be preempted (Volcano's PreemptableStatus)."""

@@ -22,7 +22,7 @@ from koordqueue.scheduler.framework.placement import (
     Scorer,
 )
 from koordqueue.scheduler.framework.session import Session
-from koordqueue.scheduler.plugins.interpod import (
+from koordqueue.scheduler.interpod import (
     INTER_POD_AFFINITY,
     NODE_AFFINITY_TAINTS,
     POD_TOPOLOGY_SPREAD,

@@ -3,7 +3,7 @@ cordoned nodes, inter-pod (anti-)affinity and topology spread (DoNotSchedule).
 
 Label/taint checks are static per session and cached per constraint set; inter-pod
 affinity and spreading are query-time filters over the session's pod counts
-(`plugins/interpod.py`). Arguments (Volcano's): `predicate.PodAffinityEnable` and
+(`scheduler/interpod/`). Arguments (Volcano's): `predicate.PodAffinityEnable` and
 `predicate.PodTopologySpreadEnable`, both true by default.
 """
 
@@ -31,7 +31,7 @@ from koordqueue.scheduler.api.task_info import TopologySpreadConstraint
 from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin
 from koordqueue.scheduler.framework.placement import BoolArray, IntArray, ScalarPredicate
 from koordqueue.scheduler.framework.session import Session
-from koordqueue.scheduler.plugins.interpod import (
+from koordqueue.scheduler.interpod import (
     INTER_POD_AFFINITY,
     POD_TOPOLOGY_SPREAD,
     InterPodAffinity,

@@ -17,7 +17,7 @@ from koordqueue.kube.scheduler.convert import task_info
 from koordqueue.scheduler import ClusterSnapshot, default_config
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, Taint, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.session import Session, open_session
-from koordqueue.scheduler.plugins.interpod import InterPodAffinity, PodTopologySpread, pod_counts
+from koordqueue.scheduler.interpod import InterPodAffinity, PodTopologySpread, pod_counts
 from koordqueue.scheduler.plugins.nodeorder import (
     default_normalize,
     intolerable_prefer_no_schedule,

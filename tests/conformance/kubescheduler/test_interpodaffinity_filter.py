@@ -5,7 +5,7 @@ namespace, "default" here."""
 
 from __future__ import annotations
 
-from koordqueue.scheduler.plugins.interpod import (
+from koordqueue.scheduler.interpod import (
     ERR_AFFINITY_RULES,
     ERR_ANTI_AFFINITY_RULES,
     ERR_EXISTING_ANTI_AFFINITY,

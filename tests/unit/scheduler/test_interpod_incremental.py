@@ -19,7 +19,7 @@ from koordqueue.scheduler.api.task_info import (
     TopologySpreadConstraint,
 )
 from koordqueue.scheduler.framework import open_session
-from koordqueue.scheduler.plugins.interpod import (
+from koordqueue.scheduler.interpod import (
     HOSTNAME_KEY,
     InterPodAffinity,
     PodTopologySpread,

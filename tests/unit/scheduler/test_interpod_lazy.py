@@ -12,7 +12,7 @@ from koordqueue.scheduler.api.selectors import LabelSelector
 from koordqueue.scheduler.api.task_info import PodAffinity, PodAffinityTerm
 from koordqueue.scheduler.framework.indexed import SnapshotIndex, index_snapshot
 from koordqueue.scheduler.framework.session import open_session
-from koordqueue.scheduler.plugins.interpod import InterPodAffinity, PodCounts, pod_counts
+from koordqueue.scheduler.interpod import InterPodAffinity, PodCounts, pod_counts
 from tests.unit.scheduler.builders import job, node, running, snapshot, task
 
 HOST = "kubernetes.io/hostname"

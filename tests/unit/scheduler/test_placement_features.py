@@ -20,7 +20,7 @@ from koordqueue.scheduler.api.task_info import (
     TopologySpreadConstraint,
 )
 from koordqueue.scheduler.framework.session import open_session
-from koordqueue.scheduler.plugins.interpod import InterPodAffinity, pod_counts
+from koordqueue.scheduler.interpod import InterPodAffinity, pod_counts
 from koordqueue.scheduler.plugins.nodeorder import LevelNormalizer, default_normalize
 from tests.unit.scheduler.builders import job, node, running, snapshot, task
 

@@ -25,7 +25,7 @@ from koordqueue.scheduler.api.task_info import PodAffinity, PodAffinityTerm
 from koordqueue.scheduler.framework.indexed import index_snapshot
 from koordqueue.scheduler.framework.result import Bind, Eviction, Reservation
 from koordqueue.scheduler.framework.session import open_session
-from koordqueue.scheduler.plugins.interpod import InterPodAffinity, pod_counts
+from koordqueue.scheduler.interpod import InterPodAffinity, pod_counts
 from tests.unit.scheduler.builders import job, node, running, snapshot, task
 
 STATUSES = list(TaskStatus)

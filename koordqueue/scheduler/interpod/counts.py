@@ -1,14 +1,7 @@
-"""Per-session pod counts behind inter-pod affinity and topology spread (kube-scheduler's
-InterPodAffinity and PodTopologySpread PreFilter/PreScore state, kept incrementally).
-
-Why a shared, incremental state: kube-scheduler rebuilds these counts for every pod in
-PreFilter (a walk over all pods); here each distinct pod filter (a term, all required
-terms of a pod, or a spread selector) keeps a per-node count of the pods it selects, built
-once from a label index and moved by the session's allocate/deallocate events, together
-with its sums per topology domain for each topology key asked about (one scalar update per
-key and event). A query is then a few O(nodes) numpy operations, mostly one gather of a
-per-domain verdict onto the nodes. Pods that use none of the features cost one attribute
-check.
+"""The session's pod counts behind inter-pod affinity and topology spread (kube-scheduler's
+InterPodAffinity and PodTopologySpread PreFilter/PreScore state, kept incrementally), and
+how the placement features hook into a session (`pod_counts`, `preemption_candidates`,
+`timed`, `plugin_enabled`).
 
 Counted pods are those placed on a node (Bound, Binding, Running, Allocated, Pipelined,
 Releasing). As in Volcano, a pod the session evicts or un-allocates stops counting; a pod
@@ -18,7 +11,6 @@ spreading (kube-scheduler skips terminating pods there).
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -31,43 +23,28 @@ import numpy.typing as npt
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.selectors import LabelSelector
 from koordqueue.scheduler.api.task_info import (
-    POLICY_HONOR,
     TERMINATED_STATUSES,
     PodAffinity,
     PodAffinityTerm,
     TaskInfo,
     TaskStatus,
-    TopologySpreadConstraint,
 )
 from koordqueue.scheduler.framework.interface import ExtensionPoint
-from koordqueue.scheduler.framework.placement import BoolArray, FloatArray, IntArray
+from koordqueue.scheduler.framework.placement import BoolArray, IntArray
 from koordqueue.scheduler.framework.session import EventHandler, Session
 
-HOSTNAME_KEY: Final = "kubernetes.io/hostname"
-MAX_NODE_SCORE: Final = 100
-HARD_POD_AFFINITY_WEIGHT: Final = 1
-"""kube-scheduler's InterPodAffinityArgs.hardPodAffinityWeight default."""
-
-ERR_AFFINITY_RULES: Final = "node(s) didn't match pod affinity rules"
-ERR_ANTI_AFFINITY_RULES: Final = "node(s) didn't match pod anti-affinity rules"
-ERR_EXISTING_ANTI_AFFINITY: Final = "node(s) didn't satisfy existing pods anti-affinity rules"
-ERR_SPREAD_LABEL: Final = (
-    "node(s) didn't match pod topology spread constraints (missing required label)"
-)
-ERR_SPREAD: Final = "node(s) didn't match pod topology spread constraints"
-
 # Kinds of an existing pod's terms, as other pods see them.
-_REQ_ANTI: Final = 0
-_REQ_AFF: Final = 1
-_PREF_AFF: Final = 2
-_PREF_ANTI: Final = 3
+REQ_ANTI: Final = 0
+REQ_AFF: Final = 1
+PREF_AFF: Final = 2
+PREF_ANTI: Final = 3
 
 Anchor = tuple[str, str] | None
 CountArray = npt.NDArray[Any]
 """Pod counts per node (integers, as int or float arrays)."""
 
 
-class _Domains:
+class Domains:
     """One topology key over the session's nodes."""
 
     __slots__ = ("count", "ext", "full", "has", "ids", "unique")
@@ -81,12 +58,6 @@ class _Domains:
         self.ext: IntArray = np.where(self.has, ids, count)
         """ids with the missing key mapped to one extra, always-zero slot."""
 
-
-INTER_POD_AFFINITY: Final = "interpodaffinity"
-POD_TOPOLOGY_SPREAD: Final = "podtopologyspread"
-NODE_AFFINITY_TAINTS: Final = "nodeaffinity+tainttoleration"
-"""Names the placement features' callback time is reported under (profiled sessions); the
-counts' allocate/deallocate bookkeeping is reported under predicates."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,7 +94,7 @@ def _anchor(selector: LabelSelector | None) -> Anchor:
     return selector.match_labels[0]
 
 
-class _Vector:
+class Vector:
     """Per-node counts of a set of pods, with its per-domain sums kept in step.
 
     Why: filters and scores ask for domain counts (the matching pods in a node's zone) on
@@ -137,7 +108,7 @@ class _Vector:
         self.counts = counts
         self.total = int(counts.sum())
         self._sums: dict[str, tuple[IntArray, IntArray]] = {}
-        """Topology key -> (the nodes' `_Domains.ext` ids, the sum per domain id; the last
+        """Topology key -> (the nodes' `Domains.ext` ids, the sum per domain id; the last
         slot sums the nodes without the key)."""
         self._nonzero: set[int] | None = None
         """The nodes with a count, once asked for (then kept by `add`)."""
@@ -161,7 +132,7 @@ class _Vector:
             self._nonzero = set(np.flatnonzero(self.counts).tolist())
         return self._nonzero
 
-    def sums(self, key: str, d: _Domains) -> IntArray:
+    def sums(self, key: str, d: Domains) -> IntArray:
         """The count per domain of `key` (read-only; kept up to date by `add`)."""
         found = self._sums.get(key)
         if found is None:
@@ -170,7 +141,7 @@ class _Vector:
         return found[1]
 
 
-class _Filter:
+class PodFilter:
     """A set of pods (by namespace and labels) with its per-node count."""
 
     __slots__ = ("anchor", "match", "skip_terminating", "vec")
@@ -179,7 +150,7 @@ class _Filter:
         self,
         match: Callable[[TaskInfo], bool],
         anchor: Anchor,
-        vec: _Vector,
+        vec: Vector,
         skip_terminating: bool,
     ) -> None:
         self.match = match
@@ -204,23 +175,23 @@ class PodCounts:
         self._by_name: Mapping[str, NodeInfo] = session.nodes
         self.size = len(self.nodes)
         self.namespace_labels: Mapping[str, Mapping[str, str]] = session.namespace_labels
-        self._domains: dict[str, _Domains] = {}
+        self._domains: dict[str, Domains] = {}
         self._placed: dict[str, _Placed] | None = None
         self._by_pair: dict[tuple[str, str], set[str]] = {}
-        self._filters: dict[object, _Filter] = {}
-        self._by_identity: dict[tuple[int, str], tuple[object, _Filter]] = {}
+        self._filters: dict[object, PodFilter] = {}
+        self._by_identity: dict[tuple[int, str], tuple[object, PodFilter]] = {}
         """(id of a term, a terms tuple or a selector; namespace) -> (that object, its
         filter): pods of one job share these objects, and hashing them (frozen dataclasses)
         on every query cost more than the query's own work. Bounded by the distinct objects
         seen: the key holds the object alive, so its id is not reused."""
-        self._anchored: dict[tuple[str, str], list[_Filter]] = {}
-        self._unanchored: list[_Filter] = []
+        self._anchored: dict[tuple[str, str], list[PodFilter]] = {}
+        self._unanchored: list[PodFilter] = []
         # Existing pods' own terms: (kind, term) -> per-node count of pods carrying it.
-        self._owners: dict[tuple[int, PodAffinityTerm], _Vector] = {}
+        self._owners: dict[tuple[int, PodAffinityTerm], Vector] = {}
         self._owner_anchored: dict[tuple[str, str], set[tuple[int, PodAffinityTerm]]] = {}
         self._owner_unanchored: set[tuple[int, PodAffinityTerm]] = set()
         self._owner_version = 0
-        self._owner_vecs: dict[int, tuple[PodAffinity, list[_Vector]]] = {}
+        self._owner_vecs: dict[int, tuple[PodAffinity, list[Vector]]] = {}
         """id of a pod's PodAffinity (shared by a job's pods) -> (it, the owner counts its
         pods move): saves hashing every term on every placement."""
         self._match_cache: dict[
@@ -245,7 +216,7 @@ class PodCounts:
         )
 
     # --- topology ------------------------------------------------------------------------
-    def topology(self, key: str) -> _Domains:
+    def topology(self, key: str) -> Domains:
         """The nodes' domains for topology `key` (computed once per session)."""
         found = self._domains.get(key)
         if found is None:
@@ -258,7 +229,7 @@ class PodCounts:
                 dtype=np.intp,
                 count=self.size,
             )
-            found = self._domains[key] = _Domains(out, len(ids))
+            found = self._domains[key] = Domains(out, len(ids))
         return found
 
     def domains(self, key: str) -> tuple[IntArray, int]:
@@ -266,7 +237,7 @@ class PodCounts:
         d = self.topology(key)
         return d.ids, d.count
 
-    def spread_over(self, key: str, vec: _Vector, among: BoolArray | None = None) -> CountArray:
+    def spread_over(self, key: str, vec: Vector, among: BoolArray | None = None) -> CountArray:
         """Each node gets the count of `vec` over its domain (nodes in `among` only); nodes
         without the key get 0."""
         d = self.topology(key)
@@ -286,7 +257,7 @@ class PodCounts:
         out: CountArray = np.append(part, 0.0)[d.ext]
         return out
 
-    def occupied(self, key: str, vec: _Vector) -> BoolArray | None:
+    def occupied(self, key: str, vec: Vector) -> BoolArray | None:
         """Nodes whose domain of `key` holds a pod of `vec` (never a node without the key);
         None when no node's does."""
         if vec.total == 0:
@@ -331,7 +302,7 @@ class PodCounts:
         anchor: Anchor,
         *,
         skip_terminating: bool = False,
-    ) -> _Filter:
+    ) -> PodFilter:
         """The filter registered under `key`, built from the counted pods on first use."""
         found = self._filters.get(key)
         if found is not None:
@@ -344,7 +315,7 @@ class PodCounts:
             if (skip_terminating and entry.terminating) or not match(entry.task):
                 continue
             counts[entry.node] += 1
-        flt = _Filter(match, anchor, _Vector(counts), skip_terminating)
+        flt = PodFilter(match, anchor, Vector(counts), skip_terminating)
         self._filters[key] = flt
         if anchor is None:
             self._unanchored.append(flt)
@@ -352,7 +323,7 @@ class PodCounts:
             self._anchored.setdefault(anchor, []).append(flt)
         return flt
 
-    def term_filter(self, terms: tuple[PodAffinityTerm, ...]) -> _Filter:
+    def term_filter(self, terms: tuple[PodAffinityTerm, ...]) -> PodFilter:
         """Pods matching every term (one term: that term)."""
         # Callers pass a fresh 1-tuple for a single term: key that case by the term.
         ident: object = terms[0] if len(terms) == 1 else terms
@@ -377,7 +348,7 @@ class PodCounts:
         self._by_identity[(id(ident), "")] = (ident, flt)
         return flt
 
-    def spread_filter(self, namespace: str, selector: LabelSelector) -> _Filter:
+    def spread_filter(self, namespace: str, selector: LabelSelector) -> PodFilter:
         """Pods of `namespace` the selector matches, not terminating."""
         known = self._by_identity.get((id(selector), namespace))
         if known is not None and known[0] is selector:
@@ -402,14 +373,14 @@ class PodCounts:
         for vec in known[1]:
             vec.add(node, delta)
 
-    def _owner_vectors(self, pa: PodAffinity) -> list[_Vector]:
+    def _owner_vectors(self, pa: PodAffinity) -> list[Vector]:
         """The owner counts a pod with these terms moves (created on first sight)."""
         out = []
         for kind, terms in (
-            (_REQ_ANTI, pa.anti_required),
-            (_REQ_AFF, pa.required),
-            (_PREF_AFF, pa.preferred),
-            (_PREF_ANTI, pa.anti_preferred),
+            (REQ_ANTI, pa.anti_required),
+            (REQ_AFF, pa.required),
+            (PREF_AFF, pa.preferred),
+            (PREF_ANTI, pa.anti_preferred),
         ):
             for term in terms:
                 if term.selector is None:
@@ -417,7 +388,7 @@ class PodCounts:
                 key = (kind, term)
                 vec = self._owners.get(key)
                 if vec is None:
-                    vec = self._owners[key] = _Vector(np.zeros(self.size, dtype=np.intp))
+                    vec = self._owners[key] = Vector(np.zeros(self.size, dtype=np.intp))
                     self._owner_version += 1
                     anchor = _anchor(term.selector)
                     if anchor is None:
@@ -450,7 +421,7 @@ class PodCounts:
 
     def owner_terms(
         self, task: TaskInfo, kinds: frozenset[int]
-    ) -> list[tuple[int, PodAffinityTerm, _Vector]]:
+    ) -> list[tuple[int, PodAffinityTerm, Vector]]:
         """Existing pods' terms of these kinds that select `task`, with their owner counts
         (terms whose owners are all gone are left out)."""
         if not self._owners:
@@ -596,371 +567,3 @@ def preemption_candidates(session: Session) -> Iterator[None]:
         yield
     finally:
         state.preempting = False
-
-
-# --- inter-pod affinity -------------------------------------------------------------------
-_EXISTING_ANTI: Final = frozenset({_REQ_ANTI})
-_SCORING_KINDS: Final = frozenset({_REQ_AFF, _PREF_AFF, _PREF_ANTI})
-
-
-class InterPodAffinity:
-    """kube-scheduler's InterPodAffinity filter and score over the shared counts."""
-
-    def __init__(self, counts: PodCounts, hard_weight: int = HARD_POD_AFFINITY_WEIGHT) -> None:
-        self.counts = counts
-        self.hard_weight = hard_weight
-        self._everywhere: BoolArray = np.ones(counts.size, dtype=np.bool_)
-        self._everywhere.flags.writeable = False
-
-    def _affinity_ok(self, task: TaskInfo, terms: tuple[PodAffinityTerm, ...]) -> BoolArray:
-        c = self.counts
-        vec = c.term_filter(terms).vec
-        all_keys: BoolArray | None = None
-        exist: BoolArray | None = None
-        any_match = False
-        for term in terms:
-            has = c.topology(term.topology_key).has
-            all_keys = has if all_keys is None else all_keys & has
-            occupied = c.occupied(term.topology_key, vec)
-            if occupied is None:
-                exist = np.zeros(c.size, dtype=np.bool_)
-            else:
-                any_match = True
-                exist = occupied if exist is None else exist & occupied
-        assert all_keys is not None and exist is not None  # a required list is never empty
-        if not any_match:
-            # The first of a series of pods with affinity to each other: allowed where the
-            # node has every topology key, if the pod matches its own terms.
-            ns = c.ns_labels(task.namespace)
-            if all(t.matches(task.namespace, task.labels, ns) for t in terms):
-                return all_keys
-        # `exist` is False wherever a key is missing (occupied never marks such a node).
-        return exist
-
-    def _anti_ok(self, terms: tuple[PodAffinityTerm, ...]) -> BoolArray | None:
-        """None when no node is rejected."""
-        c = self.counts
-        ok: BoolArray | None = None
-        for term in terms:
-            occupied = c.occupied(term.topology_key, c.term_filter((term,)).vec)
-            if occupied is not None:
-                ok = ~occupied if ok is None else ok & ~occupied
-        return ok
-
-    def _existing_ok(self, task: TaskInfo) -> BoolArray | None:
-        """None when no node is rejected."""
-        c = self.counts
-        ok: BoolArray | None = None
-        for _kind, term, owners in c.owner_terms(task, _EXISTING_ANTI):
-            occupied = c.occupied(term.topology_key, owners)
-            if occupied is not None:
-                ok = ~occupied if ok is None else ok & ~occupied
-        return ok
-
-    def filter(self, task: TaskInfo) -> BoolArray | None:
-        """Nodes passing the filter, or None when the filter cannot reject any node."""
-        pa = task.pod_affinity
-        mask: BoolArray | None = None
-        if pa is not None:
-            if pa.required:
-                mask = self._affinity_ok(task, pa.required)
-            if self.counts.preempting:
-                return mask  # anti-affinity (own or existing) may be lifted by evictions
-            if pa.anti_required:
-                # A pod with required anti-affinity always gets a mask (all True when no
-                # node is rejected), as before the sparse path.
-                anti = self._anti_ok(pa.anti_required)
-                if anti is None:
-                    anti = self._everywhere
-                mask = anti if mask is None else mask & anti
-        if self.counts.has_owners and not self.counts.preempting:
-            existing = self._existing_ok(task)
-            if existing is not None:
-                mask = existing if mask is None else mask & existing
-        return mask
-
-    def explain(self, task: TaskInfo, node: NodeInfo) -> str | None:
-        """The filter's reason for one node (kube-scheduler's order of checks)."""
-        i = node.index
-        pa = task.pod_affinity
-        if pa is not None and pa.required and not self._affinity_ok(task, pa.required)[i]:
-            return ERR_AFFINITY_RULES
-        anti = self._anti_ok(pa.anti_required) if pa is not None and pa.anti_required else None
-        if anti is not None and not anti[i]:
-            return ERR_ANTI_AFFINITY_RULES
-        existing = self._existing_ok(task) if self.counts.has_owners else None
-        if existing is not None and not existing[i]:
-            return ERR_EXISTING_ANTI_AFFINITY
-        return None
-
-    def raw_score(self, task: TaskInfo) -> FloatArray | None:
-        """The summed topology score per node before normalisation, or None when no term
-        (the pod's preferred terms, existing pods' terms selecting it) applies."""
-        c = self.counts
-        pa = task.pod_affinity
-        total: FloatArray | None = None
-
-        def add(key: str, vec: _Vector, weight: int) -> None:
-            nonlocal total
-            if weight == 0 or vec.total == 0:
-                return
-            part = c.spread_over(key, vec) * float(weight)
-            total = part if total is None else total + part
-
-        if pa is not None:
-            for term in pa.preferred:
-                if term.selector is not None:
-                    add(term.topology_key, c.term_filter((term,)).vec, term.weight)
-            for term in pa.anti_preferred:
-                if term.selector is not None:
-                    add(term.topology_key, c.term_filter((term,)).vec, -term.weight)
-        if c.has_owners:
-            for kind, term, owners in c.owner_terms(task, _SCORING_KINDS):
-                if kind == _REQ_AFF:
-                    add(term.topology_key, owners, self.hard_weight)
-                elif kind == _PREF_AFF:
-                    add(term.topology_key, owners, term.weight)
-                else:
-                    add(term.topology_key, owners, -term.weight)
-        if total is None or not total.any():
-            return None
-        return total
-
-    @staticmethod
-    def normalize(raw: FloatArray, candidates: BoolArray) -> FloatArray | None:
-        """(score - min) / (max - min) x 100, truncated, over the candidates."""
-        values = raw[candidates]
-        if not len(values):
-            return None
-        low, high = float(values.min()), float(values.max())
-        if high - low <= 0:
-            return None
-        out: FloatArray = np.floor(MAX_NODE_SCORE * (raw - low) / (high - low))
-        return out
-
-
-# --- topology spread ----------------------------------------------------------------------
-class PodTopologySpread:
-    """kube-scheduler's PodTopologySpread filter (DoNotSchedule) and score (ScheduleAnyway)
-    over the shared counts. Only the pod's own constraints: the system default constraints
-    need Services/ReplicaSets to select pods, which the scheduler does not watch."""
-
-    def __init__(
-        self, counts: PodCounts, included: Callable[[TaskInfo, TopologySpreadConstraint], BoolArray]
-    ) -> None:
-        self.counts = counts
-        self._none = _Vector(np.zeros(counts.size, dtype=np.intp))
-        """The count of a nil or empty selector (never moved)."""
-        self.included = included
-        """Nodes a constraint's inclusion policies (node affinity, taints) keep."""
-        self._keys: dict[tuple[str, ...], BoolArray] = {}
-        self._eligible: dict[object, BoolArray | None] = {}
-
-    def _node_counts(self, task: TaskInfo, constraint: TopologySpreadConstraint) -> _Vector:
-        selector = constraint.selector
-        if selector is None or selector.empty:
-            # kube-scheduler counts no pod for a nil or empty selector.
-            return self._none
-        return self.counts.spread_filter(task.namespace, selector).vec
-
-    def _all_keys(self, constraints: Iterable[TopologySpreadConstraint]) -> BoolArray:
-        keys = tuple(c.topology_key for c in constraints)
-        ok = self._keys.get(keys)
-        if ok is None:
-            ok = np.ones(self.counts.size, dtype=np.bool_)
-            for key in keys:
-                ok &= self.counts.topology(key).has
-            self._keys[keys] = ok
-        return ok
-
-    def _eligible_nodes(
-        self, task: TaskInfo, constraint: TopologySpreadConstraint, all_keys: BoolArray
-    ) -> BoolArray | None:
-        """Nodes whose pods count for the constraint; None when that is every node with
-        the key (cached per pod shape: inclusion depends on static fields only)."""
-        if constraint.node_taints_policy != POLICY_HONOR and (
-            constraint.node_affinity_policy != POLICY_HONOR
-            or (not task.node_selector and (task.affinity is None or not task.affinity.required))
-        ):
-            # The inclusion policies keep every node (the usual case): the answer depends
-            # on the keys alone, and hashing the pod's shape per query costs more.
-            plain = (id(all_keys), constraint.topology_key)
-            if plain not in self._eligible:
-                has = self.counts.topology(constraint.topology_key).has
-                self._eligible[plain] = None if bool((all_keys == has).all()) else all_keys
-            return self._eligible[plain]
-        key = (task.static_key(), constraint, id(all_keys))
-        if key not in self._eligible:
-            eligible = all_keys & self.included(task, constraint)
-            same = bool((eligible == self.counts.topology(constraint.topology_key).has).all())
-            self._eligible[key] = None if same else eligible
-        return self._eligible[key]
-
-    def _constraint_ok(
-        self, task: TaskInfo, constraint: TopologySpreadConstraint, all_keys: BoolArray
-    ) -> BoolArray:
-        c = self.counts
-        d = c.topology(constraint.topology_key)
-        dom, ndom, has = d.ids, d.count, d.has
-        eligible = self._eligible_nodes(task, constraint, all_keys)
-        vec = self._node_counts(task, constraint)
-        if eligible is None:
-            # Every node with the key counts: every domain is present.
-            sums = vec.sums(constraint.topology_key, d)[:ndom]
-            domains = ndom
-            minimum = float(sums.min()) if ndom else 0.0
-        else:
-            per_node = vec.counts
-            sums = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom)
-            present = np.bincount(dom[eligible], minlength=ndom) > 0
-            domains = int(present.sum())
-            minimum = float(sums[present].min()) if domains else 0.0
-        if domains == 0:
-            return has  # no eligible domain: kube-scheduler skips the constraint
-        if domains < constraint.min_domains:
-            minimum = 0.0
-        selector = constraint.selector
-        own = 1 if selector is not None and selector.matches(task.labels) else 0
-        allowed = np.zeros(ndom + 1, dtype=np.bool_)  # the extra slot: nodes without the key
-        np.less_equal(sums + (own - minimum), constraint.max_skew, out=allowed[:ndom])
-        ok: BoolArray = allowed[d.ext]
-        return ok
-
-    def filter(self, task: TaskInfo) -> BoolArray | None:
-        hard = [c for c in task.spread if c.hard]
-        if not hard:
-            return None
-        all_keys = self._all_keys(hard)
-        if self.counts.preempting:
-            return all_keys  # only a missing topology key is beyond eviction's help
-        # Each constraint's verdict already fails the nodes without its key, so their
-        # conjunction lies within `all_keys`.
-        mask: BoolArray | None = None
-        for constraint in hard:
-            ok = self._constraint_ok(task, constraint, all_keys)
-            mask = ok if mask is None else mask & ok
-        return mask
-
-    def explain(self, task: TaskInfo, node: NodeInfo) -> str | None:
-        hard = [c for c in task.spread if c.hard]
-        if not hard:
-            return None
-        i = node.index
-        for constraint in hard:
-            if node.labels.get(constraint.topology_key) is None:
-                return ERR_SPREAD_LABEL
-        all_keys = self._all_keys(hard)
-        for constraint in hard:
-            if not self._constraint_ok(task, constraint, all_keys)[i]:
-                return ERR_SPREAD
-        return None
-
-    def score(self, task: TaskInfo, candidates: BoolArray) -> FloatArray | None:
-        """Normalised 0..100 per node (0 for candidates missing a topology key)."""
-        soft = [c for c in task.spread if not c.hard]
-        if not soft:
-            return None
-        all_keys = self._all_keys(soft)
-        if all(s.topology_key == HOSTNAME_KEY for s in soft):
-            return self._score_hosts(task, soft, candidates, all_keys)
-        return self._score_general(task, soft, candidates, all_keys)
-
-    def _score_general(
-        self,
-        task: TaskInfo,
-        soft: list[TopologySpreadConstraint],
-        candidates: BoolArray,
-        all_keys: BoolArray,
-    ) -> FloatArray | None:
-        c = self.counts
-        valid = candidates & all_keys
-        if not valid.any():
-            return None
-        raw = np.zeros(c.size, dtype=np.float64)
-        for constraint in soft:
-            dom, ndom = c.domains(constraint.topology_key)
-            per_node = self._node_counts(task, constraint).counts
-            if constraint.topology_key == HOSTNAME_KEY:
-                size = int(valid.sum())
-                count = per_node.astype(np.float64)
-            else:
-                size = int((np.bincount(dom[valid], minlength=ndom) > 0).sum())
-                eligible = all_keys & self.included(task, constraint)
-                sums = np.bincount(dom[eligible], weights=per_node[eligible], minlength=ndom)
-                count = np.where(dom >= 0, sums[np.maximum(dom, 0)], 0.0)
-            weight = math.log(size + 2)
-            raw += np.where(dom >= 0, count * weight + (constraint.max_skew - 1), 0.0)
-        raw = np.floor(raw + 0.5)  # math.Round of a non-negative number
-        values = raw[valid]
-        high = max(float(values.max()), 0.0)
-        low = float(values.min())
-        if high == 0:
-            if bool((valid == candidates).all()):
-                return None  # every candidate scores 100: no preference
-            return np.where(valid, float(MAX_NODE_SCORE), 0.0)
-        out = np.where(valid, np.floor(MAX_NODE_SCORE * (high + low - raw) / high), 0.0)
-        result: FloatArray = out
-        return result
-
-    def _score_hosts(
-        self,
-        task: TaskInfo,
-        soft: list[TopologySpreadConstraint],
-        candidates: BoolArray,
-        all_keys: BoolArray,
-    ) -> FloatArray | None:
-        """`score` when every soft constraint spreads over hosts, worked out on the few
-        nodes holding matching pods: every other candidate has the same raw score. The
-        same float operations in the same order as `score`, so the same result."""
-        valid = candidates if self.counts.topology(HOSTNAME_KEY).full else candidates & all_keys
-        size = int(np.count_nonzero(valid))
-        if size == 0:
-            return None
-        weight = math.log(size + 2)
-        vectors = [self._node_counts(task, constraint) for constraint in soft]
-        vecs = [vec.counts for vec in vectors]
-        nodes = vectors[0].nonzero()
-        if len(vectors) > 1:
-            nodes = nodes.union(*(vec.nonzero() for vec in vectors[1:]))
-        hot = np.fromiter(nodes, dtype=np.intp, count=len(nodes))
-        hot = hot[valid[hot]]
-        base = 0.0
-        raw_hot = np.zeros(len(hot), dtype=np.float64)
-        for constraint, counts in zip(soft, vecs, strict=True):
-            base += 0.0 * weight + (constraint.max_skew - 1)
-            raw_hot += counts[hot] * weight + (constraint.max_skew - 1)
-        base = math.floor(base + 0.5)
-        raw_hot = np.floor(raw_hot + 0.5)  # math.Round of a non-negative number
-        cold = size > len(hot)  # some valid node holds no matching pod
-        high = max(float(raw_hot.max()) if len(hot) else base, base if cold else -math.inf, 0.0)
-        low = min(float(raw_hot.min()) if len(hot) else base, base if cold else math.inf)
-        if high == 0:
-            if valid is candidates or bool((valid == candidates).all()):
-                return None  # every candidate scores 100: no preference
-            return np.where(valid, float(MAX_NODE_SCORE), 0.0)
-        out = np.where(valid, math.floor(MAX_NODE_SCORE * (high + low - base) / high), 0.0)
-        out[hot] = np.floor(MAX_NODE_SCORE * (high + low - raw_hot) / high)
-        result: FloatArray = out
-        return result
-
-
-def included_nodes(
-    honor_affinity: Callable[[TaskInfo], BoolArray],
-    honor_taints: Callable[[TaskInfo], BoolArray],
-) -> Callable[[TaskInfo, TopologySpreadConstraint], BoolArray]:
-    """A constraint's node inclusion: the pod's node selector and required node affinity
-    (nodeAffinityPolicy Honor, the default), untolerated NoSchedule/NoExecute taints
-    (nodeTaintsPolicy Honor; Ignore is the default)."""
-
-    def included(task: TaskInfo, constraint: TopologySpreadConstraint) -> BoolArray:
-        mask: BoolArray | None = None
-        if constraint.node_affinity_policy == POLICY_HONOR:
-            mask = honor_affinity(task)
-        if constraint.node_taints_policy == POLICY_HONOR:
-            taints = honor_taints(task)
-            mask = taints if mask is None else mask & taints
-        if mask is None:
-            return np.ones(len(honor_affinity(task)), dtype=np.bool_)
-        return mask
-
-    return included
