@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
 
@@ -60,13 +60,26 @@ def _cmd_version(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from koordqueue.cli.run import run_controller  # kube imports only when needed
 
-    return run_controller(args)
+    return _kubeconfig_named(args, run_controller)
 
 
 def _cmd_schedule(args: argparse.Namespace) -> int:
     from koordqueue.cli.run import run_scheduler  # kube imports only when needed
 
-    return run_scheduler(args)
+    return _kubeconfig_named(args, run_scheduler)
+
+
+def _kubeconfig_named(
+    args: argparse.Namespace, command: Callable[[argparse.Namespace], int]
+) -> int:
+    """A kubeconfig that cannot be loaded is one line naming the file, not a traceback."""
+    from koordqueue.kube.api import KubeconfigError
+
+    try:
+        return command(args)
+    except KubeconfigError as exc:
+        print(f"koordqueue {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="koordqueue",
         description="Quota-to-queue admission and batch scheduling for Kubernetes.",
     )
+    parser.add_argument("--version", action="version", version=f"koordqueue {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="replay a scenario in-process (no cluster needed)")

@@ -114,6 +114,8 @@ MSG_UNKNOWN_POLICY: Final = (
 )
 
 # --- batch/v1 Job extension (Koord-Queue pkg/jobext: handles/job.go, default_job_reconciler.go) -
+LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
+"""kubectl apply's copy of the whole manifest: the workload's, never copied to its unit."""
 JOB_HAS_ENQUEUED_ANNOTATION: Final = "koord-queue/job-has-enqueued"
 """On a Job: "true" once it was enqueued; also makes it managed after it started."""
 JOB_ENQUEUE_TIMESTAMP_ANNOTATION: Final = "koord-queue/job-enqueue-timestamp"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -162,30 +164,46 @@ class ApiError(Exception):
         return self.status == FENCED
 
 
+class KubeconfigError(k8s_config.ConfigException):
+    """A kubeconfig that cannot be used, with its path in the message (the client's own
+    errors, e.g. "Invalid kube-config file. No configuration found.", name no file)."""
+
+
 def load_api_client(
     kubeconfig: str | None = None, context: str | None = None, pool_size: int = 48
 ) -> k8s_client.ApiClient:
     """An ApiClient from the given kubeconfig, $KUBECONFIG/~/.kube/config, or in-cluster config.
 
     `pool_size` caps the kept-alive connections: size it to the threads that call the API at
-    once (the client's default, 10, makes a busy controller re-open connections).
+    once (the client's default, 10, makes a busy controller re-open connections). A missing
+    or unusable kubeconfig raises KubeconfigError naming the file.
     """
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = pool_size
     if kubeconfig:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            kubeconfig, context=context, client_configuration=configuration
-        )
+        _load_kube_config(configuration, kubeconfig, context)
     else:
         try:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
         except k8s_config.ConfigException:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                context=context, client_configuration=configuration
-            )
+            _load_kube_config(configuration, None, context)
     return k8s_client.ApiClient(configuration)
+
+
+def _load_kube_config(
+    configuration: k8s_client.Configuration, path: str | None, context: str | None
+) -> None:
+    where = path or os.environ.get("KUBECONFIG") or k8s_config.KUBE_CONFIG_DEFAULT_LOCATION
+    if path and not os.path.isfile(os.path.expanduser(path)):
+        raise KubeconfigError(f"kubeconfig {path}: no such file")
+    try:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            path, context=context, client_configuration=configuration
+        )
+    except (k8s_config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        raise KubeconfigError(f"kubeconfig {where}: {' '.join(str(exc).split())}") from exc
 
 
 class ObjectApi(Protocol):

@@ -25,6 +25,7 @@ from koordqueue.domain.names import (
     JOB_HAS_ENQUEUED_ANNOTATION,
     KOORD_QUEUE_GROUP,
     KOORD_QUEUE_VERSION,
+    LAST_APPLIED_ANNOTATION,
 )
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
@@ -299,9 +300,16 @@ class Integration(ABC):
 
     # --- the unit -------------------------------------------------------------------------
     def copied_metadata(self, members: Sequence[Obj]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Labels and annotations the unit copies verbatim (the first member's)."""
+        """Labels and annotations the unit copies verbatim (the first member's), but kubectl
+        apply's copy of the workload's manifest: it describes the workload, not the unit (a
+        `kubectl apply` of the unit would diff against it), and can be as large as the
+        workload itself."""
         first = meta(members[0])
-        return dict(first.get("labels") or {}), dict(first.get("annotations") or {})
+        notes = {
+            k: v for k, v in (first.get("annotations") or {}).items()
+            if k != LAST_APPLIED_ANNOTATION
+        }
+        return dict(first.get("labels") or {}), notes
 
     def consumer_name(self, obj: Obj) -> str:
         """spec.consumerRef.name: the object's name, or the group's for a group."""

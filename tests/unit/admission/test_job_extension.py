@@ -30,6 +30,7 @@ from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
     JOB_HAS_ENQUEUED_ANNOTATION,
+    LAST_APPLIED_ANNOTATION,
 )
 from koordqueue.domain.queue_unit import Phase, queue_unit_from_object
 from koordqueue.domain.resources import Resources
@@ -350,3 +351,13 @@ def test_backoff_jitter_stays_within_ten_percent(attempt: int, seed: int) -> Non
     base = min(10.0 * 2 ** min(attempt - 1, 32), 900.0)
     delay = backoff_delay(attempt, random.Random(seed))
     assert base * 0.9 - 1e-9 <= delay <= base * 1.1 + 1e-9
+
+
+def test_queue_unit_leaves_out_kubectls_last_applied_configuration() -> None:
+    """`kubectl apply` of a Job stores the whole manifest in an annotation; the unit keeps
+    every other annotation but not that one (issue 33; fails on the copy-everything rule)."""
+    applied = job()
+    applied["metadata"]["annotations"][LAST_APPLIED_ANNOTATION] = '{"kind":"Job"}'
+    unit = queue_unit_for_job(applied, lambda name: None)
+    assert unit["metadata"]["annotations"] == {"a": "b"}
+    assert applied["metadata"]["annotations"][LAST_APPLIED_ANNOTATION]  # the Job keeps its own
