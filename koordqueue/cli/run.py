@@ -19,10 +19,18 @@ from koordqueue.cli.flags import settings_from_args
 from koordqueue.kube import kopf_support, metrics
 from koordqueue.kube.api import KubeApi, load_api_client
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.leader import CONTROLLER_LEASE, SCHEDULER_LEASE, leadership_for, lease_config
+from koordqueue.kube.leader import (
+    CONTROLLER_LEASE,
+    SCHEDULER_LEASE,
+    LeaseConfig,
+    leadership_for,
+    lease_config,
+    lease_namespace,
+)
 from koordqueue.kube.operator import build_registry
 from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
+from koordqueue.kube.scheduler_clash import busy_port, port_in_use, scheduler_clash
 from koordqueue.kube.settings import ControllerSettings
 
 
@@ -79,7 +87,9 @@ def build_operator(
     the scheduler's queue-allocation gate, or the pod integration's admission gate.
     """
     api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
-    leadership = leadership_for(api_client, settings, CONTROLLER_LEASE, on_lost)
+    leadership = leadership_for(
+        api_client, settings, CONTROLLER_LEASE, on_lost, runs_scheduler=with_scheduler
+    )
     api = KubeApi(api_client, fence=leadership.may_write)
     controller = Controller(api, settings)
     registry = build_registry(controller, api, leadership)
@@ -106,14 +116,19 @@ def run_controller(args: argparse.Namespace) -> int:
             "--enableParentLimit is accepted and has no effect; parent quotas are always checked"
         )
     try:
-        lease_config(settings, CONTROLLER_LEASE)
+        lease = lease_config(settings, CONTROLLER_LEASE)
     except ValueError as exc:  # inconsistent leader-election timings: before any connection
         print(f"koordqueue run: {exc}", file=sys.stderr)
         return 2
+    refusal = second_scheduler(settings, lease)
+    if refusal:
+        print(f"koordqueue run: {refusal}", file=sys.stderr)
+        return 1
     _controller, registry = build_operator(
         settings, with_scheduler=True, on_lost=exit_after_losing_the_lease
     )
-    metrics.serve(settings.metrics_port)
+    if not _serve_metrics(settings, "run"):
+        return 1
     log.info("starting", settings=repr(settings))
     return _serve(registry, settings)
 
@@ -125,14 +140,44 @@ def run_scheduler(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     configure_logging(settings.log_format, settings.log_level)
     try:
-        lease_config(settings, SCHEDULER_LEASE)
+        lease = lease_config(settings, SCHEDULER_LEASE)
     except ValueError as exc:
         print(f"koordqueue schedule: {exc}", file=sys.stderr)
         return 2
+    refusal = second_scheduler(settings, lease)
+    if refusal:
+        print(f"koordqueue schedule: {refusal}", file=sys.stderr)
+        return 1
     _scheduler, registry = build_scheduler_operator(settings, exit_after_losing_the_lease)
-    metrics.serve(settings.metrics_port)
+    if not _serve_metrics(settings, "schedule"):
+        return 1
     structlog.get_logger("koordqueue").info("starting scheduler", settings=repr(settings))
     return _serve(registry, settings)
+
+
+def second_scheduler(settings: ControllerSettings, lease: LeaseConfig | None) -> str | None:
+    """Why this process must not start (a port of ours is taken, or a scheduler of our name
+    holds another Lease), or None: kube/scheduler_clash.py."""
+    problem = busy_port(settings)
+    if problem:
+        return problem
+    api = KubeApi(load_api_client(settings.kubeconfig, settings.context), timeout=10.0)
+    try:
+        return scheduler_clash(
+            api, settings, lease_namespace(settings), lease.name if lease else None
+        )
+    finally:
+        api.api_client.close()  # type: ignore[no-untyped-call]
+
+
+def _serve_metrics(settings: ControllerSettings, command: str) -> bool:
+    try:
+        metrics.serve(settings.metrics_port)
+    except OSError as exc:  # taken since busy_port looked
+        message = port_in_use(settings.metrics_port, "--metrics-port", exc)
+        print(f"koordqueue {command}: {message}", file=sys.stderr)
+        return False
+    return True
 
 
 def _serve(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> int:

@@ -114,6 +114,9 @@ MSG_UNKNOWN_POLICY: Final = (
 )
 
 # --- batch/v1 Job extension (Koord-Queue pkg/jobext: handles/job.go, default_job_reconciler.go) -
+SCHEDULER_NAME_ANNOTATION: Final = "koord-queue/scheduler-name"
+"""On a leader-election Lease: the scheduler name its holder runs (`schedule`, or `run`'s
+embedded scheduler), checked by a second scheduler of that name at start-up."""
 LAST_APPLIED_ANNOTATION: Final = "kubectl.kubernetes.io/last-applied-configuration"
 """kubectl apply's copy of the whole manifest: the workload's, never copied to its unit."""
 JOB_HAS_ENQUEUED_ANNOTATION: Final = "koord-queue/job-has-enqueued"

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import structlog
 
+from koordqueue.domain.names import SCHEDULER_NAME_ANNOTATION
 from koordqueue.kube.api import ApiError, Kind, KubeApi
 from koordqueue.kube.settings import ControllerSettings
 
@@ -65,6 +66,10 @@ class LeaseConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    scheduler_name: str = ""
+    """The scheduler this process runs ("" none): written on the Lease as the annotation
+    `SCHEDULER_NAME_ANNOTATION`, so that a second scheduler of that name can see it at
+    start-up (kube/scheduler_clash.py)."""
 
     def __post_init__(self) -> None:
         if not self.lease_duration > self.renew_deadline > self.retry_period > 0:
@@ -133,7 +138,7 @@ class LeaderElector:
             if lease is None:
                 body = {
                     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": cfg.name, "namespace": cfg.namespace},
+                    "metadata": self._metadata({"name": cfg.name, "namespace": cfg.namespace}),
                     "spec": {**mine, "leaseTransitions": 0},
                 }
                 created = self.api.create(LEASE, body, cfg.namespace)
@@ -154,7 +159,11 @@ class LeaderElector:
                 transitions += 1
             updated = self.api.request(
                 "PUT", LEASE.path(cfg.namespace, cfg.name),
-                body={**lease, "spec": {**mine, "leaseTransitions": transitions}},
+                body={
+                    **lease,
+                    "metadata": self._metadata(lease.get("metadata") or {}),
+                    "spec": {**mine, "leaseTransitions": transitions},
+                },
             )
         except ApiError as exc:
             if not exc.conflict:  # a conflict is the other candidate winning: no news
@@ -165,6 +174,16 @@ class LeaderElector:
             log.info("leader election: acquired the lease", lease=f"{cfg.namespace}/{cfg.name}",
                      identity=cfg.identity, previous=holder or None)
         return True
+
+    def _metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """The Lease's metadata with our scheduler's name on it (when we run one)."""
+        if not self.config.scheduler_name:
+            return metadata
+        notes = {
+            **(metadata.get("annotations") or {}),
+            SCHEDULER_NAME_ANNOTATION: self.config.scheduler_name,
+        }
+        return {**metadata, "annotations": notes}
 
     def _observe(self, spec: dict[str, Any], started: float, *, renewed: bool) -> None:
         with self._lock:
@@ -290,18 +309,28 @@ async def start_when_leading(
     tasks[key] = asyncio.create_task(lead_then_start())
 
 
-def lease_config(settings: ControllerSettings, default_name: str) -> LeaseConfig | None:
-    """The Lease this process competes for, None with election off; ValueError on bad timings."""
+def lease_config(
+    settings: ControllerSettings, default_name: str, *, runs_scheduler: bool = False
+) -> LeaseConfig | None:
+    """The Lease this process competes for, None with election off; ValueError on bad timings.
+
+    `runs_scheduler`: the process runs the scheduler `--scheduler-name` (`schedule`, or `run`
+    with its embedded one), which the Lease then names."""
     if not settings.leader_elect:
         return None
     return LeaseConfig(
-        namespace=settings.leader_elect_resource_namespace or settings.namespace,
+        namespace=lease_namespace(settings),
         name=settings.leader_elect_resource_name or default_name,
         identity=default_identity(),
         lease_duration=settings.leader_elect_lease_duration,
         renew_deadline=settings.leader_elect_renew_deadline,
         retry_period=settings.leader_elect_retry_period,
+        scheduler_name=settings.scheduler_name if runs_scheduler else "",
     )
+
+
+def lease_namespace(settings: ControllerSettings) -> str:
+    return settings.leader_elect_resource_namespace or settings.namespace
 
 
 def leadership_for(
@@ -309,6 +338,8 @@ def leadership_for(
     settings: ControllerSettings,
     default_name: str,
     on_lost: Callable[[], None] | None = None,
+    *,
+    runs_scheduler: bool = False,
 ) -> Leadership:
     """The process's Leadership from its settings (always leading when election is off).
 
@@ -316,7 +347,7 @@ def leadership_for(
     writes the Lease) and times out at half the renew deadline, so that one hung request
     cannot outlast the deadline.
     """
-    config = lease_config(settings, default_name)
+    config = lease_config(settings, default_name, runs_scheduler=runs_scheduler)
     if config is None:
         return Leadership()
     lease_api = KubeApi(api_client, timeout=max(0.5, config.renew_deadline / 2))

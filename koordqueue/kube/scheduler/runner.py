@@ -26,7 +26,9 @@ def build_scheduler_operator(
     out of the collector's full passes (kube/scheduler/gcfreeze.py); embedders turn it off.
     """
     api_client = load_api_client(settings.kubeconfig, settings.context)
-    leadership = leadership_for(api_client, settings, SCHEDULER_LEASE, on_lost)
+    leadership = leadership_for(
+        api_client, settings, SCHEDULER_LEASE, on_lost, runs_scheduler=True
+    )
     api = KubeApi(api_client, fence=leadership.may_write)
     scheduler = Scheduler(api, settings, gc_freeze=gc_freeze)
     registry = kopf.OperatorRegistry()
