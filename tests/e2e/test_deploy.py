@@ -57,6 +57,8 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("patch", "queueunits.scheduling.x-k8s.io/status"),
         ("patch", "jobs.batch"),
         ("create", "events"),
+        ("watch", "priorityclasses.scheduling.k8s.io"),
+        ("patch", "podgroups.scheduling.volcano.sh"),
     ]
     refused = [
         ("update", "elasticquotas.scheduling.sigs.k8s.io"),
@@ -64,6 +66,7 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("create", "jobs.batch"),
         ("get", "secrets"),
         ("create", "pods"),
+        ("create", "priorityclasses.scheduling.k8s.io"),
     ]
     for verb, resource in allowed:
         sub = resource.split("/", 1)

@@ -6,7 +6,8 @@ the cache stays a thin, locked object store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -459,7 +460,44 @@ def standalone_job(pod: Obj, task: TaskInfo) -> JobInfo:
 
 
 # --- pod groups and queues -----------------------------------------------------------------
-def job_info(group: Obj) -> JobInfo:
+@dataclass(frozen=True, slots=True)
+class PriorityClasses:
+    """PriorityClass values by name, and the value of the one marked globalDefault (0 when
+    none is: the API server's admission lets at most one class be the default)."""
+
+    values: Mapping[str, int] = field(default_factory=dict)
+    default: int = 0
+
+    def job_priority(self, class_name: str) -> int:
+        """A PodGroup job's priority, as Volcano's cache sets it at each snapshot
+        (cache.go, cloneJob): the value of the class `spec.priorityClassName` names, else
+        the default class's value, else 0. (Pods' own priorities order the tasks within the
+        job; a pod without PodGroup is a job of its own whose priority is the pod's, as the
+        PodGroup Volcano's controller makes for it names the pod's class.)"""
+        value = self.values.get(class_name) if class_name else None
+        return self.default if value is None else value
+
+
+_NO_CLASSES = PriorityClasses()
+
+
+def priority_classes(objs: Iterable[Obj]) -> PriorityClasses:
+    values: dict[str, int] = {}
+    default = 0
+    for pc in objs:
+        name = str(meta(pc).get("name", ""))
+        try:
+            value = int(pc.get("value") or 0)
+        except (TypeError, ValueError):
+            log.warning("ignoring a PriorityClass without an integer value", name=name)
+            continue
+        values[name] = value
+        if pc.get("globalDefault"):
+            default = value
+    return PriorityClasses(values, default)
+
+
+def job_info(group: Obj, priorities: PriorityClasses | None = None) -> JobInfo:
     spec = group.get("spec") or {}
     m = meta(group)
     raw_phase = (group.get("status") or {}).get("phase") or PodGroupPhase.PENDING.value
@@ -473,6 +511,7 @@ def job_info(group: Obj) -> JobInfo:
         str(m.get("name", "")),
         namespace=str(m.get("namespace", "default")),
         queue=str(spec.get("queue") or names.DEFAULT_QUEUE),
+        priority=(priorities or _NO_CLASSES).job_priority(str(spec.get("priorityClassName") or "")),
         min_available=int(spec.get("minMember") or 1),
         task_min_available=roles or None,
         min_resources=_resources(spec.get("minResources"), "spec.minResources"),

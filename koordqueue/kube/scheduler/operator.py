@@ -27,6 +27,7 @@ from koordqueue.kube.api import (
     NODE,
     POD,
     POD_DISRUPTION_BUDGET,
+    PRIORITY_CLASS,
     retry_transient,
 )
 from koordqueue.kube.informer import Informer
@@ -110,6 +111,15 @@ def register_scheduler(
     async def pdb_event(event: kopf.RawEvent, **_: Any) -> None:
         cache.on_event(
             CachedKind.PDB, kopf_support.event_type(event), kopf_support.event_object(event)
+        )
+
+    @kopf.on.event(
+        PRIORITY_CLASS.group, PRIORITY_CLASS.version, PRIORITY_CLASS.plural, registry=registry,
+    )
+    async def priority_class_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(
+            CachedKind.PRIORITY_CLASS, kopf_support.event_type(event),
+            kopf_support.event_object(event),
         )
 
     async def observe() -> None:

@@ -31,6 +31,7 @@ from koordqueue.kube.api import (
     POD,
     POD_DISRUPTION_BUDGET,
     POD_GROUP,
+    PRIORITY_CLASS,
     VOLCANO_QUEUE,
     ApiError,
     Kind,
@@ -223,15 +224,16 @@ class Scheduler:
         listings: dict[Kind, Listing] = {}
         for kind in (
             CachedKind.NAMESPACE, CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP,
-            CachedKind.PDB, CachedKind.POD,
+            CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.POD,
         ):
             rest = convert_kind(kind)
             try:
                 listings[rest] = self.api.list_with_version(rest)
             except ApiError as exc:
-                # PDBs feed only the opt-in pdb plugin: a ClusterRole from before they
-                # were read (403) must not stop the scheduler
-                if not exc.not_found and not (kind is CachedKind.PDB and exc.status == 403):
+                # PDBs feed only the opt-in pdb plugin, PriorityClasses only PodGroup jobs'
+                # priorities: a ClusterRole from before they were read (403) must not stop
+                # the scheduler
+                if not exc.not_found and not (kind in OPTIONAL_KINDS and exc.status == 403):
                     raise
                 log.warning("resource not served; treated as empty", kind=kind.value)
                 listings[rest] = ([], "")
@@ -465,8 +467,13 @@ def snapshot_jobs(built: Built) -> Mapping[str, JobInfo]:
     return {job.uid: job for job in built.snapshot.jobs}
 
 
+OPTIONAL_KINDS = frozenset({CachedKind.PDB, CachedKind.PRIORITY_CLASS})
+"""Kinds a forbidden listing (403: an older ClusterRole) leaves empty instead of failing."""
+
+
 def convert_kind(kind: CachedKind) -> Kind:
     """The REST kind of a cache kind."""
     return {CachedKind.POD: POD, CachedKind.NODE: NODE, CachedKind.POD_GROUP: POD_GROUP,
             CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE,
-            CachedKind.PDB: POD_DISRUPTION_BUDGET}[kind]
+            CachedKind.PDB: POD_DISRUPTION_BUDGET,
+            CachedKind.PRIORITY_CLASS: PRIORITY_CLASS}[kind]

@@ -194,6 +194,9 @@ class SnapshotBuilder:
         self._converted: dict[str, tuple[str, TaskInfo, Mapping[str, Any]]] = {}
         """uid -> (resourceVersion, converted task, the pod it was converted from): parsing
         requests dominates a conversion."""
+        self._priorities = convert.PriorityClasses()
+        """The PriorityClasses' values, redone when one changes (the store then marks every
+        PodGroup, so each job is remade with its class's value)."""
 
     def build(self, generation: int, *, gates_enabled: bool) -> Built:
         """A snapshot of the store, updated from the last one for the keys marked since."""
@@ -228,6 +231,10 @@ class SnapshotBuilder:
         for uid in self._store.gone:
             self._converted.pop(uid, None)
         dirty = self._store.dirty
+        if dirty[CachedKind.PRIORITY_CLASS]:
+            self._priorities = convert.priority_classes(
+                self._store.objs[CachedKind.PRIORITY_CLASS].values()
+            )
         if dirty[CachedKind.NAMESPACE]:
             labels = dict(d.namespace_labels)  # replaced, never mutated: snapshots share it
             for name in dirty[CachedKind.NAMESPACE]:
@@ -486,7 +493,7 @@ class SnapshotBuilder:
             group = self._store.objs[CachedKind.POD_GROUP].get(key)
             if group is None:
                 return  # its pods wait for it: nothing to schedule them in
-            job = convert.job_info(group)
+            job = convert.job_info(group, self._priorities)
             d.groups[key] = group
             d.group_jobs.add(job.uid)
             members = [
@@ -543,8 +550,9 @@ def full_build(
     jobs: dict[str, JobInfo] = {}
     groups: dict[str, dict[str, Any]] = {}
     by_key: dict[str, JobInfo] = {}
+    priorities = convert.priority_classes(objs.get(CachedKind.PRIORITY_CLASS, ()))
     for raw in objs[CachedKind.POD_GROUP]:
-        job = convert.job_info(raw)
+        job = convert.job_info(raw, priorities)
         key = f"{job.namespace}/{job.name}"
         jobs[key] = by_key[key] = job
         groups[key] = raw

@@ -26,6 +26,8 @@ class CachedKind(StrEnum):
     """Only their labels are kept: pod affinity terms' namespaceSelector reads them."""
     PDB = "poddisruptionbudget"
     """policy/v1 PodDisruptionBudgets, for the opt-in pdb plugin."""
+    PRIORITY_CLASS = "priorityclass"
+    """scheduling.k8s.io/v1 PriorityClasses: a PodGroup job's priority is its class's."""
 
 
 def _node_shape(node: Mapping[str, Any]) -> tuple[object, ...]:
@@ -143,6 +145,8 @@ class ObjectStore:
                 self.gone.add(key)
         else:
             self.dirty[kind].add(key)
+            if kind is CachedKind.PRIORITY_CLASS:  # any class may be some job's, or the default
+                self.dirty[CachedKind.POD_GROUP].update(self.objs[CachedKind.POD_GROUP])
 
     def fold(
         self, kind: CachedKind, event_type: str | None, obj: Mapping[str, Any]
