@@ -2,6 +2,10 @@
 
     python bench/bench_peers.py [--what placement,admission] [--sizes 2000x100,5000x500]
                                 [--jobs 1000] [--quotas 50] [--runs 1]
+    python bench/bench_peers.py --what volcano [--volcano-scenarios all|gang,preempt,...]
+
+`--what volcano` (opt-in, issue 24) runs bench/bench_volcano.py: koordqueue beside vc-scheduler
+on Volcano's own CRDs and configuration (its docstring says how).
 
 Each measurement runs on a fresh etcd + kube-apiserver (tests/controlplane), koordqueue first,
 then the peer, with the same creators (`--clients` threads) and the same watch (bench/burst.py):
@@ -558,8 +562,22 @@ def main() -> int:
     parser.add_argument(
         "--profile-s", type=int, default=0, help="py-spy koordqueue for S s (figures then skewed)"
     )
+    parser.add_argument("--volcano-scenarios", default="all",
+                        help="with --what volcano: scenario names (bench/volcano_scenarios.py)")
+    parser.add_argument("--settle-s", type=float, default=4.0,
+                        help="with --what volcano: a stage is settled after S s without change")
+    parser.add_argument("--timeout-s", type=float, default=120.0,
+                        help="with --what volcano: give a stage at most S s to settle")
     args = parser.parse_args()
     what = {w.strip() for w in args.what.split(",")}
+    if "volcano" in what:
+        from bench.bench_volcano import main as volcano_main
+
+        cal = calibrate()
+        print(cal.line(), flush=True)
+        code = volcano_main(args)
+        print(cal.line())
+        return code
     cal = calibrate()  # before any control plane starts: the yardstick of an idle box
     print(cal.line(), flush=True)
 

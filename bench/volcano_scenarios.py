@@ -1,0 +1,290 @@
+"""Scenarios run once through vc-scheduler and once through `koordqueue schedule` (issue 24),
+and the comparison of what each left on the API server. Pure: no processes, no API.
+
+A scenario is nodes, queues, PriorityClasses and gangs (a PodGroup and its pods), created in
+stages: stage 0 before the scheduler starts (so creation order cannot decide what priority
+should), each later stage once the previous one has settled and its bound pods have been
+marked Running (no kubelet runs: reclaim and preempt pick their victims among Running pods).
+PodGroups get `minResources` = minMember x the pod's request, as Volcano's job controller
+sets them (neither scheduler runs a controller here).
+
+The outcome compared: bound pods per queue and per job, pods evicted (deleted) per job, and
+each PodGroup's phase and conditions (type, status, reason: the messages are each
+scheduler's own wording).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEDULER_NAME = "volcano"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+NAMESPACE = "vcbench"
+
+GANG_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+  - plugins:
+      - name: priority
+      - name: gang
+        enablePreemptable: false
+      - name: conformance
+  - plugins:
+      - name: overcommit
+      - name: drf
+        enablePreemptable: false
+      - name: predicates
+      - name: proportion
+      - name: nodeorder
+      - name: binpack
+"""
+"""benchmark/testcases/gang/config/scheduler-config.yaml of the Volcano module, its
+volcano-scheduler.conf as written there."""
+
+
+def conf(actions: str, *, overcommit: bool = True) -> str:
+    """Volcano's default tiers (installer's volcano-scheduler.conf) with these actions."""
+    first = "      - name: overcommit\n" if overcommit else ""
+    return (
+        f'actions: "{actions}"\n'
+        "tiers:\n  - plugins:\n      - name: priority\n      - name: gang\n"
+        "      - name: conformance\n  - plugins:\n" + first
+        + "      - name: drf\n      - name: predicates\n      - name: proportion\n"
+        "      - name: nodeorder\n"
+    )
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    weight: int = 1
+    capability: Mapping[str, str] | None = None
+    reclaimable: bool = True
+    state: str = "Open"
+
+    def body(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"weight": self.weight, "reclaimable": self.reclaimable}
+        if self.capability:
+            spec["capability"] = dict(self.capability)
+        return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": self.name}, "spec": spec}
+
+
+@dataclass(frozen=True)
+class Gang:
+    name: str
+    queue: str
+    replicas: int
+    min_member: int
+    cpu: int = 1
+    """cpu per pod (whole cores) and memory per pod in GiB."""
+    memory_gi: int = 1
+    priority_class: str = ""
+    stage: int = 0
+    selector: Mapping[str, str] | None = None
+
+    def group(self, namespace: str = NAMESPACE) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "minMember": self.min_member, "queue": self.queue,
+            "minResources": {"cpu": str(self.cpu * self.min_member),
+                             "memory": f"{self.memory_gi * self.min_member}Gi"},
+        }
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
+        return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": self.name, "namespace": namespace}, "spec": spec}
+
+    def pods(self, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+        requests = {"cpu": str(self.cpu), "memory": f"{self.memory_gi}Gi"}
+        spec: dict[str, Any] = {
+            "schedulerName": SCHEDULER_NAME,
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": requests, "limits": requests}}],
+        }
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
+        if self.selector:
+            spec["nodeSelector"] = dict(self.selector)
+        return [
+            {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"{self.name}-{i:04d}", "namespace": namespace,
+                          "labels": {"bench-job": self.name},
+                          "annotations": {GROUP_ANNOTATION: self.name}},
+             "spec": spec}
+            for i in range(self.replicas)
+        ]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    conf: str
+    nodes: int
+    node_cpu: int
+    node_memory_gi: int
+    queues: tuple[Queue, ...]
+    gangs: tuple[Gang, ...]
+    classes: Mapping[str, int] = field(default_factory=dict)
+    gang_shape: bool = False
+    """Volcano's gang benchmark shape: pods are created in a burst while the scheduler runs
+    (latency, CPU per pod and nodes used are measured), not in stages."""
+
+    @property
+    def stages(self) -> int:
+        return 1 + max((g.stage for g in self.gangs), default=0)
+
+    @property
+    def pods(self) -> int:
+        return sum(g.replicas for g in self.gangs)
+
+
+def gang_shape(name: str, jobs: int, replicas: int, nodes: int) -> Scenario:
+    """Volcano's gang benchmark (benchmark/README: 32 cpu / 256Gi nodes, 1 cpu / 1Gi pods,
+    minAvailable = replicas), in the `default` queue."""
+    gangs = tuple(Gang(f"gang-{j:03d}", "default", replicas, replicas) for j in range(jobs))
+    return Scenario(name, GANG_CONF, nodes, 32, 256, (Queue("default"),), gangs,
+                    gang_shape=True)
+
+
+NOWHERE = {"bench-pool": "nowhere"}
+"""A node selector no node matches: the gang can be enqueued but never placed."""
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        gang_shape("gang", 10, 100, 100),
+        gang_shape("gang-large", 20, 250, 500),
+        # weights 1 : 3 share 8 cpu as 2 : 6 when both ask for all of it
+        Scenario("proportion", conf("enqueue, allocate"), 2, 4, 16,
+                 (Queue("qa", 1), Queue("qb", 3)),
+                 tuple(Gang(f"{q}-{i}", q, 1, 1) for q in ("qa", "qb") for i in range(8))),
+        # a queue capped at 3 cpu places 3 of 6 one-pod jobs, the other queue is unaffected
+        Scenario("capability", conf("enqueue, allocate"), 2, 4, 16,
+                 (Queue("capped", capability={"cpu": "3", "memory": "64Gi"}), Queue("free")),
+                 (*(Gang(f"c-{i}", "capped", 1, 1) for i in range(6)),
+                  Gang("f-0", "free", 2, 2))),
+        # all-or-nothing: room for 3 of a gang of 4; a gang with fewer pods than minMember;
+        # a gang that fits
+        Scenario("gang-min-member", conf("enqueue, allocate, backfill"), 1, 4, 16,
+                 (Queue("default"),),
+                 (Gang("big", "default", 4, 4, cpu=2), Gang("short", "default", 2, 3),
+                  Gang("fits", "default", 2, 2))),
+        # room for one of two gangs: the higher class wins, though created first is the other
+        Scenario("priority", conf("enqueue, allocate, backfill"), 1, 4, 16,
+                 (Queue("default"),),
+                 (Gang("low", "default", 2, 2, cpu=2, priority_class="bench-low"),
+                  Gang("high", "default", 2, 2, cpu=2, priority_class="bench-high")),
+                 classes={"bench-low": 10, "bench-high": 1000}),
+        # 8 cpu x 1.2 = 9.6 cpu of minResources enqueue: two gangs of 4 cpu, not a third
+        Scenario("overcommit", conf("enqueue, allocate"), 2, 4, 16, (Queue("default"),),
+                 tuple(Gang(f"oc-{i}", "default", 2, 2, cpu=2, selector=NOWHERE)
+                       for i in range(3))),
+        # a Closed queue places nothing; an Open one beside it does
+        Scenario("closed-queue", conf("enqueue, allocate"), 1, 4, 16,
+                 (Queue("shut", state="Closed"), Queue("open")),
+                 (Gang("in-shut", "shut", 2, 2), Gang("in-open", "open", 2, 2))),
+        # qa fills the cluster, then qb (same weight) arrives: reclaim gives qb its share
+        Scenario("reclaim", conf("enqueue, allocate, reclaim"), 2, 4, 16,
+                 (Queue("qa"), Queue("qb")),
+                 (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 4, 1, stage=1))),
+        # a low-priority job fills the queue, then a high-priority gang arrives: preempt
+        Scenario("preempt", conf("enqueue, allocate, preempt", overcommit=False), 2, 4, 16,
+                 (Queue("default"),),
+                 (Gang("low-job", "default", 8, 1, priority_class="bench-low"),
+                  Gang("high-job", "default", 4, 4, priority_class="bench-high", stage=1)),
+                 classes={"bench-low": 10, "bench-high": 1000}),
+    )
+}
+DIFFERENTIAL = [name for name, s in SCENARIOS.items() if not s.gang_shape]
+GANG_SHAPES = [name for name, s in SCENARIOS.items() if s.gang_shape]
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one scheduler left on the API server at the end of a scenario."""
+
+    bound_by_queue: Mapping[str, int]
+    bound_by_job: Mapping[str, int]
+    evicted_by_job: Mapping[str, int]
+    phases: Mapping[str, str]
+    conditions: Mapping[str, tuple[tuple[str, str, str], ...]]
+    """PodGroup -> its conditions' (type, status, reason), sorted."""
+    nodes_used: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bound_by_queue": dict(self.bound_by_queue), "bound_by_job": dict(self.bound_by_job),
+            "evicted_by_job": dict(self.evicted_by_job), "phases": dict(self.phases),
+            "conditions": {k: [list(c) for c in v] for k, v in self.conditions.items()},
+            "nodes_used": self.nodes_used,
+        }
+
+
+def outcome(
+    scenario: Scenario, pods: Iterable[Mapping[str, Any]], groups: Iterable[Mapping[str, Any]],
+) -> Outcome:
+    """The outcome from the pods and PodGroups listed at the end (a pod created and no longer
+    listed was evicted: nothing else deletes pods here)."""
+    queue_of = {g.name: g.queue for g in scenario.gangs}
+    created: Counter[str] = Counter({g.name: g.replicas for g in scenario.gangs})
+    listed: Counter[str] = Counter()
+    by_job: Counter[str] = Counter()
+    by_queue: Counter[str] = Counter()
+    nodes: set[str] = set()
+    for pod in pods:
+        job = str(((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION))
+        listed[job] += 1
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            by_job[job] += 1
+            by_queue[queue_of.get(job, "?")] += 1
+            nodes.add(str(node))
+    phases: dict[str, str] = {}
+    conditions: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    for group in groups:
+        name = str((group.get("metadata") or {}).get("name"))
+        status = group.get("status") or {}
+        phases[name] = str(status.get("phase") or "")
+        conditions[name] = tuple(sorted(
+            (str(c.get("type")), str(c.get("status")), str(c.get("reason") or ""))
+            for c in status.get("conditions") or ()
+        ))
+    evicted = {job: n - listed[job] for job, n in created.items() if n > listed[job]}
+    return Outcome(dict(by_queue), dict(by_job), evicted, phases, conditions, len(nodes))
+
+
+def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
+                compare_nodes: bool = False) -> list[str]:
+    """Where our outcome differs from Volcano's, one line each (empty: they match).
+
+    Counts absent on one side are 0 there. Nodes used (gang shapes only) may differ by
+    `nodes_tolerance` of Volcano's count."""
+    out: list[str] = []
+
+    def counts(what: str, a: Mapping[str, int], b: Mapping[str, int]) -> None:
+        for key in sorted(set(a) | set(b)):
+            if a.get(key, 0) != b.get(key, 0):
+                out.append(f"{what} {key}: ours {a.get(key, 0)}, volcano {b.get(key, 0)}")
+
+    counts("bound in queue", ours.bound_by_queue, peer.bound_by_queue)
+    counts("bound in job", ours.bound_by_job, peer.bound_by_job)
+    counts("evicted from job", ours.evicted_by_job, peer.evicted_by_job)
+    for name in sorted(set(ours.phases) | set(peer.phases)):
+        a, b = ours.phases.get(name, "<none>"), peer.phases.get(name, "<none>")
+        if a != b:
+            out.append(f"phase of {name}: ours {a or '<unset>'}, volcano {b or '<unset>'}")
+        ca, cb = ours.conditions.get(name, ()), peer.conditions.get(name, ())
+        if ca != cb:
+            out.append(f"conditions of {name}: ours {list(ca)}, volcano {list(cb)}")
+    if compare_nodes and abs(ours.nodes_used - peer.nodes_used) > nodes_tolerance * max(
+        peer.nodes_used, 1
+    ):
+        out.append(f"nodes used: ours {ours.nodes_used}, volcano {peer.nodes_used} "
+                   f"(more than {nodes_tolerance:.0%} apart)")
+    return out

@@ -1,0 +1,122 @@
+"""bench/volcano_scenarios.py: the objects a scenario makes and the comparison of outcomes
+(issue 24, part 4). No control plane, no Go."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from bench import bench_volcano
+from bench.volcano_scenarios import (
+    DIFFERENTIAL,
+    GANG_SHAPES,
+    SCENARIOS,
+    Gang,
+    Outcome,
+    differences,
+    outcome,
+)
+from koordqueue.scheduler.framework.config import parse_config
+
+
+def test_volcanos_gang_benchmark_shapes() -> None:
+    gang = SCENARIOS["gang"]
+    assert (len(gang.gangs), gang.gangs[0].replicas, gang.gangs[0].min_member) == (10, 100, 100)
+    assert (gang.nodes, gang.node_cpu, gang.node_memory_gi) == (100, 32, 256)
+    assert (gang.gangs[0].cpu, gang.gangs[0].memory_gi) == (1, 1)
+    large = SCENARIOS["gang-large"]
+    assert (len(large.gangs), large.gangs[0].replicas, large.nodes) == (20, 250, 500)
+    assert GANG_SHAPES == ["gang", "gang-large"]
+    assert set(DIFFERENTIAL) == {"proportion", "capability", "gang-min-member", "priority",
+                                 "overcommit", "closed-queue", "reclaim", "preempt"}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_configuration_is_one_we_accept(name: str) -> None:
+    config = parse_config(SCENARIOS[name].conf, name)
+    assert config.actions
+
+
+def test_gang_objects_carry_min_resources_class_and_group_annotation() -> None:
+    gang = Gang("g", "q", 3, 2, cpu=2, memory_gi=4, priority_class="hi")
+    group = gang.group("ns")
+    assert group["spec"] == {"minMember": 2, "queue": "q", "priorityClassName": "hi",
+                             "minResources": {"cpu": "4", "memory": "8Gi"}}
+    pods = gang.pods("ns")
+    assert [p["metadata"]["name"] for p in pods] == ["g-0000", "g-0001", "g-0002"]
+    assert pods[0]["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "g"}
+    assert pods[0]["spec"]["schedulerName"] == "volcano"
+    assert pods[0]["spec"]["priorityClassName"] == "hi"
+
+
+def pod(job: str, i: int, node: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": f"{job}-{i}",
+                         "annotations": {"scheduling.k8s.io/group-name": job}},
+            "spec": {"nodeName": node} if node else {}}
+
+
+def test_outcome_counts_bound_evicted_phases_and_conditions() -> None:
+    scenario = SCENARIOS["reclaim"]  # qa-job: 8 pods in qa, qb-job: 4 pods in qb
+    pods = [pod("qa-job", i, f"n{i % 2}") for i in range(4)]
+    pods += [pod("qb-job", i, "n1") for i in range(3)] + [pod("qb-job", 3, None)]
+    groups = [{"metadata": {"name": "qa-job"}, "status": {"phase": "Running", "conditions": [
+        {"type": "Scheduled", "status": "True", "reason": "r", "message": "ours"},
+        {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"}]}},
+        {"metadata": {"name": "qb-job"}}]
+    result = outcome(scenario, pods, groups)
+    assert result.bound_by_queue == {"qa": 4, "qb": 3}
+    assert result.bound_by_job == {"qa-job": 4, "qb-job": 3}
+    assert result.evicted_by_job == {"qa-job": 4}  # 8 created, 4 listed
+    assert result.phases == {"qa-job": "Running", "qb-job": ""}
+    assert result.conditions["qa-job"] == (("Scheduled", "True", "r"),
+                                           ("Unschedulable", "True", "NotEnoughResources"))
+    assert result.nodes_used == 2
+
+
+def base() -> Outcome:
+    return Outcome({"q": 4}, {"a": 4}, {}, {"a": "Running"},
+                   {"a": (("Scheduled", "True", "r"),)}, nodes_used=10)
+
+
+def test_equal_outcomes_have_no_differences() -> None:
+    assert differences(base(), base(), compare_nodes=True) == []
+
+
+def test_each_kind_of_difference_is_named() -> None:
+    other = Outcome({"q": 3}, {"a": 3}, {"a": 1}, {"a": "Inqueue"},
+                    {"a": (("Unschedulable", "True", "NotEnoughResources"),)}, nodes_used=10)
+    found = differences(other, base())
+    assert found == [
+        "bound in queue q: ours 3, volcano 4",
+        "bound in job a: ours 3, volcano 4",
+        "evicted from job a: ours 1, volcano 0",
+        "phase of a: ours Inqueue, volcano Running",
+        "conditions of a: ours [('Unschedulable', 'True', 'NotEnoughResources')], "
+        "volcano [('Scheduled', 'True', 'r')]",
+    ]
+
+
+def test_nodes_used_may_differ_by_fifteen_percent_of_volcanos() -> None:
+    def used(n: int) -> Outcome:
+        return Outcome({}, {}, {}, {}, {}, nodes_used=n)
+
+    assert differences(used(115), used(100), compare_nodes=True) == []
+    assert differences(used(85), used(100), compare_nodes=True) == []
+    assert differences(used(116), used(100), compare_nodes=True) == [
+        "nodes used: ours 116, volcano 100 (more than 15% apart)"]
+    assert differences(used(116), used(100)) == []  # only the gang shapes compare nodes
+
+
+def test_outcomes_round_trip_through_the_json_lines() -> None:
+    assert bench_volcano.as_outcome(base().as_dict()) == base()
+
+
+def test_vc_scheduler_runs_the_scenario_file_on_loopback_without_election() -> None:
+    argv = bench_volcano.vc_argv("/bin/vc", "/k", Path("/c.conf"), 1, 2)
+    assert "--scheduler-conf=/c.conf" in argv and "--leader-elect=false" in argv
+    assert "--healthz-address=127.0.0.1:1" in argv and "--listen-address=127.0.0.1:2" in argv
