@@ -18,7 +18,6 @@ from structlog.testing import capture_logs
 
 from koordqueue.kube.api import POD_GROUP, ApiError, Kind
 from koordqueue.kube.scheduler import names
-from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.scheduler.podgroup_status import (
     Condition,
     GroupStatus,
@@ -28,6 +27,7 @@ from koordqueue.kube.scheduler.podgroup_status import (
     served_status,
 )
 from koordqueue.kube.scheduler.scheduler import Scheduler
+from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.scheduler import SessionResult
 from koordqueue.scheduler.api import JobInfo, PodGroupPhase, TaskInfo
 from koordqueue.scheduler.framework.result import PhaseUpdate
