@@ -61,9 +61,15 @@ def shown_phases(kubectl: Kubectl, ns: str) -> dict[str, str]:
 def status_column(kubectl: Kubectl, ns: str) -> dict[str, str]:
     """The STATUS column of the default `kubectl get podgroups` table."""
     out = kubectl("get", "podgroups", "-n", ns).stdout.splitlines()
-    header = out[0].split()
-    at = header.index("STATUS")
-    return {line.split()[0]: line.split()[at] for line in out[1:] if line.strip()}
+    if not out:
+        return {}
+    header = out[0]
+    start = header.index("STATUS")  # by position: an empty cell prints nothing at all
+    after = start + len("STATUS")
+    rest = header[after:]
+    end = after + (len(rest) - len(rest.lstrip())) if rest.strip() else None  # next column
+    return {line.split()[0]: (line[start:end].split() or ["<empty>"])[0]
+            for line in out[1:] if line.strip()}
 
 
 def test_kubectl_get_podgroups_shows_the_phases(volcano: tuple[Kubectl, SchedulerRunner]) -> None:
