@@ -58,6 +58,8 @@ from koordqueue.kube.api import (
 )
 
 PEER_QPS = 5000
+SPACING_S = 1.1
+"""Between a spaced scenario's PodGroups: creation timestamps have whole seconds."""
 OURS, PEER = "koordqueue", "vc-scheduler"
 
 
@@ -107,7 +109,9 @@ def prepare(api: KubeApi, scenario: Scenario, clients: int) -> None:
 
 def create_stage(api: KubeApi, scenario: Scenario, stage: int, clients: int) -> None:
     gangs = [g for g in scenario.gangs if g.stage == stage]
-    for gang in gangs:
+    for i, gang in enumerate(gangs):
+        if scenario.spaced and i:
+            time.sleep(SPACING_S)
         api.create(POD_GROUP, gang.group(), NAMESPACE)
     pods = [p for g in gangs for p in g.pods()]
     with ThreadPoolExecutor(clients) as pool:

@@ -128,6 +128,9 @@ class Scenario:
     queues: tuple[Queue, ...]
     gangs: tuple[Gang, ...]
     classes: Mapping[str, int] = field(default_factory=dict)
+    spaced: bool = False
+    """Create a stage's PodGroups a second apart, in order: both schedulers order jobs of
+    equal priority by creation time (whole seconds), then by uid, random per run."""
     gang_shape: bool = False
     """Volcano's gang benchmark shape: pods are created in a burst while the scheduler runs
     (latency, CPU per pod and nodes used are measured), not in stages."""
@@ -160,12 +163,11 @@ SCENARIOS: dict[str, Scenario] = {
         # weights 1 : 3 share 8 cpu as 2 : 6 when both ask for all of it
         Scenario("proportion", conf("enqueue, allocate"), 2, 4, 16,
                  (Queue("qa", 1), Queue("qb", 3)),
-                 tuple(Gang(f"{q}-{i}", q, 1, 1) for q in ("qa", "qb") for i in range(8))),
-        # a queue capped at 3 cpu places 3 of 6 one-pod jobs, the other queue is unaffected
+                 (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 8, 1))),
+        # a queue capped at 3 cpu places 3 of a 6-pod job; the other queue is unaffected
         Scenario("capability", conf("enqueue, allocate"), 2, 4, 16,
                  (Queue("capped", capability={"cpu": "3", "memory": "64Gi"}), Queue("free")),
-                 (*(Gang(f"c-{i}", "capped", 1, 1) for i in range(6)),
-                  Gang("f-0", "free", 2, 2))),
+                 (Gang("c-job", "capped", 6, 1), Gang("f-job", "free", 2, 2))),
         # all-or-nothing: room for 3 of a gang of 4; a gang with fewer pods than minMember;
         # a gang that fits
         Scenario("gang-min-member", conf("enqueue, allocate, backfill"), 1, 4, 16,
@@ -179,9 +181,10 @@ SCENARIOS: dict[str, Scenario] = {
                   Gang("high", "default", 2, 2, cpu=2, priority_class="bench-high")),
                  classes={"bench-low": 10, "bench-high": 1000}),
         # 8 cpu x 1.2 = 9.6 cpu of minResources enqueue: two gangs of 4 cpu, not a third
+        # (created a second apart: equal creation times fall back to uid order, a coin toss)
         Scenario("overcommit", conf("enqueue, allocate"), 2, 4, 16, (Queue("default"),),
                  tuple(Gang(f"oc-{i}", "default", 2, 2, cpu=2, selector=NOWHERE)
-                       for i in range(3))),
+                       for i in range(3)), spaced=True),
         # a Closed queue places nothing; an Open one beside it does
         Scenario("closed-queue", conf("enqueue, allocate"), 1, 4, 16,
                  (Queue("shut", state="Closed"), Queue("open")),

@@ -62,6 +62,8 @@ def pod(job: str, i: int, node: str | None) -> dict[str, Any]:
 
 def test_outcome_counts_bound_evicted_phases_and_conditions() -> None:
     scenario = SCENARIOS["reclaim"]  # qa-job: 8 pods in qa, qb-job: 4 pods in qb
+    assert [(g.name, g.queue, g.replicas) for g in scenario.gangs] == [
+        ("qa-job", "qa", 8), ("qb-job", "qb", 4)]
     pods = [pod("qa-job", i, f"n{i % 2}") for i in range(4)]
     pods += [pod("qb-job", i, "n1") for i in range(3)] + [pod("qb-job", 3, None)]
     groups = [{"metadata": {"name": "qa-job"}, "status": {"phase": "Running", "conditions": [
