@@ -172,6 +172,15 @@ FLAGS: tuple[Flag, ...] = (
         _bool,
     ),
     Flag(
+        "--suspend-at-creation",
+        "suspend_at_creation",
+        "the workload webhook suspends a workload that names a quota when it is created, so "
+        "it is queued (Kueue's rule); false: only workloads created suspended are queued "
+        "(Koord-Queue's rule) and one created running gets a RunsOutsideQuota warning",
+        _DEFAULTS.suspend_at_creation,
+        _bool,
+    ),
+    Flag(
         "--integrations",
         "integrations",
         "comma-separated job kinds to queue: batch/job, kubeflow.org/pytorchjob, "
@@ -233,7 +242,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--webhook-port",
         "webhook_port",
-        "port of the pod mutating webhook (TLS; 0: off)",
+        "port of the admission webhooks (TLS; 0: off): ElasticQuota validation, workload "
+        "defaulting and the pod gates, at /validate-elasticquotas, /mutate-workloads and "
+        "/mutate-pods/gate",
         _DEFAULTS.webhook_port,
         int,
     ),

@@ -83,8 +83,9 @@ def build_operator(
 ) -> tuple[Controller, kopf.OperatorRegistry]:
     """The quota controller's registry; with the scheduler when asked.
 
-    With `--webhook-port` the pod webhook is served when a gate of this process needs it:
-    the scheduler's queue-allocation gate, or the pod integration's admission gate.
+    With `--webhook-port` the webhooks are served (kube/webhooks/routes.py): ElasticQuota
+    validation, workload defaulting, and the pod webhook when a gate of this process needs
+    it (the scheduler's queue-allocation gate, the pod integration's admission gate).
     """
     api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
     leadership = leadership_for(
@@ -94,13 +95,11 @@ def build_operator(
     controller = Controller(api, settings)
     registry = build_registry(controller, api, leadership)
     if settings.webhook_port:  # serving before the scheduler reports ready
-        from koordqueue.kube.gates.webhook import pod_admission_gating, register_webhook
+        from koordqueue.kube.webhooks.routes import webhook_routes
+        from koordqueue.kube.webhooks.server import register_webhooks
 
-        admission = pod_admission_gating(settings)
-        if with_scheduler or admission is not None:
-            register_webhook(
-                registry, settings, allocation_gate=with_scheduler, admission=admission
-            )
+        routes = webhook_routes(settings, api, scheduler=with_scheduler, controller=True)
+        register_webhooks(registry, settings, routes)
     if with_scheduler:
         register_scheduler(registry, Scheduler(api, settings), leadership)
     kopf_support.log_in_with(registry, api)

@@ -39,6 +39,9 @@ class QuotaSpec:
     is_parent: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
     """The ElasticQuota's annotations, kept as Koord-Queue's ElasticQuotaInfo keeps the object."""
+    created: str = ""
+    """metadata.creationTimestamp (RFC 3339, as the API writes it; "" when unknown): of two
+    same-name quotas the older is in force (`precedence`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -49,6 +52,18 @@ class QuotaSpec:
             raise InvalidQuotaError(
                 self.name, f"labels[{QUOTA_PARENT_LABEL}]", "must be a non-empty string"
             )
+
+
+def precedence(created: str, namespace: str) -> tuple[bool, str, str]:
+    """Sort key of same-name quotas in different namespaces; the first is in force.
+
+    Names are cluster-wide (SPEC 2.1), so only one copy can count: the oldest
+    creationTimestamp, the namespace breaking a tie (and ordering copies without a timestamp,
+    as in a scenario file). A function of the objects alone, so the same copy wins at every
+    resync, after a restart and on every replica (issue 33: "the last reconciled wins" made
+    it flip at each resync).
+    """
+    return (not created, created, namespace)
 
 
 def is_oversold(annotations: Mapping[str, str] | None) -> bool:
@@ -113,4 +128,5 @@ def quota_from_object(obj: Mapping[str, Any]) -> QuotaSpec:
         min=min_,
         is_parent=labels.get(QUOTA_IS_PARENT_LABEL) == "true",
         annotations={str(k): str(v) for k, v in annotations.items()},
+        created=str(metadata.get("creationTimestamp") or ""),
     )

@@ -41,11 +41,16 @@ from koordqueue.domain.names import (
     ROOT_QUOTA,
 )
 from koordqueue.domain.quantity import NANO, ceil_div
-from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.quota import QuotaSpec, precedence
 from koordqueue.domain.resources import Resources
 
 DuplicateCallback = Callable[[QuotaSpec, QuotaSpec], None]
-"""Called with (previous, winner) when two namespaces define a quota of the same name."""
+"""Called with (in force, ignored) when a second namespace defines a quota of the same name."""
+
+
+def _first(copies: Iterable[QuotaSpec]) -> QuotaSpec:
+    """The definition in force among same-name ones (quota.precedence)."""
+    return min(copies, key=lambda q: precedence(q.created, q.namespace))
 
 
 _MIN_FIELD_BITS = 160
@@ -305,7 +310,7 @@ class QuotaTree:
     ) -> None:
         self._rate = parse_oversell_rate(oversell_rate)
         self._on_duplicate = on_duplicate
-        # name -> namespace -> spec, in write order; the last written is the live one.
+        # name -> namespace -> spec; the first by quota.precedence (the oldest) is live.
         self._defs: dict[str, dict[str, QuotaSpec]] = {}
         self._live: dict[str, QuotaSpec] = {}
         self._nodes: dict[str, _Node] = {}
@@ -323,14 +328,20 @@ class QuotaTree:
         return self._rate
 
     def upsert(self, quota: QuotaSpec) -> None:
-        """Add or replace a quota; a same-name quota in another namespace is superseded."""
+        """Add or replace a quota definition. Of same-name definitions in several namespaces
+        the one first by `precedence` (the oldest) is live; `on_duplicate` hears of a second
+        namespace's definition once, when it appears (not at each update of either)."""
         per_ns = self._defs.setdefault(quota.name, {})
         previous = self._live.get(quota.name)
-        if previous is not None and previous.namespace != quota.namespace and self._on_duplicate:
-            self._on_duplicate(previous, quota)
-        per_ns.pop(quota.namespace, None)
-        per_ns[quota.namespace] = quota  # re-insert so dict order is write order
-        self._set_live(quota.name, quota, previous)
+        added = quota.namespace not in per_ns
+        per_ns[quota.namespace] = quota
+        live = _first(per_ns.values())
+        if added and len(per_ns) > 1 and self._on_duplicate:
+            ignored = quota if live is not quota else previous
+            if ignored is not None:
+                self._on_duplicate(live, ignored)
+        if live is quota:
+            self._set_live(quota.name, quota, previous)
 
     def remove(self, name: str, namespace: str | None = None) -> QuotaSpec | None:
         """Remove a quota definition; a same-name quota from another namespace takes over."""
@@ -347,13 +358,21 @@ class QuotaTree:
             removed = found
         previous = self._live.get(name)
         if per_ns:
-            self._set_live(name, next(reversed(per_ns.values())), previous)
+            live = _first(per_ns.values())
+            if live is not previous:
+                self._set_live(name, live, previous)
         else:
             del self._defs[name]
             self._live.pop(name, None)
             self._nodes.pop(name, None)
             self._invalidate_structure()
         return removed
+
+    def copies(self, name: str) -> list[QuotaSpec]:
+        """Every namespace's definition of `name`, the live one first."""
+        return sorted(
+            self._defs.get(name, {}).values(), key=lambda q: precedence(q.created, q.namespace)
+        )
 
     def _set_live(self, name: str, quota: QuotaSpec, previous: QuotaSpec | None) -> None:
         self._live[name] = quota

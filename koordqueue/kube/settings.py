@@ -29,6 +29,9 @@ class ControllerSettings:
     kubeconfig: str | None = None
     context: str | None = None
     manage_jobs: bool = True
+    suspend_at_creation: bool = True
+    """The workload webhook holds (suspends) a workload that names a quota at its creation
+    (Kueue's rule); False: Koord-Queue's rule, only a workload created held is queued."""
     integrations: str = "batch/job"
     """`--integrations`: comma-separated job integration names the controller serves
     (koordqueue.domain.integrations); a kind whose CRD is missing is skipped at start-up."""
@@ -60,7 +63,8 @@ class ControllerSettings:
     removed) may wait to be placed before it is released with a ReservationExpired event;
     0: never (Volcano)."""
     webhook_port: int = 0
-    """Port of the pod mutating webhook (0: off)."""
+    """Port of every admission webhook of the process (0: off): the pod gates, ElasticQuota
+    validation and workload defaulting (koordqueue/kube/webhooks/)."""
     webhook_cert: str | None = None
     webhook_key: str | None = None
     # --- leader election (active/standby on a coordination.k8s.io Lease) --------------------

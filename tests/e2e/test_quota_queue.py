@@ -144,26 +144,27 @@ def test_queue_deleted_by_hand_is_recreated(kubectl: Any, controller: RunningCon
 def test_same_name_quotas_in_two_namespaces_share_one_queue(
     kubectl: Any, controller: RunningController
 ) -> None:
+    """Names are cluster-wide (SPEC 2.1): one Queue, from the older copy, whatever the
+    events; the DuplicateQuotaName event on the newer copy names the copy in force. (Before
+    issue 33 the last reconciled copy won, and the copy in use flipped at each resync.)"""
     name = kq.unique("twin")
     ns_a = kq.namespace(kubectl, kq.unique("twin-a"))
     ns_b = kq.namespace(kubectl, kq.unique("twin-b"))
     kubectl.apply(kq.quota(name, namespace=ns_a, policy="Block"))
     kq.wait_for(lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Block")
     kubectl.apply(kq.quota(name, namespace=ns_b, policy="Intelligent"))
-    kq.wait_for(
-        lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Intelligent",
-        what="last reconciled quota wins",
-    )
-    queues = kubectl.json("get", Q, "-n", "koord-queue")["items"]
-    assert sum(1 for q in queues if q["metadata"]["name"] == name) == 1
     events = kq.wait_for(
         lambda: kq.events_for(kubectl, ns_b, name, "DuplicateQuotaName"), what="duplicate warning"
     )
-    assert ns_a in events[0]["message"]
-    # deleting the winner leaves the other definition in charge; the queue survives
-    kubectl("delete", EQ, name, "-n", ns_b)
+    assert f"{ns_a}/{name} is in force" in events[0]["message"]
+    queues = kubectl.json("get", Q, "-n", "koord-queue")["items"]
+    assert sum(1 for q in queues if q["metadata"]["name"] == name) == 1
+    assert (_queue(kubectl, name) or {})["spec"]["queuePolicy"] == "Block"
+    # deleting the copy in force leaves the other in charge; the queue survives
+    kubectl("delete", EQ, name, "-n", ns_a)
     kq.wait_for(
-        lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy") == "Block",
+        lambda: (_queue(kubectl, name) or {}).get("spec", {}).get("queuePolicy")
+        == "Intelligent",
         what="surviving quota re-applied",
     )
 

@@ -106,6 +106,13 @@ class ControllerBase:
         self.unit_objects: dict[str, dict[str, Any]] = {}  # uid -> last seen QueueUnit object
         self.unit_by_key: dict[str, str] = {}  # namespace/name -> uid
         self.quota_objects: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) ->
+        """... the last valid object of each quota (quotas.py)."""
+        self.quota_seen: dict[tuple[str, str], dict[str, Any]] = {}
+        """(namespace, name) -> the last object seen, valid or not (quotas.py)."""
+        self.quota_refused: dict[tuple[str, str], tuple[Any, ...]] = {}
+        """(namespace, name) -> the problems of a refused quota (quotas.py)."""
+        self.quota_reported: dict[tuple[str, str], tuple[Any, ...]] = {}
+        """(namespace, name) -> the status conditions last written (quotas.py)."""
         self.reported: dict[str, str] = {}  # uid -> last status message written (or in flight)
         self.queue_errors: dict[str, str] = {}
         self.queues_folded: dict[str, tuple[object, dict[str, Any] | None]] = {}
@@ -160,6 +167,9 @@ class ControllerBase:
         raise NotImplementedError
 
     def quota_object(self, name: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def refresh_quota_status(self) -> None:
         raise NotImplementedError
 
     def record_event(self, obj: Mapping[str, Any], effect: UnitEvent | QueueEvent) -> None:

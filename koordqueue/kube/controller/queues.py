@@ -77,11 +77,14 @@ class QueueHandlers(ControllerBase):
         annotations = {k: str(v) for k, v in (meta(obj).get("annotations") or {}).items()}
         error = self.engine.upsert_queue(name, policy, annotations)
         self.wake.set()
-        planned = queue_effects(name, error, self.queue_errors.get(name))
+        before = self.queue_errors.get(name)
+        planned = queue_effects(name, error, before)
         if error is None:
             self.queue_errors.pop(name, None)
         else:
             self.queue_errors[name] = error
+        if error != before:
+            self.refresh_quota_status()  # the quota's Active condition reads queue_errors
         for effect in planned:
             log.warning("queue not served", queue=name, error=error)
             self.record_event(obj, effect)

@@ -1,60 +1,224 @@
-"""ElasticQuotas: folded into the engine, each mirrored by the Queue of its name (SPEC 2.2)."""
+"""ElasticQuotas: folded into the engine, each mirrored by the Queue of its name (SPEC 2.2).
+
+The controller guards itself as the admission webhook would (issue 33): an edit that breaks a
+rule of the quota's own fields (domain/quota_validation.py), or a parent edit that would close
+a cycle, is refused and the last valid definition stays in force, so no admitted unit is undone
+by it. Of same-name quotas in several namespaces the oldest is in force (quota.precedence),
+the same one at every resync and after a restart.
+
+What is wrong with a quota is said on the quota itself (domain/quota_health.py): the status
+conditions Valid and Active, and one Warning event per cause when it appears, not at every
+resync. Recomputed only when something they read changed: a quota's definition, a refusal,
+a queue's policy error.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from koordqueue.domain import names
 from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
+from koordqueue.domain.quota_health import (
+    Cause,
+    chain_break,
+    chain_message,
+    conditions_by_type,
+    new_causes,
+    quota_conditions,
+    same_conditions,
+)
+from koordqueue.domain.quota_validation import Problem, Rule, cycle_through, object_problems
+from koordqueue.kube.api import ELASTIC_QUOTA, now_rfc3339
 from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, log, meta
-from koordqueue.kube.controller.writes import ApplyQueue, RecordEvent, delete_queue
+from koordqueue.kube.controller.writes import (
+    Apis,
+    ApplyQueue,
+    Priority,
+    RecordEvent,
+    delete_queue,
+    safely,
+)
+
+Key = tuple[str, str]
+"""(namespace, name) of one ElasticQuota object."""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchQuotaStatus:
+    """The quota's status conditions (a merge patch of the status subresource)."""
+
+    namespace: str
+    name: str
+    conditions: tuple[dict[str, Any], ...]
+    priority: ClassVar[Priority] = Priority.BACKGROUND
+
+    def run(self, apis: Apis) -> dict[str, Any] | None:
+        patch = {"status": {"conditions": list(self.conditions)}}
+        return safely(
+            "patch quota status",
+            lambda: apis.api.merge_patch(ELASTIC_QUOTA, self.name, patch, self.namespace, "status"),
+        )
+
+
+def _folded_part(obj: dict[str, Any]) -> object:
+    """What of a quota the controller reads (not its status, nor bookkeeping)."""
+    m = meta(obj)
+    return (
+        m.get("uid"),
+        m.get("creationTimestamp"),
+        m.get("labels"),
+        m.get("annotations"),
+        obj.get("spec"),
+    )
 
 
 class QuotaHandlers(ControllerBase):
-    def _on_duplicate_quota(self, previous: QuotaSpec, winner: QuotaSpec) -> None:
+    def _on_duplicate_quota(self, in_force: QuotaSpec, ignored: QuotaSpec) -> None:
         log.warning(
-            "two ElasticQuotas share a name; the last reconciled wins",
-            quota=winner.name,
-            previous=f"{previous.namespace}/{previous.name}",
-            winner=f"{winner.namespace}/{winner.name}",
+            "two ElasticQuotas share a name; the oldest is in force",
+            quota=in_force.name,
+            in_force=f"{in_force.namespace}/{in_force.name}",
+            ignored=f"{ignored.namespace}/{ignored.name}",
         )
-        obj = self.quota_objects.get((winner.namespace, winner.name))
-        if obj is not None:
-            message = names.MSG_DUPLICATE_QUOTA.format(
-                name=winner.name, previous=previous.namespace, winner=winner.namespace
-            )
-            self.writer.submit(RecordEvent(obj, WARNING, names.REASON_DUPLICATE_QUOTA, message))
 
     def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
         """Fold a quota in and (unless a resync batches it) apply its Queue."""
         m = meta(obj)
         name, namespace = m.get("name", ""), m.get("namespace", "default")
+        key = (namespace, name)
         ns = self.settings.namespace
         if event_type == DELETED:
-            self.quota_objects.pop((namespace, name), None)
+            self.quota_seen.pop(key, None)
+            self.quota_refused.pop(key, None)
+            self.quota_reported.pop(key, None)
+            self.quota_objects.pop(key, None)
+            live = self.engine.tree.get(name)
             self.engine.remove_quota(name, namespace)
             survivor = self.engine.tree.get(name)
             if survivor is None:
                 self.writer.submit(delete_queue(name, ns))
                 self.engine.remove_queue(name)
-            else:
+            elif survivor is not live:
                 remaining = self.quota_objects.get((survivor.namespace, name))
                 if remaining is not None:
                     self.writer.submit(ApplyQueue(remaining, ns))
+            self.wake.set()
+            self.refresh_quota_status()
             return
-        self.quota_objects[(namespace, name)] = obj
+        seen = self.quota_seen.get(key)
+        self.quota_seen[key] = obj
+        if seen is not None and _folded_part(seen) == _folded_part(obj):
+            return  # our own status write coming back, a resync: nothing it says changed
+        problems, spec = self._check(obj)
+        if spec is None:
+            self.quota_refused[key] = problems
+            log.warning(
+                "ElasticQuota refused; the last valid definition stays in force",
+                quota=f"{namespace}/{name}",
+                problems=[str(p) for p in problems],
+            )
+            if apply:
+                self.refresh_quota_status()
+            return
+        self.quota_refused.pop(key, None)
+        self.quota_objects[key] = obj
+        self.engine.upsert_quota(spec)
+        self.wake.set()
+        live = self.engine.tree.get(name)
+        if apply and live is not None and live.namespace == namespace:
+            self.writer.submit(ApplyQueue(obj, ns))
+        if apply:  # a resync's batch refreshes once, after folding every quota
+            self.refresh_quota_status()
+
+    def _check(self, obj: dict[str, Any]) -> tuple[tuple[Problem, ...], QuotaSpec | None]:
+        """(problems, the spec to fold in, or None when the object is refused)."""
+        problems = object_problems(obj)
+        if problems:
+            return tuple(problems), None
         try:
             spec = quota_from_object(obj)
         except InvalidQuotaError as exc:
-            log.warning("invalid ElasticQuota", quota=f"{namespace}/{name}", error=str(exc))
-            self.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_QUOTA, str(exc)))
-            return
-        self.engine.upsert_quota(spec)
-        self.wake.set()
-        if apply:
-            self.writer.submit(ApplyQueue(obj, ns))
+            return (Problem(exc.field, Rule.NOT_A_MAP, exc.reason),), None
+        tree = self.engine.tree
+        before = next((q for q in tree.copies(spec.name) if q.namespace == spec.namespace), None)
+        if before is not None and before.parent != spec.parent and tree.get(spec.name) is before:
+            parents = {q.name: q.parent for q in tree if q.name != spec.name}
+            cycle = cycle_through(spec.name, spec.parent, parents)
+            if cycle is not None:
+                message = names.MSG_QUOTA_CYCLE_REFUSED.format(
+                    parent=spec.parent, cycle=" -> ".join(cycle)
+                )
+                field = f"metadata.labels[{names.QUOTA_PARENT_LABEL}]"
+                return (Problem(field, Rule.CYCLE, message),), None
+        return (), spec
 
     def quota_object(self, name: str) -> dict[str, Any] | None:
-        """The object of the live (last reconciled) quota called `name`."""
+        """The object of the quota in force called `name`."""
         live = self.engine.tree.get(name)
         return None if live is None else self.quota_objects.get((live.namespace, name))
+
+    # --- what kubectl describe elasticquota says ------------------------------------------
+    def refresh_quota_status(self) -> None:
+        """Write the conditions of every quota whose conditions changed; one Warning event
+        per new cause. Cheap when nothing changed (a few dict lookups per quota)."""
+        tree = self.engine.tree
+        parents = {q.name: q.parent for q in tree}
+        now = now_rfc3339()
+        for key, obj in self.quota_seen.items():
+            valid, active = self._causes(key, parents)
+            wanted = quota_conditions(obj, valid, active, self.settings.namespace, now)
+            reported = self.quota_reported.get(key)
+            if reported is None:
+                reported = tuple(conditions_by_type(obj).values())
+            if same_conditions(wanted, reported):
+                self.quota_reported[key] = reported
+                continue
+            for cause in new_causes([*valid, *active], reported):
+                self.writer.submit(RecordEvent(obj, WARNING, cause.reason, cause.message))
+            self.quota_reported[key] = tuple(wanted)
+            namespace, name = key
+
+            def failed(outcome: dict[str, Any] | None, key: Key = key) -> None:
+                if outcome is None:
+                    self.quota_reported.pop(key, None)  # the next change or resync retries
+
+            self.writer.submit(PatchQuotaStatus(namespace, name, tuple(wanted)), failed)
+
+    def _causes(self, key: Key, parents: dict[str, str]) -> tuple[list[Cause], list[Cause]]:
+        namespace, name = key
+        tree = self.engine.tree
+        mine = next((q for q in tree.copies(name) if q.namespace == namespace), None)
+        valid: list[Cause] = []
+        refused = self.quota_refused.get(key)
+        if refused:
+            kept = names.MSG_QUOTA_REFUSED_KEPT if mine else names.MSG_QUOTA_REFUSED_NONE
+            text = "; ".join(str(p) for p in refused)
+            reason = (
+                names.REASON_QUOTA_CYCLE
+                if any(p.rule is Rule.CYCLE for p in refused)
+                else names.REASON_INVALID_QUOTA
+            )
+            valid += [Cause(reason, text), Cause(reason, kept, event=False)]
+        active: list[Cause] = []
+        live = tree.get(name)
+        if mine is None or live is None:
+            if not refused:
+                return valid, active
+            active.append(Cause(valid[0].reason, names.MSG_QUOTA_REFUSED_NONE, event=False))
+            return valid, active
+        if live is not mine:
+            message = names.MSG_DUPLICATE_QUOTA.format(
+                name=name, in_force=live.namespace, ignored=namespace
+            )
+            active.append(Cause(names.REASON_DUPLICATE_QUOTA, message))
+            return valid, active
+        broken = chain_break(name, parents)
+        if broken is not None:
+            kind, path = broken
+            reason = names.REASON_QUOTA_CYCLE if kind == "cycle" else names.REASON_PARENT_NOT_FOUND
+            active.append(Cause(reason, chain_message(kind, path), event=kind == "cycle"))
+        queue_error = self.queue_errors.get(name)
+        if queue_error:
+            active.append(Cause(names.REASON_ADD_QUEUE_FAIL, queue_error))
+        return valid, active

@@ -72,6 +72,7 @@ class Resync(ControllerBase):
         by_name: dict[str, dict[str, Any]] = {str(meta(q).get("name")): q for q in queues}
         for quota in quotas:
             self.on_quota(ADDED, quota, apply=False)
+        self.refresh_quota_status()  # once for the batch (quotas.py)
         live = {str(meta(q).get("name")) for q in quotas}
         for name in sorted(live):
             # only the live (last reconciled) definition of a name; skip Queues that match

@@ -8,28 +8,22 @@ Two purposes, one review, one JSON patch:
   webhook) on pods that name a quota, when `--integrations` holds `pod`
   (koordqueue/domain/integrations/pod_gate.py decides which).
 
-Served by kopf's `WebhookServer` (TLS, certificate reloading) with our own review function,
-because the JSON patch must be exactly `add /spec/schedulingGates/-` (append to existing
-gates) or `add /spec/schedulingGates` (create the list); kopf's diff-based patches would
-rewrite by index. The review never rejects: a queueing webhook must not block pod creation,
-which is also why the MutatingWebhookConfiguration uses failurePolicy Ignore and a short
-timeout (deploy/webhook.yaml). Inconsistent pod-group metadata, which Kueue refuses, comes
-back as admission warnings.
+Served by the process's one webhook server (koordqueue/kube/webhooks/server.py) with our
+own review function, because the JSON patch must be exactly `add /spec/schedulingGates/-`
+(append to existing gates) or `add /spec/schedulingGates` (create the list); kopf's
+diff-based patches would rewrite by index. The review never rejects: a queueing webhook
+must not block pod creation, which is also why the MutatingWebhookConfiguration uses
+failurePolicy Ignore and a short timeout (deploy/webhook.yaml). Inconsistent pod-group
+metadata, which Kueue refuses, comes back as admission warnings.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
-
-import kopf
-import structlog
 
 from koordqueue.domain.integrations import parse_integrations
 from koordqueue.domain.integrations.pod_gate import (
@@ -39,14 +33,13 @@ from koordqueue.domain.integrations.pod_gate import (
     wants_admission_gate,
 )
 from koordqueue.domain.names import POD_ADMISSION_GATE
-from koordqueue.kube.gates.certs import self_signed
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler.gates import names
 from koordqueue.scheduler.gates.reservation import opted_in
 
-log = structlog.get_logger(__name__)
 WEBHOOK_PATH: Final = "/mutate-pods"
+"""Where the pod review is served (below it, any path: deploy/webhook.yaml uses /gate)."""
 CONFIG_NAME: Final = "koordqueue-queue-allocation-gate"
 
 
@@ -138,62 +131,13 @@ def review(
     }
 
 
-def _handler(gating: PodGating) -> Callable[..., Awaitable[Any]]:
-    async def handle(request: Any, **_: Any) -> Any:
-        try:
-            return review(request, enabled=gating.allocation_gate, admission=gating.admission)
-        except Exception:  # never fail the pod's creation because of us
-            log.exception("webhook review failed; allowing unchanged")
-            uid = ((request or {}).get("request") or {}).get("uid", "")
-            return {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True},
-            }
+def handler(gating: PodGating) -> Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]:
+    """The pod review served at WEBHOOK_PATH (kube/webhooks/server.py serves every webhook)."""
+
+    async def handle(request: Mapping[str, Any]) -> dict[str, Any]:
+        return review(request, enabled=gating.allocation_gate, admission=gating.admission)
 
     return handle
-
-
-async def serve(
-    server: kopf.WebhookServer,
-    on_ready: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
-    *,
-    enabled: bool = True,
-    admission: AdmissionGating | None = None,
-) -> None:
-    """Serve reviews until cancelled; `on_ready` gets the client config (url, caBundle)."""
-    async for client_config in server(_handler(PodGating(enabled, admission))):
-        log.info("pod webhook serving", url=client_config.get("url"))
-        if on_ready is not None:
-            result = on_ready(dict(client_config))
-            if result is not None:
-                await result
-
-
-SERVICE_HOSTS: Final = (
-    "koordqueue-webhook.koord-queue.svc",
-    "koordqueue-webhook.koord-queue.svc.cluster.local",
-    "localhost",
-    "127.0.0.1",
-)
-"""Names a generated certificate is valid for (the Service in deploy/webhook.yaml, loopback)."""
-
-
-def webhook_server(settings: ControllerSettings, addr: str = "0.0.0.0") -> kopf.WebhookServer:
-    """kopf's TLS server on `webhook_port` with the given certificate, or a self-signed one
-    generated with the openssl CLI (its PEM must then be put into the caBundle)."""
-    certfile, keyfile = settings.webhook_cert, settings.webhook_key
-    if not certfile:
-        cert = self_signed(Path(tempfile.mkdtemp(prefix="kq-webhook-")), SERVICE_HOSTS)
-        certfile, keyfile = str(cert.certfile), str(cert.keyfile)
-        log.warning("webhook uses a generated self-signed certificate", certfile=certfile)
-    return kopf.WebhookServer(
-        addr=addr,
-        port=settings.webhook_port,
-        path=WEBHOOK_PATH,
-        certfile=certfile,
-        pkeyfile=keyfile,
-    )
 
 
 def pod_admission_gating(settings: ControllerSettings) -> AdmissionGating | None:
@@ -201,36 +145,17 @@ def pod_admission_gating(settings: ControllerSettings) -> AdmissionGating | None
     return admission_gating(settings.namespace, parse_integrations(settings.integrations))
 
 
-def register_webhook(
-    registry: kopf.OperatorRegistry,
-    settings: ControllerSettings,
-    *,
-    allocation_gate: bool = True,
-    admission: AdmissionGating | None = None,
-) -> None:
-    """Serve the webhook for the operator's lifetime (startup to cleanup).
+def pod_gating(
+    settings: ControllerSettings, *, allocation_gate: bool, controller: bool
+) -> PodGating | None:
+    """What the pod webhook of this process adds, or None when it has nothing to add.
 
-    `allocation_gate`: this process runs the scheduler that removes the queue-allocation gate
-    (it is then added as the feature gate says); `admission`: this process runs the
-    controller with the pod integration (`pod_admission_gating`), which removes its gate.
+    `allocation_gate`: this process runs the scheduler that removes the queue-allocation
+    gate (it is then added as the feature gate says); `controller`: this process runs the
+    controller, which removes the pod integration's gate (when `pod` is enabled).
     """
-    tasks: list[asyncio.Task[None]] = []
+    admission = pod_admission_gating(settings) if controller else None
+    if not allocation_gate and admission is None:
+        return None
     enabled = allocation_gate and parse_feature_gates(settings.feature_gates)[names.FEATURE_GATE]
-    ready = asyncio.Event()
-
-    def on_ready(_config: dict[str, Any]) -> None:
-        ready.set()
-
-    @kopf.on.startup(registry=registry)
-    async def start_webhook(**_: Any) -> None:
-        server = webhook_server(settings)
-        tasks.append(
-            asyncio.create_task(serve(server, on_ready, enabled=enabled, admission=admission))
-        )
-        await asyncio.wait_for(ready.wait(), timeout=30)
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_webhook(**_: Any) -> None:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    return PodGating(enabled, admission)

@@ -33,9 +33,10 @@ def build_scheduler_operator(
     scheduler = Scheduler(api, settings, gc_freeze=gc_freeze)
     registry = kopf.OperatorRegistry()
     if settings.webhook_port:  # first: serving before the scheduler reports ready
-        from koordqueue.kube.gates.webhook import register_webhook
+        from koordqueue.kube.webhooks.routes import webhook_routes
+        from koordqueue.kube.webhooks.server import register_webhooks
 
-        register_webhook(registry, settings)
+        register_webhooks(registry, settings, webhook_routes(settings, scheduler=True))
     register_scheduler(registry, scheduler, leadership)
     kopf_support.log_in_with(registry, api)
     return scheduler, registry

@@ -23,6 +23,7 @@ def quota(
     *,
     namespace: str = "default",
     min: Mapping[str, str | int] | None = None,
+    created: str = "",
 ) -> QuotaSpec:
     return QuotaSpec(
         name=name,
@@ -30,6 +31,7 @@ def quota(
         min=Resources.of(min or {}),
         parent=parent,
         namespace=namespace,
+        created=created,
     )
 
 

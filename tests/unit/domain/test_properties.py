@@ -445,7 +445,8 @@ def test_walker_terminates_and_reports_a_cycle_exactly_when_the_chain_revisits_a
     ops: list[tuple[str, str, str | None, str | None]],
 ) -> None:
     t = QuotaTree()
-    # Reference model of SPEC 2.1 indexing: name -> [(namespace, parent)] in write order.
+    # Reference model of SPEC 2.1 indexing: name -> [(namespace, parent)]; the copy in force
+    # is the oldest, and without creation times the first namespace (quota.precedence).
     defs: dict[str, list[tuple[str, str]]] = {}
     for op, name, ns, parent in ops:
         if op == "upsert":
@@ -461,7 +462,7 @@ def test_walker_terminates_and_reports_a_cycle_exactly_when_the_chain_revisits_a
                 if not defs[name]:
                     del defs[name]
             t.remove(name, ns)
-        live = {n: entries[-1][1] for n, entries in defs.items()}
+        live = {n: min(entries)[1] for n, entries in defs.items()}
         for start in [*NAMES, "ghost", ROOT_QUOTA]:
             kind, broken, visited = _ref_walk(live, start)
             decision = t.check("u", start, Resources())
@@ -551,7 +552,7 @@ def test_admitted_usage_never_goes_negative_and_returns_to_zero_across_tree_chan
                 if not defs[name]:
                     del defs[name]
             t.remove(name, ns)
-        live = {n: entries[-1][1] for n, entries in defs.items()}
+        live = {n: min(entries)[1] for n, entries in defs.items()}
         expected: dict[str, dict[str, int]] = {}
         for quota, request in units.values():
             for q in _ref_partial_path(live, quota):

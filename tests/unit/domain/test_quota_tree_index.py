@@ -1,10 +1,11 @@
-"""SPEC 2.1 / 2.5: quotas are indexed by name across namespaces; last write wins; parent links."""
+"""SPEC 2.1 / 2.5: quotas are indexed by name across namespaces; the oldest copy is in force
+(issue 33); parent links."""
 
 from __future__ import annotations
 
 import pytest
 
-from koordqueue.domain import Admitted, QuotaExceeded, QuotaMissing, QuotaSpec
+from koordqueue.domain import Admitted, QuotaExceeded, QuotaMissing
 from koordqueue.domain.names import ROOT_QUOTA
 from koordqueue.domain.quota_tree import parse_oversell_rate
 
@@ -22,18 +23,66 @@ def test_same_name_quotas_in_two_namespaces_are_one_quota() -> None:
     assert len(t) == 1
 
 
-def test_same_name_quotas_in_two_namespaces_last_write_wins() -> None:
-    t = tree(quota("a", {"cpu": 1}, namespace="ns1"), quota("a", {"cpu": 2}, namespace="ns2"))
-    assert t.get("a").namespace == "ns2"  # type: ignore[union-attr]
-    assert t.limit("a") == res(cpu=2)
+T1 = "2026-01-01T10:00:00Z"
+T2 = "2026-01-01T10:00:05Z"
+T3 = "2026-01-01T10:01:00Z"
 
 
-def test_same_name_quota_in_another_namespace_calls_on_duplicate_with_both() -> None:
-    calls: list[tuple[QuotaSpec, QuotaSpec]] = []
-    first = quota("a", {"cpu": 1}, namespace="ns1")
-    second = quota("a", {"cpu": 2}, namespace="ns2")
-    tree(first, second, on_duplicate=lambda prev, win: calls.append((prev, win)))
-    assert calls == [(first, second)]
+def test_of_same_name_quotas_the_oldest_is_in_force_whatever_the_order_they_arrive_in() -> None:
+    old, new = (
+        quota("a", {"cpu": 1}, namespace="ns2", created=T1),
+        quota("a", {"cpu": 2}, namespace="ns1", created=T2),
+    )
+    for order in ((old, new), (new, old)):
+        t = tree(*order)
+        assert t.get("a").namespace == "ns2"  # type: ignore[union-attr]
+        assert t.limit("a") == res(cpu=1)
+
+
+def test_same_creation_time_or_none_puts_the_first_namespace_in_force() -> None:
+    for created in ("", T1):
+        t = tree(
+            quota("a", {"cpu": 2}, namespace="ns2", created=created),
+            quota("a", {"cpu": 1}, namespace="ns1", created=created),
+        )
+        assert t.get("a").namespace == "ns1"  # type: ignore[union-attr]
+
+
+def test_a_resync_folding_both_copies_again_keeps_the_same_copy_in_force() -> None:
+    """Issue 33: the copy in use flipped at each resync (the last reconciled won)."""
+    first = quota("a", {"cpu": 1}, namespace="ns1", created=T1)
+    second = quota("a", {"cpu": 2}, namespace="ns2", created=T2)
+    t = tree(first, second)
+    for _ in range(3):
+        t.upsert(second)
+        assert t.get("a") is first
+        t.upsert(first)
+        assert t.get("a") is first
+
+
+def test_a_second_namespace_is_reported_once_with_the_copy_in_force_first() -> None:
+    calls: list[tuple[str, str]] = []
+    first = quota("a", {"cpu": 1}, namespace="ns1", created=T1)
+    second = quota("a", {"cpu": 2}, namespace="ns2", created=T2)
+    t = tree(
+        first,
+        second,
+        on_duplicate=lambda live, ignored: calls.append((live.namespace, ignored.namespace)),
+    )
+    t.upsert(second)  # an update (or a resync) of a known copy is not news
+    t.upsert(quota("a", {"cpu": 3}, namespace="ns1", created=T1))
+    assert calls == [("ns1", "ns2")]
+
+
+def test_an_older_copy_arriving_late_takes_over_and_names_the_displaced_one() -> None:
+    calls: list[tuple[str, str]] = []
+    t = tree(
+        quota("a", {"cpu": 2}, namespace="ns2", created=T2),
+        quota("a", {"cpu": 1}, namespace="ns1", created=T1),
+        on_duplicate=lambda live, ignored: calls.append((live.namespace, ignored.namespace)),
+    )
+    assert t.limit("a") == res(cpu=1)
+    assert calls == [("ns1", "ns2")]
 
 
 def test_update_in_the_same_namespace_is_not_a_duplicate() -> None:
@@ -46,43 +95,34 @@ def test_update_in_the_same_namespace_is_not_a_duplicate() -> None:
     assert calls == []
 
 
-def test_rewriting_the_older_namespace_makes_it_win_again() -> None:
-    calls: list[tuple[str, str]] = []
+def test_updating_the_ignored_copy_changes_nothing_in_force() -> None:
     t = tree(
-        quota("a", {"cpu": 1}, namespace="ns1"),
-        quota("a", {"cpu": 2}, namespace="ns2"),
-        quota("a", {"cpu": 3}, namespace="ns1"),
-        on_duplicate=lambda prev, win: calls.append((prev.namespace, win.namespace)),
+        quota("a", {"cpu": 1}, namespace="ns1", created=T1),
+        quota("a", {"cpu": 2}, namespace="ns2", created=T2),
+        quota("a", {"cpu": 9}, namespace="ns2", created=T2),
     )
-    assert t.get("a").namespace == "ns1"  # type: ignore[union-attr]
-    assert t.limit("a") == res(cpu=3)
-    assert calls == [("ns1", "ns2"), ("ns2", "ns1")]
-
-
-def test_removing_the_winner_falls_back_to_the_other_namespaces_quota() -> None:
-    t = tree(quota("a", {"cpu": 1}, namespace="ns1"), quota("a", {"cpu": 2}, namespace="ns2"))
-    removed = t.remove("a", "ns2")
-    assert removed is not None and removed.namespace == "ns2"
     assert t.get("a").namespace == "ns1"  # type: ignore[union-attr]
     assert t.limit("a") == res(cpu=1)
 
 
-def test_removing_the_winner_falls_back_to_the_most_recently_written_remaining_quota() -> None:
+def test_removing_the_copy_in_force_falls_back_to_the_next_oldest() -> None:
     t = tree(
-        quota("a", {"cpu": 1}, namespace="ns1"),
-        quota("a", {"cpu": 2}, namespace="ns2"),
-        quota("a", {"cpu": 3}, namespace="ns3"),
+        quota("a", {"cpu": 3}, namespace="ns3", created=T3),
+        quota("a", {"cpu": 1}, namespace="ns1", created=T1),
+        quota("a", {"cpu": 2}, namespace="ns2", created=T2),
     )
-    t.remove("a", "ns3")
+    removed = t.remove("a", "ns1")
+    assert removed is not None and removed.namespace == "ns1"
     assert t.get("a").namespace == "ns2"  # type: ignore[union-attr]
     assert t.limit("a") == res(cpu=2)
+    assert [q.namespace for q in t.copies("a")] == ["ns2", "ns3"]
 
 
-def test_removing_the_loser_keeps_the_winner() -> None:
+def test_removing_the_ignored_copy_keeps_the_one_in_force() -> None:
     t = tree(quota("a", {"cpu": 1}, namespace="ns1"), quota("a", {"cpu": 2}, namespace="ns2"))
-    t.remove("a", "ns1")
-    assert t.get("a").namespace == "ns2"  # type: ignore[union-attr]
     t.remove("a", "ns2")
+    assert t.get("a").namespace == "ns1"  # type: ignore[union-attr]
+    t.remove("a", "ns1")
     assert "a" not in t
 
 
@@ -106,9 +146,9 @@ def test_fallback_quota_parent_is_used_after_the_winner_is_removed() -> None:
         quota("a", {"cpu": 10}, "p1", namespace="ns1"),
         quota("a", {"cpu": 10}, "p2", namespace="ns2"),
     )
-    assert t.path("a") == ("a", "p2")
-    t.remove("a", "ns2")
     assert t.path("a") == ("a", "p1")
+    t.remove("a", "ns1")
+    assert t.path("a") == ("a", "p2")
 
 
 def test_missing_parent_label_means_root_so_path_stops_below_root() -> None:

@@ -100,15 +100,20 @@ def forests(draw: st.DrawFn) -> list[tuple[str, str, dict[str, int]]]:
 
 @dataclass
 class Model:
-    """The tree as plain data: definitions in write order, admitted units, brute-force sums."""
+    """The tree as plain data: definitions by namespace, admitted units, brute-force sums."""
 
     rate: Fraction
     defs: dict[str, list[tuple[str, str, dict[str, int]]]] = field(default_factory=dict)
     units: dict[str, tuple[str, dict[str, int], bool]] = field(default_factory=dict)
 
     def live(self) -> dict[str, tuple[str, dict[str, int]]]:
-        """name -> (parent, max) of the last written definition."""
-        return {name: (entries[-1][1], entries[-1][2]) for name, entries in self.defs.items()}
+        """name -> (parent, max) of the definition in force: without creation times, the
+        first namespace's (quota.precedence)."""
+        return {
+            name: (first[1], first[2])
+            for name, entries in self.defs.items()
+            for first in [min(entries, key=lambda e: e[0])]
+        }
 
     def chain(self, quota: str) -> tuple[list[str], str | None, bool]:
         """(quotas walked below the root, where the walk broke, whether it was a cycle)."""

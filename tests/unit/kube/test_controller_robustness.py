@@ -132,7 +132,7 @@ def test_invalid_quota_is_reported_with_the_field() -> None:
     )
     controller.close()
     assert [e["reason"] for e in api.events] == ["InvalidQuota"]
-    assert "spec.max.cpu" in api.events[0]["message"] and "12xyz" in api.events[0]["message"]
+    assert "spec.max[cpu]" in api.events[0]["message"] and "12xyz" in api.events[0]["message"]
 
 
 def test_invalid_job_template_is_reported_and_gets_no_unit() -> None:
