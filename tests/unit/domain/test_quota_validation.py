@@ -10,6 +10,7 @@ is-parent turned off under children.
 from __future__ import annotations
 
 import graphlib
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -337,5 +338,5 @@ def test_cycle_through_agrees_with_a_brute_force_walk(
     assert (found is not None) == _oracle_cycle(name, parent, others)
     if found is not None:
         assert found[0] == found[-1] == name
-        for child, up in zip(found, found[1:], strict=False):
+        for child, up in itertools.pairwise(found):
             assert (parent if child == name else others[child]) == up
