@@ -57,7 +57,6 @@ from koordqueue.scheduler.framework import (
     Tier,
     default_config,
     open_session,
-    register_plugin_builder,
     run_actions,
 )
 from koordqueue.scheduler.gates import FEATURE_GATE, Expiry, GateView, ReservationClock
@@ -70,7 +69,6 @@ BIND_BATCH = 4
 this many, sent one after another on one thread's connection. One work item per bind woke a
 pool thread per pod (a Future, a lock handoff and a GIL switch each: ~7 % of the scheduler's
 GIL time in a 5,000-pod burst), for requests the API server serves in a few ms."""
-register_plugin_builder(gate_names.PLUGIN_NAME, QueueAllocationGatePlugin)
 
 
 def _now() -> str:

@@ -88,6 +88,8 @@ class AllocateAction(Action):
     allocate on idle or pipeline onto future idle; commit only when the job is ready."""
 
     name = "allocate"
+    quiet = True
+    scans_valid = True
 
     def execute(self, session: Session) -> None:
         with gc_paused():

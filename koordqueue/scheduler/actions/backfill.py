@@ -13,6 +13,7 @@ class BackfillAction(Action):
     the highest-scored one is taken. Binds follow the gang rule like allocate."""
 
     name = "backfill"
+    quiet = True
 
     def execute(self, session: Session) -> None:
         enqueue_configured = "enqueue" in session.config.actions

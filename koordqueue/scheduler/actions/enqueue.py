@@ -13,6 +13,7 @@ class EnqueueAction(Action):
     passes the enqueueable vote, becomes Inqueue (SPEC 3.6)."""
 
     name = "enqueue"
+    quiet = True
 
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)

@@ -115,6 +115,8 @@ class PreemptAction(Action):
     preemptor job becomes pipelined."""
 
     name = "preempt"
+    quiet = True
+    scans_valid = True
 
     def execute(self, session: Session) -> None:
         preemptors: dict[str, PriorityQueue[JobInfo]] = {}

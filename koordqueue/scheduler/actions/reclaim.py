@@ -30,6 +30,8 @@ class ReclaimAction(Action):
     task order; a job's statement is committed only when the job is pipelined (SPEC 3.4/3.6)."""
 
     name = "reclaim"
+    quiet = True
+    scans_valid = True
 
     def execute(self, session: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)

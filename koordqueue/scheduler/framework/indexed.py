@@ -22,6 +22,7 @@ from typing import overload
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
 from koordqueue.scheduler.api.node_info import NodeInfo
+from koordqueue.scheduler.api.queue_accounting import elastic, inqueue
 from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.placement import NodeTensor
 from koordqueue.scheduler.framework.quiet import QuietMemo
@@ -90,9 +91,6 @@ class JobShare:
 
     @staticmethod
     def of(job: JobInfo) -> JobShare:
-        # imported here: the plugins package imports the session, which imports this module
-        from koordqueue.scheduler.plugins.queue_accounting import elastic, inqueue
-
         allocated = dict(job.allocated_amounts())
         request = dict(allocated)
         dims: dict[str, int] = {}

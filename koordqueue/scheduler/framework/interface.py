@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 if TYPE_CHECKING:
     from koordqueue.scheduler.framework.session import Session
@@ -128,6 +128,11 @@ class Plugin(ABC):
     """A scheduler plugin: built from its arguments, registers callbacks per session."""
 
     name: str = ""
+    quiet: ClassVar[bool] = False
+    """True when the plugin's job-valid and close answers on a job depend on that job alone:
+    a session over an indexed snapshot may then answer the jobs it does not write from its
+    memo (`quiet.py`). Read off the plugin's own class, never a base's: a subclass that
+    changes those answers must not inherit the promise."""
 
     def __init__(self, arguments: Arguments | None = None) -> None:
         self.arguments = arguments if arguments is not None else Arguments()
@@ -147,6 +152,11 @@ class Action(ABC):
     """One step of a session (enqueue, allocate, ...)."""
 
     name: str = ""
+    quiet: ClassVar[bool] = False
+    """True when, on a job it does not write, the action only asks job-valid (see
+    `Plugin.quiet`; read off the action's own class)."""
+    scans_valid: ClassVar[bool] = False
+    """True when the action records the job-valid message of every job it scans."""
 
     @abstractmethod
     def execute(self, session: Session) -> None:

@@ -1,10 +1,10 @@
 """The quiet memo: what sessions conclude about the jobs they do not write.
 
-A quiet job (nothing to place, not Pending) is only read by a session. With the built-in
-actions and plugins whose answers on a job depend on that job alone, its job-valid message,
-its close-hook condition and its phase update are worked out once per job object
-(`fill_memo`) and merged into every later session's result (`merge_updates`) instead of
-being scanned again.
+A quiet job (nothing to place, not Pending) is only read by a session. When every action and
+plugin declares that its answers on a job depend on that job alone (their `quiet`), the
+job's job-valid message, close-hook condition and phase update are worked out once per job
+object (`fill_memo`) and merged into every later session's result (`merge_updates`) instead
+of being scanned again.
 """
 
 from __future__ import annotations
@@ -13,23 +13,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from koordqueue.scheduler.api.job_info import JobInfo
-from koordqueue.scheduler.framework.interface import ValidateResult
+from koordqueue.scheduler.framework.interface import Action, Plugin, ValidateResult
 from koordqueue.scheduler.framework.result import PhaseUpdate
-
-QUIET_ACTIONS: frozenset[str] = frozenset(
-    {"enqueue", "allocate", "backfill", "preempt", "reclaim"}
-)
-"""Built-in actions: on a job they do not write they only ask job-valid (see `fill_memo`)."""
-VALID_ACTIONS: frozenset[str] = frozenset({"allocate", "preempt", "reclaim"})
-"""Actions that record the job-valid message of every job they scan."""
-_QUIET_PLUGINS: frozenset[str] = frozenset(
-    {
-        "priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
-        "nodeorder", "binpack", "capacity", "pdb",
-    }
-)
-"""Built-in plugins whose job-valid and close answers depend on the job alone."""
-_BUILTIN_PLUGINS = "koordqueue.scheduler.plugins."
 
 CloseCondition = Callable[[JobInfo, bool], str | None]
 """A close hook's per-job condition: (job, has a condition already) -> condition or None."""
@@ -39,8 +24,9 @@ class QuietMemo:
     """What sessions concluded about jobs they did not write, kept while job and config stay.
 
     A quiet job (nothing to place, not Pending) is only read by a session: its job-valid
-    message, its close-hook condition and its phase update depend on the job alone (for the
-    built-in plugins and actions), so they are worked out once per job object and reused.
+    message, its close-hook condition and its phase update depend on the job alone (for
+    plugins and actions that declare `quiet`), so they are worked out once per job object
+    and reused.
     `missing` holds the uids whose verdict must be (re)computed; the cache adds a uid
     whenever it remakes that job.
     """
@@ -96,16 +82,15 @@ class QuietMemo:
         self.missing = set(uids)
 
 
-def quiet_allowed(actions: Iterable[str], plugins: Mapping[str, object]) -> bool:
-    """Quiet jobs may be skipped only when every plugin and action is a built-in one
-    whose view of a job it does not write depends on that job alone."""
-    if not set(actions) <= QUIET_ACTIONS:
-        return False
-    for name, plugin in plugins.items():
-        module = type(plugin).__module__
-        if name not in _QUIET_PLUGINS or not module.startswith(_BUILTIN_PLUGINS):
-            return False
-    return True
+def declares_quiet(obj: Plugin | Action) -> bool:
+    """Whether the object's own class (not a base) declares `quiet = True`."""
+    return vars(type(obj)).get("quiet") is True
+
+
+def quiet_allowed(actions: Iterable[Action], plugins: Iterable[Plugin]) -> bool:
+    """Quiet jobs may be skipped only when every plugin and action declares that its view
+    of a job it does not write depends on that job alone."""
+    return all(map(declares_quiet, actions)) and all(map(declares_quiet, plugins))
 
 
 def fill_memo(

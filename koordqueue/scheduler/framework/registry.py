@@ -1,7 +1,11 @@
-"""Builders for plugins and actions: the built-ins plus the `koordqueue.plugins` entry points.
+"""Builders for plugins and actions, registered from outside (Volcano's framework registry).
 
-Entry points are read once (lazily) through importlib.metadata; each one names a plugin and
-points at a builder: a callable taking `Arguments` (a Plugin subclass is such a callable).
+The framework knows no plugin or action: the built-ins register themselves from their
+factories (`scheduler/plugins/factory.py`, `scheduler/actions/factory.py`, which the
+`koordqueue.scheduler` package imports), third-party plugins through the `koordqueue.plugins`
+entry points. Entry points are read once (lazily) through importlib.metadata; each one names
+a plugin and points at a builder: a callable taking `Arguments` (a Plugin subclass is such a
+callable). A name registered in code wins over an entry point of the same name.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ _log = structlog.get_logger(__name__)
 
 
 class UnknownPluginError(LookupError):
-    """No built-in, registered or entry-point plugin has this name."""
+    """No registered or entry-point plugin has this name."""
 
     def __init__(self, name: str, known: list[str], load_errors: dict[str, str]) -> None:
         self.plugin = name
@@ -31,7 +35,6 @@ class UnknownPluginError(LookupError):
 class _Loaded:
     """What has been loaded so far (module state without `global`)."""
 
-    builtins = False
     entry_points = False
 
 
@@ -39,23 +42,6 @@ _lock = threading.Lock()
 _plugins: dict[str, PluginBuilder] = {}
 _actions: dict[str, Action] = {}
 _entry_point_errors: dict[str, str] = {}
-
-
-def _load_builtins() -> None:
-    if _Loaded.builtins:
-        return
-    from koordqueue.scheduler.actions import BUILTIN_ACTIONS
-    from koordqueue.scheduler.plugins import BUILTIN_PLUGINS
-    from koordqueue.scheduler.plugins.pdb import PdbPlugin
-
-    for name, builder in BUILTIN_PLUGINS.items():
-        _plugins.setdefault(name, builder)
-    # Opt-in like every plugin: active only when a tier names it (Volcano's default conf
-    # leaves pdb out too).
-    _plugins.setdefault(PdbPlugin.name, PdbPlugin)
-    for action in BUILTIN_ACTIONS:
-        _actions.setdefault(action.name, action)
-    _Loaded.builtins = True
 
 
 def register_plugin_builder(name: str, builder: PluginBuilder) -> None:
@@ -102,8 +88,7 @@ def load_entry_point_plugins(*, reload: bool = False) -> dict[str, str]:
 
 
 def get_plugin_builder(name: str) -> PluginBuilder:
-    """The builder for `name`, searching built-ins, registrations, then entry points."""
-    _load_builtins()
+    """The builder for `name`, searching registrations, then entry points."""
     builder = _plugins.get(name)
     if builder is None:
         load_entry_point_plugins()
@@ -115,14 +100,12 @@ def get_plugin_builder(name: str) -> PluginBuilder:
 
 def plugin_names() -> list[str]:
     """All known plugin names (after loading entry points)."""
-    _load_builtins()
     load_entry_point_plugins()
     return sorted(_plugins)
 
 
 def get_action(name: str) -> Action:
     """The action registered under `name`."""
-    _load_builtins()
     try:
         return _actions[name]
     except KeyError:
@@ -131,5 +114,4 @@ def get_action(name: str) -> Action:
 
 def action_names() -> frozenset[str]:
     """Names of all registered actions."""
-    _load_builtins()
     return frozenset(_actions)

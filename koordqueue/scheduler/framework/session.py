@@ -34,15 +34,10 @@ from koordqueue.scheduler.framework.indexed import (
     SnapshotIndex,
     may_change,
 )
-from koordqueue.scheduler.framework.interface import ExtensionPoint
+from koordqueue.scheduler.framework.interface import Action, ExtensionPoint
 from koordqueue.scheduler.framework.placement import NodeTensor, PlacementEngine
-from koordqueue.scheduler.framework.quiet import (
-    VALID_ACTIONS,
-    fill_memo,
-    merge_updates,
-    quiet_allowed,
-)
-from koordqueue.scheduler.framework.registry import get_plugin_builder
+from koordqueue.scheduler.framework.quiet import fill_memo, merge_updates, quiet_allowed
+from koordqueue.scheduler.framework.registry import get_action, get_plugin_builder
 from koordqueue.scheduler.framework.result import (
     Bind,
     ClusterSnapshot,
@@ -119,11 +114,13 @@ class Session(SessionPlugins):
         self.evictions: list[Eviction] = []
         self.action_durations: dict[str, float] = {}
         self._open_plugins()
-        self._quiet = self._index is not None and quiet_allowed(config.actions, self.plugins)
+        actions = self._configured_actions() if self._index is not None else None
+        self._quiet = actions is not None and quiet_allowed(actions, self.plugins.values())
         """Skip jobs the session does not write in its scans (their verdicts are memoised)."""
         if self._index is not None:
             if self._quiet:
-                self._fill_memo(self._index)
+                assert actions is not None
+                self._fill_memo(self._index, scans=any(a.scans_valid for a in actions))
                 self.job_conditions.update(self._index.memo.valid)
             else:
                 self._own_all()
@@ -238,9 +235,17 @@ class Session(SessionPlugins):
         for uid in self.jobs:
             self._original_phase.setdefault(uid, self.jobs[uid].phase)
 
-    def _fill_memo(self, index: SnapshotIndex) -> None:
-        """The memo's verdicts on every quiet job it lacks (see `quiet.fill_memo`)."""
-        scans = bool(VALID_ACTIONS & set(self.config.actions))
+    def _configured_actions(self) -> list[Action] | None:
+        """The configured actions, or None when one is not registered (`run_actions` says
+        so; the session just does not skip quiet jobs)."""
+        try:
+            return [get_action(name) for name in self.config.actions]
+        except LookupError:
+            return None
+
+    def _fill_memo(self, index: SnapshotIndex, *, scans: bool) -> None:
+        """The memo's verdicts on every quiet job it lacks (see `quiet.fill_memo`); `scans`:
+        an action records job-valid messages."""
         fill_memo(
             index.memo, key=(self.config, frozenset(self.queues)), jobs=index.jobs,
             own=self._own, queues=self.queues, job_valid=self.job_valid if scans else None,
@@ -543,8 +548,6 @@ def open_session(
 
 def run_actions(session: Session, actions: Iterable[str] | None = None) -> None:
     """Run the configured actions (or `actions`) in order, timing each."""
-    from koordqueue.scheduler.framework.registry import get_action
-
     for name in actions if actions is not None else session.config.actions:
         action = get_action(name)
         start = time.perf_counter()

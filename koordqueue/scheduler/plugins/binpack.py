@@ -35,6 +35,7 @@ class BinpackPlugin(Plugin):
     times 100 and `binpack.weight`; a resource that would not fit contributes 0."""
 
     name = "binpack"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         weight = self.arguments.get_float("binpack.weight", 1.0)

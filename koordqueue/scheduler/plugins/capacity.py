@@ -17,6 +17,15 @@ from typing import Final
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
+from koordqueue.scheduler.api.queue_accounting import (
+    INFINITE,
+    elastic,
+    exceeded_part,
+    flat_capability,
+    inqueue,
+    min_dims_infinity,
+    with_standard,
+)
 from koordqueue.scheduler.api.resource import (
     STANDARD_RESOURCES,
     add,
@@ -37,15 +46,6 @@ from koordqueue.scheduler.gates.reservation import (
     GateView,
     ReservationLedger,
     gated_resources,
-)
-from koordqueue.scheduler.plugins.queue_accounting import (
-    INFINITE,
-    elastic,
-    exceeded_part,
-    flat_capability,
-    inqueue,
-    min_dims_infinity,
-    with_standard,
 )
 
 ANCESTOR_RECLAIM_LEVEL_ARG: Final = "ancestorReclaimLevel"
@@ -114,6 +114,7 @@ class CapacityPlugin(Plugin):
     dimensions the reclaimer needs."""
 
     name = "capacity"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         hierarchy = session.hierarchy_enabled(self.name)

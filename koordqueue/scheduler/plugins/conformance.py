@@ -19,6 +19,7 @@ class ConformancePlugin(Plugin):
     """Filters critical pods out of every victim list."""
 
     name = "conformance"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         def evictable(_preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo] | None:

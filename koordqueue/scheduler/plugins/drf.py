@@ -358,6 +358,7 @@ class DrfPlugin(Plugin):
     """Job share = max over resources of allocated / cluster total; kept current by events."""
 
     name = "drf"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         total = session.total_resource

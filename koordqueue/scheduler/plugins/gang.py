@@ -12,6 +12,7 @@ class GangPlugin(Plugin):
     from jobs that stay at or above their minAvailable."""
 
     name = "gang"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         def valid(job: JobInfo) -> ValidateResult | None:

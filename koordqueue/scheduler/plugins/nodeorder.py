@@ -186,6 +186,7 @@ class NodeOrderPlugin(Plugin):
     """
 
     name = "nodeorder"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         resource = self._resource_scores(session)

@@ -17,6 +17,7 @@ class OvercommitPlugin(Plugin):
     """
 
     name = "overcommit"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         factor = self.arguments.get_float("overcommit-factor", names.OVERCOMMIT_FACTOR_DEFAULT)

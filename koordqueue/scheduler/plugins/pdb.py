@@ -99,6 +99,7 @@ class PdbPlugin(Plugin):
     """Filters preempt/reclaim victims (and victim tasks) by PodDisruptionBudgets."""
 
     name = "pdb"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         budgets = _Budgets(list(session.pdbs))

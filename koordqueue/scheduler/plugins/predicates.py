@@ -246,6 +246,7 @@ class PredicatesPlugin(Plugin):
     """Vectorised filter: a cached static mask per constraint set, plus host ports."""
 
     name = "predicates"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         nodes = session.node_list

@@ -15,6 +15,7 @@ class PriorityPlugin(Plugin):
     """Orders by priority and protects equal-or-higher priority tasks from preemption."""
 
     name = "priority"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         session.add_task_order_fn(

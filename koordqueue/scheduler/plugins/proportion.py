@@ -9,6 +9,7 @@ from fractions import Fraction
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.queue_accounting import elastic, flat_capability, inqueue
 from koordqueue.scheduler.api.resource import (
     EPSILON_NANOS,
     IGNORED_SCALARS,
@@ -23,7 +24,6 @@ from koordqueue.scheduler.api.resource import (
 from koordqueue.scheduler.framework.indexed import QueueSums
 from koordqueue.scheduler.framework.interface import Plugin, Vote
 from koordqueue.scheduler.framework.session import EventHandler, Session
-from koordqueue.scheduler.plugins.queue_accounting import elastic, flat_capability, inqueue
 
 _MAX_ROUNDS = 64
 
@@ -149,6 +149,7 @@ class ProportionPlugin(Plugin):
     work (Volcano's `plugins/proportion`)."""
 
     name = "proportion"
+    quiet = True
 
     def on_session_open(self, session: Session) -> None:
         total = session.total_resource

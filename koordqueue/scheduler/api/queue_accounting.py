@@ -1,8 +1,9 @@
-"""Queue accounting shared by capacity and proportion, in Volcano's resource model.
+"""Queue accounting shared by capacity, proportion and the snapshot index's per-queue sums,
+in Volcano's resource model.
 
-Why a module: both plugins hold a queue's capability, inqueue and elastic amounts the same
-way (Volcano keeps cpu and memory as fixed fields, so an unset one reads 0), and the two must
-not drift apart.
+Why a module of its own (in api/, below the framework and the plugins): both plugins hold a
+queue's capability, inqueue and elastic amounts the same way (Volcano keeps cpu and memory as
+fixed fields, so an unset one reads 0), and the two must not drift apart.
 """
 
 from __future__ import annotations
