@@ -26,6 +26,7 @@ from koordqueue.scheduler.gates.names import FEATURE_GATE
 from koordqueue.simulation.explain import (
     ClusterView,
     Explanation,
+    Reason,
     add_job_notes,
     explain,
     explain_missing,
@@ -256,6 +257,10 @@ def run_explain(args: argparse.Namespace) -> int:
         where = view.source or "the cluster"
         print(f"koordqueue explain: QueueUnit {key}{of} not found in {where}", file=sys.stderr)
         return EXIT_NOT_FOUND
+    if args.scenario is None and result.reason is Reason.QUEUE_NOT_FOUND and result.quota_exists:
+        note = queue_namespace_note(args.kubeconfig, args.context, args.queue_namespace)
+        if note:
+            result.notes.append(note)
     print(render_json(result, view) if args.output == "json" else render_table(result, view))
     return EXIT_OK
 
@@ -332,6 +337,24 @@ def read_cluster(
     except ValueError as exc:  # a bad --oversellrate
         raise LiveReadError(str(exc), EXIT_BAD_INPUT) from exc
     return view, job, key
+
+
+def queue_namespace_note(
+    kubeconfig: str | None, context: str | None, queue_namespace: str
+) -> str | None:
+    """A note naming the Queues' namespace when it does not exist (issue 33 part 3): the
+    reason a quota's Queue is missing. None when it exists or cannot be read."""
+    from koordqueue.kube.api import NAMESPACE, ApiError, KubeApi, load_api_client
+    from koordqueue.kube.namespace import MSG_NAMESPACE_ABSENT
+
+    api_client = load_api_client(kubeconfig, context)
+    try:
+        found = KubeApi(api_client, timeout=15.0).get(NAMESPACE, queue_namespace)
+    except ApiError:
+        return None
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+    return None if found is not None else MSG_NAMESPACE_ABSENT.format(namespace=queue_namespace)
 
 
 # --- rendering ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from koordqueue.kube.leader import (
     lease_config,
     lease_namespace,
 )
+from koordqueue.kube.namespace import NamespaceMissingError, ensure_namespace
 from koordqueue.kube.operator import build_registry
 from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
@@ -83,11 +84,15 @@ def build_operator(
 ) -> tuple[Controller, kopf.OperatorRegistry]:
     """The quota controller's registry; with the scheduler when asked.
 
+    Raises NamespaceMissingError when `--namespace` is missing and may not be created.
     With `--webhook-port` the webhooks are served (kube/webhooks/routes.py): ElasticQuota
     validation, workload defaulting, and the pod webhook when a gate of this process needs
     it (the scheduler's queue-allocation gate, the pod integration's admission gate).
     """
     api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
+    # the Queues' (and the Lease's) namespace, before anything is written there; not fenced:
+    # a standby makes it as well (NamespaceMissingError when it cannot)
+    ensure_namespace(KubeApi(api_client), settings.namespace)
     leadership = leadership_for(
         api_client, settings, CONTROLLER_LEASE, on_lost, runs_scheduler=with_scheduler
     )
@@ -123,9 +128,13 @@ def run_controller(args: argparse.Namespace) -> int:
     if refusal:
         print(f"koordqueue run: {refusal}", file=sys.stderr)
         return 1
-    _controller, registry = build_operator(
-        settings, with_scheduler=True, on_lost=exit_after_losing_the_lease
-    )
+    try:
+        _controller, registry = build_operator(
+            settings, with_scheduler=True, on_lost=exit_after_losing_the_lease
+        )
+    except NamespaceMissingError as exc:
+        print(f"koordqueue run: {exc}", file=sys.stderr)
+        return 1
     if not _serve_metrics(settings, "run"):
         return 1
     log.info("starting", settings=repr(settings))
