@@ -1,20 +1,19 @@
-"""nodeorder: least-allocated, most-allocated and balanced-allocation scores, vectorised;
-preferred node affinity, PreferNoSchedule taints, inter-pod (anti-)affinity and topology
-spread (ScheduleAnyway) scores, normalised over the candidate nodes as kube-scheduler does."""
+"""nodeorder: kube-scheduler's least-allocated, most-allocated and balanced-allocation
+scores (integer, as kube-scheduler v1.36 computes them: `noderesources`); preferred node
+affinity, PreferNoSchedule taints, inter-pod (anti-)affinity and topology spread
+(ScheduleAnyway) scores, normalised over the candidate nodes as kube-scheduler does.
+Weights are integers, read as Volcano's `Arguments.GetInt` reads them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Final
 
 import numpy as np
 
-from koordqueue.domain.resources import CPU, MEMORY, Resources
 from koordqueue.scheduler.api import NodeInfo, TaskInfo
 from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin
 from koordqueue.scheduler.framework.placement import (
-    SMALL,
     BoolArray,
     FloatArray,
     IntArray,
@@ -32,10 +31,15 @@ from koordqueue.scheduler.interpod import (
     pod_counts,
     timed,
 )
+from koordqueue.scheduler.plugins.binpack import int_argument
+from koordqueue.scheduler.plugins.noderesources import resource_scores
 from koordqueue.scheduler.plugins.predicates import spread_inclusion, term_matches, tolerates
 
 MAX_NODE_SCORE = 100.0
 PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
+LEAST_REQUESTED_WEIGHT: Final = "leastrequested.weight"
+MOST_REQUESTED_WEIGHT: Final = "mostrequested.weight"
+BALANCED_RESOURCE_WEIGHT: Final = "balancedresource.weight"
 NODE_AFFINITY_WEIGHT: Final = "nodeaffinity.weight"
 POD_AFFINITY_WEIGHT: Final = "podaffinity.weight"
 TAINT_TOLERATION_WEIGHT: Final = "tainttoleration.weight"
@@ -54,33 +58,6 @@ def _zero(_i: int) -> float:
 
 StaticVector = Callable[[TaskInfo], FloatArray | None]
 """Per pod shape, a score over all nodes (or None for none)."""
-
-
-def _two_rows(
-    rows: list[tuple[list[float], list[float], list[float], float]],
-    weights: tuple[float, float, float],
-) -> Callable[[int], float]:
-    """`score_one` of `_resource_scores` for cpu and memory, unrolled (the same operations in
-    the same order, so the same float): one call per node changed by a placement."""
-    (alloc0, used0, pip0, req0), (alloc1, used1, pip1, req1) = rows
-    least_w, most_w, balanced_w = weights
-
-    def score(i: int) -> float:
-        least = most = 0.0
-        alloc = alloc0[i]
-        f0 = (used0[i] + pip0[i] + req0) / alloc if alloc > 0 else 1.0
-        if f0 <= 1.0:
-            least += (1.0 - f0) * MAX_NODE_SCORE
-            most += f0 * MAX_NODE_SCORE
-        alloc = alloc1[i]
-        f1 = (used1[i] + pip1[i] + req1) / alloc if alloc > 0 else 1.0
-        if f1 <= 1.0:
-            least += (1.0 - f1) * MAX_NODE_SCORE
-            most += f1 * MAX_NODE_SCORE
-        std = abs(min(f0, 1.0) - min(f1, 1.0)) / 2.0
-        return least_w * least / 2 + most_w * most / 2 + balanced_w * (1.0 - std) * MAX_NODE_SCORE
-
-    return score
 
 
 def preferred_affinity_scores(task: TaskInfo, nodes: list[NodeInfo]) -> FloatArray:
@@ -232,8 +209,8 @@ class NodeOrderPlugin(Plugin):
         """
         nodes = session.node_list
         makers: list[Callable[[TaskInfo], Scorer | None]] = []
-        affinity_w = self.arguments.get_float(NODE_AFFINITY_WEIGHT, 2.0)
-        taint_w = self.arguments.get_float(TAINT_TOLERATION_WEIGHT, 3.0)
+        affinity_w = float(int_argument(self.arguments, NODE_AFFINITY_WEIGHT, 2))
+        taint_w = float(int_argument(self.arguments, TAINT_TOLERATION_WEIGHT, 3))
         # Whether any node has a PreferNoSchedule taint: kept with the node tensor, so
         # sessions of an unchanged node layout do not walk every node for it.
         shared = session.tensor.static
@@ -313,8 +290,8 @@ class NodeOrderPlugin(Plugin):
             makers.append(timed(session, NODE_AFFINITY_TAINTS, multi_level))
         else:
             static = None
-        pod_affinity_w = self.arguments.get_float(POD_AFFINITY_WEIGHT, 2.0)
-        spread_w = self.arguments.get_float(POD_TOPOLOGY_SPREAD_WEIGHT, 2.0)
+        pod_affinity_w = float(int_argument(self.arguments, POD_AFFINITY_WEIGHT, 2))
+        spread_w = float(int_argument(self.arguments, POD_TOPOLOGY_SPREAD_WEIGHT, 2))
         counts = pod_counts(session) if pod_affinity_w or spread_w else None
         if pod_affinity_w and counts is not None:
             ipa = InterPodAffinity(counts)
@@ -371,87 +348,9 @@ class NodeOrderPlugin(Plugin):
         return static
 
     def _resource_scores(self, session: Session) -> ScalarScore | None:
-        least_w = self.arguments.get_float("leastrequested.weight", 1.0)
-        most_w = self.arguments.get_float("mostrequested.weight", 0.0)
-        balanced_w = self.arguments.get_float("balancedresource.weight", 1.0)
-        if least_w == most_w == balanced_w == 0:
-            return None
-        tensor = session.tensor
-        rows = [tensor.index[d] for d in (CPU, MEMORY) if d in tensor.index]
-        if not rows:
-            return None
-        requests: dict[Resources, FloatArray] = {}
-
-        py_alloc, py_used, py_pip = tensor.py_allocatable, tensor.py_used, tensor.py_pipelined
-        n_rows = len(rows)
-
-        def score_one(req: list[float], i: int) -> float:
-            least = most = 0.0
-            fractions = []
-            for r in rows:
-                alloc = py_alloc[r][i]
-                requested = py_used[r][i] + py_pip[r][i] + req[r]
-                frac = requested / alloc if alloc > 0 else 1.0
-                if frac <= 1.0:
-                    least += (1.0 - frac) * MAX_NODE_SCORE
-                    most += frac * MAX_NODE_SCORE
-                fractions.append(min(frac, 1.0))
-            std = abs(fractions[0] - fractions[1]) / 2.0 if n_rows == 2 else 0.0
-            return (
-                least_w * least / n_rows
-                + most_w * most / n_rows
-                + balanced_w * (1.0 - std) * MAX_NODE_SCORE
-            )
-
-        scalar_requests: dict[Resources, list[float]] = {}
-
-        def score(task: TaskInfo, idx: IntArray) -> FloatArray:
-            if len(idx) <= SMALL:
-                sreq = scalar_requests.get(task.request)
-                if sreq is None:
-                    sreq = scalar_requests[task.request] = tensor.vector(task.request).tolist()
-                return np.array([score_one(sreq, i) for i in idx.tolist()], dtype=np.float64)
-            req = requests.get(task.request)
-            if req is None:
-                req = requests[task.request] = tensor.vector(task.request)
-            total = np.zeros(len(idx), dtype=np.float64)
-            fractions = []
-            least = np.zeros(len(idx), dtype=np.float64)
-            most = np.zeros(len(idx), dtype=np.float64)
-            for r in rows:
-                alloc = tensor.allocatable[r, idx]
-                requested = tensor.used[r, idx] + tensor.pipelined[r, idx] + req[r]
-                positive = alloc > 0
-                frac = np.where(positive, requested / np.where(positive, alloc, 1.0), 1.0)
-                fits = frac <= 1.0
-                # the sums only a non-zero weight reads (the same values when computed)
-                if least_w:
-                    least += np.where(fits, (1.0 - frac) * MAX_NODE_SCORE, 0.0)
-                if most_w:
-                    most += np.where(fits, frac * MAX_NODE_SCORE, 0.0)
-                fractions.append(np.minimum(frac, 1.0))
-            n = len(rows)
-            if least_w:
-                total += least_w * least / n
-            if most_w:
-                total += most_w * most / n
-            if balanced_w:
-                if n == 2:
-                    std = np.abs(fractions[0] - fractions[1]) / 2.0
-                else:
-                    std = np.zeros(len(idx), dtype=np.float64)
-                total += balanced_w * (1.0 - std) * MAX_NODE_SCORE
-            return total
-
-        def prepare(task: TaskInfo) -> Callable[[int], float]:
-            sreq = scalar_requests.get(task.request)
-            if sreq is None:
-                sreq = scalar_requests[task.request] = tensor.vector(task.request).tolist()
-            if n_rows != 2:
-                return partial(score_one, sreq)
-            return _two_rows(
-                [(py_alloc[r], py_used[r], py_pip[r], sreq[r]) for r in rows],
-                (least_w, most_w, balanced_w),
-            )
-
-        return ScalarScore(score, prepare)
+        return resource_scores(
+            session.tensor,
+            int_argument(self.arguments, LEAST_REQUESTED_WEIGHT, 1),
+            int_argument(self.arguments, MOST_REQUESTED_WEIGHT, 0),
+            int_argument(self.arguments, BALANCED_RESOURCE_WEIGHT, 1),
+        )

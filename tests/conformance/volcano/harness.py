@@ -17,14 +17,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from koordqueue.domain.resources import Resources
+from koordqueue.kube.scheduler.convert import task_info
 from koordqueue.scheduler import ClusterSnapshot, SchedulerConfig, parse_config
 from koordqueue.scheduler.api import (
     JobInfo,
     NodeInfo,
     PodGroupPhase,
     QueueInfo,
+    Taint,
     TaskInfo,
     TaskStatus,
 )
@@ -47,9 +52,14 @@ def rl(cpu: str = "", memory: str = "", scalars: Mapping[str, str] | None = None
     return Resources.of(raw)
 
 
-def node(name: str, allocatable: Resources, labels: Mapping[str, str] | None = None) -> NodeInfo:
-    """util.BuildNode."""
-    return NodeInfo(name, allocatable, labels=labels)
+def node(
+    name: str,
+    allocatable: Resources,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Taint] = (),
+) -> NodeInfo:
+    """util.BuildNode (with `spec.taints` when given)."""
+    return NodeInfo(name, allocatable, labels=labels, taints=taints)
 
 
 @dataclass
@@ -67,6 +77,9 @@ class Pod:
     role: str = ""
     namespace: str | None = None
     preempt_never: bool = False
+    labels: Mapping[str, str] | None = None
+    spec: Mapping[str, Any] | None = None
+    priority_class: str = ""
 
 
 def pod(
@@ -82,11 +95,17 @@ def pod(
     role: str = "",
     namespace: str | None = None,
     preempt_never: bool = False,
+    labels: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+    priority_class: str = "",
 ) -> Pod:
     """util.BuildPod(ns, name, node, phase, request, group, labels, selector);
     `preemptable=False` stands for the `volcano.sh/preemptable: "false"` label, `role` for
     `volcano.sh/task-spec`; `namespace` overrides the case's namespace; `preempt_never`
-    stands for `spec.preemptionPolicy: Never` (util.BuildPodWithPreemptionPolicy)."""
+    stands for `spec.preemptionPolicy: Never` (util.BuildPodWithPreemptionPolicy).
+    `labels` and `spec` (affinity, tolerations, topologySpreadConstraints: the API fields of
+    util.BuildPodWithAffinity and friends) make the pod an API object converted by the kube
+    adapter, as the live scheduler converts it; `priority_class` is its priorityClassName."""
     return Pod(
         name,
         node_name,
@@ -99,6 +118,9 @@ def pod(
         role,
         namespace,
         preempt_never,
+        labels,
+        spec,
+        priority_class,
     )
 
 
@@ -182,22 +204,48 @@ def build(
     for p in pods:
         if p.group not in jobs:
             continue
-        jobs[p.group].add_task(
-            TaskInfo(
-                f"{p.namespace or namespace}-{p.name}",
-                p.name,
-                p.namespace or namespace,
-                role=p.role,
-                resreq=p.request,
-                status=TaskStatus.RUNNING if p.running else TaskStatus.PENDING,
-                node_name=p.node or None,
-                node_selector=dict(p.selector or {}),
-                preemptable=p.preemptable,
-                priority=p.priority,
-                preempt_never=p.preempt_never,
-            )
-        )
+        jobs[p.group].add_task(_task(p, p.namespace or namespace))
     return ClusterSnapshot(nodes, list(jobs.values()), queues)
+
+
+def _task(p: Pod, namespace: str) -> TaskInfo:
+    uid = f"{namespace}-{p.name}"
+    status = TaskStatus.RUNNING if p.running else TaskStatus.PENDING
+    if p.spec is None and p.labels is None:
+        return TaskInfo(
+            uid,
+            p.name,
+            namespace,
+            role=p.role,
+            resreq=p.request,
+            status=status,
+            node_name=p.node or None,
+            node_selector=dict(p.selector or {}),
+            preemptable=p.preemptable,
+            priority=p.priority,
+            preempt_never=p.preempt_never,
+            priority_class_name=p.priority_class,
+        )
+    spec: dict[str, Any] = {"containers": [{"name": "c"}], **(p.spec or {})}
+    if p.node:
+        spec["nodeName"] = p.node
+    if p.selector:
+        spec["nodeSelector"] = dict(p.selector)
+    meta: dict[str, Any] = {"uid": uid, "name": p.name, "namespace": namespace}
+    if p.labels:
+        meta["labels"] = dict(p.labels)
+    converted = task_info({"metadata": meta, "spec": spec, "status": {"phase": "Pending"}})
+    return dataclasses.replace(
+        converted,
+        role=p.role,
+        resreq=p.request,
+        init_resreq=p.request,
+        status=status,
+        preemptable=p.preemptable,
+        priority=p.priority,
+        preempt_never=p.preempt_never,
+        priority_class_name=p.priority_class,
+    )
 
 
 def tiers(
@@ -258,3 +306,24 @@ def run(snapshot: ClusterSnapshot, config: SchedulerConfig, actions: str) -> Out
         phases=phases,
         session=session,
     )
+
+
+def node_order_scores(
+    snapshot: ClusterSnapshot, config: SchedulerConfig
+) -> dict[str, dict[str, float]]:
+    """`ssn.NodeOrderFn(task, node)` for every task on every node: the node-order scores the
+    session's enabled plugins register, summed, keyed by "<ns>/<pod>" then node name."""
+    session = open_session(snapshot, config)
+    engine = session.placement
+    nodes = session.node_list
+    idx = np.arange(len(nodes), dtype=np.intp)
+    out: dict[str, dict[str, float]] = {}
+    for job in session.jobs.values():
+        for task in job.tasks.values():
+            total = np.zeros(len(nodes), dtype=np.float64)
+            for batch in engine.batch_scores:
+                total += batch(task, idx)
+            for one in engine.scores:
+                total += np.array([one(task, n) for n in nodes], dtype=np.float64)
+            out[f"{task.namespace}/{task.name}"] = {n.name: float(total[n.index]) for n in nodes}
+    return out
