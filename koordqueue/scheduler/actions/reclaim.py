@@ -7,18 +7,19 @@ reclaimable plugins pick victims among running preemptable tasks of other reclai
 victims are evicted in victim order until the task fits the node's future idle, and the task
 is pipelined there. A job's evictions are committed only if the job becomes pipelined.
 
-As in preempt, candidate nodes include those failing only inter-pod anti-affinity or spread
-skew (Volcano's PredicateForPreemptAction), and the task fits a node only once the
-inter-pod and spread filters pass it with the evictions so far. Volcano's reclaim checks
-resources only before pipelining; here the filters must pass too (docs/plugins.md).
+As in preempt, candidate nodes include those failing only what evictions resolve (inter-pod
+anti-affinity, spread skew, the `pods` limit, other plugins' plain predicates: Volcano's
+PredicateForPreemptAction), a pod slot counts as a resource eviction frees (Volcano's
+`pods`), and the task fits a node only once the inter-pod and spread filters and the plain
+predicates pass it with the evictions so far. Volcano's reclaim checks resources only before
+pipelining; here the filters must pass too (docs/plugins.md).
 """
 
 from __future__ import annotations
 
-from koordqueue.scheduler.actions.preempt import candidate_nodes, filters_pass
+from koordqueue.scheduler.actions.preempt import candidate_nodes, node_fits, victims_cover
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.api.node_info import NodeInfo
-from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
@@ -86,10 +87,7 @@ class ReclaimAction(Action):
     @staticmethod
     def _reclaim_for(session: Session, statement: Statement, task: TaskInfo, job: JobInfo) -> None:
         def task_fits(node: NodeInfo) -> bool:
-            # the session's current node: an eviction may have copied it
-            return fits(task.request, session.nodes[node.name].future_idle) and filters_pass(
-                session, task, node.index
-            )
+            return node_fits(session, task, node.index)
 
         for i in candidate_nodes(session, task):
             node = session.node_list[i]
@@ -105,10 +103,7 @@ class ReclaimAction(Action):
             if not candidates:
                 continue
             victims = session.reclaimable(task, candidates)
-            freed = node.future_idle
-            for victim in victims:
-                freed = freed + victim.resreq
-            if not fits(task.request, freed):
+            if not victims_cover(task, node, victims):
                 continue
             ordered = session.victims_queue(victims, task)
             node_statement = Statement(session)

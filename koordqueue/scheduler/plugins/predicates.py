@@ -232,6 +232,27 @@ def ports_reason(task: TaskInfo, node: NodeInfo) -> str | None:
     return None
 
 
+class PodLimitedPredicate(ScalarPredicate):
+    """The predicates plugin's batch filter, with the same filter less its `pods` limit.
+
+    Why: a node at its pod limit fails with a reason eviction resolves (kube-scheduler's
+    "Too many pods" is Unschedulable, not UnschedulableAndUnresolvable), so preempt and
+    reclaim take it as a candidate, as Volcano's PredicateForPreemptAction does, and count
+    the slots their victims free.
+    """
+
+    __slots__ = ("without_pod_limit",)
+
+    def __init__(
+        self,
+        batch: Callable[[TaskInfo, IntArray], BoolArray],
+        prepare: Callable[[TaskInfo], Callable[[int], bool]],
+        without_pod_limit: Callable[[TaskInfo, IntArray], BoolArray],
+    ) -> None:
+        super().__init__(batch, prepare)
+        self.without_pod_limit = without_pod_limit
+
+
 _BASE_MASK: Final = ("predicates", "base")
 _CONSTRAINT_MASK: Final = "predicates"
 
@@ -300,6 +321,16 @@ class PredicatesPlugin(Plugin):
         tensor = session.tensor
         pod_limited = bool(np.isfinite(tensor.pod_limit).any())
 
+        def without_pod_limit(task: TaskInfo, idx: IntArray) -> BoolArray:
+            mask: BoolArray = static_mask(task)[idx]
+            if task.host_ports:
+                mask = mask & np.fromiter(
+                    (ports_reason(task, nodes[i]) is None for i in idx.tolist()),
+                    dtype=np.bool_,
+                    count=len(idx),
+                )
+            return mask
+
         def batch(task: TaskInfo, idx: IntArray) -> BoolArray:
             mask: BoolArray = static_mask(task)[idx]
             if pod_limited:
@@ -349,7 +380,9 @@ class PredicatesPlugin(Plugin):
 
             return one
 
-        session.add_batch_predicate_fn(self.name, ScalarPredicate(batch, prepare), explain)
+        session.add_batch_predicate_fn(
+            self.name, PodLimitedPredicate(batch, prepare, without_pod_limit), explain
+        )
         session.add_pre_predicate_fn(self.name, pre_predicate)
         affinity_on = self.arguments.get_bool(POD_AFFINITY_ENABLE, True)
         spread_on = self.arguments.get_bool(POD_TOPOLOGY_SPREAD_ENABLE, True)

@@ -5,17 +5,23 @@ order/preemptable/job pipelined/job starving, proportion with overused/allocatab
 order; priority classes high-priority = 100000, low-priority = 10).
 
 Pods built without a priority have task priority 1, as Volcano's TaskInfo defaults it.
-Not transcribed: "unBestEffort high-priority pod preempt BestEffort low-priority pod in same
-queue" and "BestEffort high-priority pod preempt BestEffort low-priority pod in same queue"
-(their node takes one pod: Volcano counts `pods` as a resource that eviction frees, koordqueue
-checks it as a predicate, so the full node is never a candidate — a known difference);
-TestTopologyAwarePreempt and TestNormalPreemptRechecksPredicateAfterEviction (topology-aware
-preemption and device predicates, which koordqueue does not have)."""
+Also TestNormalPreemptRechecksPredicateAfterEviction (its test plugin's predicate, here a
+plain per-node predicate of a test plugin). Not transcribed: TestTopologyAwarePreempt
+(topology-aware preemption, which koordqueue does not have: docs/concepts.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo
+from koordqueue.scheduler import SchedulerConfig
+from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo, TaskInfo
+from koordqueue.scheduler.api.task_info import TaskStatus
+from koordqueue.scheduler.framework import registry
+from koordqueue.scheduler.framework.interface import Plugin
+from koordqueue.scheduler.framework.session import Session
 
 from .harness import Outcome, Pod, PodGroup, build, node, pg, pod, queue, rl, run, tiers
 
@@ -57,7 +63,17 @@ def p(
 def _preempt(
     nodes: list[NodeInfo], pods: list[Pod], groups: list[PodGroup], queues: list[QueueInfo]
 ) -> Outcome:
-    return run(build(nodes, pods, groups, queues, namespace="c1"), CONFIG, "preempt")
+    return _preempt_with(CONFIG, nodes, pods, groups, queues)
+
+
+def _preempt_with(
+    config: SchedulerConfig,
+    nodes: list[NodeInfo],
+    pods: list[Pod],
+    groups: list[PodGroup],
+    queues: list[QueueInfo],
+) -> Outcome:
+    return run(build(nodes, pods, groups, queues, namespace="c1"), config, "preempt")
 
 
 def test_no_preemption_when_the_node_has_enough_idle_resources() -> None:
@@ -254,3 +270,123 @@ def test_task_with_preemption_policy_never_does_not_preempt() -> None:
         [queue("q1")],
     )
     assert out.evicted == []
+
+
+WITH_PREDICATES = tiers(
+    ("conformance", {"Preemptable"}),
+    ("gang", {"Preemptable", "JobPipelined", "JobStarving"}),
+    ("priority", {"TaskOrder", "JobOrder", "Preemptable", "JobPipelined", "JobStarving"}),
+    ("proportion", {"Overused", "Allocatable", "QueueOrder"}),
+    ("predicates", {"Predicate"}),
+)
+"""The case's tiers plus predicates: its `pods` check fails the full node with a reason
+eviction resolves (Volcano: Unschedulable), so the node stays a preemption candidate."""
+POD_SLOT_CONFIGS = pytest.mark.parametrize(
+    "config", [CONFIG, WITH_PREDICATES], ids=["as written", "with predicates"]
+)
+
+
+@POD_SLOT_CONFIGS
+def test_a_pod_slot_is_freed_for_a_high_priority_pod_with_requests(
+    config: SchedulerConfig,
+) -> None:
+    """TestPreempt, "unBestEffort high-priority pod preempt BestEffort low-priority pod in same
+    queue": the node takes one pod, held by a best-effort pod; evicting it frees the slot
+    (Volcano counts `pods` as a resource). As written, fails without the pod slot in
+    preempt's fit (checked: the preemptor was pipelined onto the full node with nothing
+    evicted); with predicates, fails when the full node is not a candidate (checked by
+    giving preempt the predicates plugin's filter with its `pods` limit)."""
+    out = _preempt_with(
+        config,
+        [node("n1", rl("12", "12G", {"pods": "1"}))],
+        [
+            p("preemptee1", "n1", rl(), "pg1"),
+            p("preemptor1", "", rl("3", "3G"), "pg2"),
+        ],
+        [
+            pg("pg1", "q1", 0, INQUEUE, priority=LOW, task_min={}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1", None, rl("6", "6G"))],
+    )
+    assert out.evicted == ["c1/preemptee1"]
+    assert out.pipelined == {"c1/pg2": {"c1/preemptor1": "n1"}}
+
+
+@POD_SLOT_CONFIGS
+def test_a_pod_slot_is_freed_for_a_best_effort_high_priority_pod(config: SchedulerConfig) -> None:
+    """TestPreempt, "BestEffort high-priority pod preempt BestEffort low-priority pod in same
+    queue". Fails without the pod slot in preempt's fit, or (with predicates) without the
+    full node as a candidate (checked, as above)."""
+    out = _preempt_with(
+        config,
+        [node("n1", rl("12", "12G", {"pods": "1"}))],
+        [p("preemptee1", "n1", rl(), "pg1"), p("preemptor1", "", rl(), "pg2")],
+        [
+            pg("pg1", "q1", 0, INQUEUE, priority=LOW, task_min={}),
+            pg("pg2", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1", None, rl("6", "6G"))],
+    )
+    assert out.evicted == ["c1/preemptee1"]
+
+
+DEVICE_FIT = "device-fit-after-eviction"
+
+
+class DeviceFitAfterEviction(Plugin):
+    """The test's predicate plugin: the task named "preemptor" does not fit a node while a
+    task named "preemptee" there is not Releasing (a device the resources do not show)."""
+
+    name = DEVICE_FIT
+
+    def on_session_open(self, session: Session) -> None:
+        def predicate(task: TaskInfo, node: NodeInfo) -> str | None:
+            if task.name != "preemptor":
+                return None
+            for other in node.tasks.values():
+                if other.name == "preemptee" and other.status is not TaskStatus.RELEASING:
+                    return "hidden device capacity is occupied"
+            return None
+
+        session.add_predicate_fn(self.name, predicate)
+
+
+@pytest.fixture
+def device_fit() -> Iterator[None]:
+    registry.register_plugin_builder(DEVICE_FIT, DeviceFitAfterEviction)
+    yield
+    registry.unregister_plugin_builder(DEVICE_FIT)
+
+
+@pytest.mark.usefixtures("device_fit")
+def test_preemption_rechecks_the_predicates_after_each_eviction() -> None:
+    """TestNormalPreemptRechecksPredicateAfterEviction: the node has room, but a plugin's
+    predicate rejects the preemptor until the victim is Releasing; preempt evicts it and
+    pipelines the preemptor (tiers: conformance preemptable; gang with preemptable off, job
+    pipelined, job starving; priority; proportion; the test plugin with predicate). Fails
+    without the predicate re-check after each eviction (checked: the preemptor was
+    pipelined with nothing evicted)."""
+    config = tiers(
+        ("conformance", {"Preemptable"}),
+        ("gang", {"JobPipelined", "JobStarving"}),
+        ("priority", {"TaskOrder", "JobOrder", "Preemptable", "JobPipelined", "JobStarving"}),
+        ("proportion", {"Overused", "Allocatable", "QueueOrder"}),
+        (DEVICE_FIT, {"Predicate"}),
+    )
+    snapshot = build(
+        [node("n1", rl("2", "2G", PODS))],
+        [
+            p("preemptee", "n1", ONE, "pg-low"),
+            p("preemptor", "", ONE, "pg-high"),
+        ],
+        [
+            pg("pg-low", "q1", 1, INQUEUE, priority=LOW, task_min={"": 1}),
+            pg("pg-high", "q1", 1, INQUEUE, priority=HIGH, task_min={"": 1}),
+        ],
+        [queue("q1")],
+        namespace="c1",
+    )
+    out = run(snapshot, config, "preempt")
+    assert out.evicted == ["c1/preemptee"]
+    assert out.pipelined == {"c1/pg-high": {"c1/preemptor": "n1"}}
