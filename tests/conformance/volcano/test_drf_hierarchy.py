@@ -6,15 +6,23 @@ enableQueueOrder and enableReclaimable).
 The Go test's final check compares the whole `expected` map with one job's allocation and so
 can never fail; the expectations below are the case's `expected` map itself, per PodGroup.
 In "blocking nodes test" the PodGroups pg31 and pg32 both name queue root-pg3-pg31 (queue
-root-pg3-pg32 has no job), exactly as in the original. In both cases proportion's deserved
-shares already bound each queue, so the outcome is the same with hierarchy off; the tree's own
-rules (shares, saturation, weights, reclaim) are pinned in
+root-pg3-pg32 has no job), exactly as in the original.
+
+As written, proportion's queue order (in the same tier) already splits the node the way the
+hierarchy would, so the allocations alone are the same with `enableHierarchy` off. Each case
+therefore also checks the hierarchical shares drf's queue order compares once allocate is
+done, worked from Volcano's updateHierarchicalShare: every resource is handed out, so every
+job is saturated and each inner node holds its children's allocations unscaled. With
+hierarchy off there is no tree and both cases fail (checked by dropping "Hierarchy" from
+CONFIG). The tree's own rules (rescaling, saturation, weights, reclaim) are pinned in
 tests/unit/scheduler/test_drf_hierarchy.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+import pytest
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import PodGroupPhase, QueueInfo
@@ -41,8 +49,9 @@ def make_pods(num: int, cpu: str, memory: str, group: str) -> list[Pod]:
 
 def allocated(
     capacity: Resources, pods: list[Pod], groups: list[tuple[str, str]], queues: list[QueueInfo]
-) -> dict[str, Resources]:
-    """Run allocate on one node "n" and return each PodGroup's allocation (job.Allocated)."""
+) -> tuple[dict[str, Resources], dict[str, float]]:
+    """Run allocate on one node "n"; each PodGroup's allocation (job.Allocated), and the
+    share of every inner node of drf's hierarchy ("root/eng"), as allocate left them."""
     snapshot = build(
         [node("n", capacity)],
         pods,
@@ -51,13 +60,20 @@ def allocated(
         namespace=NS,
     )
     out = run(snapshot, CONFIG, "allocate")
-    return {job.name: job.allocated for job in out.session.jobs.values()}
+    tree = out.session.plugins["drf"].tree  # type: ignore[attr-defined]
+    assert tree is not None, "drf built no hierarchy: enableHierarchy is off"
+    shares = {
+        "/".join(path): share
+        for path, (share, _saturated, _allocated) in tree.snapshot().items()
+        if not path[-1].startswith("\x00")  # inner nodes, not job leaves
+    }
+    return {job.name: job.allocated for job in out.session.jobs.values()}, shares
 
 
 def test_rescaling_gives_each_queue_half_of_what_it_demands() -> None:
     """TestHDRF "rescaling test": root/sci (100/50) and root/eng/{dev,prod} (100/50/50) on a
     10 cpu / 10G node: pg1 gets 5 cpu and 5G, pg21 5 cpu, pg22 5G."""
-    got = allocated(
+    got, shares = allocated(
         rl("10", "10G", {"pods": "50"}),
         make_pods(10, "1", "1G", "pg1")
         + make_pods(10, "1", "0G", "pg21")
@@ -74,13 +90,17 @@ def test_rescaling_gives_each_queue_half_of_what_it_demands() -> None:
         "pg21": rl("5", ""),
         "pg22": rl("", "5G"),
     }
+    # sci holds 5 cpu / 5G; eng holds dev's 5 cpu and prod's 5G: each half of the node
+    assert shares == pytest.approx(
+        {"root": 1.0, "root/sci": 0.5, "root/eng": 0.5, "root/eng/dev": 0.5, "root/eng/prod": 0.5}
+    )
 
 
 def test_blocking_nodes_split_the_cluster_by_demanded_resource() -> None:
     """TestHDRF "blocking nodes test": four root children (100/25, pg3 with child pg31
     100/25/50) on a 30 cpu / 30G node: the three cpu-only jobs get 10 cpu each, the two
     memory-only jobs 15G each."""
-    got = allocated(
+    got, shares = allocated(
         rl("30", "30G", {"pods": "500"}),
         make_pods(30, "1", "0G", "pg1")
         + make_pods(30, "1", "0G", "pg2")
@@ -109,3 +129,17 @@ def test_blocking_nodes_split_the_cluster_by_demanded_resource() -> None:
         "pg32": rl("", "15G"),
         "pg4": rl("", "15G"),
     }
+    # pg3/pg31 holds both of its jobs (10 cpu and 15G: dominant memory, 1/2); pg3/pg32 has
+    # no job (share 0)
+    third = 1 / 3
+    assert shares == pytest.approx(
+        {
+            "root": 1.0,
+            "root/pg1": third,
+            "root/pg2": third,
+            "root/pg3": 0.5,
+            "root/pg3/pg31": 0.5,
+            "root/pg3/pg32": 0.0,
+            "root/pg4": 0.5,
+        }
+    )

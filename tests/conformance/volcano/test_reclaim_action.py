@@ -5,6 +5,7 @@ with the switches the test sets; only the plugins a case registers take part).
 
 from __future__ import annotations
 
+from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import SchedulerConfig
 from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo
 
@@ -175,19 +176,34 @@ def test_reclaim_evicts_nothing_when_the_node_already_fits() -> None:
     assert out.pipelined == {"c1/pg-preemptor": {"c1/preemptor1": "n1"}}
 
 
-def test_task_with_preemption_policy_never_does_not_reclaim() -> None:
-    """TestReclaim, "can not reclaim resources when task preemption policy is never"."""
-    out = _reclaim(
+def _never_case(min_member: int, guarantee: Resources | None, never: bool) -> Outcome:
+    return _reclaim(
         ("conformance", "gang", "proportion"),
         [node("n1", rl("1", "1Gi", {"pods": "1"}))],
         [
             pod("preemptee1", "n1", True, rl("1", "1G"), "pg1"),
-            pod("preemptor1", "", False, rl("1", "1G"), "pg2", preempt_never=True),
+            pod("preemptor1", "", False, rl("1", "1G"), "pg2", preempt_never=never),
         ],
-        [pg("pg1", "q1", 0, INQUEUE, priority=LOW), pg("pg2", "q2", 0, INQUEUE, priority=HIGH)],
-        [queue("q1", weight=5), queue("q2", weight=10)],
+        [
+            pg("pg1", "q1", 0, INQUEUE, priority=LOW),
+            pg("pg2", "q2", min_member, INQUEUE, priority=HIGH),
+        ],
+        [queue("q1", weight=5), queue("q2", weight=10, guarantee=guarantee)],
     )
-    assert out.evicted == []
+
+
+def test_task_with_preemption_policy_never_does_not_reclaim() -> None:
+    """TestReclaim, "can not reclaim resources when task preemption policy is never".
+
+    As written the case reclaims nothing even without the policy (in Volcano too): pg2's
+    minMember 0 never starves, and q2's deserved 2/3 cpu is short of the task's 1 cpu. So it
+    is also run with pg2's minMember 1 and q2 guaranteed the task's request, where only the
+    policy stops the reclaim: without `preemptionPolicy: Never` that variant evicts
+    preemptee1 (asserted below, and checked by dropping the flag from the task)."""
+    assert _never_case(0, None, never=True).evicted == []
+    guaranteed = rl("1", "1G")
+    assert _never_case(1, guaranteed, never=True).evicted == []
+    assert _never_case(1, guaranteed, never=False).evicted == ["c1/preemptee1"]
 
 
 def test_second_task_reclaims_when_the_first_may_not() -> None:
@@ -217,3 +233,6 @@ def test_second_task_reclaims_when_the_first_may_not() -> None:
         [queue("q1"), queue("q2")],
     )
     assert out.evicted == ["c1/victim-pod"]
+    # the slot goes to the second task: without the policy the first (earlier in task
+    # order) reclaims it (checked by dropping the flag)
+    assert out.pipelined == {"c1/pg-preemptor": {"c1/preemptor-task2-preemptable": "n1"}}
