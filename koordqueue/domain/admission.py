@@ -15,6 +15,7 @@ from koordqueue.domain.names import (
     MSG_EMPTY_QUOTA_SPEC,
     MSG_LIMITED,
     MSG_QUOTA_MISSING,
+    MSG_RESERVE_QUOTA_MISSING,
 )
 
 
@@ -113,7 +114,29 @@ class AlreadyReserved:
         return MSG_ALREADY_RESERVED.format(unit=self.unit, quota=self.quota, reserved=self.reserved)
 
 
-Rejection = QuotaExceeded | EmptyQuotaSpec | QuotaCycle | QuotaMissing | AlreadyReserved
+@dataclass(frozen=True, slots=True)
+class ReserveQuotaMissing:
+    """A reservation (Koord-Queue's Reserve, `QuotaTree.admit`) into `quota`, which does not
+    exist: refused and nothing recorded. (CheckUsage reports a missing quota as
+    `QuotaMissing`; Reserve checks only the unit's own quota.)"""
+
+    unit: str
+    quota: str
+    admitted: bool = False
+
+    @property
+    def message(self) -> str:
+        return MSG_RESERVE_QUOTA_MISSING.format(unit=self.unit, quota=self.quota)
+
+
+Rejection = (
+    QuotaExceeded
+    | EmptyQuotaSpec
+    | QuotaCycle
+    | QuotaMissing
+    | AlreadyReserved
+    | ReserveQuotaMissing
+)
 Decision = Admitted | Rejection
 
 

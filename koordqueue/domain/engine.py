@@ -35,6 +35,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from koordqueue.domain.admission import (
+    AdmissionRejected,
     Admitted,
     Decision,
     EmptyQuotaSpec,
@@ -42,6 +43,7 @@ from koordqueue.domain.admission import (
     QuotaExceeded,
     QuotaMissing,
     Rejection,
+    ReserveQuotaMissing,
 )
 from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
 from koordqueue.domain.names import (
@@ -289,6 +291,10 @@ class AdmissionEngine:
         (same records, same admissions); for tests, or to rule the incremental rounds out."""
         self.tree = QuotaTree(oversell_rate, on_duplicate_quota)
         self._units: dict[str, QueueUnit] = {}
+        self._uncounted: dict[str, str] = {}
+        """Admitted units whose quota the tree has not seen (uid -> quota name): the tree
+        refuses a reservation into a missing quota, as Koord-Queue's Reserve does, so a
+        rebuild that meets the unit before its quota counts it when the quota arrives."""
         # uids by quota label value: the fast path looks at one queue, not every unit
         self._by_label: dict[str | None, set[str]] = {}
         self._queues: dict[str, _Queue] = {}
@@ -319,6 +325,37 @@ class AdmissionEngine:
     # --- quotas and queues ----------------------------------------------------------------
     def upsert_quota(self, quota: QuotaSpec) -> None:
         self.tree.upsert(quota)
+        if self._uncounted:
+            for uid, name in list(self._uncounted.items()):
+                if name != quota.name:
+                    continue
+                del self._uncounted[uid]
+                unit = self._units.get(uid)
+                if (
+                    unit is not None
+                    and unit.phase in ADMITTED_PHASES
+                    and not self.tree.is_admitted(uid)
+                    and queue_name_for(unit.labels) == QuotaName(name)
+                ):
+                    self._count_admitted(unit, name)
+
+    def _held(self, uid: str) -> bool:
+        """Whether the unit holds an admission: counted in the tree, or waiting for its
+        quota to appear to be counted (`_uncounted`)."""
+        return self.tree.is_admitted(uid) or uid in self._uncounted
+
+    def _count_admitted(self, unit: QueueUnit, quota: str) -> None:
+        """Reserve an already admitted unit (no check: a rebuild after a restart, an undone
+        preemption); one whose quota is not there yet is counted when it arrives."""
+        try:
+            self.tree.admit(
+                unit.uid, quota, unit.resource, oversold=is_oversold(unit.annotations),
+                unit=unit.key,
+            )
+        except AdmissionRejected as exc:
+            if not isinstance(exc.rejection, ReserveQuotaMissing):
+                raise
+            self._uncounted[unit.uid] = quota
 
     def remove_quota(self, name: str, namespace: str | None = None) -> None:
         self.tree.remove(name, namespace)
@@ -376,6 +413,7 @@ class AdmissionEngine:
             moved = True
             self._tell_policy(previous, added=False)  # it left its old queue
         if unit.phase in FINISHED_PHASES:
+            self._uncounted.pop(unit.uid, None)
             released = self.tree.release(unit.uid)
             if released or (previous is not None and previous.phase not in FINISHED_PHASES):
                 self._tell_policy(unit, added=False)  # it left its queue: lifts a block
@@ -383,10 +421,7 @@ class AdmissionEngine:
             resolution = queue_name_for(unit.labels)
             if isinstance(resolution, QuotaName):
                 # Rebuild after a restart (or an admission by a previous leader): count it.
-                self.tree.admit(
-                    unit.uid, resolution.name, unit.resource,
-                    oversold=is_oversold(unit.annotations), unit=unit.key,
-                )
+                self._count_admitted(unit, resolution.name)
         elif (previous is None or moved) and not self.tree.is_admitted(unit.uid):
             self._tell_policy(unit, added=True)
         if (
@@ -402,6 +437,7 @@ class AdmissionEngine:
         """The unit (or its Job) is gone: release its quota and forget it."""
         unit = self._units.pop(uid, None)
         self.tree.release(uid)
+        self._uncounted.pop(uid, None)
         self._first_attempt.pop(uid, None)
         self._not_before.pop(uid, None)
         if unit is not None:
@@ -428,7 +464,7 @@ class AdmissionEngine:
         place: tuple[int, str] | None = None
         if unit is not None and unit.phase not in FINISHED_PHASES:
             resolution = queue_name_for(unit.labels)
-            admitted = self.tree.is_admitted(uid)
+            admitted = self._held(uid)
             if isinstance(resolution, Unresolved):
                 if not admitted:
                     place = (_UNMAPPED, "")
@@ -520,7 +556,7 @@ class AdmissionEngine:
                 if unit.phase in FINISHED_PHASES or not isinstance(resolution, QuotaName):
                     continue
                 tally = counts.setdefault(resolution.name, [0, 0])
-                tally[_ADMITTED if self.tree.is_admitted(unit.uid) else _WAITING] += 1
+                tally[_ADMITTED if self._held(unit.uid) else _WAITING] += 1
             now = {q: (c[0], c[1]) for q, c in counts.items()}
             taken = self._counts_taken
             changed = {q: now.get(q, (0, 0)) for q in set(now) | set(taken)
@@ -551,7 +587,7 @@ class AdmissionEngine:
         return list(self._units.values())
 
     def is_admitted(self, uid: str) -> bool:
-        return self.tree.is_admitted(uid)
+        return self._held(uid)
 
     def _policy_of(self, unit: QueueUnit) -> QueuePolicy | None:
         resolution = queue_name_for(unit.labels)
@@ -578,7 +614,7 @@ class AdmissionEngine:
         Returns None (and changes nothing) whenever a round must decide instead.
         """
         unit = self._units.get(uid)
-        if unit is None or self.tree.is_admitted(uid) or self._not_before.get(uid, 0.0) > now:
+        if unit is None or self._held(uid) or self._not_before.get(uid, 0.0) > now:
             return None
         resolution = queue_name_for(unit.labels)
         if not isinstance(resolution, QuotaName):
@@ -594,7 +630,7 @@ class AdmissionEngine:
                 continue
             if other.phase in FINISHED_PHASES:
                 continue
-            admitted = self.tree.is_admitted(other.uid)
+            admitted = self._held(other.uid)
             if not admitted:
                 return None  # someone is waiting: the policy decides the order in a round
             if queue.settings.wait_for_pods_running and other.phase in NOT_YET_RUNNING:
@@ -660,11 +696,11 @@ class AdmissionEngine:
                 continue
             resolution = queue_name_for(unit.labels)
             if isinstance(resolution, Unresolved):
-                if not self.tree.is_admitted(unit.uid):
+                if not self._held(unit.uid):
                     result.unmapped.append((unit, resolution))
                     outcomes.append(Unmapped(unit, resolution))
                 continue
-            if self.tree.is_admitted(unit.uid):
+            if self._held(unit.uid):
                 admitted_by_queue.setdefault(resolution.name, []).append(unit)
                 continue
             until = self._not_before.get(unit.uid, 0.0)
@@ -1105,10 +1141,7 @@ class AdmissionEngine:
         for victim in released:  # not enough even with every victim gone: undo
             victim_quota = queue_name_for(victim.labels)
             assert isinstance(victim_quota, QuotaName)
-            self.tree.admit(
-                victim.uid, victim_quota.name, victim.resource,
-                oversold=is_oversold(victim.annotations),
-            )
+            self._count_admitted(victim, victim_quota.name)
         return None
 
 

@@ -124,6 +124,9 @@ MSG_ALREADY_RESERVED: Final = (
     "reserve item failed, itemName:{unit}, quotaName:{quota}, already reserved in another quota "
     "{reserved}"
 )
+MSG_RESERVE_QUOTA_MISSING: Final = (
+    "reserve item failed, quota not found, itemName:{unit}, quotaName:{quota}"
+)
 MSG_NO_QUOTA_LABEL: Final = f"no quota label: set label {QUOTA_NAME_LABEL} to admit this unit"
 MSG_UNKNOWN_POLICY: Final = (
     "queue {queue} asks for queue policy {policy!r}, which is not registered "

@@ -30,6 +30,7 @@ from koordqueue.domain.admission import (
     QuotaCycle,
     QuotaExceeded,
     QuotaMissing,
+    ReserveQuotaMissing,
 )
 from koordqueue.domain.names import (
     QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION,
@@ -648,17 +649,22 @@ class QuotaTree:
         oversold: bool = False,
         unit: str | None = None,
     ) -> bool:
-        """Record an admission without checking (used to rebuild state after a restart).
+        """Record an admission without checking (Koord-Queue's Reserve; used to rebuild state
+        after a restart).
 
         Returns False if the UID was already admitted into `quota` (nothing changes); raises
-        AdmissionRejected(AlreadyReserved) if it is admitted into another quota. `unit` only
-        names the unit in that message (the UID otherwise).
+        AdmissionRejected(AlreadyReserved) if it is admitted into another quota, and
+        AdmissionRejected(ReserveQuotaMissing) if `quota` does not exist (nothing recorded;
+        a missing ancestor only ends the path, as in Koord-Queue). `unit` only names the
+        unit in those messages (the UID otherwise).
         """
         adm = self._units.get(uid)
         if adm is not None:
             if adm.quota == quota:
                 return False
             raise AdmissionRejected(AlreadyReserved(unit or uid, quota, adm.quota))
+        if quota not in self._live:
+            raise AdmissionRejected(ReserveQuotaMissing(unit or uid, quota))
         self._record(uid, quota, request, oversold, self._chain(quota))
         return True
 

@@ -27,6 +27,7 @@ from koordqueue.domain.admission import (
     QuotaCycle,
     QuotaExceeded,
     QuotaMissing,
+    ReserveQuotaMissing,
 )
 from koordqueue.domain.names import (
     ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
@@ -252,13 +253,18 @@ def test_three_level_quota_reserve_splits_self_and_children_and_unreserve_return
     t.admit("1", "test1", cpu(10), oversold=FORBIDDEN)
     # quota: (used, self, children); all of it guaranteed (Forbidden)
     expected = {
-        "test31": (2, 2, 0), "test32": (3, 3, 0), "test2": (10, 5, 5), "test1": (20, 10, 10)
+        "test31": (2, 2, 0),
+        "test32": (3, 3, 0),
+        "test2": (10, 5, 5),
+        "test1": (20, 10, 10),
     }
     for name, (used, own, children) in expected.items():
         s = t.usage_split(name)
         assert (s.used, s.self_used, s.children_used) == (cpu(used), cpu(own), cpu(children))
         assert (s.guaranteed_used, s.self_guaranteed_used, s.children_guaranteed_used) == (
-            cpu(used), cpu(own), cpu(children)
+            cpu(used),
+            cpu(own),
+            cpu(children),
         )
         assert s.oversold_used == Resources()
     for uid in ("31", "32", "2", "1"):
@@ -299,14 +305,25 @@ def test_reserve_is_idempotent_and_counts_guaranteed_usage_up_the_tree() -> None
 def test_reserve_into_another_quota_than_the_reservation_fails() -> None:
     """koordinator-sh/koord-queue cache_test.go Test_cacheImpl_Reserve_Unreserve, second block.
 
-    job1 is recorded as reserved in test3; reserving it into test1 fails with cache.go's
-    "already reserved in another quota" error; once released, reserving into test1 works.
-    (The block's first step, Reserve into a quota that does not exist, is a deliberate
-    difference: `admit` rebuilds state and records such a unit so the quota picks it up when
-    it appears; CheckUsage refuses the unit first anyway.)
+    Only test1 (parent test3, which does not exist) is known. Reserving job1 into test2 (no
+    such quota) fails with cache.go's "quota not found" error and reserves nothing. The Go
+    test then writes job1's reservation into test3 by hand; here test3 exists just long
+    enough to take it, and is removed (the reservation stays, as the hand-written one does).
+    Reserving job1 into test1 then fails with "already reserved in another quota"; once the
+    reservation is dropped, reserving into test1 works. Fails when a reservation into a
+    missing quota is recorded (the behaviour before issue 24: checked).
     """
     t = build(eq("test1", parent="test3", max={"cpu": 11}))
+    with pytest.raises(AdmissionRejected) as missing:
+        t.admit("1", "test2", cpu(5), unit="job1")
+    assert missing.value.rejection == ReserveQuotaMissing("job1", "test2")
+    assert (
+        str(missing.value) == "reserve item failed, quota not found, itemName:job1, quotaName:test2"
+    )
+    assert t.reserved_quota("1") is None
+    t.upsert(eq("test3"))
     t.admit("1", "test3", cpu(5), unit="job1")
+    t.remove("test3", "default")
     with pytest.raises(AdmissionRejected) as err:
         t.admit("1", "test1", cpu(5), unit="job1")
     assert err.value.rejection == AlreadyReserved("job1", "test1", "test3")

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain import (
+    AdmissionRejected,
     Admitted,
     EmptyQuotaSpec,
     QuotaCycle,
@@ -533,9 +535,13 @@ def test_admitted_usage_never_goes_negative_and_returns_to_zero_across_tree_chan
             if checked:
                 if t.try_admit(uid, uid, quota, request).admitted:
                     units[uid] = (quota, request)
-            else:
+            elif quota in defs:
                 assert t.admit(uid, quota, request)
                 units[uid] = (quota, request)
+            else:  # Koord-Queue's Reserve: a missing quota refuses, nothing is recorded
+                with pytest.raises(AdmissionRejected):
+                    t.admit(uid, quota, request)
+                assert not t.is_admitted(uid)
         elif kind == "release":
             if units:
                 uid = sorted(units)[op[1] % len(units)]

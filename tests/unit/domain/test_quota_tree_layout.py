@@ -236,7 +236,9 @@ def test_packed_check_usage_decides_and_counts_exactly_like_a_plain_walk(
         elif kind == "admit":
             _, n, quota, request, oversold = op
             uid = f"uid{n}"
-            if uid in m.units and m.units[uid][0] != quota:
+            if (uid in m.units and m.units[uid][0] != quota) or (
+                uid not in m.units and quota not in m.defs  # Reserve into a missing quota
+            ):
                 with pytest.raises(AdmissionRejected):
                     t.admit(uid, quota, Resources(request), oversold=oversold)
             else:

@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain import InvalidQuotaError, QuotaSpec, QuotaTree, Resources, quota_from_object
-from koordqueue.domain.admission import AdmissionRejected, Admitted, AlreadyReserved
+from koordqueue.domain.admission import (
+    AdmissionRejected,
+    Admitted,
+    AlreadyReserved,
+    ReserveQuotaMissing,
+)
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import (
     ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
@@ -105,13 +110,33 @@ def test_split_follows_a_reparent() -> None:
     assert t.is_oversold("o") and not t.is_oversold("never")
 
 
-def test_a_unit_whose_quota_is_missing_counts_nowhere_until_it_appears() -> None:
+def test_a_reservation_into_a_missing_quota_is_refused_and_records_nothing() -> None:
+    """Koord-Queue's Reserve: "quota not found" (cache.go), nothing reserved."""
     t = tree(quota("org", {"cpu": 10}))
-    t.admit("u", "later", res(cpu=2), oversold=True)
+    with pytest.raises(AdmissionRejected) as err:
+        t.admit("u", "later", res(cpu=2), oversold=True, unit="ns/u")
+    assert err.value.rejection == ReserveQuotaMissing("ns/u", "later")
+    assert not t.is_admitted("u")
     assert t.usage_split("org").used == Resources()
-    t.upsert(quota("later", {"cpu": 10}, "org"))
-    assert t.usage_split("later").self_oversold_used == res(cpu=2)
-    assert t.usage_split("org").children_oversold_used == res(cpu=2)
+
+
+def test_an_admitted_unit_met_before_its_quota_counts_once_the_quota_appears() -> None:
+    """The engine's rebuild after a restart may meet an admitted unit before its quota: the
+    tree refuses the reservation, the engine keeps the unit and counts it when the quota
+    arrives (no admission is lost)."""
+    engine = AdmissionEngine()
+    engine.upsert_quota(quota("org", {"cpu": 10}))
+    engine.upsert_unit(
+        QueueUnit(
+            "ns", "u", "u", resource=res(cpu=2), phase=Phase.RUNNING,
+            labels={QUOTA_NAME_LABEL: "later"},
+            annotations={ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION: QUOTA_OVERSOLD_TYPE_FORCE},
+        )
+    )
+    assert not engine.tree.is_admitted("u")
+    engine.upsert_quota(quota("later", {"cpu": 10}, "org"))
+    assert engine.tree.usage_split("later").self_oversold_used == res(cpu=2)
+    assert engine.tree.usage_split("org").children_oversold_used == res(cpu=2)
 
 
 def test_report_rows_carry_the_split_and_the_quota_annotations() -> None:
