@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from koordqueue.scheduler.api import JobInfo, TaskInfo, names
+from koordqueue.scheduler.api import JobInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.framework.interface import Plugin, ValidateResult, Vote
 from koordqueue.scheduler.framework.session import Session
 
@@ -68,8 +68,26 @@ def unready_condition(job: JobInfo, has_condition: bool) -> str | None:
     condition; None for a ready or Pending job. Depends on the job alone."""
     if job.is_ready() or has_condition or job.is_pending():
         return None
+    if releasing_covers_min(job):
+        return None
     missing = job.min_available - job.ready_task_num()
     detail = names.POD_GROUP_NOT_READY.format(
         histogram=f"{job.status_histogram()}, {job.min_available} minAvailable"
     )
     return names.GANG_UNSCHEDULABLE.format(missing=missing, total=len(job.tasks), detail=detail)
+
+
+SCHEDULED_STATUSES = (TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED)
+"""Volcano's ScheduledStatus."""
+
+
+def releasing_covers_min(job: JobInfo) -> bool:
+    """Volcano's shouldSkipUnschedulableForReleasing: an unready job whose releasing tasks
+    still on their nodes, with its scheduled ones, reach minAvailable gets no unschedulable
+    condition (their pods still hold the gang's slots), unless a task is still pending or
+    pipelined (work that needs scheduling)."""
+    releasing = job.task_status_index.get(TaskStatus.RELEASING, {})
+    on_nodes = sum(1 for task in releasing.values() if task.node_name)
+    if on_nodes == 0 or job.count(TaskStatus.PENDING, TaskStatus.PIPELINED):
+        return False
+    return job.count(*SCHEDULED_STATUSES) + on_nodes >= job.min_available
