@@ -1,11 +1,56 @@
-"""backfill: place best-effort (empty request) pending tasks of scheduled jobs."""
+"""backfill: place best-effort (empty request) tasks of scheduled jobs (Volcano's backfill).
+
+The tasks are picked as Volcano's pickUpPendingTasks picks them: per queue in queue order,
+per job in job order, per task in task order; best-effort tasks that an earlier action
+pipelined are taken back to pending first, so they are placed for real here.
+"""
 
 from __future__ import annotations
 
-from koordqueue.scheduler.api import FitErrors
+from koordqueue.scheduler.api import FitErrors, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.statement import Statement
+from koordqueue.scheduler.framework.util import PriorityQueue
+
+
+def pick_up_pending_tasks(session: Session) -> list[tuple[JobInfo, list[TaskInfo]]]:
+    """Best-effort tasks to place, grouped by job: queues in queue order, their jobs in job
+    order, each job's tasks in task order. Pipelined best-effort tasks are un-pipelined."""
+    enqueue_configured = "enqueue" in session.config.actions
+    queues: PriorityQueue[QueueInfo] = PriorityQueue(session.queue_order_less)
+    jobs: dict[str, PriorityQueue[JobInfo]] = {}
+    tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+    for job in session.scan_jobs():
+        if enqueue_configured and job.is_pending():
+            continue
+        pending = [t for t in job.pending_tasks() if t.best_effort and not t.scheduling_gated]
+        pipelined = [
+            t for t in job.task_status_index.get(TaskStatus.PIPELINED, {}).values() if t.best_effort
+        ]
+        # the (pure) validity check only for jobs with best-effort work: most have none
+        if not pending and not pipelined:
+            continue
+        if session.job_valid(job) is not None or job.queue not in session.queues:
+            continue
+        for task in pipelined:
+            session.unallocate_task(task)
+        own = tasks[job.uid] = PriorityQueue(session.task_order_less, pending)
+        for task in pipelined:
+            own.push(job.tasks.get(task.uid, task))
+        queued = jobs.get(job.queue)
+        if queued is None:
+            queued = jobs[job.queue] = PriorityQueue(session.job_order_less)
+            queues.push(session.queues[job.queue])
+        queued.push(job)
+    picked: list[tuple[JobInfo, list[TaskInfo]]] = []
+    while not queues.empty():
+        queued = jobs[queues.pop().name]
+        while not queued.empty():
+            job = queued.pop()
+            own = tasks[job.uid]
+            picked.append((job, [own.pop() for _ in range(len(own))]))
+    return picked
 
 
 class BackfillAction(Action):
@@ -16,14 +61,7 @@ class BackfillAction(Action):
     quiet = True
 
     def execute(self, session: Session) -> None:
-        enqueue_configured = "enqueue" in session.config.actions
-        for job in session.scan_jobs():
-            if enqueue_configured and job.is_pending():
-                continue
-            # the (pure) validity check only for jobs with best-effort work: most have none
-            tasks = [t for t in job.pending_tasks() if t.best_effort and not t.scheduling_gated]
-            if not tasks or session.job_valid(job) is not None:
-                continue
+        for job, tasks in pick_up_pending_tasks(session):
             statement = Statement(session)
             for task in tasks:
                 reason = session.pre_predicate(task)
