@@ -10,7 +10,7 @@ least-allocated floor((floor(100 (31-k) / 32) + floor(100 (255-k) / 256)) / 2), 
 allocation 74 (the balance barely moves), and binpack 100 (k+1) (1/32 + 1/256) / 2. Binpack
 gains exactly what least-allocated loses, so only the floors decide: up to k = 16 the node
 beats an empty one (172.7578...), at k = 17 it no longer does. Each node takes 17 pods before
-the next is started: 1000 pods fill 58 nodes and put 14 on a 59th.
+the next is started: 1000 pods fill 58 nodes and put 14 on a 59th (5000 pods: 294 and 2).
 """
 
 from __future__ import annotations
@@ -31,27 +31,36 @@ GANG_TIERS = (
 GIB = 1024**3
 
 
-def _gang_shape() -> Counter[str]:
-    nodes = [node(f"n{i:03d}", cpu="32", memory="256Gi") for i in range(100)]
-    jobs = [
+def _gang_shape(jobs: int, pods: int, nodes: int) -> Counter[str]:
+    node_list = [node(f"n{i:03d}", cpu="32", memory="256Gi") for i in range(nodes)]
+    job_list = [
         job(
             f"job{j}",
-            [task(f"job{j}-p{p:03d}", cpu="1", memory="1Gi") for p in range(100)],
-            min_available=100,
+            [task(f"job{j}-p{p:03d}", cpu="1", memory="1Gi") for p in range(pods)],
+            min_available=pods,
         )
-        for j in range(10)
+        for j in range(jobs)
     ]
-    result = run_session(snapshot(nodes, jobs), config("enqueue, allocate, backfill", *GANG_TIERS))
+    config_ = config("enqueue, allocate, backfill", *GANG_TIERS)
+    result = run_session(snapshot(node_list, job_list), config_)
     return Counter(result.bound_nodes().values())
 
 
-def test_gang_benchmark_shape_fills_nodes_to_17_pods_as_volcano_does() -> None:
-    """Fails with the float resource scores nodeorder had before (they cancel binpack out
-    and every node took exactly 10 pods)."""
-    per_node = _gang_shape()
-    assert sum(per_node.values()) == 1000
-    assert len(per_node) == 59
-    assert sorted(per_node.values(), reverse=True) == [17] * 58 + [14]
+@pytest.mark.parametrize(
+    ("jobs", "pods", "nodes", "full", "last"),
+    [(10, 100, 100, 58, 14), (20, 250, 500, 294, 2)],
+    ids=["10 x 100 on 100 nodes", "20 x 250 on 500 nodes"],
+)
+def test_gang_benchmark_shape_fills_nodes_to_17_pods_as_volcano_does(
+    jobs: int, pods: int, nodes: int, full: int, last: int
+) -> None:
+    """Volcano's gang shape and the larger one the peer bench runs: every node used takes
+    17 pods but the last. Fails with the float resource scores nodeorder had before (they
+    cancel binpack out: 10 pods on each of the 100 nodes, checked)."""
+    per_node = _gang_shape(jobs, pods, nodes)
+    assert sum(per_node.values()) == jobs * pods
+    assert len(per_node) == full + 1
+    assert sorted(per_node.values(), reverse=True) == [17] * full + [last]
 
 
 @pytest.mark.parametrize(("held", "least"), [(0, 97), (4, 91), (16, 69), (17, 67)])
