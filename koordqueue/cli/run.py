@@ -191,8 +191,8 @@ def _serve_metrics(settings: ControllerSettings, command: str) -> bool:
 def _serve(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> int:
     """Run a kopf operator cluster-wide until stopped, with /healthz on the health port."""
     asyncio.run(
-        kopf.operator(
-            registry=registry,
+        kopf_support.run_operator(
+            registry,
             clusterwide=True,
             standalone=True,
             # port 0 turns it off (kopf would otherwise bind its default, port 80)

@@ -47,12 +47,15 @@ def retry(
     retryable: Callable[[Exception], bool],
     stopped: Callable[[float], bool],
     on_retry: Callable[[Exception, float], None] | None = None,
+    *,
+    at_least: Callable[[Exception], float] | None = None,
 ) -> T:
     """`attempt()` until it succeeds, waiting `schedule`'s delays between failures.
 
     An exception that is not `retryable` goes up at once. `stopped(seconds)` waits (for
     instance `threading.Event.wait`) and returns True when the caller is shutting down; the
     last failure then goes up. `on_retry(error, delay)` is told before each wait (a log line).
+    `at_least(error)`: a floor for that wait (the server's Retry-After).
     """
     failures = 0
     while True:
@@ -62,6 +65,8 @@ def retry(
             if not retryable(exc):
                 raise
             delay = schedule.delay(failures)
+            if at_least is not None:
+                delay = max(delay, at_least(exc))
             failures += 1
             if on_retry is not None:
                 on_retry(exc, delay)

@@ -42,6 +42,7 @@ from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
 import orjson
+import structlog
 import urllib3
 import yaml
 from kubernetes import client as k8s_client
@@ -55,7 +56,23 @@ from urllib3.exceptions import ClosedPoolError
 from koordqueue.domain import names
 from koordqueue.domain.backoff import Backoff, retry
 
+log = structlog.get_logger(__name__)
 FIELD_MANAGER: Final = "koordqueue"
+RETRY_AFTER: Final = "Retry-After"
+FLOW_SCHEMA_UID: Final = "X-Kubernetes-PF-FlowSchema-UID"
+PRIORITY_LEVEL_UID: Final = "X-Kubernetes-PF-PriorityLevel-UID"
+"""API Priority and Fairness names the flow schema and priority level that classified a
+request in these two headers of every answer; client-go quotes the flow schema's in the
+reason of a 429's retry."""
+MAX_RETRIES: Final = 10
+"""Answers with a `Retry-After` a request retries by itself (client-go rest's maxRetries)."""
+URLLIB3_RETRIES: Final = urllib3.Retry(3, respect_retry_after_header=False)
+"""urllib3's own retries, minus its Retry-After handling (it retried only GET, PUT and DELETE,
+slept whatever the header said, and after three raised MaxRetryError, losing the status):
+KubeApi.request retries on Retry-After itself, for every verb."""
+RETRY_AFTER_CAP: Final = 30.0
+"""Seconds: the longest `Retry-After` we wait out before one retry (the reflector's back-off
+cap); the server's usual value is 1 s (APF and max-in-flight throttling)."""
 FENCED: Final = -1
 """ApiError.status of a write refused locally: this process is not (or no longer) the leader."""
 T = TypeVar("T")
@@ -139,13 +156,40 @@ VOLCANO_QUEUE: Final = Kind(
 
 
 class ApiError(Exception):
-    """A non-2xx answer, with the server's Status message (what kubectl would print)."""
+    """A non-2xx answer, with the server's Status message (what kubectl would print).
 
-    def __init__(self, status: int, reason: str, message: str, method: str, path: str) -> None:
+    `retry_after`: the seconds a 429 or 5xx answer's `Retry-After` header asked for (None
+    without one), which every retry here waits at least (`wait_hint`), as client-go's
+    request retry does; `flow_schema` / `priority_level`: APF's classification of a
+    throttled request (its `X-Kubernetes-PF-*` headers), quoted in the message.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        method: str,
+        path: str,
+        *,
+        retry_after: float | None = None,
+        flow_schema: str = "",
+        priority_level: str = "",
+    ) -> None:
         self.status = status
         self.reason = reason
         self.message = message
-        super().__init__(f"{method} {path}: {status} {reason}: {message}")
+        self.retry_after = retry_after
+        self.flow_schema = flow_schema
+        self.priority_level = priority_level
+        text = f"{method} {path}: {status} {reason}: {message}"
+        if retry_after is not None:
+            text += f" (retry after {retry_after:g} s"
+            if status == 429:  # client-go's retry reason for APF throttling
+                text += (f"; server-side throttling, FlowSchema UID {flow_schema!r},"
+                         f" PriorityLevel UID {priority_level!r}")
+            text += ")"
+        super().__init__(text)
 
     @property
     def not_found(self) -> bool:
@@ -162,6 +206,37 @@ class ApiError(Exception):
     @property
     def fenced(self) -> bool:
         return self.status == FENCED
+
+    @property
+    def wait_hint(self) -> float:
+        """Seconds to wait at least before retrying: the server's `Retry-After`, capped."""
+        return min(self.retry_after, RETRY_AFTER_CAP) if self.retry_after else 0.0
+
+
+def retry_after(status: int, headers: Mapping[str, str] | None) -> float | None:
+    """The `Retry-After` of a 429 or 5xx answer in whole seconds, None when absent or not a
+    number (client-go's checkWait: only those statuses, only the seconds form)."""
+    if headers is None or not (status == 429 or status >= 500):
+        return None
+    raw = headers.get(RETRY_AFTER)
+    if raw is None:
+        return None
+    try:
+        seconds = int(str(raw).strip())
+    except ValueError:
+        return None
+    return float(seconds) if seconds >= 0 else None
+
+
+def wait_hint(exc: BaseException) -> float:
+    """The least wait before retrying after `exc`: its `Retry-After` (an ApiError, or the
+    kubernetes client's ApiException a watch raises), else 0."""
+    if isinstance(exc, ApiError):
+        return exc.wait_hint
+    if isinstance(exc, ApiException):
+        seconds = retry_after(int(exc.status or 0), exc.headers)
+        return min(seconds, RETRY_AFTER_CAP) if seconds else 0.0
+    return 0.0
 
 
 class KubeconfigError(k8s_config.ConfigException):
@@ -370,6 +445,7 @@ class _Transport:
         if api_client.cookie:
             self.headers["Cookie"] = str(api_client.cookie)
         self.timeout = urllib3.Timeout(total=timeout)
+        self.retries = URLLIB3_RETRIES
 
     def send(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -380,12 +456,12 @@ class _Transport:
         if self.pool is None:
             return self.manager.urlopen(
                 method, self.host + path, body=body, headers=headers, timeout=self.timeout,
-                preload_content=True,
+                retries=self.retries, preload_content=True,
             )
         try:
             return self.pool.urlopen(
                 method, path, body=body, headers=headers, timeout=self.timeout,
-                preload_content=True,
+                retries=self.retries, preload_content=True,
             )
         except ClosedPoolError:  # the manager dropped it (never with one host): take it again
             self.pool = self.manager.connection_from_url(self.host)
@@ -399,6 +475,13 @@ class KubeApi:
     right before the bytes are sent: see the module docstring); a write it refuses raises a
     `fenced` ApiError without reaching the server (leader election: a deposed leader writes
     nothing after its fence shut, but for the microsecond-wide send window).
+
+    An answer that says when to come back (a 429 or 5xx with `Retry-After`: APF throttling,
+    max-in-flight, a timeout) is retried here after that wait, up to MAX_RETRIES times, while
+    the waits fit within `timeout` of the first attempt, as client-go's rest client retries a
+    request (rest/with_retry.go); the fence is asked again for each attempt. The last such
+    answer goes up as an ApiError with its `retry_after`, which the callers' own retry
+    loops wait out in turn.
     """
 
     def __init__(
@@ -406,10 +489,12 @@ class KubeApi:
         api_client: k8s_client.ApiClient,
         timeout: float = 30.0,
         fence: Callable[[], bool] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.api_client = api_client
         self.timeout = timeout
         self.fence = fence
+        self._sleep = sleep
         self._transport: _Transport | None = None
         """Built on first request (the constructor does not touch the client)."""
         self._generated: bool | None = None
@@ -423,6 +508,29 @@ class KubeApi:
         query: Iterable[tuple[str, str]] = (),
         content_type: str = "application/json",
     ) -> dict[str, Any]:
+        pairs = list(query)
+        budget = time.monotonic() + self.timeout
+        for retries in range(MAX_RETRIES + 1):
+            try:
+                return self._attempt(method, path, body, pairs, content_type)
+            except ApiError as exc:
+                wait = exc.wait_hint
+                if (exc.retry_after is None or retries == MAX_RETRIES
+                        or time.monotonic() + wait > budget):
+                    raise
+                log.debug("retrying after the server's Retry-After", error=str(exc), in_s=wait)
+                self._sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        body: object,
+        query: list[tuple[str, str]],
+        content_type: str,
+    ) -> dict[str, Any]:
+        """One attempt of `request`."""
         fence = None if method == "GET" else self.fence
         if fence is not None and not fence():  # early: saves the work when already shut
             raise _not_leader(method, path)
@@ -438,7 +546,7 @@ class KubeApi:
         serialized = self.api_client.param_serialize(
             method,
             path,
-            query_params=list(query),
+            query_params=query,
             header_params=headers,
             body=body,
             auth_settings=["BearerToken"],
@@ -449,12 +557,17 @@ class KubeApi:
             response = self.api_client.call_api(*serialized, _request_timeout=self.timeout)
             response.read()  # type: ignore[no-untyped-call]
         except ApiException as exc:
-            raise _api_error(exc.status or 0, exc.reason or "", exc.body, method, path) from exc
+            raise _api_error(
+                exc.status or 0, exc.reason or "", exc.body, method, path, exc.headers
+            ) from exc
         except Exception as exc:  # connection refused, TLS, timeouts: all retryable
             raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
         data = response.data or b"{}"
         if not 200 <= response.status < 300:
-            raise _api_error(response.status, response.reason or "", data, method, path)
+            raise _api_error(
+                response.status, response.reason or "", data, method, path,
+                getattr(response, "headers", None),
+            )
         parsed: dict[str, Any] = loads(data) if data else {}
         return parsed
 
@@ -463,14 +576,14 @@ class KubeApi:
         method: str,
         path: str,
         body: object,
-        query: Iterable[tuple[str, str]],
+        query: list[tuple[str, str]],
         content_type: str,
     ) -> dict[str, Any]:
-        """`request` through the pool (see the module docstring)."""
+        """One attempt through the pool (see the module docstring)."""
         transport = self._transport
         if transport is None:
             transport = self._transport = _Transport(self.api_client, self.timeout, self.fence)
-        pairs = list(query)
+        pairs = query
         target = f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
         headers = {**transport.headers, "Accept": "application/json"}
         data: bytes | None = None
@@ -485,7 +598,9 @@ class KubeApi:
             raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
         raw = response.data or b"{}"
         if not 200 <= response.status < 300:
-            raise _api_error(response.status, response.reason or "", raw, method, path)
+            raise _api_error(
+                response.status, response.reason or "", raw, method, path, response.headers
+            )
         parsed: dict[str, Any] = loads(raw)
         return parsed
 
@@ -618,7 +733,14 @@ def now_rfc3339() -> str:
     return cached[1]
 
 
-def _api_error(status: int, reason: str, body: object, method: str, path: str) -> ApiError:
+def _api_error(  # noqa: PLR0917 (the answer's parts, in the order they come)
+    status: int,
+    reason: str,
+    body: object,
+    method: str,
+    path: str,
+    headers: Mapping[str, str] | None = None,
+) -> ApiError:
     message = ""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
@@ -627,7 +749,12 @@ def _api_error(status: int, reason: str, body: object, method: str, path: str) -
             message = str(json.loads(body).get("message") or body)
         except (ValueError, AttributeError):
             message = body
-    return ApiError(status, reason, message, method, path)
+    return ApiError(
+        status, reason, message, method, path,
+        retry_after=retry_after(status, headers),
+        flow_schema=str((headers or {}).get(FLOW_SCHEMA_UID) or ""),
+        priority_level=str((headers or {}).get(PRIORITY_LEVEL_UID) or ""),
+    )
 
 
 def with_retries(
@@ -637,7 +764,12 @@ def with_retries(
     retry_conflicts: bool = True,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """Run `call`, retrying transient errors (and conflicts, whose caller re-reads) with backoff."""
+    """Run `call`, retrying transient errors (and conflicts, whose caller re-reads) with backoff.
+
+    A throttled or failing answer's `Retry-After` is waited out when longer than the back-off
+    step, as client-go's request retry waits max(back-off, Retry-After): retrying a 429 after
+    0.1 s only adds to the load the server is shedding.
+    """
     for attempt in range(attempts):
         try:
             return call()
@@ -645,7 +777,7 @@ def with_retries(
             last = attempt == attempts - 1
             if last or not (exc.retryable or (retry_conflicts and exc.conflict)):
                 raise
-            sleep(Backoff(base_delay).delay(attempt))
+            sleep(max(Backoff(base_delay).delay(attempt), exc.wait_hint))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -659,8 +791,9 @@ def retry_transient(
     after `schedule`'s delays for as long as it takes, as client-go's reflector retries its
     list: the start-ups of the controller and the scheduler (kopf would retry a failed
     start-up only after 60 s). Other errors go up at once; so does the last one when
-    `stopped(delay)` says the process is shutting down."""
-    return retry(call, schedule, _transient, stopped, on_retry)
+    `stopped(delay)` says the process is shutting down. A `Retry-After` longer than the
+    schedule's step is waited out instead."""
+    return retry(call, schedule, _transient, stopped, on_retry, at_least=wait_hint)
 
 
 def _transient(exc: Exception) -> bool:

@@ -54,7 +54,7 @@ from urllib3.exceptions import ReadTimeoutError
 
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
-from koordqueue.kube.api import ApiError, Kind, KubeApi, Listing
+from koordqueue.kube.api import ApiError, Kind, KubeApi, Listing, wait_hint
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +62,15 @@ Handler = Callable[[str | None, dict[str, Any]], None]
 """(event type or None for objects of a listing, object) -> None, like kopf's raw events."""
 
 BACKOFF: Final = Backoff(0.5, cap=30.0)
-"""Seconds between attempts after a failed list or watch: 0.5 s doubling to 30 s, for good."""
+"""Seconds between attempts after a failed list or watch: 0.5 s doubling to 30 s, for good
+(or the server's Retry-After, when longer)."""
+
+HEALTHY_RESET: Final = 120.0
+"""Seconds without a failed list or watch after which the back-off starts again from its first
+step (client-go reflector's defaultBackoffReset, 2 min: "if we don't back off for 2 min,
+assume the API server is healthy"). Without it, an informer whose watch broke a few times
+an hour apart, never ending cleanly in between (behind a proxy that cuts long connections),
+came to wait the full 30 s after each break."""
 
 MIN_WATCH_TIMEOUT: Final = 300
 """Seconds: each watch asks the server to end it after a random time in [this, 2 x this]
@@ -285,11 +293,14 @@ class Informer:
         idle_timeout: float | None = None,
         backoff: Backoff = BACKOFF,
         rng: random.Random | None = None,
+        healthy_reset: float = HEALTHY_RESET,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`watch_timeout`: the least server-side timeout of a watch (each is random in
         [watch_timeout, 2 x watch_timeout]); `idle_timeout`: the liveness deadline. Both in
         seconds, defaulting to $KOORDQUEUE_MIN_WATCH_TIMEOUT / $KOORDQUEUE_WATCH_IDLE_TIMEOUT,
-        else MIN_WATCH_TIMEOUT / WATCH_IDLE_TIMEOUT."""
+        else MIN_WATCH_TIMEOUT / WATCH_IDLE_TIMEOUT. `healthy_reset`: seconds without a
+        failure after which the back-off starts over (`clock` measures them)."""
         self.api = api
         self.kind = kind
         self.handler = handler
@@ -304,6 +315,11 @@ class Informer:
             else _from_env(WATCH_IDLE_TIMEOUT_ENV, WATCH_IDLE_TIMEOUT)
         )
         self.backoff = backoff
+        self.healthy_reset = healthy_reset
+        self._clock = clock
+        self._failures = 0
+        """Failures since the back-off last started over (it sets the next wait)."""
+        self._failed_at: float | None = None
         self._rng = rng or random.Random()
         self.synced = threading.Event()
         """Set once the first listing has been handed to the workers."""
@@ -355,7 +371,6 @@ class Informer:
     # --- the watch loop -----------------------------------------------------------------
     def _run(self) -> None:
         version = self._first_version
-        failures = 0
         while not self._stop.is_set():
             self._progress = None
             try:
@@ -363,7 +378,7 @@ class Informer:
                     version = self._list()
                 self._progress = version
                 version = self._watch_from(version)
-                failures = 0
+                self._failures = 0  # the server ended the watch: healthy
             except (ApiException, ApiError) as exc:
                 status = exc.status or 0
                 if status == 410:  # our resourceVersion is older than the server keeps
@@ -372,7 +387,7 @@ class Informer:
                     version = None
                     continue
                 version = self._progress or version
-                failures = self._pause(failures, exc)
+                self._pause(exc)
             except ReadTimeoutError:  # silent past the liveness deadline: presumed dead
                 version = self._progress or version
                 metrics.WATCH_RESTARTS.labels(self.kind.plural, "idle").inc()
@@ -385,15 +400,26 @@ class Informer:
                     )
             except Exception as exc:  # connection reset, TLS, timeouts: retry from where we were
                 version = self._progress or version
-                failures = self._pause(failures, exc)
+                self._pause(exc)
 
-    def _pause(self, failures: int, exc: Exception) -> int:
+    def next_delay(self, exc: BaseException) -> float:
+        """Count a failure and return the wait before the next attempt: the back-off's step
+        for the failures since it last started over (it does when none came for
+        `healthy_reset` seconds), or the server's Retry-After when that is longer."""
+        now = self._clock()
+        if self._failed_at is not None and now - self._failed_at >= self.healthy_reset:
+            self._failures = 0
+        self._failed_at = now
+        delay = max(self.backoff.delay(self._failures), wait_hint(exc))
+        self._failures += 1
+        return delay
+
+    def _pause(self, exc: Exception) -> None:
         metrics.WATCH_RESTARTS.labels(self.kind.plural, "error").inc()
-        delay = self.backoff.delay(failures)
+        delay = self.next_delay(exc)
         if not self._stop.is_set():
             log.warning("watch failed; retrying", kind=self.kind.plural, error=str(exc), in_s=delay)
         self._stop.wait(delay)
-        return failures + 1
 
     def _list(self) -> str:
         items, version = self.api.list_with_version(self.kind)

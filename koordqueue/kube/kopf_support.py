@@ -6,13 +6,17 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import kopf
+import structlog
 
 from koordqueue.kube.api import KubeApi
+
+log = structlog.get_logger(__name__)
 
 HANDLER_THREADS: Final = 8
 """asyncio's default executor in our operators (was 32 while controller handlers wrote inline)."""
@@ -51,13 +55,75 @@ def configure(settings: kopf.OperatorSettings) -> None:
 async def stop_background(
     state: dict[str, asyncio.Task[None]], key: str, close: Callable[[], None]
 ) -> None:
-    """Cancel a background loop started at start-up, then release its resources."""
+    """Cancel a background loop started at start-up, then release its resources.
+
+    A task that had already failed (a standby's listing refused) does not stop the clean-up:
+    its error was reported when it happened, and `close` must still run."""
     task = state.pop(key, None)
     if task is not None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await task
+            try:
+                await task
+            except Exception as exc:
+                log.info("a start-up task had failed before the stop", task=key, error=str(exc))
     await asyncio.to_thread(close)
+
+
+async def wait_set(event: threading.Event, poll: float = 0.5) -> None:
+    """Wait for a thread's event without holding a worker thread past a cancellation: a
+    thread blocked in `event.wait()` for good kept asyncio.run from returning at exit
+    (it joins the default executor's threads), so the process outlived its SIGTERM."""
+    while not await asyncio.to_thread(event.wait, poll):
+        pass
+
+
+Closer = Callable[[], Awaitable[None]]
+_closers: weakref.WeakKeyDictionary[kopf.OperatorRegistry, list[Closer]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def on_shutdown(registry: kopf.OperatorRegistry, close: Closer) -> None:
+    """Run `close` once when the operator stops: as kopf's clean-up handler, or, when kopf
+    skips its clean-up, after kopf returns (`run_operator`).
+
+    kopf runs no clean-up at all when it is stopped (SIGTERM) before every start-up handler
+    has finished: while a start-up retries the API (the controller's resync without leader
+    election, a standby scheduler's first listing) or while kopf waits to retry a failed
+    one. Without this, such a stop left the Lease held until it expired and the queued
+    writes and events unsent."""
+    started = False
+
+    async def once() -> None:
+        nonlocal started
+        if started:  # (kopf's clean-up and `finish` never overlap: one loop, in turn)
+            return
+        started = True
+        await close()
+
+    _closers.setdefault(registry, []).append(once)
+
+    @kopf.on.cleanup(registry=registry, id=getattr(close, "__name__", None))
+    async def cleanup(**_: Any) -> None:
+        await once()
+
+
+async def finish(registry: kopf.OperatorRegistry) -> None:
+    """Run the clean-ups kopf did not (each runs once; a failure does not stop the next)."""
+    for close in _closers.get(registry, []):
+        try:
+            await close()
+        except Exception:
+            log.exception("clean-up after the operator stopped failed")
+
+
+async def run_operator(registry: kopf.OperatorRegistry, **kwargs: Any) -> None:
+    """`kopf.operator(...)`, then every `on_shutdown` clean-up kopf skipped."""
+    try:
+        await kopf.operator(registry=registry, **kwargs)
+    finally:
+        await finish(registry)
 
 
 def event_object(event: kopf.RawEvent) -> dict[str, Any]:
@@ -117,8 +183,8 @@ class OperatorThread:
         def run() -> None:
             try:
                 asyncio.run(
-                    kopf.operator(
-                        registry=self._registry,
+                    run_operator(
+                        self._registry,
                         clusterwide=True,
                         standalone=True,
                         stop_flag=self._stop,

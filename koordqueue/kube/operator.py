@@ -142,7 +142,7 @@ def build_registry(
     async def start_controller() -> None:
         if standby is not None:  # warm: the watches run already; fold what they hold
             for informer in informers:
-                await asyncio.to_thread(informer.synced.wait)
+                await kopf_support.wait_set(informer.synced)
             await asyncio.wrap_future(owner.start(standby.take_over()))
             log.info("controller ready (took over)", namespace=controller.settings.namespace)
             return
@@ -166,9 +166,10 @@ def build_registry(
         controller.close()
         leadership.stop(release=True)  # a standby takes over at once, not after the lease
 
-    @kopf.on.cleanup(registry=registry)
-    async def cleanup(**_: Any) -> None:
+    async def stop_controller() -> None:
         await kopf_support.stop_background(state, "lead", close)
+
+    kopf_support.on_shutdown(registry, stop_controller)  # even if stopped during start-up
 
     @kopf.on.probe(id="ready", registry=registry)
     def ready(**_: Any) -> bool | str:

@@ -10,8 +10,11 @@ where the upstream connection does (watches included). Before forwarding, each r
 matches a request's method and path rolls for it (its `share` probability, from a seeded
 random source); the first that fires decides:
 
-* ``"429"``, ``"500"``, ``"409"``...: answer that status with a Kubernetes Status body
-  (429 with `Retry-After: 1`), the request never reaches the server;
+* ``"429"``, ``"500"``, ``"409"``, ``"403"``...: answer that status with a Kubernetes Status
+  body, the request never reaches the server; a 429 carries `Retry-After` (the rule's
+  `retry_after`, 1 s unless told) and APF's `X-Kubernetes-PF-FlowSchema-UID` /
+  `-PriorityLevel-UID` headers, as the API server's throttling does; a rule's `retry_after`
+  on a 5xx adds the header there too;
 * ``"drop"``: close the connection without an answer (the request never reaches the server);
 * ``"lose-reply"``: forward the request, wait for the whole answer, then close the connection
   without passing it on (the write happened, the client cannot know);
@@ -24,7 +27,11 @@ random source); the first that fires decides:
 A rule with `times` fires at most that many times (e.g. only the first watch stalls).
 
 Faults fire only during the first `faults_for` seconds after start (bounded in time); every
-request after that passes. `fired` counts what fired, by action. Loopback only.
+request after that passes. `fired` counts what fired, by action; `requests` records every
+request (its time, method, target and the action taken, None when it passed). At run time,
+`set_rules` replaces the rules and starts a new fault window, and `cut()` closes every
+connection in progress (a watch broken midway, as by a restart of a proxy in between).
+Loopback only.
 """
 
 from __future__ import annotations
@@ -44,10 +51,12 @@ from typing import Any
 
 from tests.controlplane.harness import ControlPlane, write_kubeconfig
 
-REASONS = {409: "Conflict", 429: "Too Many Requests", 500: "Internal Server Error",
-           503: "Service Unavailable"}
-STATUS_REASON = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError",
-                 503: "ServiceUnavailable"}
+REASONS = {403: "Forbidden", 409: "Conflict", 429: "Too Many Requests",
+           500: "Internal Server Error", 503: "Service Unavailable"}
+STATUS_REASON = {403: "Forbidden", 409: "Conflict", 429: "TooManyRequests",
+                 500: "InternalError", 503: "ServiceUnavailable"}
+FLOW_SCHEMA_UID = "faultproxy-flowschema-uid"
+PRIORITY_LEVEL_UID = "faultproxy-prioritylevel-uid"
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,7 @@ class Rule:
     path: str = ""
     times: int | None = None
     after: float = 0.0
+    retry_after: int | None = None
 
     def matches(self, method: str, target: str) -> bool:
         if self.methods and method not in self.methods:
@@ -79,6 +89,9 @@ class FaultProxy:
         self.fired: collections.Counter[str] = collections.Counter()
         self.forwarded = 0
         self.silenced: list[float] = []  # time.monotonic() each stalled stream went silent
+        self.requests: list[tuple[float, str, str, str | None]] = []
+        """(time.monotonic(), method, target, action or None) of every request, in order."""
+        self._live: set[asyncio.StreamWriter] = set()  # connections being served
         self._uses: collections.Counter[int] = collections.Counter()  # fired, by rule index
         self._silence = threading.Event()
         self._rng = random.Random(seed)
@@ -131,6 +144,28 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
+    def set_rules(self, rules: list[Rule], faults_for: float) -> None:
+        """Replace the rules (`times` counted afresh); they fire for `faults_for` s from now."""
+        def swap() -> None:
+            self.rules = list(rules)
+            self._uses.clear()
+            self.faults_for = faults_for
+            self._started_at = time.monotonic()
+
+        self._loop.call_soon_threadsafe(swap)
+
+    def cut(self) -> int:
+        """Close every connection in progress (clients see a reset midway); how many."""
+        async def close_all() -> int:
+            live = list(self._live)
+            for writer in live:
+                transport = writer.transport
+                with contextlib.suppress(Exception):
+                    transport.abort()
+            return len(live)
+
+        return asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(10)
+
     def silence(self) -> None:
         """Every stalled stream still delivering (its `after` not yet reached) goes silent now."""
         self._silence.set()
@@ -167,6 +202,7 @@ class FaultProxy:
         return None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._live.add(writer)
         try:
             while True:
                 try:
@@ -184,26 +220,35 @@ class FaultProxy:
                 body = await reader.readexactly(length) if length else b""
                 rule = self._pick(method, target)
                 action = rule.action if rule is not None else None
+                self.requests.append((time.monotonic(), method, target, action))
                 if rule is None or rule.action in ("lose-reply", "stall"):
                     await self._forward(method, target, headers, body, writer, rule)
                     return  # the upstream answer ended with its connection
                 if action == "drop":
                     return
-                self._answer(writer, int(action))
+                assert rule is not None
+                self._answer(writer, int(action), rule.retry_after)
                 await writer.drain()
         except (OSError, asyncio.IncompleteReadError, ValueError):
             return
         finally:
+            self._live.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
 
-    def _answer(self, writer: asyncio.StreamWriter, code: int) -> None:
+    def _answer(self, writer: asyncio.StreamWriter, code: int, retry_after: int | None) -> None:
         body = json.dumps({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": f"injected by the fault proxy ({code})",
             "reason": STATUS_REASON.get(code, "InternalError"), "code": code,
         }).encode()
-        extra = "Retry-After: 1\r\n" if code == 429 else ""
+        extra = ""
+        if code == 429:
+            extra = (f"Retry-After: {1 if retry_after is None else retry_after}\r\n"
+                     f"X-Kubernetes-PF-FlowSchema-UID: {FLOW_SCHEMA_UID}\r\n"
+                     f"X-Kubernetes-PF-PriorityLevel-UID: {PRIORITY_LEVEL_UID}\r\n")
+        elif retry_after is not None:
+            extra = f"Retry-After: {retry_after}\r\n"
         writer.write(
             f"HTTP/1.1 {code} {REASONS.get(code, 'Error')}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n{extra}\r\n".encode() + body

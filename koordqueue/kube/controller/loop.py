@@ -10,11 +10,12 @@ needed. A slow API call costs a pool thread, never the loop.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any, Final
 
 import structlog
@@ -131,9 +132,13 @@ class OwnerLoop:
                 ),
             )
         except Exception as exc:
-            started.set_exception(exc)
+            with contextlib.suppress(InvalidStateError):  # cancelled: nobody waits (SIGTERM)
+                started.set_exception(exc)
             return
-        started.set_result(result)
+        try:
+            started.set_result(result)
+        except InvalidStateError:  # the start-up was cancelled (stopped during it): no loop
+            return
         settings = controller.settings
         last_resync = round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once

@@ -81,6 +81,7 @@ def register_scheduler(
     cache = scheduler.cache
     state: dict[str, asyncio.Task[None]] = {}
     stopping = threading.Event()  # shutdown: ends the start-up's retry waits
+    warm = threading.Event()  # a standby's cache is filled and watched
     vg, vv = domain_names.VOLCANO_GROUP, domain_names.VOLCANO_VERSION
 
     # pods (and nodes, which carry heartbeats) are the high-volume kinds: informers, not kopf
@@ -127,12 +128,11 @@ def register_scheduler(
         listings = await retry_startup(scheduler.relist, stopping)
         for informer in informers:  # the watches continue from the cache's first listings
             informer.start(listings.get(informer.kind))
+        warm.set()
         log.info("scheduler standby: watching, not deciding")
 
     async def start() -> None:
-        warm = state.pop("observe", None)
-        if warm is not None:
-            await warm
+        if warm.is_set():
             await retry_startup(scheduler.take_over, stopping)
         else:
             listings = await retry_startup(scheduler.start, stopping)
@@ -148,8 +148,11 @@ def register_scheduler(
     @kopf.on.startup(registry=registry)
     async def start_scheduler(settings: kopf.OperatorSettings, **_: Any) -> None:
         kopf_support.configure(settings)
-        if not leadership.leading.is_set():  # elections on and not (yet) leading
-            state["observe"] = asyncio.create_task(observe())
+        if not leadership.leading.is_set() and not warm.is_set():
+            # a standby's first listing runs in the start-up itself, like a leader's, so a
+            # refusal that retrying cannot fix (403) fails the start-up to kopf, which logs
+            # it and retries; in a background task it went unseen but for the probe
+            await observe()
         await start_when_leading(leadership, start, state)
 
     def close() -> None:
@@ -159,12 +162,12 @@ def register_scheduler(
         scheduler.close()
         leadership.stop(release=True)
 
-    @kopf.on.cleanup(registry=registry)
-    async def stop_scheduler(**_: Any) -> None:
+    async def stop_scheduler() -> None:
         stopping.set()
         await kopf_support.stop_background(state, "lead", lambda: None)
-        await kopf_support.stop_background(state, "observe", lambda: None)
         await kopf_support.stop_background(state, "loop", close)
+
+    kopf_support.on_shutdown(registry, stop_scheduler)  # even if stopped during start-up
 
     @kopf.on.probe(id="scheduler", registry=registry)
     def scheduler_ready(**_: Any) -> bool | str:
