@@ -107,8 +107,8 @@ class UnitStatus(NamedTuple):
 
 CREATED_STATUS: Final = UnitStatus(Phase.ENQUEUED, MSG_UNIT_ENQUEUED)
 """The first status a job integration writes on the unit it made for a workload (before any
-round decides on it). The controller's creators (jobs.py, the integration reconciler) write
-it; the simulator records it through `created_effects`, so both say the same."""
+round decides on it). The controller's one workload reconciler (kube/controller/workloads.py)
+writes it; the simulator records it through `created_effects`, so both say the same."""
 
 
 def created_effects(unit: QueueUnit) -> list[Effect]:

@@ -36,8 +36,6 @@ from koordqueue.domain.integrations.batch_job import (
     pod_set_count,
 )
 from koordqueue.domain.names import (
-    JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
-    JOB_HAS_ENQUEUED_ANNOTATION,
     MSG_ENQUEUED_AFTER_BACKOFF,
     MSG_ENQUEUED_AFTER_PREEMPTED,
     MSG_RUNNING_TIMEOUT,
@@ -57,7 +55,6 @@ __all__ = [
     "JobStatus",
     "backoff_delay",
     "count_failed_indexes",
-    "enqueue_mark",
     "enqueue_patch",
     "go_time_string",
     "is_created_suspended",
@@ -138,29 +135,9 @@ def enqueue_patch(job: Mapping[str, Any], now: str) -> dict[str, Any] | None:
     return _patch(BATCH_JOB.enqueue(job, now))
 
 
-ENQUEUE_MARK: Final = (JOB_HAS_ENQUEUED_ANNOTATION, JOB_ENQUEUE_TIMESTAMP_ANNOTATION)
-"""The annotations that mark a Job enqueued (`enqueue_patch`); its unit holds copies."""
-
-
-def enqueue_mark(obj: Mapping[str, Any]) -> dict[str, str]:
-    """The enqueue mark's annotations `obj` carries (a unit: those copied from its Job)."""
-    notes = (obj.get("metadata") or {}).get("annotations") or {}
-    return {name: str(notes[name]) for name in ENQUEUE_MARK if notes.get(name)}
-
-
-def resume_patch(
-    now: str, job: Mapping[str, Any] | None = None, mark: Mapping[str, str] | None = None
-) -> dict[str, Any] | None:
-    """Let the Job run and stamp when it left the queue; None when `job` is not suspended.
-
-    `mark`: the enqueue annotations (`enqueue_mark` of the Job's unit) written in the same
-    patch: a Job admitted as its unit was made gets its mark and its resume in one write.
-    """
-    patch = _patch(BATCH_JOB.resume(job, now))
-    if patch is not None and mark:
-        metadata = patch["metadata"] = dict(patch.get("metadata") or {})
-        metadata["annotations"] = {**mark, **(metadata.get("annotations") or {})}
-    return patch
+def resume_patch(now: str, job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """Let the Job run and stamp when it left the queue; None when `job` is not suspended."""
+    return _patch(BATCH_JOB.resume(job, now))
 
 
 def suspend_patch(job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ A job kind (batch/v1 Job, PyTorchJob, MPIJob, JobSet, plain Pods) is queued thro
 `Integration`: how to read its pod sets (counts and per-pod requests), its priority, whether
 the queue holds it (suspended), the writes that hold and release it, and where it stands
 (running, finished, failed). Everything here is pure: objects are the API's JSON as dicts and
-writes are returned as data, so the kube edge (koordqueue/kube/integration_reconciler.py), the
+writes are returned as data, so the kube edge (koordqueue/kube/controller/workloads.py), the
 simulator and the tests all run the same rules.
 
 A workload is usually one object. A pod group is several (every Pod with the same group
@@ -284,6 +284,17 @@ class Integration(ABC):
     @abstractmethod
     def suspend(self, obj: Obj) -> tuple[Mutation, ...]:
         """The writes that hold the object again; nothing when it is held."""
+
+    def resume_unread(self, now: str) -> tuple[Mutation, ...] | None:
+        """The resume writes when they need no read of the object first (None: they do).
+
+        A kind whose release is one fixed patch (batch/v1 Job) is resumed on admission
+        without a GET; the others are read, as their writes depend on the object."""
+        return None
+
+    def suspend_unread(self) -> tuple[Mutation, ...] | None:
+        """The suspend writes when they need no read of the object first (None: they do)."""
+        return None
 
     # --- where it stands ------------------------------------------------------------------
     def pod_running(self, members: Sequence[Obj]) -> bool | None:

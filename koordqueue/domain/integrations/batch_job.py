@@ -144,6 +144,12 @@ class BatchJob(Integration):
             ),
         )
 
+    def resume_unread(self, now: str) -> tuple[Mutation, ...]:
+        return self.resume(None, now)
+
+    def suspend_unread(self) -> tuple[Mutation, ...]:
+        return self.suspend(None)
+
     def pod_running(self, members: Sequence[Obj]) -> bool | None:
         """status.ready answers without a call; with active pods none ready, list them."""
         status = members[0].get("status") or {}

@@ -151,12 +151,3 @@ class JobSet(Integration):
         if notes.get(JOB_HAS_ENQUEUED_ANNOTATION) == "true":
             return JobStatus.QUEUING
         return JobStatus.CREATED
-
-    def pods_ready(self, obj: Obj) -> bool:
-        """Kueue's PodsReady: ready + succeeded child Jobs reach the sum of replicas."""
-        replicas = sum(_replicas(rj) for rj in self.replicated_jobs(obj))
-        ready = sum(
-            int(s.get("ready") or 0) + int(s.get("succeeded") or 0)
-            for s in self._replicated_status(obj)
-        )
-        return replicas == ready

@@ -28,7 +28,6 @@ from koordqueue.domain.integrations.base import (
     WorkloadKind,
     WorkloadPatch,
     annotations_of,
-    condition_true,
     object_key,
     pod_requests,
 )
@@ -208,10 +207,6 @@ class KubeflowJob(Integration):
         if queuing:
             return JobStatus.QUEUING
         return JobStatus.CREATED
-
-    def pods_ready(self, obj: Obj) -> bool:
-        """Kueue's PodsReady: the Running condition is True."""
-        return condition_true(obj, "Running")
 
 
 class PyTorchJob(KubeflowJob):

@@ -270,21 +270,3 @@ class Pod(Integration):
 
     def owner_references(self, members: Sequence[Obj]) -> list[dict[str, Any]]:
         return super().owner_references(_by_name(members))
-
-    def pods_ready(self, members: Sequence[Obj]) -> bool:
-        """Kueue's PodsReady: every pod (all of the group's) has Ready True."""
-
-        def ready(pod: Obj) -> bool:
-            for condition in (pod.get("status") or {}).get("conditions") or []:
-                if condition.get("type") == "Ready":
-                    return bool(condition.get("status") == "True")
-            return False
-
-        first = members[0]
-        if self.group_name(first) is not None:
-            try:
-                if len(members) < group_total_count(first):
-                    return False
-            except InvalidJobError:
-                return False
-        return all(ready(pod) for pod in members)

@@ -120,8 +120,7 @@ class AdmissionRounds(ControllerBase):
     def admission_round(self) -> RoundResult:
         """One round: decide, hand its effects to the writer, export the metrics."""
         started = time.monotonic()
-        for consumer in self.consumers.values():
-            consumer.fire_timers()
+        self.fire_timers()  # each kind's due looks; the periodic resync when due
         result = self.engine.run_round(self.clock())
         self.round_writes_pending = True
 

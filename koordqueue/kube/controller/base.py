@@ -14,7 +14,7 @@ from koordqueue.domain import names
 from koordqueue.domain.effects import Effect, QueueEvent, UnitEvent
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.mapping import QuotaName, queue_name_for
-from koordqueue.domain.queue_unit import QueueUnit
+from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.kube import metrics
 from koordqueue.kube.api import ObjectApi
@@ -132,10 +132,12 @@ class ControllerBase:
         """Set while the periodic resync's lists are being read (resync.py)."""
         self.consumers: dict[str, ConsumerReconciler] = {}
         """Reconcilers of the workloads that follow their units, by spec.consumerRef.kind."""
+        self.next_resync = clock() + self.settings.resync_period
+        """When the periodic resync is due (the controller's clock; resync.py)."""
         self.add_consumers()
 
     def add_consumers(self) -> None:
-        """Register the workload reconcilers (the Controller adds the batch/v1 Job one)."""
+        """Register the workload reconcilers (the Controller serves the built-in kinds)."""
 
     def close(self) -> None:
         """Wait for the writes in flight."""
@@ -176,4 +178,12 @@ class ControllerBase:
         raise NotImplementedError
 
     def execute(self, planned: list[Effect], done: Callable[[], None] | None = None) -> None:
+        raise NotImplementedError
+
+    def fire_timers(self) -> None:
+        raise NotImplementedError
+
+    def write_unit_phase(
+        self, unit: QueueUnit, phase: Phase, message: str, then: Callable[[bool], None]
+    ) -> None:
         raise NotImplementedError

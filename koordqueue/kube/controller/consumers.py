@@ -1,19 +1,18 @@
-"""The seam where a job kind plugs into the controller.
+"""The seam where a workload kind plugs into the controller.
 
 A QueueUnit's spec.consumerRef names the workload that follows its admission. For each kind
-of workload the controller serves, one reconciler: it turns the kind's watch events into
-units (creating them) and unit changes into the workload's state (resume, suspend), reading
-the kind's rules from the pure domain. batch/v1 Job (jobs.py) is the one served today; a kind
-from koordqueue.domain.integrations is served by one more class with this shape, registered
-in `Controller.consumers` and watched by one more informer.
+the controller serves, one reconciler, registered in `Controller.consumers` under the kind
+and watched by one informer: it turns the kind's watch events into units (creating them) and
+unit changes into the workload's state (resume, suspend). Every kind, batch/v1 Job included,
+is served by the same class, workloads.WorkloadReconciler, over the kind's `Integration`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from koordqueue.kube.api import Kind
+from koordqueue.kube.api import Kind, ObjectApi
 from koordqueue.kube.controller.writes import Write
 
 
@@ -42,3 +41,16 @@ class ConsumerReconciler(Protocol):
 
     def fire_timers(self) -> None:
         """Look again at workloads whose timeout, back-off or refused write is due."""
+
+    def resync_started(self) -> None:
+        """The periodic resync's lists are asked for (events from now on are newer)."""
+
+    @property
+    def listed_whole(self) -> bool:
+        """The resync lists every object of the kind (its watch can continue from that)."""
+
+    def listing(self, api: ObjectApi) -> list[dict[str, Any]]:
+        """What the periodic resync lists of the kind, when not listed whole."""
+
+    def fold(self, listed: Sequence[dict[str, Any]], periodic: bool) -> None:
+        """Reconcile a listing of the kind (`periodic`: also its units not listed)."""

@@ -2,7 +2,8 @@
 
 Informers and kopf handlers do not handle events; they post them onto one queue. This loop
 takes them in order, runs an admission round every `admission_period` (sooner, at most every
-MIN_ROUND_INTERVAL, once something happened that may let a unit in), and the periodic resync.
+MIN_ROUND_INTERVAL, once something happened that may let a unit in); each round starts the
+periodic resync when it is due.
 The API writes it decides run on the writer's bounded pool and come back here as events (their
 continuations), so nothing but this thread reads or writes controller state and no lock is
 needed. A slow API call costs a pool thread, never the loop.
@@ -140,7 +141,7 @@ class OwnerLoop:
         except InvalidStateError:  # the start-up was cancelled (stopped during it): no loop
             return
         settings = controller.settings
-        last_resync = round_start = round_end = time.monotonic()
+        round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once
         while not self._stopping.is_set():
             if self._fence_shut():
@@ -164,10 +165,7 @@ class OwnerLoop:
             controller.wake.clear()
             round_start = time.monotonic()
             try:
-                controller.admission_round()
-                if round_start - last_resync >= settings.resync_period:
-                    last_resync = round_start
-                    controller.start_resync()
+                controller.admission_round()  # (starts the periodic resync when due)
             except Exception:
                 log.exception("admission round failed; continuing")
             round_end = time.monotonic()

@@ -1,12 +1,14 @@
-"""Start-up and periodic resync: list everything and fold it in.
+"""Start-up and periodic resync, one for every kind: list everything and fold it in.
 
 At start-up (and in tests) `resync()` lists and folds on the calling thread: it is what the
-first round sees. The periodic resync (`start_resync`) must not stop the owner while a large
-list crosses a busy API server, so the QueueUnit and Job lists are read on the writer's pool
-and folded in when they come back. Events handled meanwhile are newer than the listing: the
-fold skips an object already seen at a newer resourceVersion or deleted since the list was
-asked for, and forgets only units it knew before asking. Quotas and Queues, a few objects,
-are listed at fold time on the owner.
+first round sees. The periodic resync (`start_resync`, due every `resync_period` on the
+controller's clock, looked at with each round) must not stop the owner while a large list
+crosses a busy API server, so the QueueUnit list and each served workload kind's list are
+read on the writer's pool and folded in when they come back. Events handled meanwhile are
+newer than the listing: the fold skips a unit already seen at a newer resourceVersion or
+deleted since the lists were asked for, forgets only units it knew before asking, and leaves
+a workload that had an event meanwhile to that event (workloads.py `fold`). Quotas and
+Queues, a few objects, are listed at fold time on the owner.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordqueue.domain.queue_derivation import derive_queue
-from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
-from koordqueue.kube.controller.base import ADDED, ControllerBase, log, meta, newer, object_key
-from koordqueue.kube.controller.writes import ApplyQueue, Read, delete_queue
+from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
+from koordqueue.kube.controller.base import ADDED, ControllerBase, log, meta, newer
+from koordqueue.kube.controller.writes import ApplyQueue, Priority, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
 
 
@@ -27,42 +29,61 @@ class ResyncWindow:
 
     known_units: set[str]
     deleted_units: set[str] = field(default_factory=set)
-    deleted_jobs: set[str] = field(default_factory=set)
 
 
 class Resync(ControllerBase):
     def resync(self, listings: dict[Kind, Listing] | None = None) -> dict[Kind, Listing]:
         """List everything and fold it in; fixes whatever changed while we were not watching.
 
-        Returns the QueueUnit and Job listings, so that the watches started after the first
-        resync continue from them instead of listing again. `listings`: QueueUnits and Jobs
-        already at hand (a warm standby's watch caches), folded instead of listed.
+        Returns the QueueUnit listing and each served kind's whole listing, so that the
+        watches started after the first resync continue from them instead of listing again
+        (a kind listed narrowly, Pod, is left to its informer's own listing). `listings`:
+        those already at hand (a warm standby's watch caches), folded instead of listed.
         """
         self._resync_quotas_and_queues()
         if listings is None:
-            listings = self._list_workloads(self.api)
+            listings = self._list_workloads(self.api, startup=True)
         self._fold_workloads(listings, None)
+        self.next_resync = self.clock() + self.settings.resync_period
         self.ready.set()
         return listings
+
+    def fire_timers(self) -> None:
+        """Each kind's due looks, then the periodic resync when it is due."""
+        for consumer in self.consumers.values():
+            consumer.fire_timers()
+        if self.clock() >= self.next_resync:
+            self.start_resync()
 
     def start_resync(self) -> None:
         """The periodic resync: lists on the writer's pool, folded in when they come back."""
         if self.resync_window is not None:
             return  # the last one has not come back yet
+        self.next_resync = self.clock() + self.settings.resync_period
         self.resync_window = ResyncWindow({u.uid for u in self.engine.units()})
-        self.writer.submit(Read(self._list_workloads, "resync"), self._finish_resync)
+        for consumer in self.consumers.values():
+            consumer.resync_started()
+        read = Read(self._list_workloads, "resync")
+        self.writer.submit(read, self._finish_resync, priority=Priority.BACKGROUND)
 
     def _finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
         window, self.resync_window = self.resync_window, None
         if listings is None:
+            for consumer in self.consumers.values():
+                consumer.fold([], periodic=False)  # (ends its window; lists refused)
             return  # refused: the next period tries again
         self._resync_quotas_and_queues()
         self._fold_workloads(listings, window)
 
-    def _list_workloads(self, api: ObjectApi) -> dict[Kind, Listing]:
+    def _list_workloads(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
         listings = {QUEUE_UNIT: api.list_with_version(QUEUE_UNIT)}
-        if self.settings.manage_jobs:
-            listings[JOB] = api.list_with_version(JOB)
+        if not self.settings.manage_jobs:
+            return listings
+        for consumer in self.consumers.values():
+            if consumer.listed_whole:
+                listings[consumer.watched] = api.list_with_version(consumer.watched)
+            elif not startup:
+                listings[consumer.watched] = (consumer.listing(api), "")
         return listings
 
     def _resync_quotas_and_queues(self) -> None:
@@ -108,8 +129,9 @@ class Resync(ControllerBase):
             if window is None or gone in window.known_units:
                 self.engine.remove_unit(gone)
                 self.unit_objects.pop(gone, None)
-        jobs = self.consumers.get(JOB.kind)
-        if JOB in listings and jobs is not None:
-            for job in listings[JOB][0]:
-                if window is None or object_key(job) not in window.deleted_jobs:
-                    jobs.on_event(ADDED, job)
+        for consumer in list(self.consumers.values()):
+            listing = listings.get(consumer.watched)
+            if listing is not None:
+                consumer.fold(listing[0], periodic=window is not None)
+            elif window is not None:
+                consumer.fold([], periodic=False)  # (ends its window)

@@ -42,28 +42,6 @@ def test_completions_below_parallelism_bound_the_pods_per_replica() -> None:
     assert [ps.count for ps in JOBSET.pod_sets([obj])] == [6, 1]
 
 
-def test_pods_ready_when_ready_and_succeeded_jobs_reach_the_replicas() -> None:
-    """kueue TestPodsReady "all jobs are ready"."""
-    obj = two_replicated(
-        jobs_status=[
-            {"name": "replicated-job-1", "ready": 1, "succeeded": 1},
-            {"name": "replicated-job-2", "ready": 3, "succeeded": 0},
-        ]
-    )
-    assert JOBSET.pods_ready(obj)
-
-
-def test_pods_not_ready_when_short_of_the_replicas() -> None:
-    """kueue TestPodsReady "not all jobs are ready"."""
-    obj = two_replicated(
-        jobs_status=[
-            {"name": "replicated-job-1", "ready": 1, "succeeded": 0},
-            {"name": "replicated-job-2", "ready": 1, "succeeded": 2},
-        ]
-    )
-    assert not JOBSET.pods_ready(obj)
-
-
 def test_completed_condition_is_success_and_failed_is_failure() -> None:
     """kueue JobSet.Finished(): Completed True -> success; Failed True -> failure."""
     assert JOBSET.status([two_replicated(conditions=[condition("Completed")])]) is (

@@ -15,46 +15,6 @@ from koordqueue.domain.resources import Resources
 from tests.unit.integrations.helpers import pod
 
 
-@pytest.mark.parametrize(
-    ("members", "expected"),
-    [
-        ([pod("test-pod", ready=True)], True),
-        ([pod("test-pod")], False),
-        (
-            [
-                pod("driver", group="g", total="3", ready=True),
-                pod("worker-1", group="g", total="3", ready=True),
-                pod("worker-2", group="g", total="3", ready=True),
-            ],
-            True,
-        ),
-        ([pod("driver", group="g", total="3", ready=True)], False),
-        (
-            [
-                pod("driver", group="g", total="3", ready=True),
-                pod("worker-1", group="g", total="3"),
-                pod("worker-2", group="g", total="3"),
-            ],
-            False,
-        ),
-        ([pod("driver", group="g", ready=True), pod("worker-1", group="g", ready=True)], False),
-        ([pod("driver", group="g", total="invalid", ready=True)], False),
-    ],
-    ids=[
-        "single pod is ready",
-        "single pod is not ready",
-        "pod group with all pods ready",
-        "pod group with fewer pods than expected",
-        "pod group with all pods present but not all ready",
-        "pod group without total count annotation",
-        "pod group with malformed total count annotation",
-    ],
-)
-def test_pods_ready(members: list[dict[str, object]], expected: bool) -> None:
-    """kueue pod_controller_test.go TestPodsReady, the case in the id."""
-    assert POD.pods_ready(members) is expected
-
-
 def test_single_pod_is_one_pod_set_main_of_one() -> None:
     """kueue TestPodSets "no annotations": one pod set "main", count 1, the pod's spec."""
     single = pod("pod", cpu="500m")

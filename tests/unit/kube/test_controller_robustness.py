@@ -109,7 +109,7 @@ def test_handlers_never_raise_on_any_object(
         handlers = {
             "quota": controller.on_quota,
             "unit": controller.on_unit,
-            "job": controller.on_job,
+            "job": controller.consumers["Job"].on_event,
         }
         for kind, event_type, obj in events:
             handlers[kind](event_type, obj)
@@ -149,7 +149,7 @@ def test_invalid_job_template_is_reported_and_gets_no_unit() -> None:
             },
         },
     }
-    controller.on_job("ADDED", job)
+    controller.consumers["Job"].on_event("ADDED", job)
     controller.close()
     assert [e["reason"] for e in api.events] == ["InvalidJob"]
     assert "containers[0].resources.requests.cpu" in api.events[0]["message"]

@@ -120,7 +120,7 @@ def test_suspended_job_becomes_an_admitted_unit_and_is_resumed() -> None:
         },
         "ns",
     )
-    c.on_job("ADDED", job)
+    c.consumers["Job"].on_event("ADDED", job)
     created = api.get(QUEUE_UNIT, "j", "ns")
     assert (
         created is not None and created["status"]["phase"] == "Dequeued"

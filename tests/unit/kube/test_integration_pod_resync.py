@@ -16,7 +16,7 @@ from koordqueue.domain import names
 from koordqueue.domain.integrations import POD, PYTORCH_JOB
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.kube.api import QUEUE_UNIT, Kind, KubeApi
-from koordqueue.kube.integration_reconciler import kind_of
+from koordqueue.kube.controller.integrations import kind_of
 from tests.unit.kube.memory_api import MemoryApi, fields_match, labels_match
 from tests.unit.kube.test_api_transport import Seen, served  # noqa: F401 - the fixture
 from tests.unit.kube.test_integration_resync import (

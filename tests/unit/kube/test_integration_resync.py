@@ -17,12 +17,8 @@ from koordqueue.domain.names import QUEUE_POLICY_KEY, QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import Phase
 from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.controller.integrations import (
-    CREATE_RETRY,
-    IntegrationConsumer,
-    register_integrations,
-)
-from koordqueue.kube.integration_reconciler import kind_of
+from koordqueue.kube.controller.integrations import CREATE_RETRY, kind_of, register_integrations
+from koordqueue.kube.controller.workloads import WorkloadReconciler
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.integrations.helpers import condition
 from tests.unit.kube.memory_api import MemoryApi
@@ -74,7 +70,7 @@ class CountingApi(MemoryApi):
 
 def make(
     api: MemoryApi, integrations: str = "kubeflow.org/pytorchjob", cpu: str = "8"
-) -> tuple[Controller, IntegrationConsumer, Clock]:
+) -> tuple[Controller, WorkloadReconciler, Clock]:
     install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
     api.create(
         ELASTIC_QUOTA,
@@ -96,7 +92,7 @@ def make(
     for obj in api.list_objects(QUEUE):
         c.on_queue("ADDED", obj)
     consumer = c.consumers["PyTorchJob"]
-    assert isinstance(consumer, IntegrationConsumer)
+    assert isinstance(consumer, WorkloadReconciler)
     return c, consumer, clock
 
 
@@ -114,7 +110,7 @@ def next_period(c: Controller, clock: Clock) -> None:
 def looks_of(c: Any, kind: str) -> list[str]:
     """The unit keys the `kind` consumer looks at from now on, in order."""
     consumer = c.consumers[kind]
-    assert isinstance(consumer, IntegrationConsumer)
+    assert isinstance(consumer, WorkloadReconciler)
     looks: list[str] = []
     original = consumer._look
 
@@ -129,15 +125,16 @@ def looks_of(c: Any, kind: str) -> list[str]:
 def test_a_workload_whose_added_event_was_lost_gets_its_unit_at_the_next_resync() -> None:
     api = CountingApi()
     c, _, clock = make(api)
+    started = api.lists.get("pytorchjobs", 0)  # (the start-up resync lists every kind)
     pytorch(api)  # no event reaches the consumer
     clock.now += PERIOD - 1
     c.admission_round()
     assert api.get(QUEUE_UNIT, UNIT, "default") is None  # not before the period is up
-    assert api.lists.get("pytorchjobs", 0) == 0
+    assert api.lists.get("pytorchjobs", 0) == started
     next_period(c, clock)
     made = api.get(QUEUE_UNIT, UNIT, "default")
     assert made is not None and c.engine.unit(made["metadata"]["uid"]) is not None
-    assert api.lists["pytorchjobs"] == 1
+    assert api.lists["pytorchjobs"] == started + 1
     assert made["status"]["phase"] == "Dequeued"  # the same round admitted it ...
     assert current(api)["spec"]["runPolicy"]["suspend"] is False  # ... and resumed the job
 
@@ -212,7 +209,7 @@ def test_a_workload_with_an_event_while_the_list_was_read_is_left_to_that_event(
     posted: list[Any] = []
     c.writer.use_pool(0, posted.append)  # writes queue up; the test runs them
     clock.now += PERIOD
-    consumer.fire_timers()  # the resync's list is asked for
+    c.fire_timers()  # the resync's lists are asked for
     assert consumer.resync_touched == set()
     consumer.on_event("ADDED", job)  # an event comes meanwhile
     looks = 0
@@ -235,13 +232,13 @@ def test_a_workload_with_an_event_while_the_list_was_read_is_left_to_that_event(
 
 def test_a_resync_is_not_started_again_while_the_last_list_is_out() -> None:
     api = CountingApi()
-    c, consumer, clock = make(api)
+    c, _, clock = make(api)
     posted: list[Any] = []
     c.writer.use_pool(0, posted.append)
     clock.now += PERIOD
-    consumer.fire_timers()
+    c.fire_timers()
     clock.now += PERIOD
-    consumer.fire_timers()
+    c.fire_timers()
     assert c.writer._queue.qsize() == 1
 
 
@@ -314,24 +311,33 @@ def test_a_workload_deleted_while_its_creation_waits_is_not_retried() -> None:
     assert api.unit_creates == 1
 
 
-class RefusingReadsApi(CountingApi):
-    """Refuses the first `refuse_reads` reads of a QueueUnit (503 past the client's retries)."""
+class RefusingMarksApi(CountingApi):
+    """Refuses the first `refuse_marks` patches of a PyTorchJob's status (its enqueue mark,
+    the Queuing condition, written before its unit is made)."""
 
-    def __init__(self, refuse_reads: int) -> None:
+    def __init__(self, refuse_marks: int) -> None:
         super().__init__()
-        self.refuse_reads = refuse_reads
+        self.refuse_marks = refuse_marks
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        if kind == QUEUE_UNIT and self.refuse_reads > 0:
-            self.refuse_reads -= 1
-            raise ApiError(503, "ServiceUnavailable", "etcd leader changed", "GET", kind.path())
-        return super().get(kind, name, namespace)
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        if kind == PYTORCH and subresource == "status" and self.refuse_marks > 0:
+            self.refuse_marks -= 1
+            raise ApiError(403, "Forbidden", "denied", "PATCH", kind.path())
+        return super().merge_patch(kind, name, patch, namespace, subresource)
 
 
-def test_a_refused_read_of_the_unit_releases_the_hold_and_is_retried() -> None:
-    """Before, the raise left the unit key held (its watch event never folded) and nothing
-    looked again until the workload's next event."""
-    api = RefusingReadsApi(refuse_reads=1)
+def test_a_refused_mark_before_the_creation_releases_the_hold_and_is_retried() -> None:
+    """The unit key's hold ends (its watch event is not kept back), and the creation is
+    tried again after the back-off. (Issue 25: the reconciler holds the unit and reads it no
+    more; this replaces the test of a refused unit read.)"""
+    api = RefusingMarksApi(refuse_marks=1)
     c, consumer, clock = make(api)
     consumer.on_event("ADDED", pytorch(api))
     assert c.units_being_created == {}

@@ -20,15 +20,17 @@ from structlog.testing import capture_logs
 from koordqueue.domain.integrations import PYTORCH_JOB
 from koordqueue.domain.names import QUEUE_POLICY_KEY, QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import Phase
-from koordqueue.kube import integration_reconciler as reconciler_module
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
+from koordqueue.kube.controller import integrations as reconciler_module
 from koordqueue.kube.controller.integrations import (
-    IntegrationConsumer,
-    IntegrationWrite,
+    CRD,
+    WorkloadReconciler,
+    kind_of,
     register_integrations,
 )
-from koordqueue.kube.integration_reconciler import CRD, kind_of
+from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.workload_writes import InitialUnitStatus
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.integrations.helpers import condition, kubeflow_job, template
 from tests.unit.kube.memory_api import MemoryApi
@@ -119,7 +121,7 @@ def test_a_kind_without_its_crd_is_skipped_with_one_log_line_and_jobs_still_serv
         },
         "default",
     )
-    c.on_job("ADDED", job)
+    c.consumers["Job"].on_event("ADDED", job)
     c.admission_round()
     resumed = api.get(JOB, "j", "default")
     assert resumed is not None and resumed["spec"]["suspend"] is False
@@ -131,7 +133,7 @@ def test_installed_kinds_are_registered_under_their_workload_kind() -> None:
     c = make(api, "kubeflow.org/pytorchjob,pod")
     assert set(c.consumers) == {"PyTorchJob", "Pod"}  # no batch/job in the list: no Jobs
     consumer = c.consumers["PyTorchJob"]
-    assert isinstance(consumer, IntegrationConsumer)
+    assert isinstance(consumer, WorkloadReconciler)
     assert consumer.watched == PYTORCH
 
 
@@ -143,7 +145,8 @@ def test_a_pytorchjob_is_queued_admitted_resumed_and_released_through_the_contro
 
     consumer.on_event("ADDED", pytorch(api))
     made = api.get(QUEUE_UNIT, UNIT, "default")
-    assert made is not None and made["status"]["phase"] == "Enqueued"
+    # admitted as it is made (its queue is idle), as every kind's unit is (issue 25)
+    assert made is not None and made["status"]["phase"] == "Dequeued"
     uid = made["metadata"]["uid"]
     assert c.engine.unit(uid) is not None  # folded in by the owner, not left to the watch
     assert c.units_being_created == {}  # the hold on its watch event ended with the write
@@ -193,7 +196,7 @@ def _first_status_after(api: MemoryApi, landed: dict[str, Any]) -> Any:
     install_crd(api, "pytorchjobs", "kubeflow.org", "v1")
     c = make(api, "kubeflow.org/pytorchjob")
     consumer = c.consumers["PyTorchJob"]
-    assert isinstance(consumer, IntegrationConsumer)
+    assert isinstance(consumer, WorkloadReconciler)
     created = copy.deepcopy(
         api.create(
             QUEUE_UNIT,
@@ -205,9 +208,9 @@ def _first_status_after(api: MemoryApi, landed: dict[str, Any]) -> Any:
         )
     )  # the creation's answer, as the reconciler holds it
     api.merge_patch(QUEUE_UNIT, UNIT, {"status": landed}, "default", "status")
-    write = IntegrationWrite(
-        consumer, lambda r: r.write_phase(created, Phase.ENQUEUED, "Enqueued"), "test"
-    )
+    rv = created["metadata"]["resourceVersion"]
+    patch = unit_status_patch("Enqueued", Phase.ENQUEUED, initial=True, resource_version=rv)
+    write = InitialUnitStatus("default", UNIT, patch, Phase.ENQUEUED)
     return write.run(c.writer.apis)
 
 
@@ -215,8 +218,8 @@ def test_a_new_units_first_status_does_not_overwrite_an_admission_that_landed_fi
     """The unit's watch event can let a round admit it before the reconciler's first status
     write lands: that write is guarded by the created resourceVersion and dropped."""
     api = MemoryApi()
-    look = _first_status_after(api, {"phase": "Dequeued"})
-    assert look.phases == []
+    written = _first_status_after(api, {"phase": "Dequeued"})
+    assert written is None
     after = api.get(QUEUE_UNIT, UNIT, "default")
     assert after is not None and after["status"]["phase"] == "Dequeued"
 
@@ -225,8 +228,8 @@ def test_a_new_units_phase_is_filled_in_when_a_rounds_message_landed_first() -> 
     """A round may write a rejection message (no phase) before the first status: the phase
     is still written, the round's message kept."""
     api = MemoryApi()
-    look = _first_status_after(api, {"message": "limited"})
-    assert [phase for phase, _ in look.phases] == [Phase.ENQUEUED]
+    written = _first_status_after(api, {"message": "limited"})
+    assert written is not None and written["status"]["phase"] == Phase.ENQUEUED.value
     after = api.get(QUEUE_UNIT, UNIT, "default")
     assert after is not None
     assert (after["status"]["phase"], after["status"]["message"]) == ("Enqueued", "limited")

@@ -73,7 +73,7 @@ def submit(c: Controller, api: MemoryApi, name: str, **spec: Any) -> dict[str, A
         },
         "ns",
     )
-    c.on_job("ADDED", job)
+    c.consumers["Job"].on_event("ADDED", job)
     return job
 
 
@@ -97,7 +97,7 @@ def feed_unit(c: Controller, api: MemoryApi, name: str) -> None:
 def set_job_status(c: Controller, api: MemoryApi, name: str, **status: Any) -> None:
     obj = job(api, name)
     obj["status"] = status
-    c.on_job("MODIFIED", obj)
+    c.consumers["Job"].on_event("MODIFIED", obj)
 
 
 @pytest.fixture
@@ -184,12 +184,12 @@ def test_running_timeout_backs_off_suspends_and_later_enqueues_again(api: Memory
     c, clock = make(api, job_running_timeout=30.0, job_backoff_time=60.0)
     submit(c, api, "j")
     uid = unit(api, "j")["metadata"]["uid"]
-    c.on_job("MODIFIED", job(api, "j"))  # resumed, no pod yet: Pending
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))  # resumed, no pod yet: Pending
     clock.offset = 10.0
-    c.fire_job_timers()
+    c.fire_timers()
     assert unit(api, "j")["status"]["phase"] == "Dequeued"  # not yet
     clock.offset = 31.0
-    c.fire_job_timers()
+    c.fire_timers()
     status = unit(api, "j")["status"]
     assert (status["phase"], status["message"]) == (
         "TimeoutBackoff",
@@ -212,14 +212,14 @@ def test_running_timeout_backs_off_suspends_and_later_enqueues_again(api: Memory
 def test_backoff_timeout_writes_enqueued_because_backoff_timeout(api: MemoryApi) -> None:
     c, clock = make(api, job_running_timeout=30.0, job_backoff_time=5.0)
     submit(c, api, "j")
-    c.on_job("MODIFIED", job(api, "j"))
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))
     clock.offset = 31.0
-    c.fire_job_timers()
+    c.fire_timers()
     submit(c, api, "other")  # takes the freed quota while j is backed off
     c.admission_round()
     assert unit(api, "other")["status"]["phase"] == "Dequeued"
     clock.offset = 31.0 + 6.0
-    c.fire_job_timers()  # (the next round then reports why it still waits)
+    c.fire_timers()  # (the next round then reports why it still waits)
     status = unit(api, "j")["status"]
     assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued because backoff timeout")
     c.close()
@@ -228,7 +228,7 @@ def test_backoff_timeout_writes_enqueued_because_backoff_timeout(api: MemoryApi)
 def test_running_timeout_off_by_default(api: MemoryApi) -> None:
     c, clock = make(api)
     submit(c, api, "j")
-    c.on_job("MODIFIED", job(api, "j"))
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))
     clock.offset = 10_000.0
     c.admission_round()
     assert unit(api, "j")["status"]["phase"] == "Dequeued"
@@ -267,7 +267,7 @@ def test_job_that_started_before_it_was_suspended_is_not_managed(api: MemoryApi)
         },
         "ns",
     )
-    c.on_job("ADDED", started)
+    c.consumers["Job"].on_event("ADDED", started)
     assert api.get(QUEUE_UNIT, "old", "ns") is None
     assert "annotations" not in job(api, "old")["metadata"]
     c.close()
@@ -277,9 +277,9 @@ def test_running_timeout_backoff_survives_a_controller_restart(api: MemoryApi) -
     settings: dict[str, Any] = {"job_running_timeout": 30.0, "job_backoff_time": 60.0}
     c, clock = make(api, **settings)
     submit(c, api, "j")
-    c.on_job("MODIFIED", job(api, "j"))
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))
     clock.offset = 31.0
-    c.fire_job_timers()
+    c.fire_timers()
     assert unit(api, "j")["status"]["phase"] == "TimeoutBackoff"
     c.close()
     restarted = Controller(api, ControllerSettings(**settings), clock=clock, writers=1)
@@ -289,7 +289,7 @@ def test_running_timeout_backoff_survives_a_controller_restart(api: MemoryApi) -
     restarted.admission_round()
     assert unit(api, "j")["status"]["phase"] == "TimeoutBackoff"  # the back-off still holds
     clock.offset = 31.0 + 61.0
-    restarted.fire_job_timers()
+    restarted.fire_timers()
     status = unit(api, "j")["status"]
     assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued because backoff timeout")
     restarted.close()

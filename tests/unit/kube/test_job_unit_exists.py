@@ -2,7 +2,7 @@
 
 A 409 on create means an earlier run (or a concurrent look) made the unit; asking again can
 only get the same answer, after with_retries' sleeps (0.1 + 0.2 + 0.4 + 0.8 s on a writer
-thread). CreateUnitForJob asks once and reports UnitExists, as the integration reconciler does.
+thread). CreateUnit asks once and reports UnitExists, as the integration reconciler does.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from koordqueue.domain.integrations import BATCH_JOB
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.kube.api import JOB, QUEUE_UNIT, ApiError, Kind
-from koordqueue.kube.controller.jobs import (
+from koordqueue.kube.controller.workload_writes import (
     CreateRefused,
-    CreateUnitForJob,
+    CreateUnit,
     PriorityClasses,
     UnitExists,
 )
@@ -58,7 +59,7 @@ def _job(api: MemoryApi) -> dict[str, Any]:
 
 
 def _create(api: MemoryApi) -> Any:
-    write = CreateUnitForJob(_job(api), PriorityClasses(api))
+    write = CreateUnit(JOB, BATCH_JOB, [_job(api)], PriorityClasses(api))
     return write.run(Apis(api, EventRecorder(api)))
 
 

@@ -103,7 +103,7 @@ def test_a_copy_of_the_job_from_before_its_resume_does_not_resume_it_again() -> 
     before["spec"]["suspend"] = True
     before["metadata"]["generation"] = 1
     del before["metadata"]["annotations"][DEQUEUED]
-    c.on_job("MODIFIED", before)
+    c.consumers["Job"].on_event("MODIFIED", before)
     assert api.job_patches() == 1
     c.close()
 
@@ -114,7 +114,7 @@ def test_a_newer_suspended_job_whose_unit_is_admitted_is_resumed() -> None:
     submit(c, api, "j")
     back = {"spec": {"suspend": True}, "metadata": {"annotations": {DEQUEUED: ""}}}
     suspended = api.merge_patch(JOB, "j", back, "ns")  # generation 3: not stale
-    c.on_job("MODIFIED", suspended)
+    c.consumers["Job"].on_event("MODIFIED", suspended)
     assert api.job_patches() == 3
     assert job(api, "j")["spec"]["suspend"] is False
     c.close()
@@ -137,7 +137,7 @@ def test_a_job_whose_marking_resume_was_lost_is_resumed_by_the_next_leader() -> 
     successor.resync()
     for obj in api.list_objects(QUEUE):
         successor.on_queue("ADDED", obj)
-    successor.on_job("MODIFIED", job(api, "j"))
+    successor.consumers["Job"].on_event("MODIFIED", job(api, "j"))
     resumed = job(api, "j")
     assert resumed["spec"]["suspend"] is False
     notes = resumed["metadata"]["annotations"]

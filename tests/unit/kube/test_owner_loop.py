@@ -13,6 +13,7 @@ from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE_UNIT, ObjectApi
 from koordqueue.kube.controller import Controller, OwnerLoop
 from koordqueue.kube.controller.resync import ResyncWindow
+from koordqueue.kube.controller.workloads import WorkloadReconciler
 from koordqueue.kube.controller.writes import Apis, Priority, Writer
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.settings import ControllerSettings
@@ -121,7 +122,7 @@ def test_a_job_posted_to_the_loop_is_admitted_and_resumed_with_state_touched_by_
         },
         "ns",
     )
-    owner.handler("jobs", controller.on_job)("ADDED", job)
+    owner.handler("jobs", controller.consumers["Job"].on_event)("ADDED", job)
     waiting = api.create(QUEUE_UNIT, unit("waiting", "q"), "ns")
     owner.handler("queueunits", controller.on_unit)("ADDED", waiting)  # admitted by a round
 
@@ -162,7 +163,7 @@ def test_a_unit_seen_before_its_create_call_returned_gets_its_first_phase_before
     """Found by tests/e2e/test_job_extension.py under load: the watch delivered the new unit
     first, a round rejected it with a message-only write, and the creator's first-phase write,
     guarded by the created resourceVersion, then missed: the unit never said Enqueued."""
-    from koordqueue.kube.controller.jobs import UnitCreated
+    from koordqueue.kube.controller.workload_writes import UnitCreated
 
     api = MemoryApi()
     api.create(ELASTIC_QUOTA, quota("q", cpu="1"), "default")
@@ -174,8 +175,10 @@ def test_a_unit_seen_before_its_create_call_returned_gets_its_first_phase_before
     c.on_unit("ADDED", created)  # ... when the watch hands over the new unit
     c.admission_round()
     assert "status" not in (api.get(QUEUE_UNIT, "second", "ns") or {})
-    c.jobs._created({"metadata": {"name": "second", "namespace": "ns"}}, "ns/second",
-                    UnitCreated(created, {}))
+    jobs = c.consumers["Job"]
+    assert isinstance(jobs, WorkloadReconciler)
+    jobs._created("ns/second", [{"metadata": {"name": "second", "namespace": "ns"}}],
+                  UnitCreated(created, {}))
     status = (api.get(QUEUE_UNIT, "second", "ns") or {})["status"]
     assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued")
     c.admission_round()

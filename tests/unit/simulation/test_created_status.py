@@ -15,7 +15,9 @@ from koordqueue.domain.names import MSG_UNIT_ENQUEUED, POD_ADMISSION_GATE, QUOTA
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.resources import Resources
 from koordqueue.kube.api import QUEUE_UNIT
-from koordqueue.kube.integration_reconciler import IntegrationReconciler, kind_of
+from koordqueue.kube.controller import Controller
+from koordqueue.kube.controller.integrations import kind_of
+from koordqueue.kube.settings import ControllerSettings
 from koordqueue.simulation.explain import explain, view_from_scenario
 from koordqueue.simulation.scenario import parse_scenario
 from koordqueue.simulation.simulator import simulate
@@ -64,12 +66,13 @@ def _pod(name: str, quota: str) -> dict[str, object]:
 
 
 def _controller_first_message() -> str:
-    """The status message the controller's integration reconciler writes on a unit it made."""
+    """The status message the controller's workload reconciler writes on a unit it made
+    (no quota rr on this cluster: nothing admits it)."""
     api = MemoryApi()
-    pod = _pod("solo", "rr")
-    api.create(kind_of(POD), pod, "default")
-    rec = IntegrationReconciler(api, POD, api_now=lambda: "2026-01-01T00:00:00Z")
-    assert rec.on_event("ADDED", pod).created is not None
+    pod = api.create(kind_of(POD), _pod("solo", "rr"), "default")
+    controller = Controller(api, ControllerSettings(integrations="pod"), writers=1)
+    controller.resync()
+    controller.consumers["Pod"].on_event("ADDED", pod)
     unit = api.get(QUEUE_UNIT, POD.unit_name(pod), "default")
     assert unit is not None
     return str(unit["status"]["message"])

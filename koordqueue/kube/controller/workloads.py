@@ -1,0 +1,562 @@
+"""One reconciler for every workload kind (Kueue's jobframework shape; SPEC 2.6, issue 25).
+
+A `WorkloadReconciler` serves one `Integration` (batch/v1 Job, PyTorchJob, MPIJob, JobSet,
+Pod, ...): a held workload gets a QueueUnit, and the workload follows its unit (resumed when
+admitted, suspended on preemption or running timeout; Running, Succeed, Failed written from
+its state). It decides on the owner thread from what the controller holds (the unit object,
+the engine's phase and admission) with the pure rules of domain/integrations/reconcile.py and
+domain/job_extension.reconcile_job, and hands every API call to the writer as a typed write
+(workload_writes.py). One workload is reconciled at a time: an event that arrives while its
+writes are in flight waits for them (the latest one is kept).
+
+Registering a kind is one `Integration` module and its entry in
+koordqueue.domain.integrations.INTEGRATIONS; `serve` (integrations.py) makes one of these per
+enabled kind. docs/integrations.md, "Wiring", says how.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from cachetools import TTLCache
+
+from koordqueue.domain import names
+from koordqueue.domain.effects import CREATED_STATUS, effects
+from koordqueue.domain.integrations import Integration, InvalidJobError, WorkloadPatch
+from koordqueue.domain.integrations.reconcile import (
+    Target,
+    creation_skip,
+    effective_status,
+    enqueue_mark,
+    is_stale,
+    made_for,
+    owned_by,
+    target_of,
+    target_of_unit,
+)
+from koordqueue.domain.job_extension import reconcile_job
+from koordqueue.domain.queue_unit import (
+    FINISHED_PHASES,
+    InvalidQueueUnitError,
+    Phase,
+    QueueUnit,
+    queue_unit_from_object,
+)
+from koordqueue.domain.round import Admit
+from koordqueue.kube.api import QUEUE_UNIT, Kind, ObjectApi
+from koordqueue.kube.controller.base import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    NORMAL,
+    WARNING,
+    ControllerBase,
+    epoch,
+    log,
+    meta,
+    object_key,
+)
+from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.workload_writes import (
+    RETRY,
+    CreateOutcome,
+    CreateRefused,
+    CreateUnit,
+    Generations,
+    InitialUnitStatus,
+    PodsRunning,
+    PriorityClasses,
+    ReadMembers,
+    UnitCreated,
+    WorkloadInvalid,
+    WorkloadWrite,
+)
+from koordqueue.kube.controller.writes import Delete, RecordEvent, Write
+
+PhaseWriter = Callable[[QueueUnit, Phase, str, Callable[[bool], None]], None]
+"""UnitHandlers.write_unit_phase: write a unit's phase, then call back whether it landed."""
+Members = list[dict[str, Any]]
+CREATING_TTL: Final = 30.0
+"""Seconds a unit creation in flight holds its key against a second one."""
+
+
+def kind_of(integration: Integration) -> Kind:
+    """The REST kind of an integration's objects."""
+    w = integration.workload
+    return Kind(w.group, w.version, w.plural, w.kind)
+
+
+class WorkloadReconciler:
+    """One integration's side of admission (a ConsumerReconciler); owner thread only."""
+
+    def __init__(
+        self,
+        ctl: ControllerBase,
+        integration: Integration,
+        write_unit_phase: PhaseWriter,
+        priorities: PriorityClasses,
+    ) -> None:
+        self.ctl = ctl
+        self.integration = integration
+        self.kind: Kind = kind_of(integration)
+        self.write_unit_phase = write_unit_phase
+        self.priorities = priorities
+        self.timers: dict[str, tuple[float, Target]] = {}
+        """unit key -> (when, its workload): look again (running timeout, back-off, a refused
+        phase write)."""
+        self.refusals: dict[str, int] = {}  # unit key -> writes refused in a row
+        self.retries: dict[str, tuple[float, dict[str, Any]]] = {}
+        """unit key -> (when, a workload object): try a refused creation again."""
+        self.creating: TTLCache[str, bool] = TTLCache(maxsize=100_000, ttl=CREATING_TTL)
+        self.busy: dict[str, dict[str, Any] | None] = {}
+        """Unit keys with a look in flight -> the latest event that came meanwhile."""
+        self.generations: Generations = {}
+        """What our last resume/suspend of each object answered: an older copy is stale."""
+        self.resync_touched: set[str] | None = None
+        """While the periodic resync's lists are read: unit keys whose workloads had watch
+        events meanwhile (newer than the listing: the fold leaves them alone)."""
+        self.resync_known: frozenset[str] = frozenset()
+        """Unit keys of this kind the engine knew when the lists were asked for."""
+
+    @property
+    def consumer_kind(self) -> str:
+        return self.integration.workload.kind
+
+    @property
+    def watched(self) -> Kind:
+        return self.kind
+
+    def unit_key(self, obj: Mapping[str, Any]) -> str:
+        """namespace/name of the workload's unit (one per group for a pod group)."""
+        namespace = meta(obj).get("namespace") or "default"
+        return f"{namespace}/{self.integration.unit_name(obj)}"
+
+    # --- the seam -------------------------------------------------------------------------
+    def on_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        """A watch event of one object (None: an object of a listing)."""
+        if not self.integration.may_be_queued(obj):
+            return  # (most pods): no API call, no write
+        key = self.unit_key(obj)
+        if self.resync_touched is not None:
+            self.resync_touched.add(key)
+        if event_type == DELETED:
+            if key in self.busy:
+                self.busy[key] = None  # what waited is older than the deletion
+            self._deleted(obj, key)
+            return
+        if self._stale(obj):
+            return  # the version our own write made is on its way
+        if key in self.busy:
+            self.busy[key] = obj
+            return
+        self._look(key, event_type, obj)
+
+    def resume(self, unit_obj: Mapping[str, Any]) -> Write[Any] | None:
+        """Let the admitted unit's workload run, with the unit's copy of the enqueue mark."""
+        target = target_of_unit(self.integration, unit_obj)
+        mark = enqueue_mark(unit_obj)
+        return WorkloadWrite(self.kind, self.integration, target, True, self.generations, mark)
+
+    def suspend(self, unit_obj: Mapping[str, Any]) -> Write[Any] | None:
+        target = target_of_unit(self.integration, unit_obj)
+        return WorkloadWrite(self.kind, self.integration, target, False, self.generations)
+
+    def unit_scheduled(self, unit_obj: Mapping[str, Any]) -> None:
+        """SchedSucceed: read the workload, then reconcile it."""
+        m = meta(unit_obj)
+        key = f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
+        self._read_then(key, target_of_unit(self.integration, unit_obj))
+
+    def fire_timers(self) -> None:
+        """Look again at workloads whose timeout, back-off or refused write is due."""
+        if not self.timers and not self.retries:
+            return
+        now = self.ctl.clock()
+        for key in [key for key, (at, _) in self.timers.items() if at <= now]:
+            _, target = self.timers.pop(key)
+            self._read_then(key, target)
+        for key in [key for key, (at, _) in self.retries.items() if at <= now]:
+            _, obj = self.retries.pop(key)
+            self._read_then(key, target_of(self.integration, obj))
+
+    # --- one workload at a time -------------------------------------------------------------
+    def _stale(self, obj: Mapping[str, Any]) -> bool:
+        return is_stale(obj, self.generations.get(object_key(obj)))
+
+    def _begin(self, key: str) -> None:
+        self.busy.setdefault(key, None)
+
+    def _end(self, key: str) -> None:
+        waiting = self.busy.pop(key, None)
+        if waiting is not None:
+            self.on_event(MODIFIED, waiting)
+
+    def _look(self, key: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        """One look at a workload, from an object of it (a group's members read first)."""
+        self._begin(key)
+        if self.integration.group_name(obj) is None:
+            self._with_members(key, [obj])
+            return
+        name = str(meta(obj).get("name"))
+
+        def read(members: Members | None) -> None:
+            if members is None:
+                self._end(key)
+                return
+            current = [m for m in members if str(meta(m).get("name")) != name]
+            self._with_members(key, sorted([*current, obj], key=lambda m: str(meta(m)["name"])))
+
+        reader = ReadMembers(self.kind, self.integration, target_of(self.integration, obj))
+        self.ctl.writer.submit(reader, read, self._write_key(key))
+
+    def _read_then(self, key: str, target: Target) -> None:
+        """Read the workload as the API has it now, then look at it (a timer, a retry, its
+        unit turning SchedSucceed, a resync's unit whose workload was not listed)."""
+
+        def read(members: Members | None) -> None:
+            if not members:
+                if members is None:
+                    self._retry_soon(key, target)  # refused: not at the resync
+                return  # gone: its DELETED event (or the resync) handles the unit
+            if any(self._stale(m) for m in members):
+                return
+            if key in self.busy:
+                self.busy[key] = members[0]
+                return
+            self._begin(key)
+            self._with_members(key, members)
+
+        read_members = ReadMembers(self.kind, self.integration, target)
+        self.ctl.writer.submit(read_members, read, self._write_key(key))
+
+    def _write_key(self, key: str) -> str:
+        """The unit's uid once known (ordered with its admission writes), else its key."""
+        return self.ctl.unit_by_key.get(key) or key
+
+    def _with_members(self, key: str, members: Members) -> None:
+        uid = self.ctl.unit_by_key.get(key)
+        unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+        if uid is None or unit_obj is None:
+            self._maybe_create(key, members)
+        elif owned_by(unit_obj, members):
+            self._reconcile(key, members, uid)
+        else:
+            self._end(key)  # a unit of the same name belongs to another object
+
+    def _retry_soon(self, key: str, target: Target) -> None:
+        failures = self.refusals.get(key, 0)
+        self.refusals[key] = failures + 1
+        self.timers[key] = (self.ctl.clock() + RETRY.delay(failures), target)
+
+    # --- reconcile --------------------------------------------------------------------------
+    def _reconcile(self, key: str, members: Members, uid: str) -> None:
+        """Koord-Queue's job reconcile for one workload and its unit."""
+        ctl = self.ctl
+        unit = ctl.engine.unit(uid)
+        if unit is None or uid not in ctl.unit_objects:
+            self._end(key)
+            return
+        if unit.phase is Phase.BACKOFF and uid not in ctl.timed_out:
+            self._end(key)  # a SchedFailed back-off runs on the engine's own clock
+            return
+        running = self.integration.pod_running(members)
+        if running is not None or unit.phase in (Phase.RUNNING, *FINISHED_PHASES):
+            self._decide(key, members, uid, bool(running))
+            return
+        # active pods, none ready: are any Running? (the reference lists them; so do we, rarely)
+        selector = self.integration.pod_selector(members[0]) or ""
+        pods = PodsRunning(meta(members[0]).get("namespace"), selector)
+        ctl.writer.submit(pods, lambda found: self._decide(key, members, uid, found))
+
+    def _decide(self, key: str, members: Members, uid: str, running: bool) -> None:
+        """The reconcile's decision and its writes; ends the workload's turn when done."""
+        ctl, integration = self.ctl, self.integration
+        unit = ctl.engine.unit(uid)
+        unit_obj = ctl.unit_objects.get(uid)
+        if unit is None or unit_obj is None:
+            self._end(key)
+            return
+        admitted = ctl.engine.is_admitted(uid)
+        status = effective_status(integration, members, running, unit_obj)
+        updated = epoch((unit_obj.get("status") or {}).get("lastUpdateTime"))
+        now = ctl.clock()
+        since = now - updated if updated is not None else 0.0
+        settings = ctl.settings
+        action = reconcile_job(
+            status, unit.phase, since, settings.job_running_timeout, settings.job_backoff_time
+        )
+        target = target_of(integration, members[0])
+
+        def after_phase(written: bool) -> None:
+            if action.phase is not None:
+                if not written:
+                    # refused past its retries: look again soon (the engine still has the old
+                    # phase, as the API does), not at the next resync
+                    self._retry_soon(key, target)
+                    self._end(key)
+                    return
+                self.refusals.pop(key, None)
+                if action.phase is Phase.BACKOFF:
+                    ctl.engine.requeue(uid, math.inf)  # gives its quota back
+                    ctl.timed_out.add(uid)
+                elif action.phase is Phase.ENQUEUED:
+                    ctl.engine.defer(uid, 0.0)
+                    ctl.timed_out.discard(uid)
+                ctl.wake.set()
+            if action.recheck_after is None:
+                self.timers.pop(key, None)
+            else:
+                self.timers[key] = (now + max(action.recheck_after, 0.0), target)
+            write: WorkloadWrite | None = None
+            if action.suspend and not all(integration.is_suspended(m) for m in members):
+                write = WorkloadWrite(
+                    self.kind, integration, target, False, self.generations, members=members
+                )
+            elif action.resume and admitted and any(integration.is_suspended(m) for m in members):
+                mark = enqueue_mark(unit_obj)
+                write = WorkloadWrite(
+                    self.kind, integration, target, True, self.generations, mark, members
+                )
+            if write is None:
+                self._end(key)
+                return
+
+            def done(wrote: bool) -> None:
+                if wrote and write.resume and action.resume_event:
+                    event = RecordEvent(members[0], NORMAL, names.REASON_RESUME, names.MSG_RESUME)
+                    ctl.writer.submit(event)
+                self._end(key)
+
+            ctl.writer.submit(write, done, uid)
+
+        if action.phase is not None:
+            self.write_unit_phase(unit, action.phase, action.message, after_phase)
+        else:
+            after_phase(True)
+
+    # --- a unit for a held workload ---------------------------------------------------------
+    def _maybe_create(self, key: str, members: Members) -> None:
+        ctl = self.ctl
+        if not ctl.settings.manage_jobs or key in self.creating:
+            self._end(key)  # not served, or its creation is in flight
+            return
+        try:
+            skipped = creation_skip(self.integration, members)
+        except InvalidJobError as exc:
+            self._invalid(members[0], exc)
+            self._end(key)
+            return
+        if skipped:
+            self._end(key)
+            return
+        self.creating[key] = True
+        ctl.units_being_created.setdefault(key, None)  # its watch event waits (units.py)
+        create = CreateUnit(self.kind, self.integration, members, self.priorities)
+        ctl.writer.submit(create, lambda outcome: self._created(key, members, outcome), key)
+
+    def _invalid(self, obj: Mapping[str, Any], error: InvalidJobError) -> None:
+        log.warning("workload cannot be queued", error=str(error))
+        self.ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_JOB, str(error)))
+
+    def _created(self, key: str, members: Members, outcome: CreateOutcome) -> None:
+        ctl = self.ctl
+        held = ctl.units_being_created.pop(key, None)
+        if held is not None and not isinstance(outcome, UnitCreated):
+            ctl.on_unit(ADDED, held)  # not the one we made (or we made none): fold it as is
+        if isinstance(outcome, WorkloadInvalid):
+            self._invalid(members[0], outcome.error)
+        elif isinstance(outcome, CreateRefused):
+            self.creating.pop(key, None)
+            self._refused(key, members[0], outcome.error)  # not at the resync
+        if not isinstance(outcome, UnitCreated):
+            self._end(key)
+            return
+        self.refusals.pop(key, None)
+        self.retries.pop(key, None)
+        created = outcome.obj
+        log.info("queue unit created", unit=key, kind=self.kind.kind, resource=outcome.resource)
+        # Fast path: nothing waits in its queue, so admit now and write the status once.
+        try:
+            fresh = queue_unit_from_object(created)
+        except InvalidQueueUnitError:
+            fresh = None
+        if fresh is not None:
+            ctl.unit_objects[fresh.uid] = created
+            ctl.unit_by_key[key] = fresh.uid
+            ctl.engine.upsert_unit(fresh)
+            decision = ctl.engine.admit_if_queue_idle(fresh.uid, ctl.clock())
+            if decision is not None:
+                admitted = replace(fresh, phase=Phase.DEQUEUED)
+                planned = effects([Admit(admitted, decision)], ctl.reported)
+                ctl.execute(planned, lambda: self._end(key))
+                return
+        # status is a subresource: the create ignored it, so the initial phase is a second write
+        # (guarded by the created resourceVersion: if an admission already wrote the status,
+        # that write wins); the workload is marked first, so it carries its mark before any
+        # round's message on its unit
+        m = meta(created)
+        patch = unit_status_patch(
+            CREATED_STATUS.message,
+            CREATED_STATUS.phase,
+            initial=True,
+            resource_version=m.get("resourceVersion"),
+        )
+        mark = None
+        if outcome.mark:
+            marking = WorkloadPatch({"metadata": {"annotations": dict(outcome.mark)}})
+            mark = (self.kind, members[0], marking)
+        write = InitialUnitStatus(
+            str(m.get("namespace")), str(m.get("name", "")), patch, CREATED_STATUS.phase, mark
+        )
+
+        def written(enqueued: dict[str, Any] | None) -> None:
+            ctl.on_unit(ADDED, enqueued or created)
+            self._end(key)
+
+        ctl.writer.submit(write, written, str(m.get("uid") or key))
+
+    def _refused(self, key: str, obj: Mapping[str, Any], error: str) -> None:
+        """A refused creation: try again after the back-off and say why in an event."""
+        failures = self.refusals.get(key, 0)
+        self.refusals[key] = failures + 1
+        delay = RETRY.delay(failures)
+        self.retries[key] = (self.ctl.clock() + delay, dict(obj))
+        log.warning(
+            "QueueUnit creation refused; trying again after a back-off",
+            unit=key,
+            kind=self.kind.kind,
+            error=error,
+            attempt=failures + 1,
+            retry_in=delay,
+        )
+        message = names.MSG_UNIT_CREATE_REFUSED.format(
+            unit=key, error=error, attempt=failures + 1, delay=delay
+        )
+        self.ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_UNIT_CREATE_REFUSED, message))
+
+    # --- a workload gone --------------------------------------------------------------------
+    def _deleted(self, obj: dict[str, Any], key: str) -> None:
+        self.retries.pop(key, None)
+        self.refusals.pop(key, None)
+        self.generations.pop(object_key(obj), None)
+        uid = self.ctl.unit_by_key.get(key)
+        unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+        if uid is None or unit_obj is None or not owned_by(unit_obj, [obj]):
+            self.timers.pop(key, None)
+            return
+        if self.integration.group_name(obj) is None:
+            self._delete_unit(key, uid, unit_obj)
+            return
+        name = str(meta(obj).get("name"))
+
+        def read(members: Members | None) -> None:
+            remaining = [m for m in members or [] if str(meta(m).get("name")) != name]
+            if remaining and owned_by(unit_obj, remaining):
+                if key in self.busy:
+                    self.busy[key] = remaining[0]
+                    return
+                self._begin(key)
+                self._with_members(key, remaining)  # a group that still has pods
+            elif members is not None:
+                self._delete_unit(key, uid, unit_obj)
+
+        target = target_of(self.integration, obj)
+        reader = ReadMembers(self.kind, self.integration, target)
+        self.ctl.writer.submit(reader, read, uid)
+
+    def _delete_unit(self, key: str, uid: str, unit_obj: Mapping[str, Any]) -> None:
+        """Garbage collection would do this too; doing it here gives the quota back at once
+        and works on clusters (and test planes) without kube-controller-manager."""
+        ctl = self.ctl
+        m = meta(unit_obj)
+        ctl.writer.submit(
+            Delete(QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), "delete unit", uid)
+        )
+        ctl.engine.remove_unit(uid)
+        ctl.timed_out.discard(uid)
+        self.timers.pop(key, None)
+        ctl.wake.set()
+
+    # --- the periodic resync's part (resync.py) --------------------------------------------
+    def resync_started(self) -> None:
+        """The lists are asked for: note the events that come before they are folded."""
+        self.resync_touched = set()
+        self.resync_known = frozenset(self._unit_keys())
+
+    def _unit_keys(self) -> list[str]:
+        ctl, kind = self.ctl, self.consumer_kind
+        out = []
+        for key, uid in ctl.unit_by_key.items():
+            ref = ((ctl.unit_objects.get(uid) or {}).get("spec") or {}).get("consumerRef") or {}
+            if ref.get("kind") == kind:
+                out.append(key)
+        return out
+
+    def _finished(self, key: str) -> bool:
+        """The unit is Succeed or Failed: nothing left to repair (and no API call per
+        finished workload per period)."""
+        uid = self.ctl.unit_by_key.get(key)
+        unit = self.ctl.engine.unit(uid) if uid else None
+        return unit is not None and unit.phase in FINISHED_PHASES
+
+    def fold(self, listed: Sequence[dict[str, Any]], periodic: bool) -> None:
+        """Reconcile each listed workload once (one look per unit: a group's first member)
+        as a listing's object; then, periodically, look at this kind's units whose workload
+        was not listed (with a narrow list, only those not finished). Workloads that had
+        events since the lists were asked for, or wait for a creation retry, are left to
+        those."""
+        touched, self.resync_touched = self.resync_touched or set(), None
+        known, self.resync_known = self.resync_known, frozenset()
+        seen: set[str] = set()
+        for obj in listed:
+            if not self.integration.may_be_queued(obj):
+                continue
+            key = self.unit_key(obj)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key not in touched and key not in self.retries and not self._finished(key):
+                self.on_event(None, obj)
+        if not periodic:
+            return
+        narrow = not self.integration.resync_selector().whole
+        for key in sorted(known - seen - touched):
+            uid = self.ctl.unit_by_key.get(key)
+            unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+            if uid is None or unit_obj is None or (narrow and self._finished(key)):
+                continue  # (a narrow list leaves finished workloads out: nothing to repair)
+            self._orphan(key, uid, dict(unit_obj))
+
+    def _orphan(self, key: str, uid: str, unit_obj: dict[str, Any]) -> None:
+        """A unit whose workload was not listed: read it; still there, it is reconciled;
+        gone, the unit is deleted (guarded by its uid) when this integration made it (its
+        DELETED event was lost and no garbage collector removed the unit)."""
+        target = target_of_unit(self.integration, unit_obj)
+
+        def read(members: Members | None) -> None:
+            if members is None:
+                return  # refused (logged): the next period looks again
+            if members:
+                if key not in self.busy and not any(self._stale(m) for m in members):
+                    self._begin(key)
+                    self._with_members(key, members)
+            elif made_for(unit_obj, self.integration):
+                log.info("queue unit of a gone workload deleted", unit=key, kind=self.kind.kind)
+                self._delete_unit(key, uid, unit_obj)
+
+        self.ctl.writer.submit(ReadMembers(self.kind, self.integration, target), read, uid)
+
+    @property
+    def listed_whole(self) -> bool:
+        return self.integration.resync_selector().whole
+
+    def listing(self, api: ObjectApi) -> list[dict[str, Any]]:
+        """What the periodic resync lists of the kind (its `resync_selector`)."""
+        selector = self.integration.resync_selector()
+        if selector.whole:
+            return api.list_objects(self.kind)
+        return api.list_objects(self.kind, None, selector.labels, selector.fields)
+
