@@ -21,10 +21,8 @@ from koordqueue.kube.controller.queues import QueueHandlers
 from koordqueue.kube.controller.quotas import QuotaHandlers
 from koordqueue.kube.controller.resync import Resync
 from koordqueue.kube.controller.units import UnitHandlers
-from koordqueue.kube.controller.workload_writes import RETRY
 
-STATUS_RETRY_SECONDS = RETRY.base
-__all__ = ["STATUS_RETRY_SECONDS", "Controller", "OwnerLoop"]
+__all__ = ["Controller", "OwnerLoop"]
 
 
 class Controller(QuotaHandlers, QueueHandlers, UnitHandlers, AdmissionRounds, Resync):

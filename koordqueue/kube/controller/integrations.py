@@ -14,19 +14,15 @@ from typing import Final
 
 import structlog
 
-from koordqueue.domain.backoff import Backoff
 from koordqueue.domain.integrations import Integration, parse_integrations
 from koordqueue.kube.api import ApiError, Kind, ObjectApi
 from koordqueue.kube.controller.base import ControllerBase
-from koordqueue.kube.controller.workload_writes import RETRY, PriorityClasses
+from koordqueue.kube.controller.workload_writes import PriorityClasses
 from koordqueue.kube.controller.workloads import WorkloadReconciler, kind_of
 
 log = structlog.get_logger(__name__)
 
 BATCH_JOB_NAME: Final = "batch/job"
-CREATE_RETRY: Final[Backoff] = RETRY
-"""When to try a refused unit creation again (1 s, doubling per refusal in a row, at most
-30 s)."""
 CRD: Final = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -37,7 +33,6 @@ __all__ = [
     "BATCH_JOB_NAME",
     "BUILT_IN_GROUPS",
     "CRD",
-    "CREATE_RETRY",
     "built_in",
     "crd_installed",
     "enabled_integrations",

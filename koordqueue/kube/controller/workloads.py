@@ -227,7 +227,7 @@ class WorkloadReconciler:
                 self.busy[key] = members[0]
                 return
             self._begin(key)
-            self._with_members(key, members)
+            self._with_members(key, members, through_unit=True)
 
         read_members = ReadMembers(self.kind, self.integration, target)
         self.ctl.writer.submit(read_members, read, self._write_key(key))
@@ -236,12 +236,14 @@ class WorkloadReconciler:
         """The unit's uid once known (ordered with its admission writes), else its key."""
         return self.ctl.unit_by_key.get(key) or key
 
-    def _with_members(self, key: str, members: Members) -> None:
+    def _with_members(self, key: str, members: Members, through_unit: bool = False) -> None:
+        """Reconcile the workload with its unit, or make one. `through_unit`: the look came
+        from the unit (its consumerRef names the workload), which it follows owned or not."""
         uid = self.ctl.unit_by_key.get(key)
         unit_obj = self.ctl.unit_objects.get(uid) if uid else None
         if uid is None or unit_obj is None:
             self._maybe_create(key, members)
-        elif owned_by(unit_obj, members):
+        elif through_unit or owned_by(unit_obj, members):
             self._reconcile(key, members, uid)
         else:
             self._end(key)  # a unit of the same name belongs to another object
@@ -542,7 +544,7 @@ class WorkloadReconciler:
             if members:
                 if key not in self.busy and not any(self._stale(m) for m in members):
                     self._begin(key)
-                    self._with_members(key, members)
+                    self._with_members(key, members, through_unit=True)
             elif made_for(unit_obj, self.integration):
                 log.info("queue unit of a gone workload deleted", unit=key, kind=self.kind.kind)
                 self._delete_unit(key, uid, unit_obj)

@@ -17,7 +17,8 @@ from koordqueue.domain.names import QUEUE_POLICY_KEY, QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import Phase
 from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.controller.integrations import CREATE_RETRY, kind_of, register_integrations
+from koordqueue.kube.controller.integrations import kind_of, register_integrations
+from koordqueue.kube.controller.workload_writes import RETRY as CREATE_RETRY
 from koordqueue.kube.controller.workloads import WorkloadReconciler
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.integrations.helpers import condition
