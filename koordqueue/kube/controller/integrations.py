@@ -22,7 +22,6 @@ from koordqueue.kube.controller.workloads import WorkloadReconciler, kind_of
 
 log = structlog.get_logger(__name__)
 
-BATCH_JOB_NAME: Final = "batch/job"
 CRD: Final = Kind(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -30,7 +29,6 @@ BUILT_IN_GROUPS: Final = frozenset({"", "batch"})
 """API groups served by every cluster: their kinds need no CRD."""
 
 __all__ = [
-    "BATCH_JOB_NAME",
     "BUILT_IN_GROUPS",
     "CRD",
     "built_in",
