@@ -76,8 +76,13 @@ class PriorityClasses:
         return value
 
 
+def operation(verb: str, kind: Kind) -> str:
+    """The koordqueue_api_errors_total operation of a workload write ("resume job", ...)."""
+    return f"{verb} {kind.kind.lower()}"
+
+
 def apply_mutation(
-    apis: Apis, kind: Kind, obj: Mapping[str, Any], mutation: Mutation
+    apis: Apis, kind: Kind, obj: Mapping[str, Any], mutation: Mutation, verb: str
 ) -> tuple[dict[str, Any] | None, str]:
     """Run one write on `obj`: (its answer, "") or (None, the refusal; "" when it is gone)."""
     m = meta(obj)
@@ -97,7 +102,7 @@ def apply_mutation(
     except ApiError as exc:
         if exc.not_found:
             return None, ""
-        metrics.API_ERRORS.labels(f"patch {kind.plural}").inc()
+        metrics.API_ERRORS.labels(operation(verb, kind)).inc()
         log.warning(
             "workload write refused", kind=kind.kind, object=f"{namespace}/{name}", error=str(exc)
         )
@@ -129,7 +134,7 @@ class ReadMembers:
         try:
             return read_members(apis.api, self.kind, self.integration, self.target)
         except ApiError as exc:
-            metrics.API_ERRORS.labels(f"get {self.kind.plural}").inc()
+            metrics.API_ERRORS.labels(operation("get", self.kind)).inc()
             log.warning("could not read workload", kind=self.kind.kind, error=str(exc))
             return None
 
@@ -205,7 +210,8 @@ class CreateUnit:
             return WorkloadInvalid(exc)
         plan = plan_enqueue(integration, self.members, go_time_string(), now_rfc3339())
         for index, patch in plan.before:
-            answer, refused = apply_mutation(apis, self.kind, self.members[index], patch)
+            member = self.members[index]
+            answer, refused = apply_mutation(apis, self.kind, member, patch, "enqueue")
             if answer is None:
                 return CreateRefused(refused) if refused else UnitExists()
         if plan.mark:
@@ -247,7 +253,7 @@ class InitialUnitStatus:
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
         if self.mark is not None:
-            apply_mutation(apis, *self.mark)
+            apply_mutation(apis, *self.mark, "enqueue")
         try:
             return apis.api.merge_patch(
                 QUEUE_UNIT, self.name, dict(self.patch), self.namespace, "status"
@@ -323,7 +329,8 @@ class WorkloadWrite:
         wrote = False
         for target, mutations in writes:
             for mutation in mutations:
-                answer, _ = apply_mutation(apis, self.kind, target, mutation)
+                verb = "resume" if self.resume else "suspend"
+                answer, _ = apply_mutation(apis, self.kind, target, mutation, verb)
                 if answer is None:
                     continue
                 wrote = True
