@@ -201,15 +201,17 @@ class WorkloadReconciler:
             self._with_members(key, [obj])
             return
         name = str(meta(obj).get("name"))
+        target = target_of(self.integration, obj)
 
         def read(members: Members | None) -> None:
             if members is None:
+                self._retry_soon(key, target)  # refused: not at the resync
                 self._end(key)
                 return
             current = [m for m in members if str(meta(m).get("name")) != name]
             self._with_members(key, sorted([*current, obj], key=lambda m: str(meta(m)["name"])))
 
-        reader = ReadMembers(self.kind, self.integration, target_of(self.integration, obj))
+        reader = ReadMembers(self.kind, self.integration, target)
         self.ctl.writer.submit(reader, read, self._write_key(key))
 
     def _read_then(self, key: str, target: Target) -> None:
