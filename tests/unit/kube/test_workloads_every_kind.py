@@ -14,12 +14,13 @@ import copy
 from typing import Any
 
 from koordqueue.domain import names
-from koordqueue.domain.integrations import JOBSET
+from koordqueue.domain.integrations import BATCH_JOB, JOBSET, POD
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, ApiError, Kind
+from koordqueue.kube.api import POD as POD_KIND
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.controller.integrations import kind_of, register_integrations
+from koordqueue.kube.controller.integrations import kind_of, register_integrations, serve
 from koordqueue.kube.settings import ControllerSettings
-from tests.unit.integrations.helpers import jobset, template
+from tests.unit.integrations.helpers import jobset, pod, template
 from tests.unit.kube.test_integration_wiring import install_crd
 from tests.unit.kube.test_job_extension_controller import Clock, submit
 from tests.unit.kube.test_job_writes import CountingApi
@@ -163,4 +164,40 @@ def test_a_unit_whose_job_vanished_unseen_is_deleted_by_the_resync() -> None:
     c.admission_round()  # the resync is due
     assert api.get(QUEUE_UNIT, "j", "ns") is None
     assert c.engine.unit(uid) is None
+    c.close()
+
+
+class RefusingGroupListApi(CountingApi):
+    """Refuses the first list of a pod group's members (503 past the client's retries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = False
+
+    def list_objects(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        if kind == POD_KIND and label_selector and not self.refused:
+            self.refused = True
+            raise ApiError(503, "ServiceUnavailable", "busy", "GET", kind.path())
+        return super().list_objects(kind, namespace, label_selector, field_selector)
+
+
+def test_a_refused_read_of_a_pod_groups_members_is_looked_at_again_after_the_back_off() -> None:
+    """Fails with that retry removed (tried): the look ended there and the group waited for its
+    next event or the resync."""
+    api = RefusingGroupListApi()
+    c, clock = make(api)
+    serve(c, [BATCH_JOB, POD])
+    pods = [api.create(POD_KIND, pod(n, group="g", total="2"), "ns") for n in ("a", "b")]
+    c.consumers["Pod"].on_event("ADDED", pods[1])
+    assert api.refused and api.get(QUEUE_UNIT, "g-pod-qu", "ns") is None
+    clock.offset = 1.0
+    c.fire_timers()
+    unit = api.get(QUEUE_UNIT, "g-pod-qu", "ns")
+    assert unit is not None and unit["status"]["phase"] == "Dequeued"
     c.close()
