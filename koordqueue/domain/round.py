@@ -10,11 +10,12 @@ round looks at (`Finished`, `Holding`), so every unit has exactly one verdict in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 from koordqueue.domain.admission import Admitted, Rejection
 from koordqueue.domain.mapping import Unresolved
+from koordqueue.domain.names import MSG_QUEUE_NOT_FOUND
 from koordqueue.domain.queue_unit import QueueUnit
 
 
@@ -306,3 +307,37 @@ class Record(Sequence[Outcome]):
 
     def __repr__(self) -> str:
         return f"Record({self._all()!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """`victims` lose their admission so that `unit` fits; they go back to the queue."""
+
+    unit: QueueUnit
+    victims: tuple[QueueUnit, ...]
+
+
+@dataclass(slots=True)
+class RoundResult:
+    """What one admission round decided; `effects()` turns it into writes and events.
+
+    `outcomes` is the record: one typed outcome per unit the round looked at, in the order
+    decided (a preemption's victims come right before the unit they make room for); its
+    `new()` entries are those not carried over from an earlier round's record. The
+    lists below are the same decisions grouped by kind, for metrics and callers that only
+    need one kind.
+    """
+
+    outcomes: Record = field(default_factory=Record)
+    admitted: list[tuple[QueueUnit, Admitted]] = field(default_factory=list)
+    rejected: list[tuple[QueueUnit, Rejection]] = field(default_factory=list)
+    queue_not_found: list[tuple[QueueUnit, str]] = field(default_factory=list)
+    unmapped: list[tuple[QueueUnit, Unresolved]] = field(default_factory=list)
+    preempted: list[Preemption] = field(default_factory=list)
+    unserved_queues: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, list[QueueUnit]] = field(default_factory=dict)
+    """Per queue, units still waiting after the round, in queue order (for positions)."""
+
+    @staticmethod
+    def queue_not_found_message(unit: QueueUnit, queue: str) -> str:
+        return MSG_QUEUE_NOT_FOUND.format(queue=queue, namespace=unit.namespace, name=unit.name)
