@@ -29,7 +29,7 @@ from koordqueue.domain.quota_health import (
     same_conditions,
 )
 from koordqueue.domain.quota_validation import Problem, Rule, cycle_through, object_problems
-from koordqueue.kube.api import ELASTIC_QUOTA, now_rfc3339
+from koordqueue.kube.api import ELASTIC_QUOTA, ApiError, now_rfc3339
 from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, log, meta
 from koordqueue.kube.controller.writes import (
     Apis,
@@ -55,10 +55,18 @@ class PatchQuotaStatus:
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
         patch = {"status": {"conditions": list(self.conditions)}}
-        return safely(
-            "patch quota status",
-            lambda: apis.api.merge_patch(ELASTIC_QUOTA, self.name, patch, self.namespace, "status"),
-        )
+
+        def call() -> dict[str, Any]:
+            try:
+                return apis.api.merge_patch(
+                    ELASTIC_QUOTA, self.name, patch, self.namespace, "status"
+                )
+            except ApiError as exc:
+                if exc.not_found:
+                    return {}  # deleted meanwhile: nothing left to say it on
+                raise
+
+        return safely("patch quota status", call)
 
 
 def _folded_part(obj: dict[str, Any]) -> object:
