@@ -289,6 +289,25 @@ def test_with_the_webhook_down_the_controller_refuses_the_edit_and_keeps_the_las
         assert kq.phase(plane.kubectl, ns, "held") == "Dequeued"
         described = plane.kubectl("describe", EQ, top, "-n", ns).stdout
         assert "QuotaCycle" in described
+        # an invalid edit (min above max, min without max) is refused the same way
+        plane.kubectl.apply(
+            kq.quota(child, ns, parent=top, max_={"cpu": "1"}, min_={"cpu": "2", "gpu": "1"})
+        )
+        invalid = kq.wait_for(
+            lambda: (c := condition(plane.kubectl, ns, child, "Valid"))
+            and c["status"] == "False"
+            and c,
+            what="child Valid=False",
+        )
+        assert invalid["reason"] == "InvalidQuota"
+        for text in ("spec.min[cpu]: min 2 is above max 1", "spec.min[gpu]: gpu has a min"):
+            assert text in invalid["message"], invalid
+        described = plane.kubectl("describe", EQ, child, "-n", ns).stdout
+        assert "InvalidQuota" in described.split("Events:")[-1], described
+        # the old max (4) is still the one in force: a third 1-cpu Job is admitted
+        plane.kubectl.apply(kq.job("third", ns, child, cpu="1", suspend=True))
+        kq.wait_for(lambda: kq.phase(plane.kubectl, ns, "third") == "Dequeued", what="third")
+        assert [kq.phase(plane.kubectl, ns, j) for j in ("held", "next")] == ["Dequeued"] * 2
     finally:
         plane.register_validating()
 
