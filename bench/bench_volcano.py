@@ -244,8 +244,9 @@ def run_scenario(who: str, scenario: Scenario, args: argparse.Namespace) -> dict
 
 def as_outcome(raw: dict[str, Any]) -> Outcome:
     conditions = {k: tuple(tuple(c) for c in v) for k, v in raw["conditions"].items()}
+    current = {k: (v[0], v[1], v[2]) for k, v in raw.get("current", {}).items()}
     return Outcome(raw["bound_by_queue"], raw["bound_by_job"], raw["evicted_by_job"],
-                   raw["phases"], conditions, raw["nodes_used"])
+                   raw["phases"], conditions, raw["nodes_used"], current)
 
 
 def gang_table(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
@@ -282,7 +283,7 @@ def main(args: argparse.Namespace) -> int:
             runs[who] = run_scenario(who, scenario, args)
             print(json.dumps(runs[who]), flush=True)
         found = differences(as_outcome(runs[OURS]["outcome"]), as_outcome(runs[PEER]["outcome"]),
-                            compare_nodes=False)
+                            compare_nodes=scenario.gang_shape, current_only=scenario.gang_shape)
         diff_rows.append((name, found))
         if scenario.gang_shape:
             gang_rows.append((name, runs[OURS], runs[PEER]))

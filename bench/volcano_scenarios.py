@@ -10,7 +10,10 @@ sets them (neither scheduler runs a controller here).
 
 The outcome compared: bound pods per queue and per job, pods evicted (deleted) per job, and
 each PodGroup's phase and conditions (type, status, reason: the messages are each
-scheduler's own wording).
+scheduler's own wording). Neither scheduler clears a condition that stopped holding, so on
+the gang shapes, whose pods arrive while the scheduler runs, whether a gang also keeps an old
+`Unschedulable` depends only on whether a session saw it half created: there only the current
+condition (the one that changed last) is compared.
 """
 
 from __future__ import annotations
@@ -219,6 +222,9 @@ class Outcome:
     conditions: Mapping[str, tuple[tuple[str, str, str], ...]]
     """PodGroup -> its conditions' (type, status, reason), sorted."""
     nodes_used: int = 0
+    current: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
+    """PodGroup -> its current condition: the latest lastTransitionTime, `Scheduled` on a
+    tie (it only ever follows an `Unschedulable`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -226,6 +232,7 @@ class Outcome:
             "evicted_by_job": dict(self.evicted_by_job), "phases": dict(self.phases),
             "conditions": {k: [list(c) for c in v] for k, v in self.conditions.items()},
             "nodes_used": self.nodes_used,
+            "current": {k: list(v) for k, v in self.current.items()},
         }
 
 
@@ -250,24 +257,32 @@ def outcome(
             nodes.add(str(node))
     phases: dict[str, str] = {}
     conditions: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    current: dict[str, tuple[str, str, str]] = {}
     for group in groups:
         name = str((group.get("metadata") or {}).get("name"))
         status = group.get("status") or {}
         phases[name] = str(status.get("phase") or "")
+        raw = [c for c in status.get("conditions") or () if isinstance(c, Mapping)]
         conditions[name] = tuple(sorted(
-            (str(c.get("type")), str(c.get("status")), str(c.get("reason") or ""))
-            for c in status.get("conditions") or ()
+            (str(c.get("type")), str(c.get("status")), str(c.get("reason") or "")) for c in raw
         ))
+        if raw:
+            last = max(raw, key=lambda c: (str(c.get("lastTransitionTime") or ""),
+                                           c.get("type") == "Scheduled"))
+            current[name] = (str(last.get("type")), str(last.get("status")),
+                             str(last.get("reason") or ""))
     evicted = {job: n - listed[job] for job, n in created.items() if n > listed[job]}
-    return Outcome(dict(by_queue), dict(by_job), evicted, phases, conditions, len(nodes))
+    return Outcome(dict(by_queue), dict(by_job), evicted, phases, conditions, len(nodes),
+                   current)
 
 
 def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
-                compare_nodes: bool = False) -> list[str]:
+                compare_nodes: bool = False, current_only: bool = False) -> list[str]:
     """Where our outcome differs from Volcano's, one line each (empty: they match).
 
     Counts absent on one side are 0 there. Nodes used (gang shapes only) may differ by
-    `nodes_tolerance` of Volcano's count."""
+    `nodes_tolerance` of Volcano's count. `current_only`: compare each PodGroup's current
+    condition, not all it keeps (gang shapes)."""
     out: list[str] = []
 
     def counts(what: str, a: Mapping[str, int], b: Mapping[str, int]) -> None:
@@ -282,6 +297,11 @@ def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
         a, b = ours.phases.get(name, "<none>"), peer.phases.get(name, "<none>")
         if a != b:
             out.append(f"phase of {name}: ours {a or '<unset>'}, volcano {b or '<unset>'}")
+        if current_only:
+            now_a, now_b = ours.current.get(name), peer.current.get(name)
+            if now_a != now_b:
+                out.append(f"current condition of {name}: ours {now_a}, volcano {now_b}")
+            continue
         ca, cb = ours.conditions.get(name, ()), peer.conditions.get(name, ())
         if ca != cb:
             out.append(f"conditions of {name}: ours {list(ca)}, volcano {list(cb)}")

@@ -67,8 +67,10 @@ def test_outcome_counts_bound_evicted_phases_and_conditions() -> None:
     pods = [pod("qa-job", i, f"n{i % 2}") for i in range(4)]
     pods += [pod("qb-job", i, "n1") for i in range(3)] + [pod("qb-job", 3, None)]
     groups = [{"metadata": {"name": "qa-job"}, "status": {"phase": "Running", "conditions": [
-        {"type": "Scheduled", "status": "True", "reason": "r", "message": "ours"},
-        {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"}]}},
+        {"type": "Scheduled", "status": "True", "reason": "r", "message": "ours",
+         "lastTransitionTime": "2026-01-01T00:00:05Z"},
+        {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+         "lastTransitionTime": "2026-01-01T00:00:01Z"}]}},
         {"metadata": {"name": "qb-job"}}]
     result = outcome(scenario, pods, groups)
     assert result.bound_by_queue == {"qa": 4, "qb": 3}
@@ -78,6 +80,23 @@ def test_outcome_counts_bound_evicted_phases_and_conditions() -> None:
     assert result.conditions["qa-job"] == (("Scheduled", "True", "r"),
                                            ("Unschedulable", "True", "NotEnoughResources"))
     assert result.nodes_used == 2
+    assert result.current == {"qa-job": ("Scheduled", "True", "r")}
+
+
+def test_gang_shapes_compare_the_current_condition_only() -> None:
+    """A stale Unschedulable beside Scheduled is timing (a session saw the gang half made)."""
+    stale = Outcome({}, {}, {}, {"a": "Running"},
+                    {"a": (("Scheduled", "True", "r"), ("Unschedulable", "True", "N"))},
+                    current={"a": ("Scheduled", "True", "r")})
+    clean = Outcome({}, {}, {}, {"a": "Running"}, {"a": (("Scheduled", "True", "r"),)},
+                    current={"a": ("Scheduled", "True", "r")})
+    assert differences(stale, clean, current_only=True) == []
+    assert len(differences(stale, clean)) == 1
+    pending = Outcome({}, {}, {}, {"a": "Running"}, {}, current={"a": ("Unschedulable", "True",
+                                                                      "N")})
+    assert differences(pending, clean, current_only=True) == [
+        "current condition of a: ours ('Unschedulable', 'True', 'N'), "
+        "volcano ('Scheduled', 'True', 'r')"]
 
 
 def base() -> Outcome:
