@@ -3,10 +3,13 @@
 Read-only. The cluster is read into a `SchedulerCache` (the scheduler's own relisting), the
 snapshot is built by `SchedulerCache.build` and a session runs the configured actions
 exactly as the scheduler would; nothing is bound, patched or un-gated. The verdict is then
-read from the session: the pod's scheduler name, its gates, its PodGroup and queue, whether
-it is bound, and otherwise the reasons every node rejects it (the same fit errors the
-scheduler writes into `PodScheduled=False, reason=Unschedulable`) and whether the gang's
-minAvailable keeps it from binding.
+read, not worked out again: the pod's job and queue are the snapshot's (the cache's pod ->
+job rules), its bind or reservation the session's, and otherwise the rule the actions
+recorded when they left it unplaced (`scheduler/framework/skips.py`); the message is the
+text the scheduler writes into its `PodScheduled=False` condition and `FailedScheduling`
+event (`SessionResult.pod_cause`). Before the session, what only the pod says: its scheduler
+name, whether it finished or is bound, its gates. The per-node rows show the cluster as it
+is now (a probe session's predicates), the reasons the session recorded where it has them.
 
 `explain_pod` takes the pod and a filled cache, so it is tested without a cluster;
 `read_cluster` is the only part that talks to the API server.
@@ -31,7 +34,10 @@ from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.scheduler import SchedulerConfig
 from koordqueue.scheduler.api import FitErrors, JobInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api import names as api_names
 from koordqueue.scheduler.framework import Session, open_session, run_actions
+from koordqueue.scheduler.framework.result import SessionResult
+from koordqueue.scheduler.framework.skips import Skip, TaskSkip
 from koordqueue.scheduler.gates import (
     GATE_NAME,
     OPT_IN_ANNOTATION,
@@ -48,7 +54,8 @@ DEFAULT_POD_SCHEDULER = "default-scheduler"
 
 
 class PodVerdict(StrEnum):
-    """The one answer to "why is my pod pending" (the first that applies, in this order)."""
+    """The one answer to "why is my pod pending": a fact of the pod before the session (the
+    first that applies, in this order), or what the session decided for it."""
 
     OTHER_SCHEDULER = "OtherScheduler"
     FINISHED = "Finished"
@@ -194,12 +201,6 @@ def _quantities(task: TaskInfo) -> dict[str, str]:
     return task.resreq.to_quantities()
 
 
-def _job_uid(group: Mapping[str, Any] | None, uid: str) -> str:
-    if group is None:
-        return names.STANDALONE_JOB_PREFIX + uid
-    return str(convert.meta(group).get("uid", ""))
-
-
 def node_verdicts(
     session: Session, task: TaskInfo, decided: FitErrors | None = None
 ) -> tuple[list[NodeVerdict], FitErrors]:
@@ -304,25 +305,22 @@ def explain_pod(
             "anything left is the kubelet's"
         ))
 
-    # --- PodGroup and queue (the snapshot silently skips what is missing) -----------------
+    # --- the dry session, on the scheduler's own snapshot -------------------------------------
+    built = cache.build(gates_enabled=gates_enabled)
+    job_uid = built.pending.get(uid)  # the cache's pod -> job rule, as the scheduler reads it
+    snapshot_job = next((j for j in built.snapshot.jobs if j.uid == job_uid), None)
     group_name = convert.group_name(pod)
-    group: dict[str, Any] | None = None
     if group_name is not None:
         ex.pod_group = f"{m.get('namespace', 'default')}/{group_name}"
-        group = cache.get(CachedKind.POD_GROUP, ex.pod_group)
+        group = built.groups.get(ex.pod_group)
         ex.pod_group_exists = group is not None
         if group is not None:
             ex.pod_group_phase = str((group.get("status") or {}).get("phase") or "Pending")
-            ex.queue = str((group.get("spec") or {}).get("queue") or names.DEFAULT_QUEUE)
-    else:
-        ex.queue = str(annotations.get(names.QUEUE_NAME_ANNOTATION) or names.DEFAULT_QUEUE)
-    if ex.queue is not None:
+    if snapshot_job is not None:
+        ex.queue = snapshot_job.queue
         ex.queue_exists = cache.get(CachedKind.QUEUE, ex.queue) is not None
     if state is GateState.OURS_AND_OTHERS and not ex.opted_in:
         ex.notes.append(gate_consts.WARN_GATE_WITHOUT_OPT_IN.format(pod=key))
-
-    # --- the dry session ----------------------------------------------------------------------
-    built = cache.build(gates_enabled=gates_enabled)
     view = built.view
     if gates_enabled and uid in view.reserved:
         ex.reservation = _reservation(ex.queue, reservation_timeout, expired_at)
@@ -331,34 +329,28 @@ def explain_pod(
             view = GateView(view.candidates, view.reserved - {uid})
     effective = with_gate_plugin(config, view) if gates_enabled else config
     # Two sessions on the same snapshot: `probe` stays as the cluster is now (per-node
-    # reasons), `session` runs the actions (what the scheduler would decide). Neither is
-    # applied: a session only changes its own copies.
+    # reasons for the table), `session` runs the actions (what the scheduler would decide,
+    # and why: its skip record). Neither is applied: a session only changes its own copies.
     probe = open_session(built.snapshot, effective)
     session = open_session(built.snapshot, effective)
-    before = {job.uid: job for job in built.snapshot.jobs}
     run_actions(session)
     result = session.close()
     plugin = session.plugins.get(gate_consts.PLUGIN_NAME)
     released = (
         set(plugin.released) if isinstance(plugin, QueueAllocationGatePlugin) else set[str]()
     )
-    job_uid = _job_uid(group, uid)
-    job = session.jobs.get(job_uid)
+    job = session.jobs.get(job_uid) if job_uid is not None else None
     task = job.tasks.get(uid) if job is not None else None
-    probe_job = probe.jobs.get(job_uid)
+    probe_job = probe.jobs.get(job_uid) if job_uid is not None else None
     probe_task = probe_job.tasks.get(uid) if probe_job is not None else None
     if job is not None and task is not None and probe_task is not None:
-        ex.nodes, errors = node_verdicts(probe, probe_task, result.fit_errors.get(uid))
-        if not ex.fitting_nodes:  # "0/N nodes are available" only when no node fits
-            ex.message = errors.message()
+        ex.nodes, _ = node_verdicts(probe, probe_task, result.fit_errors.get(uid))
         placed = sum(1 for b in result.binds if b.job == job_uid) + sum(
             1 for r in result.pipelined if r.job == job_uid
         )
-        ex.gang = _gang(job, before.get(job_uid), placed, result.job_conditions.get(job_uid))
-        if group is not None:
-            ex.pod_group_phase = job.phase.value if ex.pod_group_phase is None else (
-                ex.pod_group_phase
-            )
+        ex.gang = _gang(job, snapshot_job, placed, result.job_cause(job.uid))
+        if ex.pod_group is not None and ex.pod_group_phase is None:
+            ex.pod_group_phase = job.phase.value
 
     # --- gates ----------------------------------------------------------------------------------
     if state in (GateState.OTHERS_ONLY, GateState.OURS_AND_OTHERS):
@@ -384,90 +376,109 @@ def explain_pod(
                 f"gated by {GATE_NAME} and its queue {ex.queue} has room now: the scheduler "
                 "removes the gate, then places the pod in a later session"
             ))
-        if ex.pod_group_exists is False or ex.queue_exists is False:
-            pass  # the missing object below is the reason
-        else:
+        if job is not None:
             return done(PodVerdict.WAITING_FOR_QUEUE, (
                 f"gated by {GATE_NAME}: waits until queue {ex.queue} has capacity for its "
                 "request (it stays gated and gets no Unschedulable condition meanwhile)"
             ))
 
-    if ex.pod_group_exists is False:
-        return done(PodVerdict.POD_GROUP_NOT_FOUND, (
-            f"its PodGroup {ex.pod_group} (annotation {names.GROUP_NAME_ANNOTATION}) does "
-            "not exist: the scheduler ignores the pod until it does"
-        ))
-    if job is None or task is None:
-        if ex.queue_exists is False:
-            return done(PodVerdict.QUEUE_NOT_FOUND, (
-                f"queue {ex.queue} does not exist: the job is dropped from every session "
-                "(create the Queue, or fix the PodGroup's spec.queue / the pod's "
-                f"{names.QUEUE_NAME_ANNOTATION} annotation)"
+    if job_uid is None or snapshot_job is None:
+        if ex.pod_group_exists is False:
+            return done(PodVerdict.POD_GROUP_NOT_FOUND, (
+                f"its PodGroup {ex.pod_group} (annotation {names.GROUP_NAME_ANNOTATION}) does "
+                "not exist: the scheduler ignores the pod until it does"
             ))
         return done(PodVerdict.UNKNOWN, "the pod is not part of the scheduling snapshot")
+    if job is None or task is None:  # the session dropped the job (its warning says so)
+        return done(PodVerdict.QUEUE_NOT_FOUND, (
+            f"queue {ex.queue} does not exist: the job is dropped from every session "
+            "(create the Queue, or fix the PodGroup's spec.queue / the pod's "
+            f"{names.QUEUE_NAME_ANNOTATION} annotation)"
+        ))
+    return _decided(ex, result, task, job, cache.scheduler_name)
 
-    # --- decisions of the dry session --------------------------------------------------------
+
+def _decided(
+    ex: PodExplanation, result: SessionResult, task: TaskInfo, job: JobInfo, scheduler: str
+) -> PodExplanation:
+    """The verdict the dry session recorded for the task: its bind or reservation, else the
+    entry its actions left in the skip record; `message` is the very text the scheduler
+    writes into the pod's condition and FailedScheduling event (`SessionResult.pod_cause`)."""
+    uid = task.uid
     bound = {b.task: b.node for b in result.binds}
     piped = {r.task: r.node for r in result.pipelined}
-    assert ex.gang is not None
-    gang = ex.gang
     if uid in bound:
         ex.dry_run_node = bound[uid]
-        return done(PodVerdict.WOULD_BIND, (
+        ex.verdict, ex.summary = PodVerdict.WOULD_BIND, (
             f"a scheduling session now binds it to node {bound[uid]}: if it stays pending, "
-            f"check that koordqueue's scheduler runs (with --scheduler-name "
-            f"{cache.scheduler_name}) and its logs"
-        ))
+            f"check that koordqueue's scheduler runs (with --scheduler-name {scheduler}) "
+            "and its logs"
+        )
+        return ex
     if uid in piped:
         ex.dry_run_node = piped[uid]
-        return done(PodVerdict.PIPELINED, (
+        ex.verdict, ex.summary = PodVerdict.PIPELINED, (
             f"reserved on node {piped[uid]} whose resources are being released (evicted pods); "
             "it binds once they are gone"
-        ))
-    if job.is_pending() and "enqueue" in session.config.actions:
-        return done(PodVerdict.NOT_ENQUEUED, (
-            f"its PodGroup is Pending and enqueue does not admit it: queue {job.queue} cannot "
-            "take the PodGroup's minResources yet"
-        ))
-    invalid = session.job_valid(job)
-    if invalid is not None:
-        return done(PodVerdict.JOB_INVALID, (
-            f"the gang cannot start: {invalid.message} (minAvailable {job.min_available}, "
-            f"{len(job.tasks)} pod(s) exist)"
-        ))
-    if task.best_effort:
-        return done(PodVerdict.BEST_EFFORT, (
-            "the pod requests no resources: only backfill places it"
-        ))
-    pre = session.pre_predicate(task)
-    if pre is not None:
-        return done(PodVerdict.PRE_PREDICATE, f"rejected before any node is tried: {pre}")
-    if not ex.fitting_nodes:
-        summary = f"no node fits: {ex.message}" if ex.message else "there are no ready nodes"
-        if gang.min_available > 1:
-            summary += (
-                f" (and the gang needs {gang.min_available} pods placed together)"
+        )
+        return ex
+    ex.message = result.pod_cause(uid, job.uid)
+    entry = result.skips.of(uid, job.uid)
+    ex.verdict, ex.summary = _verdict(entry, ex, job)
+    return ex
+
+
+def _verdict(entry: TaskSkip | None, ex: PodExplanation, job: JobInfo) -> tuple[PodVerdict, str]:
+    """The recorded rule, as a verdict and a sentence."""
+    kind = entry.kind if entry is not None else None
+    gang = f"minAvailable {job.min_available}, {len(job.tasks)} pod(s)"
+    match kind:
+        case Skip.NOT_ENQUEUED:
+            return PodVerdict.NOT_ENQUEUED, (
+                f"its PodGroup is Pending and enqueue does not admit it: queue {job.queue} "
+                "cannot take the PodGroup's minResources yet"
             )
-        return done(PodVerdict.UNSCHEDULABLE, summary)
-    queue = session.queues[job.queue]
-    if gang.min_available > 1 and gang.ready + gang.placed_in_dry_run < gang.min_available:
-        return done(PodVerdict.GANG_NOT_READY, (
-            f"the pod fits on {len(ex.fitting_nodes)} node(s), but its gang needs "
-            f"minAvailable {gang.min_available} and only {gang.ready} are running or bound; "
-            "the other members do not all fit at once, so none is bound"
-        ))
-    if session.overused(queue):
-        return done(PodVerdict.QUEUE_OVERUSED, (
-            f"queue {job.queue} is over its deserved share; allocate skips it this session"
-        ))
-    if not session.allocatable(queue, task):
-        return done(PodVerdict.QUEUE_REFUSED, (
-            f"queue {job.queue} cannot take the request (capability reached)"
-        ))
-    return done(PodVerdict.UNKNOWN, (
+        case Skip.JOB_INVALID:
+            assert entry is not None
+            return PodVerdict.JOB_INVALID, f"the gang cannot start: {entry.detail} ({gang})"
+        case Skip.BEST_EFFORT:
+            return PodVerdict.BEST_EFFORT, "the pod requests no resources: only backfill places it"
+        case Skip.PRE_PREDICATE:
+            return PodVerdict.PRE_PREDICATE, f"rejected before any node is tried: {ex.message}"
+        case Skip.NO_NODE:
+            summary = f"no node fits: {ex.message}"
+            if job.min_available > 1:
+                summary += f" (and the gang needs {job.min_available} pods placed together)"
+            return PodVerdict.UNSCHEDULABLE, summary
+        case Skip.GANG_GAVE_UP:
+            assert entry is not None and entry.errors is not None
+            return PodVerdict.GANG_NOT_READY, (
+                f"not tried: another pod of its gang found no node "
+                f"({entry.errors.message()}), so the gang cannot reach minAvailable "
+                f"{job.min_available} and none of it is placed"
+            )
+        case Skip.GANG_NOT_READY:
+            return PodVerdict.GANG_NOT_READY, (
+                f"the pod fits on a node, but its gang needs minAvailable {job.min_available} "
+                f"and the other members do not all fit at once, so none is bound ({gang})"
+            )
+        case Skip.QUEUE_FULL | Skip.QUEUE_OVERUSED if entry is not None and entry.errors:
+            why = "cannot take the request" if kind is Skip.QUEUE_FULL else "is overused"
+            ex.notes.append(f"queue {job.queue} {why} as well")
+            return PodVerdict.UNSCHEDULABLE, f"no node fits: {ex.message}"
+        case Skip.QUEUE_OVERUSED:
+            return PodVerdict.QUEUE_OVERUSED, (
+                api_names.QUEUE_OVERUSED_MESSAGE.format(queue=job.queue)
+                + "; allocate skips it this session"
+            )
+        case Skip.QUEUE_FULL:
+            return PodVerdict.QUEUE_REFUSED, api_names.QUEUE_REFUSED_MESSAGE.format(
+                queue=job.queue
+            )
+    return PodVerdict.UNKNOWN, (
         "the pod fits but was not placed in this session (other jobs ran first); it should "
         "be placed in a later one"
-    ))
+    )
 
 
 __all__ = [

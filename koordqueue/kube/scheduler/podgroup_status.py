@@ -218,7 +218,7 @@ class PodGroupStatusWriter:
                     continue
                 phase = new_phase.get(job.uid, job.phase)
                 status = GroupStatus(
-                    phase.value, gang_condition(job, phase, result.job_conditions.get(job.uid))
+                    phase.value, gang_condition(job, phase, result.job_cause(job.uid))
                 )
                 version = str(m.get("resourceVersion", ""))
                 written = self._written.get(key)

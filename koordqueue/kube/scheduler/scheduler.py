@@ -38,6 +38,7 @@ from koordqueue.kube.api import (
     KubeApi,
     Listing,
 )
+from koordqueue.kube.causes import PostedCauses
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp, report_expired
 from koordqueue.kube.scheduler import convert, metrics, names
@@ -155,6 +156,8 @@ class Scheduler:
         self._inflight: set[Future[list[bool]]] = set()
         self._inflight_lock = threading.Lock()
         self._written: dict[str, str] = {}  # pod uid -> Unschedulable message we last wrote
+        self.causes = PostedCauses()
+        """FailedScheduling (pods) and Unschedulable (PodGroups) events: once per cause."""
         self.podgroups = PodGroupStatusWriter(api)
         """PodGroup phase and conditions, on `/status` or on the object (Volcano's CRD)."""
         self._warned: set[str] = set()
@@ -324,7 +327,8 @@ class Scheduler:
                 continue
             current = unschedulable_message(pod)
             if current == ("False", names.REASON_UNSCHEDULABLE, message):
-                self._written[uid] = message
+                self._written[uid] = message  # written before (a restart): said already
+                self.causes.seen(uid, names.REASON_FAILED_SCHEDULING, message)
                 continue
             futures.append((uid, self._pool.submit(self._set_unschedulable, pod, message)))
             out.conditions_written += 1
@@ -347,6 +351,7 @@ class Scheduler:
         for uid in list(self._written):
             if uid not in built.pods:
                 del self._written[uid]
+        self.causes.keep(built.pods, built.groups)
 
     def _unschedulable(
         self, result: SessionResult, uid: str, pod: dict[str, Any],
@@ -359,11 +364,7 @@ class Scheduler:
             return None  # gated pods wait for their gate, never "Unschedulable" (SPEC 3.5)
         if convert.pod_status(pod).value != "Pending":
             return None
-        errors = result.fit_errors.get(uid)
-        if errors is not None:
-            return errors.message()
-        job = job_of.get(uid)
-        return result.job_conditions.get(job) if job is not None else None
+        return result.pod_cause(uid, job_of.get(uid))
 
     def _bind_done(self, future: Future[list[bool]]) -> None:
         with self._inflight_lock:
@@ -391,6 +392,7 @@ class Scheduler:
             return False
         metrics.BINDS.labels("ok").inc()
         self._written.pop(uid, None)
+        self.causes.forget(uid, names.REASON_FAILED_SCHEDULING)  # placed: the cause is over
         if pod is not None:
             message = names.SCHEDULED_MESSAGE.format(namespace=namespace, name=name, node=node)
             self.events.record(pod, names.EVENT_NORMAL, names.REASON_SCHEDULED, message)
@@ -437,12 +439,21 @@ class Scheduler:
                             pod=f"{namespace}/{name}", error=str(exc))
             return False
         self._written[uid] = message
-        self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING, message)
+        if self.causes.fresh(uid, names.REASON_FAILED_SCHEDULING, message):
+            self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING, message)
         return True
 
     def _write_group_status(self, write: StatusWrite) -> bool:
         held = self.cache.get(CachedKind.POD_GROUP, write.key) is not None
-        return self.podgroups.write(write, still_cached=held)
+        written = self.podgroups.write(write, still_cached=held)
+        condition = write.status.condition
+        if written and condition is not None:
+            reason = names.REASON_UNSCHEDULABLE
+            if condition.type != names.CONDITION_UNSCHEDULABLE:
+                self.causes.forget(write.key, reason)
+            elif self.causes.fresh(write.key, reason, condition.message):
+                self.events.record(write.group, names.EVENT_WARNING, reason, condition.message)
+        return written
 
 
 def bind_batches(binds: tuple[Bind, ...] | list[Bind], workers: int) -> list[list[Bind]]:

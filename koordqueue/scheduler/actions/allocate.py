@@ -1,4 +1,9 @@
-"""allocate: place pending tasks queue by queue, job by job, all-or-nothing per gang."""
+"""allocate: place pending tasks queue by queue, job by job, all-or-nothing per gang.
+
+Every task it passes by gets the rule that passed it in the session's skip record
+(framework/skips.py), as the rule is applied: the pod's condition and `explain pod/NAME`
+read that record.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,13 @@ from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueIn
 from koordqueue.scheduler.api.task_info import PlacementKey
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import JobQueue, Session, gc_paused
+from koordqueue.scheduler.framework.skips import (
+    BEST_EFFORT,
+    GANG_NOT_READY,
+    NOT_ENQUEUED,
+    Skip,
+    TaskSkip,
+)
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
 
@@ -18,13 +30,16 @@ def schedulable_jobs(session: Session) -> list[JobInfo]:
     An invalid job gets its job-valid message as condition, like Volcano's gang plugin.
     """
     enqueue_configured = "enqueue" in session.config.actions
+    skips = session.skips
     jobs: list[JobInfo] = []
     for job in session.scan_jobs():
         if enqueue_configured and job.is_pending():
+            skips.job(job.uid, NOT_ENQUEUED)
             continue
         invalid = session.job_valid(job)
         if invalid is not None:
             session.job_conditions[job.uid] = invalid.message
+            skips.job(job.uid, TaskSkip(Skip.JOB_INVALID, detail=invalid.message))
             continue
         jobs.append(job)
     return jobs
@@ -101,8 +116,14 @@ class AllocateAction(Action):
         # A job's tasks change only while allocate works on that job, so the tasks wanted
         # now are the ones its first turn would find.
         wanted: dict[str, list[TaskInfo]] = {}
+        skips = session.skips
         for job in schedulable_jobs(session):
-            mine = [t for t in job.pending_tasks() if self._wanted(t)]
+            candidates = job.pending_tasks()
+            mine = [t for t in candidates if self._wanted(t)]
+            if len(mine) != len(candidates):
+                for t in candidates:
+                    if t.best_effort and not t.scheduling_gated:
+                        skips.task(t.uid, job.uid, BEST_EFFORT)
             if not mine:
                 continue
             wanted[job.uid] = mine
@@ -111,11 +132,22 @@ class AllocateAction(Action):
                 queues.push(session.queues[job.queue])
             jobs_by_queue[job.queue].push(job)
         pending: dict[str, list[TaskInfo]] = {}
+        shapes: dict[PlacementKey, FitErrors | None] = {}
         while not queues.empty():
             queue = queues.pop()
-            if session.overused(queue):
-                continue
             jobs = jobs_by_queue[queue.name]
+            if session.overused(queue):
+                overused = TaskSkip(Skip.QUEUE_OVERUSED, detail=queue.name)
+                while not jobs.empty():  # the queue is done for this session
+                    job = jobs.pop()
+                    skips.job(job.uid, overused)
+                    for task in pending.get(job.uid) or wanted[job.uid]:
+                        errors = _no_node_fits(session, task, shapes)
+                        if errors is not None:
+                            session.fit_errors[task.uid] = errors
+                            skips.task(task.uid, job.uid,
+                                       TaskSkip(Skip.QUEUE_OVERUSED, errors, queue.name))
+                continue
             if jobs.empty():
                 continue
             job = jobs.pop()
@@ -124,11 +156,14 @@ class AllocateAction(Action):
                 tasks = task_queue(session, wanted[job.uid])
                 pending[job.uid] = tasks
             statement = Statement(session)
-            self._allocate_tasks(session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs)
+            self._allocate_tasks(
+                session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs, shapes=shapes
+            )
             if session.job_ready(job):
                 statement.commit()
             elif not session.job_pipelined(job):
                 statement.discard()
+                skips.job(job.uid, GANG_NOT_READY)
             queues.push(queue)
 
     @staticmethod
@@ -145,30 +180,42 @@ class AllocateAction(Action):
         job: JobInfo,
         tasks: list[TaskInfo],
         jobs: JobQueue,
+        shapes: dict[PlacementKey, FitErrors | None],
     ) -> None:
         failed: dict[PlacementKey, FitErrors] = {}
+        skips = session.skips
         while tasks:
             task = tasks.pop()
             if not session.allocatable(queue, task):
+                errors = _no_node_fits(session, task, shapes)
+                if errors is not None:
+                    session.fit_errors[task.uid] = errors
+                skips.task(task.uid, job.uid, TaskSkip(Skip.QUEUE_FULL, errors, queue.name))
                 continue
             known = failed.get(task.placement_key()) if failed else None
             if known is not None:
                 # Same request and constraints as a task that found no node: skip the scan.
                 session.fit_errors[task.uid] = known
+                skips.task(task.uid, job.uid, TaskSkip(Skip.NO_NODE, known))
                 continue
             reason = session.pre_predicate(task)
             if reason is not None:
                 # One task's pre-predicate failure must not sink the others while the gang
                 # can still reach minAvailable without it.
-                session.fit_errors[task.uid] = FitErrors.all_nodes(session.nodes, reason)
+                errors = FitErrors.all_nodes(session.nodes, reason)
+                session.fit_errors[task.uid] = errors
+                skips.task(task.uid, job.uid, TaskSkip(Skip.PRE_PREDICATE, errors))
                 if not need_continue(job, failed, tasks):
+                    _gave_up(session, job, tasks, failed, errors)
                     break
                 continue
             choice = session.select_node(task)
             if isinstance(choice, FitErrors):
                 session.fit_errors[task.uid] = choice
                 failed[task.placement_key()] = choice
+                skips.task(task.uid, job.uid, TaskSkip(Skip.NO_NODE, choice))
                 if not need_continue(job, failed, tasks):
+                    _gave_up(session, job, tasks, failed, choice)
                     break
                 continue
             node, pipelined = choice
@@ -180,6 +227,49 @@ class AllocateAction(Action):
                 # Ready: commit this part and give other jobs a turn before the rest.
                 jobs.push(job)
                 break
+
+
+def _no_node_fits(
+    session: Session, task: TaskInfo, shapes: dict[PlacementKey, FitErrors | None]
+) -> FitErrors | None:
+    """For a task its queue refused (or skipped, overused): the per-node reasons when no
+    node could take it either (what kube-scheduler would say, and what a person can act
+    on), None when one could. Asked once per task shape in a session: placements only take
+    room away, so a shape no node fits stays so, and one that fitted is refused anyway."""
+    key = task.placement_key()
+    if key in shapes:
+        return shapes[key]
+    errors: FitErrors | None = None
+    reason = session.pre_predicate(task)
+    if reason is not None:
+        errors = FitErrors.all_nodes(session.nodes, reason)
+    else:
+        found = session.placement.fit_errors(task)
+        if len(found.node_reasons) >= found.total_nodes:
+            errors = found
+    shapes[key] = errors
+    return errors
+
+
+def _gave_up(
+    session: Session,
+    job: JobInfo,
+    untried: list[TaskInfo],
+    failed: dict[PlacementKey, FitErrors],
+    cause: FitErrors,
+) -> None:
+    """The gang cannot reach minAvailable any more, so its other tasks are not tried: one
+    identical to a task that found no node gets that task's answer (a scan would give it),
+    any other is recorded as given up, with the cause."""
+    skips = session.skips
+    gave_up = TaskSkip(Skip.GANG_GAVE_UP, cause)
+    for task in untried:
+        known = failed.get(task.placement_key())
+        if known is not None:
+            session.fit_errors[task.uid] = known
+            skips.task(task.uid, job.uid, TaskSkip(Skip.NO_NODE, known))
+        else:
+            skips.task(task.uid, job.uid, gave_up)
 
 
 __all__ = [

@@ -10,6 +10,11 @@ from __future__ import annotations
 from koordqueue.scheduler.api import FitErrors, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import Session
+from koordqueue.scheduler.framework.skips import (
+    GANG_NOT_READY,
+    Skip,
+    TaskSkip,
+)
 from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
 
@@ -63,17 +68,25 @@ class BackfillAction(Action):
     def execute(self, session: Session) -> None:
         for job, tasks in pick_up_pending_tasks(session):
             statement = Statement(session)
+            skips = session.skips
+            placed: list[TaskInfo] = []
             for task in tasks:
                 reason = session.pre_predicate(task)
                 if reason is not None:
-                    session.fit_errors[task.uid] = FitErrors.all_nodes(session.nodes, reason)
+                    errors = FitErrors.all_nodes(session.nodes, reason)
+                    session.fit_errors[task.uid] = errors
+                    skips.task(task.uid, job.uid, TaskSkip(Skip.PRE_PREDICATE, errors))
                     continue
                 choice = session.select_node(task)
                 if isinstance(choice, FitErrors):
                     session.fit_errors[task.uid] = choice
+                    skips.task(task.uid, job.uid, TaskSkip(Skip.NO_NODE, choice))
                     continue
                 statement.allocate(task, choice[0])
+                placed.append(task)
             if session.job_ready(job):
                 statement.commit()
             elif not session.job_pipelined(job):
                 statement.discard()
+                for task in placed:
+                    skips.task(task.uid, job.uid, GANG_NOT_READY)

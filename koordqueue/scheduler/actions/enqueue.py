@@ -5,6 +5,7 @@ from __future__ import annotations
 from koordqueue.scheduler.api import PodGroupPhase, QueueInfo
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.session import JobQueue, Session
+from koordqueue.scheduler.framework.skips import NOT_ENQUEUED
 from koordqueue.scheduler.framework.util import PriorityQueue
 
 
@@ -35,4 +36,6 @@ class EnqueueAction(Action):
             if job.min_resources is None or session.job_enqueueable(job):
                 session.job_enqueued(job)
                 job.phase = PodGroupPhase.INQUEUE
+            else:
+                session.skips.job(job.uid, NOT_ENQUEUED)
             queues.push(queue)

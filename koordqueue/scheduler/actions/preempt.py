@@ -17,13 +17,14 @@ longer blocks the preemptor.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 
 from koordqueue.domain.quantity import NANO
 from koordqueue.domain.resources import PODS
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
+from koordqueue.scheduler.api.fit_errors import preemption_answer
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.resource import fits
 from koordqueue.scheduler.framework.interface import Action
@@ -146,13 +147,15 @@ def preempt_one(
     node's evictions join `statement` only when the preemptor is pipelined there.
     """
     if preemptor.preempt_never or session.pre_predicate(preemptor) is not None:
+        no_victims(session, preemptor, (), never=preemptor.preempt_never)
         return False
     queue = session.queues[session.jobs[preemptor.job].queue]
 
     def preemptor_fits(node: NodeInfo) -> bool:
         return session.allocatable(queue, preemptor) and node_fits(session, preemptor, node.index)
 
-    for i in candidate_nodes(session, preemptor):
+    helpful = candidate_nodes(session, preemptor)
+    for i in helpful:
         node = session.node_list[i]
         candidates = [t for t in node.tasks.values() if candidate_filter(t)]
         victims = session.preemptable(preemptor, candidates)
@@ -169,7 +172,20 @@ def preempt_one(
             statement.merge(node_statement)
             return True
         node_statement.discard()
+    no_victims(session, preemptor, [session.node_list[i].name for i in helpful])
     return False
+
+
+def no_victims(
+    session: Session, preemptor: TaskInfo, candidates: Collection[str], *, never: bool = False
+) -> None:
+    """Add kube-scheduler's preemption answer to the task's fit errors (the suffix its
+    condition ends with): nodes where evictions could have helped found no victims, the
+    others could not be helped by preemption."""
+    errors = session.fit_errors.get(preemptor.uid)
+    if errors is not None:
+        answer = preemption_answer(session.nodes, set(candidates), never=never)
+        session.fit_errors[preemptor.uid] = errors.with_preemption(answer)
 
 
 def _preemptable_by(preemptor: TaskInfo, task: TaskInfo) -> bool:

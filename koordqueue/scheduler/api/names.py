@@ -16,8 +16,14 @@ UNTOLERATED_TAINT: Final = "node(s) had untolerated taint {{{key}: {value}}}"
 TOO_MANY_PODS: Final = "Too many pods"
 HOST_PORTS_CONFLICT: Final = "node(s) didn't have free ports for the requested pod ports"
 NODE_UNSCHEDULABLE: Final = "node(s) were unschedulable"
-ALL_NODES_UNAVAILABLE: Final = "0/{total} nodes are available: {reasons}."
-NO_NODES_AVAILABLE: Final = "0/0 nodes are available."
+# kube-scheduler's FitError rendering (pkg/scheduler/framework: NoNodeAvailableMsg and the
+# DefaultPreemption answers), so a pod's condition reads as under the default scheduler
+NODES_AVAILABLE: Final = "0/{total} nodes are available:"
+NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
+PREEMPTION_PREFIX: Final = "preemption: "
+PREEMPTION_NEVER: Final = "not eligible due to preemptionPolicy=Never."
+NO_VICTIMS: Final = "No preemption victims found for incoming pod"
+NOT_HELPFUL: Final = "Preemption is not helpful for scheduling"
 
 # --- Job conditions -------------------------------------------------------------------------
 GANG_UNSCHEDULABLE: Final = "{missing}/{total} tasks in gang unschedulable: {detail}"
@@ -26,6 +32,8 @@ NOT_ENOUGH_VALID_TASKS: Final = (
     "Not enough valid tasks for gang-scheduling, valid: {valid}, min: {min}"
 )
 NOT_ENOUGH_PODS_REASON: Final = "NotEnoughTasks"
+QUEUE_REFUSED_MESSAGE: Final = "queue {queue} cannot take the request (capability reached)"
+QUEUE_OVERUSED_MESSAGE: Final = "queue {queue} is over its deserved share"
 QUEUE_NOT_FOUND_WARNING: Final = "job {job} dropped: queue {queue} does not exist"
 
 # --- Eviction reasons ------------------------------------------------------------------------

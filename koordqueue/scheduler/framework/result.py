@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
+from koordqueue.scheduler.framework.skips import SkipRecord, cause_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,30 @@ class SessionResult:
     duration: float = 0.0
     action_durations: Mapping[str, float] = field(default_factory=dict)
     plugin_durations: Mapping[str, PluginTiming] = field(default_factory=dict)
+    skips: SkipRecord = field(default_factory=SkipRecord)
+    """Why the actions left each task unplaced, as they decided it (framework/skips.py)."""
+
+    def job_cause(self, job: str) -> str | None:
+        """What the job's PodGroup condition and event say: its Unschedulable message, and,
+        after "; ", the first cause a person can act on that its tasks met (a task's per-node
+        summary, or its queue's refusal)."""
+        condition = self.job_conditions.get(job)
+        if condition is None:
+            return None
+        first = self.skips.first_failure.get(job)
+        if first is None:
+            return condition
+        task, entry = first
+        return f"{condition}; {cause_text(entry, self.fit_errors.get(task))}"
+
+    def pod_cause(self, task: str, job: str | None) -> str | None:
+        """What a pending pod's PodScheduled condition and FailedScheduling event say (and
+        `explain pod/NAME`): its own per-node summary when it was tried (or is identical to a
+        task that was), else its job's cause."""
+        errors = self.fit_errors.get(task)
+        if errors is not None:
+            return errors.message()
+        return self.job_cause(job) if job is not None else None
 
     def bound_nodes(self) -> dict[str, str]:
         """Task uid -> node, for convenience in tests and the simulator."""

@@ -54,6 +54,7 @@ from koordqueue.scheduler.framework.session_plugins import (
     KeyedJobQueue,
     SessionPlugins,
 )
+from koordqueue.scheduler.framework.skips import SkipRecord
 from koordqueue.scheduler.framework.views import JobView, NodeView
 
 __all__ = [
@@ -110,6 +111,8 @@ class Session(SessionPlugins):
 
         self.fit_errors: dict[str, FitErrors] = {}
         self.job_conditions: dict[str, str] = {}
+        self.skips = SkipRecord()
+        """Why the actions left each task unplaced (framework/skips.py)."""
         self.binds: list[Bind] = []
         self.evictions: list[Eviction] = []
         self.action_durations: dict[str, float] = {}
@@ -508,6 +511,7 @@ class Session(SessionPlugins):
             duration=time.perf_counter() - self.started,
             action_durations=dict(self.action_durations),
             plugin_durations=timings,
+            skips=self.skips,
         )
 
 

@@ -139,9 +139,10 @@ def test_untolerated_taint_and_cordoned_node() -> None:
 
 
 def test_no_ready_nodes() -> None:
+    """kube-scheduler's words for an empty cluster (ErrNoNodesAvailable; issue 33.9)."""
     ex = explain_one(pod("p"), [])
     assert ex.verdict is PodVerdict.UNSCHEDULABLE
-    assert ex.message == "0/0 nodes are available."
+    assert ex.message == "no nodes available to schedule pods"
 
 
 def test_invalid_affinity_is_a_pre_predicate_failure_on_every_node() -> None:
@@ -305,7 +306,12 @@ def test_queue_capability_refuses_a_pod_that_fits_a_node() -> None:
     ex = explain_one(pod("p", cpu="2"), [node("n1", "8")],
                      queues=[queue(capability={"cpu": "1"})])
     assert ex.verdict is PodVerdict.QUEUE_REFUSED
-    assert ex.fitting_nodes == ["n1"] and ex.message is None
+    assert ex.fitting_nodes == ["n1"]
+    # what the pod's condition says: the gang's words, then the queue's refusal (issue 33.9)
+    assert ex.message == (
+        "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable; "
+        "queue default cannot take the request (capability reached)"
+    )
 
 
 # --- reading is read-only ------------------------------------------------------------------

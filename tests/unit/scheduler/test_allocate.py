@@ -89,11 +89,13 @@ def test_queue_that_is_not_overused_allocates() -> None:
 
 
 def test_fit_errors_aggregate_reasons_across_nodes() -> None:
+    """kube-scheduler's FitError.Error: "<count> <reason>" strings sorted as strings (so not
+    by count: issue 33.9 made the order kube-scheduler's)."""
     nodes = [node("n1", cpu="1"), node("n2", cpu="1"), node("n3", cpu="8", labels={"zone": "b"})]
     pending = job("j", [task("t", cpu="2", node_selector={"zone": "a"})])
     result = run_session(snapshot(nodes, [pending]), ALLOCATE)
     assert result.fit_errors["t"].message() == (
-        "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) didn't match node selector."
+        "0/3 nodes are available: 1 node(s) didn't match node selector, 2 Insufficient cpu."
     )
 
 
