@@ -392,8 +392,8 @@ class AdmissionEngine:
             if unit.phase in FINISHED_PHASES:
                 out.append(Finished(unit))
                 continue
-            quota = self.tree.reserved_quota(uid)
-            if quota is not None:
+            quota = self.tree.reserved_quota(uid) or self._uncounted.get(uid)
+            if quota is not None:  # (uncounted: admitted before its quota was seen)
                 out.append(Holding(unit, quota))
         return out
 
