@@ -24,7 +24,7 @@ from koordqueue.scheduler.api.job_info import JobInfo, PodGroupPhase
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.queue_accounting import elastic, inqueue
 from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
-from koordqueue.scheduler.framework.placement import NodeTensor
+from koordqueue.scheduler.framework.node_tensor import NodeTensor
 from koordqueue.scheduler.framework.quiet import QuietMemo
 from koordqueue.scheduler.framework.result import ClusterSnapshot
 

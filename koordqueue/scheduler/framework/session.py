@@ -35,7 +35,8 @@ from koordqueue.scheduler.framework.indexed import (
     may_change,
 )
 from koordqueue.scheduler.framework.interface import Action, ExtensionPoint
-from koordqueue.scheduler.framework.placement import NodeTensor, PlacementEngine
+from koordqueue.scheduler.framework.node_tensor import NodeTensor
+from koordqueue.scheduler.framework.placement import PlacementEngine
 from koordqueue.scheduler.framework.quiet import fill_memo, merge_updates, quiet_allowed
 from koordqueue.scheduler.framework.registry import get_action, get_plugin_builder
 from koordqueue.scheduler.framework.result import (

@@ -33,7 +33,7 @@ from koordqueue.scheduler.api import (
 )
 from koordqueue.scheduler.api import task_info as task_info_module
 from koordqueue.scheduler.api.task_info import PlacementKey, PreferredSchedulingTerm
-from koordqueue.scheduler.framework import placement as placement_module
+from koordqueue.scheduler.framework import node_tensor
 from koordqueue.scheduler.framework.placement import NodeTensor
 from koordqueue.scheduler.framework.session import open_session, run_actions
 
@@ -146,7 +146,7 @@ def test_tensor_refreshed_by_request_identity_equals_a_fresh_one(
 ) -> None:
     """After a session's placements (with the identity table starting over every few
     requests) the arrays and mirrors equal a tensor read afresh from the nodes."""
-    with mock.patch.object(placement_module, "_TOUCHED_MAX", remembered):
+    with mock.patch.object(node_tensor, "_TOUCHED_MAX", remembered):
         session = open_session(snapshot, DEFAULT)
         run_actions(session)
     tensor = session.tensor
