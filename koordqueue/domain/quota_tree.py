@@ -2,23 +2,25 @@
 
 Quotas are indexed by name across namespaces. Each quota keeps the usage of its whole subtree,
 updated incrementally on admit/release. Limits and usage are packed into one integer per quota
-(`_Layout`), so a decision costs one subtraction and one mask per level of the chain, whatever
-the number of resources; where that finds no room, the plain per-resource walk names who
-refused. Parent chains, with their quotas' states, are resolved once and cached until the
-structure changes.
+(`quota_layout.Layout`), so a decision costs one subtraction and one mask per level of the
+chain, whatever the number of resources; where that finds no room, the plain per-resource
+walk names who refused. Parent chains, with their quotas' states, are resolved once and
+cached until the structure changes.
 Admissions are idempotent per unit UID, and each admission remembers exactly what it added
 where, so releases in any order can never drive usage negative.
 
 Besides the subtree total, each quota keeps the part admitted into itself ("self"; the rest is
 "children") and the part of units marked oversold (`ForceQuotaOverSold`; the rest is
 "guaranteed"), as Koord-Queue's ElasticQuotaInfo does. Only the total takes part in CheckUsage.
+What the tree reports (level states, usage splits, the Queue's usage annotations) is in
+`quota_usage.py`. Past 600 lines on purpose: `QuotaTree` is one class whose packed state and
+the walks that read it change together.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from koordqueue.domain.admission import (
@@ -32,18 +34,33 @@ from koordqueue.domain.admission import (
     QuotaMissing,
     ReserveQuotaMissing,
 )
-from koordqueue.domain.names import (
-    QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION,
-    QUEUE_CHILDREN_USED_ANNOTATION,
-    QUEUE_GUARANTEED_USED_ANNOTATION,
-    QUEUE_SELF_GUARANTEED_USED_ANNOTATION,
-    QUEUE_SELF_USED_ANNOTATION,
-    QUEUE_USED_ANNOTATION,
-    ROOT_QUOTA,
-)
-from koordqueue.domain.quantity import NANO, ceil_div
+from koordqueue.domain.names import ROOT_QUOTA
 from koordqueue.domain.quota import QuotaSpec, precedence
+from koordqueue.domain.quota_layout import MIN_FIELD_BITS, Layout
+from koordqueue.domain.quota_usage import (
+    LevelState,
+    QuotaUsage,
+    ResourceState,
+    UsageSplit,
+    changed_usage_annotations,
+    queue_usage_values,
+    render_usage,
+)
 from koordqueue.domain.resources import Resources
+
+__all__ = [
+    "DuplicateCallback",
+    "LevelState",
+    "QuotaTree",
+    "QuotaUsage",
+    "ResourceState",
+    "UsageSplit",
+    "changed_usage_annotations",
+    "parse_oversell_rate",
+    "queue_usage_values",
+    "render_usage",
+]
+# (the reporting types are quota_usage's, re-exported: callers read a tree's reports here)
 
 DuplicateCallback = Callable[[QuotaSpec, QuotaSpec], None]
 """Called with (in force, ignored) when a second namespace defines a quota of the same name."""
@@ -52,75 +69,6 @@ DuplicateCallback = Callable[[QuotaSpec, QuotaSpec], None]
 def _first(copies: Iterable[QuotaSpec]) -> QuotaSpec:
     """The definition in force among same-name ones (quota.precedence)."""
     return min(copies, key=lambda q: precedence(q.created, q.namespace))
-
-
-_MIN_FIELD_BITS = 160
-"""Field width of the packed layout to start with: amounts below 2**88 nano-units (300 PB of
-memory) fit without a re-layout."""
-_SPARE_BITS = 72
-"""Bits a field keeps above the largest amount: room for 2**64 units summed, plus guards."""
-
-
-class _Layout:
-    """How a tree packs a resource list into one integer: one `width`-bit field per resource.
-
-    CheckUsage compares every requested and every limited resource at every level of a chain.
-    Packed, a level costs one big-integer subtraction and one mask instead of a dict look-up
-    per resource: a quota's `free` holds, per field, `GUARD + limit − used` (unlimited
-    resources have a limit of `unlimited`), so `free − request` keeps every field's top bit
-    set exactly when `limit − used >= request` for every resource (SWAR: fields never borrow
-    from each other because every value stays far below the field width; the width grows
-    whenever a larger amount appears). Usage tables (self, oversold) pack signed fields.
-    Immutable: a new resource name or a larger amount makes a new layout.
-    """
-
-    __slots__ = ("bound", "guard", "guard_mask", "mask", "shifts", "unlimited", "width")
-
-    def __init__(self, names: Iterable[str], width: int) -> None:
-        self.width = width
-        self.shifts: dict[str, int] = {name: i * width for i, name in enumerate(names)}
-        self.mask = (1 << width) - 1
-        self.guard = 1 << (width - 1)
-        self.unlimited = 1 << (width - 4)
-        self.bound = 1 << (width - _SPARE_BITS)
-        """Largest magnitude (exclusive) of a limit or request amount this layout holds."""
-        self.guard_mask = sum(self.guard << shift for shift in self.shifts.values())
-
-    @staticmethod
-    def width_for(magnitude: int) -> int:
-        """The field width (a multiple of 32 bits) for amounts up to `magnitude`."""
-        bits = max(_MIN_FIELD_BITS, magnitude.bit_length() + _SPARE_BITS + 1)
-        return -(-bits // 32) * 32
-
-    def holds(self, names: Iterable[str], magnitude: int) -> bool:
-        """Whether every name has a field and amounts up to `magnitude` are small enough."""
-        shifts = self.shifts
-        return magnitude < self.bound and all(name in shifts for name in names)
-
-    def pack(self, amounts: Iterable[tuple[str, int]]) -> int:
-        """Signed fields: Σ amount << shift (the caller made sure every name has a field)."""
-        shifts = self.shifts
-        return sum(v << shifts[k] for k, v in amounts if v)
-
-    def unpack(self, packed: int) -> dict[str, int]:
-        """The signed fields of `packed`, zero fields left out, in field order."""
-        out: dict[str, int] = {}
-        mask, guard, span = self.mask, self.guard, 1 << self.width
-        for name, shift in self.shifts.items():
-            value = (packed >> shift) & mask
-            if value >= guard:
-                value -= span
-            packed -= value << shift
-            if value:
-                out[name] = value
-        return out
-
-    def base(self, limits: Mapping[str, int]) -> int:
-        """`free` of a quota with these limits and no usage."""
-        guard, unlimited = self.guard, self.unlimited
-        return sum(
-            (guard + limits.get(name, unlimited)) << shift for name, shift in self.shifts.items()
-        )
 
 
 class _Node:
@@ -186,110 +134,6 @@ _EMPTY_MAX = ""
 """`_refusal`'s answer for a level whose max is empty (no resource is named "")."""
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceState:
-    """One resource of one level for one request: `fits` is CheckUsage's own comparison
-    (max × oversellrate − used >= request)."""
-
-    resource: str
-    limit: int
-    used: int
-    request: int
-    fits: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LevelState:
-    """One quota of a chain for one request: its limited resources, and whether CheckUsage
-    refuses the request at this level (a resource without room, or an empty max)."""
-
-    quota: str
-    parent: str
-    resources: tuple[ResourceState, ...]
-    empty_max: bool
-    refuses: bool
-
-
-@dataclass(frozen=True, slots=True)
-class UsageSplit:
-    """A quota's usage split as Koord-Queue's ElasticQuotaInfo splits it.
-
-    `used` is the whole subtree; `self_used` the units admitted into this quota itself,
-    `children_used` those admitted below it. `oversold_used` the units whose actual oversold
-    type is `ForceQuotaOverSold`, `guaranteed_used` all others; each also split self/children.
-    """
-
-    used: Resources
-    self_used: Resources
-    children_used: Resources
-    guaranteed_used: Resources
-    self_guaranteed_used: Resources
-    children_guaranteed_used: Resources
-    oversold_used: Resources
-    self_oversold_used: Resources
-    children_oversold_used: Resources
-
-
-def queue_usage_values(split: UsageSplit) -> dict[str, dict[str, int]]:
-    """The six usage annotations Koord-Queue's queue controller keeps on a quota's Queue, as
-    whole units per resource (Kubernetes `Quantity.Value()`: rounded up). Oversold usage is
-    not among them upstream."""
-    parts = {
-        QUEUE_USED_ANNOTATION: split.used,
-        QUEUE_GUARANTEED_USED_ANNOTATION: split.guaranteed_used,
-        QUEUE_SELF_USED_ANNOTATION: split.self_used,
-        QUEUE_SELF_GUARANTEED_USED_ANNOTATION: split.self_guaranteed_used,
-        QUEUE_CHILDREN_USED_ANNOTATION: split.children_used,
-        QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION: split.children_guaranteed_used,
-    }
-    return {
-        key: {res: ceil_div(nanos, NANO) for res, nanos in amounts.items()}
-        for key, amounts in parts.items()
-    }
-
-
-def render_usage(values: Mapping[str, int]) -> str:
-    """A usage map as Go's `json.Marshal` writes it: keys sorted, no spaces."""
-    return json.dumps(dict(values), sort_keys=True, separators=(",", ":"))
-
-
-def changed_usage_annotations(
-    current: Mapping[str, str], wanted: Mapping[str, Mapping[str, int]]
-) -> dict[str, str]:
-    """The annotations of `wanted` whose value differs from `current`, rendered.
-
-    As Koord-Queue (`isQueueAnnotationDiff`), zero entries are ignored on both sides, so an
-    absent annotation equals an all-zero usage. An unreadable current value is rewritten.
-    """
-    changed: dict[str, str] = {}
-    for key, values in wanted.items():
-        want = {res: v for res, v in values.items() if v}
-        raw = current.get(key)
-        have: object = {}
-        if raw:
-            try:
-                have = json.loads(raw)
-            except ValueError:
-                have = None
-        if not isinstance(have, dict) or {k: v for k, v in have.items() if v} != want:
-            changed[key] = render_usage(values)
-    return changed
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaUsage:
-    """Reporting row: a quota's limits, annotations and its subtree usage (with its split)."""
-
-    name: str
-    parent: str
-    min: Resources
-    max: Resources
-    used: Resources
-    admitted_units: int
-    split: UsageSplit | None = None
-    annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
-
-
 def parse_oversell_rate(rate: float | int | str | Fraction) -> Fraction:
     """The `--oversellrate` flag as an exact fraction; must be positive."""
     try:
@@ -316,7 +160,7 @@ class QuotaTree:
         self._live: dict[str, QuotaSpec] = {}
         self._nodes: dict[str, _Node] = {}
         """Live quotas' limits and packed usage (subtree, self, oversold)."""
-        self._layout = _Layout((), _MIN_FIELD_BITS)
+        self._layout = Layout((), MIN_FIELD_BITS)
         self._chains: dict[str, _Chain] = {}
         self._units: dict[str, _Admission] = {}
         self._unit_count: dict[str, int] = {}
@@ -422,8 +266,8 @@ class QuotaTree:
         names = list(names)
         if old.holds(names, magnitude):
             return
-        width = max(old.width, _Layout.width_for(magnitude))
-        new = _Layout([*old.shifts, *dict.fromkeys(n for n in names if n not in old.shifts)], width)
+        width = max(old.width, Layout.width_for(magnitude))
+        new = Layout([*old.shifts, *dict.fromkeys(n for n in names if n not in old.shifts)], width)
         for node in self._nodes.values():
             used = old.unpack(node.base - node.free)
             node.base = new.base(dict(node.limits))
