@@ -193,10 +193,6 @@ class QueuePolicy(ABC):
         """Quotas whose units this policy holds back for now (none for Priority)."""
         return frozenset()
 
-    def offer_order(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
-        """The queue in the order the policy offers it (positions in explain)."""
-        return ordered
-
     def skipped(
         self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
     ) -> list[Skip]:
@@ -499,12 +495,6 @@ class IntelligentPolicy(_QuotaBlockingPolicy):
         after every round), each offered whatever the others' answers."""
         return bool(ordered) and ordered[0].priority < self.settings.priority_threshold
 
-    def offer_order(self, ordered: Sequence[QueueUnit]) -> Sequence[QueueUnit]:
-        threshold = self.settings.priority_threshold
-        return [u for u in ordered if u.priority >= threshold] + [
-            u for u in ordered if u.priority < threshold
-        ]
-
     def skipped(
         self, untried: Sequence[tuple[int, QueueUnit]], waiting: Sequence[QueueUnit]
     ) -> list[Skip]:
@@ -552,10 +542,6 @@ _REGISTRY: dict[str, PolicyFactory] = {
     BlockPolicy.name: BlockPolicy,
     IntelligentPolicy.name: IntelligentPolicy,
 }
-
-
-def registered_policies() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
 
 
 def make_policy(policy: str, settings: QueueSettings) -> QueuePolicy:

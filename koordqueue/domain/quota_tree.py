@@ -300,14 +300,6 @@ class QuotaTree:
     def get(self, name: str) -> QuotaSpec | None:
         return self._live.get(name)
 
-    def parent_of(self, name: str) -> str | None:
-        """The parent's name, or None for the root and unknown quotas."""
-        quota = self._live.get(name)
-        return None if quota is None or name == ROOT_QUOTA else quota.parent
-
-    def children_of(self, name: str) -> list[str]:
-        return sorted(q.name for q in self._live.values() if q.parent == name and q.name != name)
-
     # --- chains -------------------------------------------------------------------------
     def _chain(self, name: str) -> _Chain:
         chain = self._chains.get(name)

@@ -88,17 +88,6 @@ class Resources(Mapping[str, int]):
         merged.update(quantities)
         return cls.parse(merged)
 
-    @classmethod
-    def from_milli(cls, amounts: Mapping[str, int | float]) -> Resources:
-        """Build from milli-unit amounts (Volcano's internal unit); floats round up."""
-        out: dict[str, int] = {}
-        for name, milli in amounts.items():
-            if isinstance(milli, int):
-                out[name] = milli * MILLI_NANO
-            else:
-                out[name] = ceil_div(round(milli * MILLI_NANO * 1000), 1000)
-        return cls(out)
-
     # --- Mapping protocol ---------------------------------------------------------------
     def __getitem__(self, name: str) -> int:
         return self._amounts[name]
@@ -201,10 +190,6 @@ class Resources(Mapping[str, int]):
             elif missing is Missing.ZERO and amount > epsilon:
                 return False
         return True
-
-    def fits_within(self, limit: Mapping[str, int]) -> bool:
-        """Request-fits-limit: resources not named in the limit are unlimited (SPEC 2.5)."""
-        return self.less_equal(limit, Missing.INFINITY)
 
     # --- identity and display ----------------------------------------------------------
     def __eq__(self, other: object) -> bool:

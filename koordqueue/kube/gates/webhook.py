@@ -83,12 +83,6 @@ def gates_patch(pod: Mapping[str, Any], wanted: Sequence[str]) -> list[dict[str,
     ]
 
 
-def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """JSON patch ops adding the queue-allocation gate to an opted-in pod; [] otherwise
-    (`pod_patch` with only that gate)."""
-    return pod_patch(pod, PodGating(allocation_gate=True))[0]
-
-
 def pod_patch(
     pod: Mapping[str, Any], gating: PodGating, namespace: str | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:

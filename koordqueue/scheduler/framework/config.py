@@ -50,10 +50,6 @@ class SchedulerConfig:
     actions: tuple[str, ...]
     tiers: tuple[Tier, ...]
 
-    def plugin_names(self) -> list[str]:
-        """Every configured plugin name, in tier order."""
-        return [p.name for tier in self.tiers for p in tier.plugins]
-
 
 DEFAULT_CONFIG_YAML: Final = f"""\
 actions: "{names.DEFAULT_ACTIONS}"

@@ -98,12 +98,6 @@ def get_plugin_builder(name: str) -> PluginBuilder:
     return builder
 
 
-def plugin_names() -> list[str]:
-    """All known plugin names (after loading entry points)."""
-    load_entry_point_plugins()
-    return sorted(_plugins)
-
-
 def get_action(name: str) -> Action:
     """The action registered under `name`."""
     try:

@@ -148,7 +148,3 @@ class SessionResult:
         if errors is not None:
             return errors.message()
         return self.job_cause(job) if job is not None else None
-
-    def bound_nodes(self) -> dict[str, str]:
-        """Task uid -> node, for convenience in tests and the simulator."""
-        return {b.task: b.node for b in self.binds}

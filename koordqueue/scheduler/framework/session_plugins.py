@@ -494,10 +494,6 @@ class SessionPlugins:
                 return node
         return None
 
-    def has_best_node_fns(self) -> bool:
-        """Whether any enabled plugin picks nodes itself (disables the argmax fast path)."""
-        return bool(self._flat(ExtensionPoint.BEST_NODE))
-
     def job_ready(self, job: JobInfo) -> bool:
         """AND over all plugins (no plugin = ready)."""
         fns = self._flat_cache.get(_JOB_READY)  # asked after every placement

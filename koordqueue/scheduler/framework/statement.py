@@ -83,10 +83,6 @@ class Statement:
         other._finish()
         self.operations.extend(other.operations)
 
-    def has_evictions(self) -> bool:
-        """Whether any operation is an eviction."""
-        return any(op.kind is _EVICT for op in self.operations)
-
     def commit(self) -> None:
         """Bind allocations and send evictions; pipelined tasks remain reservations."""
         self._finish()

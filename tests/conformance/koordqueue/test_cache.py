@@ -375,10 +375,10 @@ def test_add_update_and_delete_quota() -> None:
     test2 (unknown) changes nothing; deleting test1 leaves no quota.
     """
     t = build(eq("test1", parent="test3", max={"cpu": 11}, min={"cpu": 10}))
-    assert t.parent_of("test1") == "test3" and len(t) == 1
+    assert t.get("test1").parent == "test3" and len(t) == 1  # type: ignore[union-attr]
     assert t.limit("test1") == cpu(11) and t.get("test1").min == cpu(10)  # type: ignore[union-attr]
     t.upsert(eq("test1", parent="test3", max={"cpu": 111}, min={"cpu": 110}))
-    assert t.parent_of("test1") == "test3" and len(t) == 1
+    assert t.get("test1").parent == "test3" and len(t) == 1  # type: ignore[union-attr]
     assert t.limit("test1") == cpu(111) and t.get("test1").min == cpu(110)  # type: ignore[union-attr]
     assert t.remove("test2") is None and len(t) == 1
     assert t.remove("test1") is not None and len(t) == 0

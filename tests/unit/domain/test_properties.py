@@ -155,13 +155,6 @@ def test_equal_resources_hash_equal(a: Resources, b: Resources) -> None:
     assert hash(c) == hash(a)
 
 
-@FAST
-@given(resources_st, resources_st)
-def test_fits_within_agrees_with_per_resource_comparison(req: Resources, lim: Resources) -> None:
-    expected = all(lim[n] >= v for n, v in req.items() if n in lim)
-    assert req.fits_within(lim) == expected
-
-
 # --- queue derivation and merge -----------------------------------------------------------------
 
 synced_key_st = st.sampled_from(

@@ -40,19 +40,6 @@ def test_absent_and_zero_amounts_compare_equal() -> None:
     assert hash(res(cpu="0")) == hash(Resources())
 
 
-def test_fits_within_treats_resource_absent_from_limit_as_unlimited() -> None:
-    assert res({GPU: 8}).fits_within(res(cpu="1"))
-
-
-def test_fits_within_rejects_amount_above_named_limit() -> None:
-    assert not res(cpu="1001m").fits_within(res(cpu="1"))
-    assert res(cpu="1").fits_within(res(cpu="1"))
-
-
-def test_zero_limit_is_a_limit() -> None:
-    assert not res({GPU: 1}).fits_within(res({GPU: 0}))
-
-
 def test_parse_names_the_exact_field_of_a_bad_quantity() -> None:
     with pytest.raises(InvalidQuantityError) as info:
         Resources.parse({"cpu": "1", "memory": "12xyz"}, "spec.max")

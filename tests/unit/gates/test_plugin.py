@@ -16,7 +16,15 @@ from koordqueue.scheduler.framework import (
 from koordqueue.scheduler.gates import GateView
 from koordqueue.scheduler.gates.names import PLUGIN_NAME
 from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
-from tests.unit.scheduler.builders import DEFAULT_TIERS, config, job, node, snapshot, task
+from tests.unit.scheduler.builders import (
+    DEFAULT_TIERS,
+    bound_nodes,
+    config,
+    job,
+    node,
+    snapshot,
+    task,
+)
 
 register_plugin_builder(PLUGIN_NAME, QueueAllocationGatePlugin)
 BASE = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
@@ -39,7 +47,7 @@ def run(jobs: list, view: GateView, nodes: list | None = None) -> tuple[set[str]
     result = session.close()
     plugin = session.plugins[PLUGIN_NAME]
     assert isinstance(plugin, QueueAllocationGatePlugin)
-    return set(result.bound_nodes()), plugin.released
+    return set(bound_nodes(result)), plugin.released
 
 
 def test_a_candidate_passes_when_its_queue_has_room_and_is_not_allocated() -> None:

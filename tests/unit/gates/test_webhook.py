@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any
 
-from koordqueue.kube.gates.webhook import gate_patch, review
+from koordqueue.kube.gates.webhook import PodGating, pod_patch, review
 from koordqueue.scheduler.gates import GATE_NAME, OPT_IN_ANNOTATION
 
 OPT_IN = {OPT_IN_ANNOTATION: "true"}
@@ -19,6 +19,11 @@ def pod(
     if gates is not None:
         spec["schedulingGates"] = [{"name": g} for g in gates]
     return {"metadata": {"name": "p", "annotations": annotations or {}}, "spec": spec}
+
+
+def gate_patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The webhook's patch for a pod when only the queue-allocation gate is on."""
+    return pod_patch(obj, PodGating(allocation_gate=True))[0]
 
 
 def admission(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from koordqueue.domain.quantity import MILLI_NANO
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler import ClusterSnapshot, SchedulerConfig, parse_config
+from koordqueue.scheduler import ClusterSnapshot, SchedulerConfig, SessionResult, parse_config
 from koordqueue.scheduler.api import (
     JobInfo,
     NodeInfo,
@@ -21,6 +22,11 @@ def res(cpu: str = "0", memory: str = "0", **extra: str) -> Resources:
     """Resources with cpu/memory (zero entries dropped)."""
     raw = {"cpu": cpu, "memory": memory, **{k.replace("_", "/"): v for k, v in extra.items()}}
     return Resources.of({k: v for k, v in raw.items() if v not in ("0", "")})
+
+
+def milli(amounts: dict[str, int]) -> Resources:
+    """Resources from milli-unit amounts (Volcano's internal unit)."""
+    return Resources({k: v * MILLI_NANO for k, v in amounts.items()})
 
 
 def node(name: str, cpu: str = "4", memory: str = "8Gi", **kwargs: Any) -> NodeInfo:
@@ -85,3 +91,8 @@ DEFAULT_TIERS: tuple[tuple[str, ...], ...] = (
     ("priority", "gang", "conformance"),
     ("overcommit", "drf", "predicates", "proportion", "nodeorder"),
 )
+
+
+def bound_nodes(result: SessionResult) -> dict[str, str]:
+    """Task uid -> node of every bind a session decided."""
+    return {b.task: b.node for b in result.binds}

@@ -13,7 +13,7 @@ from koordqueue.scheduler.api import (
 )
 from koordqueue.scheduler.framework import open_session, run_actions
 
-from .builders import DEFAULT_TIERS, config, job, node, running, snapshot, task
+from .builders import DEFAULT_TIERS, bound_nodes, config, job, node, running, snapshot, task
 
 ALLOCATE = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
 
@@ -77,7 +77,7 @@ def test_overused_queue_is_skipped() -> None:
     result = run_session(
         snapshot([node("n1", cpu="8", memory="32Gi")], [holder, more, other], queues), ALLOCATE
     )
-    assert "a-new" not in result.bound_nodes()
+    assert "a-new" not in bound_nodes(result)
     assert "a-new" not in result.fit_errors
 
 
@@ -85,7 +85,7 @@ def test_queue_that_is_not_overused_allocates() -> None:
     queues = [QueueInfo("qa"), QueueInfo("qb")]
     more = job("a-more", [task("a-new")], queue="qa")
     result = run_session(snapshot([node("n1", cpu="8", memory="32Gi")], [more], queues), ALLOCATE)
-    assert result.bound_nodes() == {"a-new": "n1"}
+    assert bound_nodes(result) == {"a-new": "n1"}
 
 
 def test_fit_errors_aggregate_reasons_across_nodes() -> None:
@@ -103,7 +103,7 @@ def test_best_effort_tasks_are_placed_by_backfill_not_allocate() -> None:
     be = job("be", [task("t", cpu="0", memory="0")])
     only_allocate = config("enqueue, allocate", *DEFAULT_TIERS)
     assert run_session(snapshot([node("n1")], [be]), only_allocate).binds == ()
-    assert run_session(snapshot([node("n1")], [be]), ALLOCATE).bound_nodes() == {"t": "n1"}
+    assert bound_nodes(run_session(snapshot([node("n1")], [be]), ALLOCATE)) == {"t": "n1"}
 
 
 def test_scheduling_gated_tasks_are_not_allocated() -> None:
@@ -115,7 +115,7 @@ def test_higher_priority_job_is_allocated_first() -> None:
     low = job("low", [task("l", cpu="2")], priority=1, creation=0.0)
     high = job("high", [task("h", cpu="2")], priority=9, creation=1.0)
     result = run_session(snapshot([node("n1", cpu="2")], [low, high]), ALLOCATE)
-    assert result.bound_nodes() == {"h": "n1"}
+    assert bound_nodes(result) == {"h": "n1"}
 
 
 def test_bound_job_moves_podgroup_to_running() -> None:
@@ -155,7 +155,7 @@ def test_role_minimums_are_ignored_when_min_available_is_below_their_sum() -> No
     tasks = [task("ps", cpu="8", role="ps"), task("w1", role="worker"), task("w2", role="worker")]
     gang = job("j", tasks, min_available=1, task_min_available={"ps": 1, "worker": 1})
     result = run_session(snapshot([node("n1", cpu="4")], [gang]), ALLOCATE)
-    assert sorted(result.bound_nodes()) == ["w1", "w2"]
+    assert sorted(bound_nodes(result)) == ["w1", "w2"]
 
 
 def test_unplaceable_task_does_not_stop_other_tasks_when_min_available_can_still_be_met() -> None:
@@ -167,7 +167,7 @@ def test_unplaceable_task_does_not_stop_other_tasks_when_min_available_can_still
     result = run_session(
         snapshot([node("n1", cpu="4")], [job("j", tasks, min_available=2)]), ALLOCATE
     )
-    assert sorted(result.bound_nodes()) == ["s1", "s2"]
+    assert sorted(bound_nodes(result)) == ["s1", "s2"]
     assert result.fit_errors["picky"].message() == (
         "0/1 nodes are available: 1 node(s) didn't match node selector."
     )
@@ -179,7 +179,7 @@ def test_tasks_identical_to_a_failed_one_share_its_fit_error() -> None:
     result = run_session(
         snapshot([node("n1", cpu="4")], [job("j", tasks, min_available=1)]), ALLOCATE
     )
-    assert result.bound_nodes() == {"ok": "n1"}
+    assert bound_nodes(result) == {"ok": "n1"}
     assert {t: e.message() for t, e in result.fit_errors.items()} == {
         f"p{i}": "0/1 nodes are available: 1 node(s) didn't match node selector." for i in range(3)
     }

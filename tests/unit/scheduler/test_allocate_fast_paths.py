@@ -21,7 +21,6 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import ClusterSnapshot, SessionResult, run_session
 from koordqueue.scheduler.actions import allocate as allocate_module
 from koordqueue.scheduler.api import (
@@ -39,7 +38,7 @@ from koordqueue.scheduler.framework.placement import NodeTensor, ScalarPredicate
 from koordqueue.scheduler.framework.session import KeyedJobQueue, Session, open_session
 from koordqueue.scheduler.framework.util import PriorityQueue
 
-from .builders import DEFAULT_TIERS, config
+from .builders import DEFAULT_TIERS, config, milli
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DEFAULT = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
@@ -50,10 +49,10 @@ BINPACK = config(
 )
 
 _SHAPES = [
-    Resources.from_milli({"cpu": 500, "memory": 512 * 2**20 * 1000}),
-    Resources.from_milli({"cpu": 1000, "memory": 1024 * 2**20 * 1000}),
-    Resources.from_milli({"cpu": 1500}),
-    Resources.from_milli({"cpu": 2000, "memory": 4096 * 2**20 * 1000}),
+    milli({"cpu": 500, "memory": 512 * 2**20 * 1000}),
+    milli({"cpu": 1000, "memory": 1024 * 2**20 * 1000}),
+    milli({"cpu": 1500}),
+    milli({"cpu": 2000, "memory": 4096 * 2**20 * 1000}),
 ]
 _PORT = (HostPort(8080),)
 
@@ -79,7 +78,7 @@ def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
         nodes.append(
             NodeInfo(
                 f"n{i}",
-                Resources.from_milli(amounts),
+                milli(amounts),
                 labels={"zone": draw(st.sampled_from(["a", "b"]))},
                 taints=taints,
                 unschedulable=draw(st.integers(0, 9)) == 0,
@@ -204,8 +203,8 @@ def test_scalar_twins_are_used_for_a_placement_refresh() -> None:
     """The fast path is really taken: a second placement of a gang refreshes the changed
     node through the twins (a mutant that never calls them fails this)."""
     # 8 nodes: a cache entry refreshes only the changed nodes when they are at most a quarter
-    nodes = [NodeInfo(f"n{i}", Resources.from_milli({"cpu": 4000})) for i in range(8)]
-    shape = Resources.from_milli({"cpu": 1000})
+    nodes = [NodeInfo(f"n{i}", milli({"cpu": 4000})) for i in range(8)]
+    shape = milli({"cpu": 1000})
     tasks = [TaskInfo(f"t{i}", f"t{i}", resreq=shape) for i in range(3)]
     snapshot = ClusterSnapshot(
         nodes, [JobInfo("j", queue="q", min_available=3, tasks=tasks)], [QueueInfo("q")]
@@ -264,8 +263,8 @@ def test_allocate_runs_with_the_collector_paused() -> None:
         seen.append(gc.isenabled())
         original(self, session)
 
-    nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 4000}))]
-    tasks = [TaskInfo("t0", "t0", resreq=Resources.from_milli({"cpu": 1000}))]
+    nodes = [NodeInfo("n0", milli({"cpu": 4000}))]
+    tasks = [TaskInfo("t0", "t0", resreq=milli({"cpu": 1000}))]
     snapshot = ClusterSnapshot(nodes, [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
     was = gc.isenabled()
     gc.enable()
@@ -283,9 +282,9 @@ def test_allocate_runs_with_the_collector_paused() -> None:
 def test_equal_placement_keys_are_one_object() -> None:
     """Pods with equal (but distinct) request objects share one key object, so the caches'
     look-ups compare by identity; a different request gets a different key."""
-    a = TaskInfo("a", "a", resreq=Resources.from_milli({"cpu": 1000}))
-    b = TaskInfo("b", "b", resreq=Resources.from_milli({"cpu": 1000}))
-    c = TaskInfo("c", "c", resreq=Resources.from_milli({"cpu": 2000}))
+    a = TaskInfo("a", "a", resreq=milli({"cpu": 1000}))
+    b = TaskInfo("b", "b", resreq=milli({"cpu": 1000}))
+    c = TaskInfo("c", "c", resreq=milli({"cpu": 2000}))
     assert a.resreq is not b.resreq
     assert a.static_key() is b.static_key()
     assert a.placement_key() is b.placement_key()
@@ -335,8 +334,8 @@ def test_allocate_keeps_jobs_by_keys_with_the_default_plugins() -> None:
     allocate are keyed; drf
     with namespace order has none (the namespace weights change with other jobs'
     placements), so the comparisons are used there."""
-    nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 4000}))]
-    tasks = [TaskInfo("t0", "t0", resreq=Resources.from_milli({"cpu": 1000}))]
+    nodes = [NodeInfo("n0", milli({"cpu": 4000}))]
+    tasks = [TaskInfo("t0", "t0", resreq=milli({"cpu": 1000}))]
     snapshot = ClusterSnapshot(nodes, [JobInfo("j", queue="q", tasks=tasks)], [QueueInfo("q")])
     assert isinstance(open_session(snapshot, DEFAULT).job_queue(), KeyedJobQueue)
     with_namespaces = parse_config(
@@ -363,13 +362,13 @@ def test_job_order_keys_pop_like_the_comparisons(
 ) -> None:
     """A keyed job queue pops jobs (different priorities, creation times, shares and
     readiness) in the order of a heap of the session's comparisons."""
-    nodes = [NodeInfo("n0", Resources.from_milli({"cpu": 64000}))]
+    nodes = [NodeInfo("n0", milli({"cpu": 64000}))]
     jobs = []
     for j, (prio, created, held, ready) in enumerate(specs):
-        running = TaskInfo(f"j{j}r", f"j{j}r", resreq=Resources.from_milli({"cpu": 1000 * held}))
+        running = TaskInfo(f"j{j}r", f"j{j}r", resreq=milli({"cpu": 1000 * held}))
         running.status = TaskStatus.RUNNING
         running.node_name = "n0"
-        pending = TaskInfo(f"j{j}p", f"j{j}p", resreq=Resources.from_milli({"cpu": 1000}))
+        pending = TaskInfo(f"j{j}p", f"j{j}p", resreq=milli({"cpu": 1000}))
         jobs.append(
             JobInfo(
                 f"j{j}",

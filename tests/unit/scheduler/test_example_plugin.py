@@ -14,6 +14,8 @@ from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.framework import ClusterSnapshot, parse_config, registry, run_session
 
+from .builders import bound_nodes
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples" / "plugins"
 CONFIG = """
 actions: "enqueue, allocate, backfill"
@@ -71,7 +73,7 @@ def node(name: str, **labels: str) -> NodeInfo:
 
 def test_draining_nodes_are_never_chosen(draining_entry_point: None) -> None:
     result = run_session(snapshot(node("a", draining="true"), node("b")), parse_config(CONFIG))
-    assert result.bound_nodes() == {"p": "b"}
+    assert bound_nodes(result) == {"p": "b"}
 
 
 def test_draining_reason_appears_in_the_fit_errors(draining_entry_point: None) -> None:
@@ -84,4 +86,4 @@ def test_preferred_tier_wins_the_score(draining_entry_point: None) -> None:
     result = run_session(
         snapshot(node("a", tier="silver"), node("b", tier="gold"), node("c")), parse_config(CONFIG)
     )
-    assert result.bound_nodes() == {"p": "b"}
+    assert bound_nodes(result) == {"p": "b"}

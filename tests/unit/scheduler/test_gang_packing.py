@@ -22,7 +22,7 @@ import pytest
 from koordqueue.scheduler import run_session
 from koordqueue.scheduler.plugins.noderesources import balanced_allocation, least_allocated
 
-from .builders import config, job, node, snapshot, task
+from .builders import bound_nodes, config, job, node, snapshot, task
 
 GANG_TIERS = (
     ("priority", "gang", "conformance"),
@@ -43,7 +43,7 @@ def _gang_shape(jobs: int, pods: int, nodes: int) -> Counter[str]:
     ]
     config_ = config("enqueue, allocate, backfill", *GANG_TIERS)
     result = run_session(snapshot(node_list, job_list), config_)
-    return Counter(result.bound_nodes().values())
+    return Counter(bound_nodes(result).values())
 
 
 @pytest.mark.parametrize(

@@ -37,15 +37,15 @@ from koordqueue.scheduler.framework import node_tensor
 from koordqueue.scheduler.framework.placement import NodeTensor
 from koordqueue.scheduler.framework.session import open_session, run_actions
 
-from .builders import DEFAULT_TIERS, config
+from .builders import DEFAULT_TIERS, config, milli
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DEFAULT = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
 
 _SHAPES = [
-    Resources.from_milli({"cpu": 500, "memory": 512 * 2**20 * 1000}),
-    Resources.from_milli({"cpu": 1000, "memory": 1024 * 2**20 * 1000}),
-    Resources.from_milli({"cpu": 1500}),
+    milli({"cpu": 500, "memory": 512 * 2**20 * 1000}),
+    milli({"cpu": 1000, "memory": 1024 * 2**20 * 1000}),
+    milli({"cpu": 1500}),
 ]
 
 
@@ -71,7 +71,7 @@ def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
     nodes = [
         NodeInfo(
             f"n{i}",
-            Resources.from_milli(
+            milli(
                 {"cpu": draw(st.sampled_from([2000, 4000])), "memory": 8192 * 2**20 * 1000}
             ),
             labels={"tier": draw(st.sampled_from(["gold", "silver", "bronze"]))},
@@ -200,11 +200,11 @@ def test_refresh_does_not_trust_a_reused_request_id() -> None:
     """A request object remembered by id may be gone and its id reused by another request
     (of other resources): refresh checks the object, not only the id."""
     nodes = [
-        NodeInfo(f"n{i}", Resources.from_milli({"cpu": 4000, "memory": 8000})) for i in range(2)
+        NodeInfo(f"n{i}", milli({"cpu": 4000, "memory": 8000})) for i in range(2)
     ]
     tensor = NodeTensor(nodes, ["cpu", "memory"])
-    cpu_only = Resources.from_milli({"cpu": 1000})
-    memory_only = Resources.from_milli({"memory": 1000})
+    cpu_only = milli({"cpu": 1000})
+    memory_only = milli({"memory": 1000})
     tensor.refresh(nodes[0], cpu_only)
     # as if `cpu_only` had died and `memory_only` had been given its id
     tensor._touched_by_id[id(memory_only)] = tensor._touched_by_id.pop(id(cpu_only))

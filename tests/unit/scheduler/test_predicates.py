@@ -17,13 +17,13 @@ from koordqueue.scheduler.api import (
 )
 from koordqueue.scheduler.plugins.predicates import term_matches
 
-from .builders import config, job, node, running, snapshot, task
+from .builders import bound_nodes, config, job, node, running, snapshot, task
 
 PREDICATES = config("allocate", ["gang"], ["predicates"])
 
 
 def _place(nodes: list[NodeInfo], pending: TaskInfo) -> dict[str, str]:
-    return run_session(snapshot(nodes, [job("j", [pending])]), PREDICATES).bound_nodes()
+    return bound_nodes(run_session(snapshot(nodes, [job("j", [pending])]), PREDICATES))
 
 
 def test_node_selector_picks_the_labelled_node() -> None:
@@ -100,15 +100,15 @@ def test_host_port_in_use_excludes_the_node() -> None:
         job("j", [task("t", host_ports=(HostPort(80),))]),
     ]
     result = run_session(snapshot(nodes, jobs), PREDICATES)
-    assert result.bound_nodes() == {"t": "b"}
+    assert bound_nodes(result) == {"t": "b"}
 
 
 def test_two_tasks_with_the_same_host_port_land_on_different_nodes() -> None:
     nodes = [node("a", cpu="8"), node("b", cpu="8")]
     tasks = [task("t1", host_ports=(HostPort(8080),)), task("t2", host_ports=(HostPort(8080),))]
-    bound = run_session(
+    bound = bound_nodes(run_session(
         snapshot(nodes, [job("j", tasks, min_available=2)]), PREDICATES
-    ).bound_nodes()
+    ))
     assert sorted(bound.values()) == ["a", "b"]
 
 
@@ -125,4 +125,4 @@ def test_node_with_all_pod_slots_taken_is_skipped() -> None:
     roomy = NodeInfo("roomy", Resources.of(cpu="1", memory="8Gi", pods="10"))
     jobs = [job("old", [running("r", "full", cpu="100m")]), job("j", [task("t", cpu="100m")])]
     result = run_session(snapshot([full, roomy], jobs), PREDICATES)
-    assert result.bound_nodes() == {"t": "roomy"}
+    assert bound_nodes(result) == {"t": "roomy"}

@@ -12,7 +12,7 @@ from koordqueue.domain.resources import Missing, Resources
 from koordqueue.scheduler import ClusterSnapshot, SessionResult, parse_config, run_session
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 
-from .builders import DEFAULT_TIERS, config
+from .builders import DEFAULT_TIERS, config, milli
 
 # KQ_HYPOTHESIS_EXAMPLES raises the budget for a deeper local run; CI keeps the suite fast.
 SETTINGS = settings(
@@ -55,7 +55,7 @@ def clusters(
     """Random nodes, queues and gang jobs; some tasks already running (always fitting)."""
     nodes = []
     for i in range(draw(st.integers(1, max_nodes))):
-        alloc = Resources.from_milli(
+        alloc = milli(
             {
                 "cpu": draw(st.sampled_from([1000, 2000, 4000, 8000])),
                 "memory": draw(st.sampled_from([2048, 8192])) * 2**20 * 1000,
@@ -67,7 +67,7 @@ def clusters(
     for q in range(draw(st.integers(1, 3))):
         cap = None
         if with_capability and draw(st.booleans()):
-            cap = Resources.from_milli({"cpu": draw(st.sampled_from([500, 1000, 3000, 6000]))})
+            cap = milli({"cpu": draw(st.sampled_from([500, 1000, 3000, 6000]))})
         queues.append(QueueInfo(f"q{q}", weight=draw(st.integers(1, 4)), capability=cap))
     free = {n.name: n.allocatable.as_dict() for n in nodes}
     running_on: dict[str, Resources] = {n.name: Resources() for n in nodes}
@@ -78,7 +78,7 @@ def clusters(
         tasks = []
         count = draw(st.integers(1, 5))
         for t in range(count):
-            req = Resources.from_milli(
+            req = milli(
                 {"cpu": draw(cpu_milli), "memory": draw(mem_mi) * 2**20 * 1000}
             ).nonzero()
             selector = {"zone": "a"} if draw(st.integers(0, 4)) == 0 else {}
@@ -90,8 +90,8 @@ def clusters(
                 node_selector=selector,
             )
             host = draw(st.sampled_from([None, *free]))
-            within_cap = queue.capability is None or (used_by_queue[queue.name] + req).fits_within(
-                queue.capability
+            within_cap = queue.capability is None or (used_by_queue[queue.name] + req).less_equal(
+                queue.capability, Missing.INFINITY
             )
             if host is not None and within_cap and req.less_equal(free[host]):
                 task.status = TaskStatus.RUNNING

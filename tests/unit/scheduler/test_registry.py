@@ -16,7 +16,7 @@ from koordqueue.scheduler.framework.registry import (
     unregister_plugin_builder,
 )
 
-from .builders import job, node, snapshot, task
+from .builders import bound_nodes, job, node, snapshot, task
 
 OPENED: list[str] = []
 
@@ -74,7 +74,7 @@ def test_entry_point_plugin_is_loaded_and_used() -> None:
     )
     result = run_session(snapshot([node("n1"), node("n2")], [job("j", [task("t")])]), cfg)
     assert OPENED == ["x"]
-    assert result.bound_nodes() == {"t": "n2"}
+    assert bound_nodes(result) == {"t": "n2"}
 
 
 @pytest.mark.usefixtures("fake_entry_points")

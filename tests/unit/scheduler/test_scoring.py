@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from koordqueue.scheduler import parse_config, run_session
 
-from .builders import config, job, node, running, snapshot, task
+from .builders import bound_nodes, config, job, node, running, snapshot, task
 
 
 def test_binpack_prefers_the_fuller_node() -> None:
@@ -13,7 +13,7 @@ def test_binpack_prefers_the_fuller_node() -> None:
     result = run_session(
         snapshot(nodes, jobs), config("allocate", ["gang"], ["predicates", "binpack"])
     )
-    assert result.bound_nodes() == {"t": "busy"}
+    assert bound_nodes(result) == {"t": "busy"}
 
 
 def test_binpack_resource_weights_decide_between_nodes() -> None:
@@ -33,7 +33,7 @@ tiers:
       binpack.cpu: 0
       binpack.memory: 5
 """)
-    assert run_session(snapshot(nodes, jobs), cfg).bound_nodes() == {"t": "mem-full"}
+    assert bound_nodes(run_session(snapshot(nodes, jobs), cfg)) == {"t": "mem-full"}
 
 
 def test_least_allocated_nodeorder_prefers_the_emptier_node() -> None:
@@ -42,7 +42,7 @@ def test_least_allocated_nodeorder_prefers_the_emptier_node() -> None:
     result = run_session(
         snapshot(nodes, jobs), config("allocate", ["gang"], ["predicates", "nodeorder"])
     )
-    assert result.bound_nodes() == {"t": "empty"}
+    assert bound_nodes(result) == {"t": "empty"}
 
 
 def test_drf_orders_jobs_by_dominant_share() -> None:
@@ -54,7 +54,7 @@ def test_drf_orders_jobs_by_dominant_share() -> None:
         snapshot([node("n1", cpu="4", memory="16Gi")], jobs),
         config("allocate", ["drf"], ["predicates"]),
     )
-    assert result.bound_nodes() == {"s-new": "n1"}
+    assert bound_nodes(result) == {"s-new": "n1"}
 
 
 def test_without_drf_the_older_job_goes_first() -> None:
@@ -65,4 +65,4 @@ def test_without_drf_the_older_job_goes_first() -> None:
     result = run_session(
         snapshot([node("n1", cpu="4", memory="16Gi")], jobs), config("allocate", ["predicates"])
     )
-    assert result.bound_nodes() == {"b-new": "n1"}
+    assert bound_nodes(result) == {"b-new": "n1"}

@@ -18,7 +18,7 @@ from koordqueue.scheduler.framework.session import open_session
 from koordqueue.scheduler.plugins.drf import offered_dims, share, share_in
 from koordqueue.scheduler.plugins.proportion import QueueAttr
 
-from .builders import DEFAULT_TIERS, config
+from .builders import DEFAULT_TIERS, config, milli
 
 DEFAULT = config("enqueue, allocate, backfill", *DEFAULT_TIERS)
 
@@ -83,8 +83,8 @@ def test_queue_attr_share_read_after_several_changes(
 
 
 _SHAPES = [
-    Resources.from_milli({"cpu": 500, "memory": 2**30 * 1000}),
-    Resources.from_milli({"cpu": 2000}),
+    milli({"cpu": 500, "memory": 2**30 * 1000}),
+    milli({"cpu": 2000}),
 ]
 
 
@@ -94,7 +94,7 @@ def test_drf_job_key_follows_the_placements(moves: list[tuple[int, bool]]) -> No
     """drf's job order key (its share, recomputed when asked after the job's placements
     moved it) equals `share` of the job's allocated amounts after any allocate/undo run."""
     nodes = [
-        NodeInfo(f"n{i}", Resources.from_milli({"cpu": 64000, "memory": 2**38 * 1000}))
+        NodeInfo(f"n{i}", milli({"cpu": 64000, "memory": 2**38 * 1000}))
         for i in range(3)
     ]
     jobs = [
