@@ -252,6 +252,7 @@ class AdmissionEngine:
     def requeue(self, uid: str, until: float) -> None:
         """A unit failed downstream (SchedFailed): give its quota back, retry after `until`."""
         self.tree.release(uid)
+        self._uncounted.pop(uid, None)
         unit = self._units.get(uid)
         if unit is not None:
             self._units[uid] = replace(unit, phase=Phase.BACKOFF)
@@ -262,6 +263,7 @@ class AdmissionEngine:
     def rollback(self, uid: str) -> None:
         """An admission could not be persisted: give the quota back, keep the unit waiting."""
         self.tree.release(uid)
+        self._uncounted.pop(uid, None)
         unit = self._units.get(uid)
         if unit is not None and unit.phase in ADMITTED_PHASES:
             self._units[uid] = replace(unit, phase=Phase.ENQUEUED)

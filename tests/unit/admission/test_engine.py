@@ -439,3 +439,20 @@ def test_fast_path_admits_only_when_no_other_unit_waits_in_the_queue(
             ]
             if engine.admit_if_queue_idle(uid, now) is not None:
                 assert not waiting, f"{uid} jumped ahead of {waiting}"
+
+
+def test_a_rolled_back_unit_met_before_its_quota_waits_again() -> None:
+    """A unit rebuilt as admitted before its quota exists is held (`_uncounted`) until the
+    quota arrives; a rollback then gives that admission back like any other. Fails without
+    the fix (is_admitted stayed True and the unit counted as admitted while Enqueued); the
+    minimal stream hypothesis found for test_incremental_rounds' full-scan equivalence."""
+    engine = AdmissionEngine()
+    engine.upsert_unit(QueueUnit(
+        "ns", "u4", "u4", Resources(), labels={QUOTA_NAME_LABEL: "q0"}, phase=Phase.DEQUEUED,
+    ))
+    assert engine.is_admitted("u4")
+    engine.rollback("u4")
+    assert not engine.is_admitted("u4")
+    assert engine.count_changes() == {"q0": (1, 0)}
+    engine.upsert_quota(QuotaSpec("q0", Resources.of(cpu="1")))
+    assert not engine.tree.is_admitted("u4")
