@@ -170,6 +170,8 @@ POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "koord-queue/pod-group-total-count"
 """Plain pods: how many pods the group has; its unit is made when that many exist."""
 POD_RETRIABLE_IN_GROUP_ANNOTATION: Final = "koord-queue/retriable-in-group"
 """Plain pods: "false" on any member ends the group as Failed once no member is active."""
+REASON_RUNS_OUTSIDE_QUOTA: Final = "RunsOutsideQuota"
+"""On a workload that names a quota but was created running (issue 33): it is not queued."""
 REASON_UNIT_CREATE_REFUSED: Final = "QueueUnitCreateRefused"
 """On a workload of an integration kind whose QueueUnit (or the enqueue marks before it) the
 API refused: the controller tries again after a back-off."""

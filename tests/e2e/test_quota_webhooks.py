@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from koordqueue.domain.names import QUOTA_IS_PARENT_LABEL, QUOTA_PARENT_LABEL
+from koordqueue.domain.names import QUOTA_IS_PARENT_LABEL, QUOTA_NAME_LABEL, QUOTA_PARENT_LABEL
 from koordqueue.kube.gates.certs import self_signed
 from tests.e2e import kq
 from tests.e2e.running_controller import RunningController
@@ -294,9 +294,9 @@ def test_with_the_webhook_down_the_controller_refuses_the_edit_and_keeps_the_las
             kq.quota(child, ns, parent=top, max_={"cpu": "1"}, min_={"cpu": "2", "gpu": "1"})
         )
         invalid = kq.wait_for(
-            lambda: (c := condition(plane.kubectl, ns, child, "Valid"))
-            and c["status"] == "False"
-            and c,
+            lambda: (
+                (c := condition(plane.kubectl, ns, child, "Valid")) and c["status"] == "False" and c
+            ),
             what="child Valid=False",
         )
         assert invalid["reason"] == "InvalidQuota"
@@ -335,3 +335,33 @@ def test_a_labelled_job_created_running_is_stored_suspended_and_then_admitted(
         lambda: kq.events_for(plane.kubectl, ns, "train", "Admitted"), what="Admitted event"
     )
     assert quota in events[0]["message"]
+
+
+def test_a_job_labelled_after_it_was_made_reaches_its_unit(plane: Plane) -> None:
+    ns = plane.namespace()
+    quota = kq.unique("late")
+    plane.kubectl.apply(kq.quota(quota, ns))
+    plane.kubectl.apply(kq.job("late", ns, None, suspend=True))  # no quota label yet
+    kq.wait_for(lambda: kq.phase(plane.kubectl, ns, "late") == "Enqueued", what="unit")
+    plane.kubectl("label", "job", "late", "-n", ns, f"{QUOTA_NAME_LABEL}={quota}")
+    kq.wait_for(lambda: kq.phase(plane.kubectl, ns, "late") == "Dequeued", what="admitted")
+    unit = kq.get(plane.kubectl, "queueunits.scheduling.x-k8s.io", "late", ns) or {}
+    assert unit["metadata"]["labels"][QUOTA_NAME_LABEL] == quota
+
+
+def test_without_the_webhook_a_labelled_job_created_running_gets_a_warning(
+    plane: Plane,
+) -> None:
+    ns = kq.namespace(plane.kubectl, kq.unique("nowebhook"))  # outside the webhook's scope
+    quota = kq.unique("free")
+    plane.kubectl.apply(kq.quota(quota, ns))
+    plane.kubectl.apply(kq.job("free", ns, quota, suspend=False))
+    events = kq.wait_for(
+        lambda: kq.events_for(plane.kubectl, ns, "free", "RunsOutsideQuota"), what="warning"
+    )
+    assert events[0]["type"] == "Warning"
+    assert (
+        f"names quota {quota} but was created running: it runs outside quota"
+        in (events[0]["message"])
+    )
+    assert kq.get(plane.kubectl, "queueunits.scheduling.x-k8s.io", "free", ns) is None

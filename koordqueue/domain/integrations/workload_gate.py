@@ -10,6 +10,9 @@ kube-system or the controller's own namespace, and not when its controller is a 
 another enabled integration (a JobSet's Jobs: the JobSet is queued). Plain pods have their own
 gate (pod_gate.py).
 
+A workload labelled after it was made (created held, its unit waiting) has its labels reach
+the unit (`unit_label_patch`): the unit copies the workload's labels only when it is made.
+
 `--suspend-at-creation=false` keeps Koord-Queue's rule: only a workload created held opts in.
 The webhook then changes nothing, but its warning says the workload runs outside its quota
 (kubectl prints it), and the controller puts the same sentence on the workload as a Warning
@@ -18,14 +21,21 @@ event, as it does when no webhook is installed. Pure: objects are the API's JSON
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from koordqueue.domain.integrations.base import Integration, WorkloadPatch, meta
+from koordqueue.domain.integrations.base import (
+    Integration,
+    JobStatus,
+    Obj,
+    WorkloadPatch,
+    meta,
+)
 from koordqueue.domain.integrations.pod import Pod
 from koordqueue.domain.integrations.pod_gate import SYSTEM_NAMESPACE
 from koordqueue.domain.names import QUOTA_NAME_LABEL
+from koordqueue.domain.queue_unit import WAITING_PHASES, Phase
 
 MSG_OUTSIDE_QUOTA: Final = (
     "{kind} {name} names quota {quota} but was created running: it runs outside quota (no "
@@ -86,6 +96,24 @@ def outside_quota_message(integration: Integration, obj: Mapping[str, Any]) -> s
     return MSG_OUTSIDE_QUOTA.format(kind=kind, name=meta(obj).get("name", ""), quota=quota)
 
 
+def outside_quota(
+    integration: Integration, members: Sequence[Obj], owner_kinds: Collection[tuple[str, str]]
+) -> str | None:
+    """The Warning the controller puts on a workload running outside its quota (reason
+    RunsOutsideQuota), or None: a single object (plain pods have the pod webhook, and a
+    group's pods are its members) that names a quota, was never held, is not finished, and
+    is not the child of another enabled kind's workload (a JobSet's Jobs: the JobSet is
+    queued)."""
+    if isinstance(integration, Pod) or len(members) != 1:
+        return None
+    owner = _controller(members[0])
+    if owner is not None and (owner.get("apiVersion"), owner.get("kind")) in owner_kinds:
+        return None
+    if integration.status(members) in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+        return None
+    return outside_quota_message(integration, members[0])
+
+
 def at_creation(
     obj: Mapping[str, Any], gating: WorkloadGating, namespace: str | None = None
 ) -> tuple[tuple[WorkloadPatch, ...], list[str]]:
@@ -107,3 +135,28 @@ def at_creation(
         return (), [message] if message else []
     patches = tuple(p for p in integration.suspend(obj) if isinstance(p, WorkloadPatch))
     return patches, []
+
+
+def unit_label_patch(labels: Mapping[str, Any], unit: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch bringing the unit's labels in line with its workload's `labels`
+    (those the unit copies: `Integration.copied_metadata`), or None when they are.
+
+    Every label of the workload is added or updated on the unit (labels others put on the
+    unit are kept). The quota label follows, removed too, only while the unit waits in its
+    queue: an admitted unit's quota is the one it was admitted into (Kueue likewise refuses a
+    queue change of an admitted workload), and a finished one's no longer matters.
+    """
+    have = meta(unit).get("labels") or {}
+    raw = (unit.get("status") or {}).get("phase") or Phase.ENQUEUED.value
+    try:
+        waiting = Phase(raw) in WAITING_PHASES
+    except ValueError:
+        waiting = False
+    changes: dict[str, Any] = {
+        key: value
+        for key, value in labels.items()
+        if have.get(key) != value and (key != QUOTA_NAME_LABEL or waiting)
+    }
+    if waiting and QUOTA_NAME_LABEL in have and QUOTA_NAME_LABEL not in labels:
+        changes[QUOTA_NAME_LABEL] = None  # a merge patch's null removes it
+    return {"metadata": {"labels": changes}} if changes else None

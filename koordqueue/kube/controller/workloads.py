@@ -37,6 +37,7 @@ from koordqueue.domain.integrations.reconcile import (
     target_of,
     target_of_unit,
 )
+from koordqueue.domain.integrations.workload_gate import outside_quota, unit_label_patch
 from koordqueue.domain.job_extension import reconcile_job
 from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
@@ -74,7 +75,7 @@ from koordqueue.kube.controller.workload_writes import (
     WorkloadInvalid,
     WorkloadWrite,
 )
-from koordqueue.kube.controller.writes import Delete, RecordEvent, Write
+from koordqueue.kube.controller.writes import Delete, MergePatch, RecordEvent, Write
 
 PhaseWriter = Callable[[QueueUnit, Phase, str, Callable[[bool], None]], None]
 """UnitHandlers.write_unit_phase: write a unit's phase, then call back whether it landed."""
@@ -120,6 +121,8 @@ class WorkloadReconciler:
         events meanwhile (newer than the listing: the fold leaves them alone)."""
         self.resync_known: frozenset[str] = frozenset()
         """Unit keys of this kind the engine knew when the lists were asked for."""
+        self.warned_outside: set[str] = set()
+        """uids of workloads told they run outside their quota (once each, not per resync)."""
 
     @property
     def consumer_kind(self) -> str:
@@ -246,9 +249,48 @@ class WorkloadReconciler:
         if uid is None or unit_obj is None:
             self._maybe_create(key, members)
         elif through_unit or owned_by(unit_obj, members):
+            if owned_by(unit_obj, members):
+                self._sync_labels(uid, unit_obj, members)
             self._reconcile(key, members, uid)
         else:
             self._end(key)  # a unit of the same name belongs to another object
+
+    def _sync_labels(self, uid: str, unit_obj: Mapping[str, Any], members: Members) -> None:
+        """The workload's labels onto its unit (issue 33: a Job labelled after it was made
+        never reached its unit, which copies the labels only when it is made); the quota
+        label only while the unit waits (workload_gate.unit_label_patch)."""
+        labels, _ = self.integration.copied_metadata(members)
+        patch = unit_label_patch(labels, unit_obj)
+        if patch is None:
+            return
+        m = meta(unit_obj)
+        write = MergePatch(
+            QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), patch, "patch unit labels"
+        )
+
+        def patched(obj: dict[str, Any] | None) -> None:
+            if obj is not None:
+                self.ctl.on_unit(MODIFIED, obj)  # maps it now (its watch event follows)
+
+        self.ctl.writer.submit(write, patched, uid)
+
+    def _warn_outside(self, members: Members) -> None:
+        """One Warning on a workload that names a quota but runs outside it."""
+        uid = str(meta(members[0]).get("uid") or "")
+        if not uid or uid in self.warned_outside:
+            return
+        owners = {
+            (c.integration.workload.api_version, c.integration.workload.kind)
+            for c in self.ctl.consumers.values()
+            if isinstance(c, WorkloadReconciler)
+        }
+        message = outside_quota(self.integration, members, owners)
+        if message is None:
+            return
+        self.warned_outside.add(uid)
+        log.warning("workload runs outside its quota", kind=self.kind.kind, message=message)
+        event = RecordEvent(members[0], WARNING, names.REASON_RUNS_OUTSIDE_QUOTA, message)
+        self.ctl.writer.submit(event)
 
     def _retry_soon(self, key: str, target: Target) -> None:
         failures = self.refusals.get(key, 0)
@@ -354,6 +396,7 @@ class WorkloadReconciler:
             self._end(key)
             return
         if skipped:
+            self._warn_outside(members)
             self._end(key)
             return
         self.creating[key] = True
@@ -446,6 +489,7 @@ class WorkloadReconciler:
         self.retries.pop(key, None)
         self.refusals.pop(key, None)
         self.generations.pop(object_key(obj), None)
+        self.warned_outside.discard(str(meta(obj).get("uid") or ""))
         uid = self.ctl.unit_by_key.get(key)
         unit_obj = self.ctl.unit_objects.get(uid) if uid else None
         if uid is None or unit_obj is None or not owned_by(unit_obj, [obj]):

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from koordqueue.domain.integrations import parse_integrations
-from koordqueue.domain.integrations.workload_gate import workload_gating
+from koordqueue.domain.integrations.workload_gate import unit_label_patch, workload_gating
 from koordqueue.domain.names import (
     INTEGRATION_SUSPEND_ANNOTATION,
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
@@ -295,3 +295,51 @@ def test_the_json_patch_does_what_the_merge_patch_would(
 ) -> None:
     expected = merge(obj, patch)
     assert jsonpatch.apply_patch(copy.deepcopy(obj), json_patch(obj, patch)) == expected
+
+
+# --- a workload's labels reach its unit (the reconciler asks unit_label_patch) ---------------
+def unit_obj(labels: dict[str, str], phase: str | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": "train", "labels": labels}}
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def test_a_quota_label_added_later_reaches_the_waiting_unit() -> None:
+    patch = unit_label_patch({QUOTA_NAME_LABEL: "team-a", "app": "x"}, unit_obj({"app": "x"}))
+    assert patch == {"metadata": {"labels": {QUOTA_NAME_LABEL: "team-a"}}}
+    assert unit_label_patch(
+        {QUOTA_NAME_LABEL: "b"}, unit_obj({QUOTA_NAME_LABEL: "a"}, "TimeoutBackoff")
+    ) == {"metadata": {"labels": {QUOTA_NAME_LABEL: "b"}}}
+
+
+def test_a_removed_quota_label_is_removed_from_the_waiting_unit_other_labels_are_kept() -> None:
+    patch = unit_label_patch({}, unit_obj({QUOTA_NAME_LABEL: "a", "mine": "1"}))
+    assert patch == {"metadata": {"labels": {QUOTA_NAME_LABEL: None}}}
+
+
+def test_an_admitted_unit_keeps_its_quota_but_gets_the_other_labels() -> None:
+    labels = {QUOTA_NAME_LABEL: "b", "team": "ml"}
+    patch = unit_label_patch(labels, unit_obj({QUOTA_NAME_LABEL: "a"}, "Dequeued"))
+    assert patch == {"metadata": {"labels": {"team": "ml"}}}
+    assert unit_label_patch({QUOTA_NAME_LABEL: "a"}, unit_obj({QUOTA_NAME_LABEL: "a"})) is None
+
+
+def test_a_jobsets_job_or_a_pod_is_not_told_it_runs_outside_quota() -> None:
+    from koordqueue.domain.integrations import BATCH_JOB, POD
+    from koordqueue.domain.integrations.workload_gate import outside_quota
+
+    owners = {("jobset.x-k8s.io/v1alpha2", "JobSet")}
+    assert outside_quota(BATCH_JOB, [job()], owners) is not None
+    assert (
+        outside_quota(BATCH_JOB, [job(owner=("jobset.x-k8s.io/v1alpha2", "JobSet"))], owners)
+        is None
+    )
+    assert outside_quota(BATCH_JOB, [job(suspend=True)], owners) is None  # held: queued
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {QUOTA_NAME_LABEL: "q"}},
+        "spec": {},
+    }
+    assert outside_quota(POD, [pod], owners) is None
