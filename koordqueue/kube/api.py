@@ -84,7 +84,7 @@ def loads(data: bytes | str) -> Any:
     """`json.loads`, 2-3x faster: orjson first, the standard library when orjson refuses.
 
     Decoding the API server's answers and watch events was the largest CPU cost after the HTTP
-    calls themselves (bench/README.md, "JSON decoding"). orjson refuses what the standard
+    calls themselves (bench/HISTORY.md, bench_decode). orjson refuses what the standard
     library accepts (NaN/Infinity literals, a BOM, lone surrogates, UTF-16) or rejects with
     another class (invalid UTF-8: UnicodeDecodeError); falling back on any refusal keeps every
     result and every exception exactly json.loads'. The one difference left: an integer outside

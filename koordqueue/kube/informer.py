@@ -3,7 +3,7 @@
 kopf runs every event through a per-object worker task, a handler invocation context and a
 thread hop. Under a burst of 1,000 Jobs that was about half of the controller's CPU, and the
 events queued for seconds behind it while the API server had already delivered them
-(bench/README.md). The controller watches every kind through it (operator.py).
+(bench/HISTORY.md, bench_controller). The controller watches every kind through it (operator.py).
 
 This is the informer shape client-go uses: list, then watch from the list's resourceVersion,
 resume from the last seen resourceVersion when the server ends a watch, re-list only on
@@ -32,7 +32,7 @@ the bookmark is the only heartbeat there is.
 
 The watch stream is read by `WatchStream`, not kubernetes.watch.Watch: the same lines, events
 and errors, decoded with orjson, which took decoding from 6-16 % of the
-controller's CPU to a third of that (bench/README.md, "JSON decoding").
+controller's CPU to a third of that (bench/HISTORY.md, bench_decode).
 """
 
 from __future__ import annotations

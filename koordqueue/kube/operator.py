@@ -130,7 +130,7 @@ def build_registry(
             informers.append(Informer(api, consumer.watched, events, workers=INFORMER_WORKERS))
     # ElasticQuotas and Queues too: few objects, but the controller's own usage annotations
     # come back as a Queue event per quota every usage period during a burst, and kopf's
-    # per-event machinery was 19-39 % of the controller's samples (bench/README.md)
+    # per-event machinery was 19-39 % of the controller's samples (bench/HISTORY.md)
     # (a standby drops their events: the takeover resync lists both, as it did under kopf)
     quota_events = route(
         ELASTIC_QUOTA, owner.handler(names.ELASTIC_QUOTA_PLURAL, controller.on_quota), False
