@@ -171,16 +171,20 @@ def build_registry(
 
     kopf_support.on_shutdown(registry, stop_controller)  # even if stopped during start-up
 
+    # Not ready is a PermanentError: /healthz answers 500 at once and the next request asks
+    # again. A TemporaryError made kopf retry the probe inside that request after 60 s, so
+    # every /healthz hung for a minute behind a first one that came before readiness
+    # (tests/e2e/test_deploy.py saw it; a kubelet's 1 s probes all timed out).
     @kopf.on.probe(id="ready", registry=registry)
     def ready(**_: Any) -> bool | str:
         if not leadership.leading.is_set() or (standby is not None and not standby.leading):
             if not all(informer.synced.is_set() for informer in informers):
-                raise kopf.TemporaryError("standby: watches not listed yet")
+                raise kopf.PermanentError("standby: watches not listed yet")
             return "standby"  # alive, warm and ready to take over: not a failure
         if not controller.ready.is_set():
-            raise kopf.TemporaryError("initial resync not finished")
+            raise kopf.PermanentError("initial resync not finished")
         if not all(informer.synced.is_set() for informer in informers):
-            raise kopf.TemporaryError("watches not listed yet")
+            raise kopf.PermanentError("watches not listed yet")
         return True
 
     return registry

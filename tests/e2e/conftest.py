@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,18 @@ from tests.controlplane.harness import ControlPlane, ControlPlaneError  # noqa: 
 
 CRD_DIR = ROOT / "crds"
 NAMESPACE = "koord-queue"
+SERVICE_ACCOUNT_USER = "system:serviceaccount:koord-queue:koordqueue"
+AUDIT_POLICY = {
+    # what deploy/'s ServiceAccount asks of the API server, for the RBAC tests (test_deploy.py):
+    # every request of that user at Metadata level (verb, resource, response code), nothing else
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "users": [SERVICE_ACCOUNT_USER]},
+        {"level": "None"},
+    ],
+}
 E2E_DIR = Path(__file__).resolve().parent
 
 
@@ -173,7 +187,17 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
         pytest.fail(f"building the e2e control plane failed:\n{result}", pytrace=False)
     binaries = result
     build_s = time.monotonic() - t0
-    cp = ControlPlane(binaries)
+    audit_dir = Path(tempfile.mkdtemp(prefix="koordqueue-audit-"))
+    (audit_dir / "policy.yaml").write_text(json.dumps(AUDIT_POLICY))
+    cp = ControlPlane(
+        binaries,
+        extra_apiserver_flags=[
+            f"--audit-policy-file={audit_dir / 'policy.yaml'}",
+            f"--audit-log-path={audit_dir / 'audit.log'}",
+            "--audit-log-maxsize=500",  # MB: never rotated within a session
+        ],
+    )
+    _audit["log"] = audit_dir / "audit.log"
     start_error: ControlPlaneError | None = None
     try:
         cp.start()
@@ -201,6 +225,16 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
         if failed:
             _report(request.config, f"\ncontrol plane logs kept in {cp.dir}\n{cp.log_tails(20)}")
         cp.stop(keep_dir=failed or None)
+        shutil.rmtree(audit_dir, ignore_errors=True)
+
+
+_audit: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="session")
+def audit_log(control_plane: ControlPlane) -> Path:
+    """The API server's audit log: the requests of deploy/'s ServiceAccount (AUDIT_POLICY)."""
+    return _audit["log"]
 
 
 @pytest.fixture(scope="session")

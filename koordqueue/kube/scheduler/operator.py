@@ -169,16 +169,20 @@ def register_scheduler(
 
     kopf_support.on_shutdown(registry, stop_scheduler)  # even if stopped during start-up
 
+    # Not ready is a PermanentError: /healthz answers 500 at once and the next request asks
+    # again. A TemporaryError made kopf retry the probe inside that request after 60 s, so
+    # every /healthz hung for a minute behind a first one that came before readiness
+    # (tests/e2e/test_deploy.py saw it; a kubelet's 1 s probes all timed out).
     @kopf.on.probe(id="scheduler", registry=registry)
     def scheduler_ready(**_: Any) -> bool | str:
         if not leadership.leading.is_set():
             if not all(informer.synced.is_set() for informer in informers):
-                raise kopf.TemporaryError("standby: pod/node watches not listed yet")
+                raise kopf.PermanentError("standby: pod/node watches not listed yet")
             return "standby"
         if not scheduler.ready.is_set():
-            raise kopf.TemporaryError("scheduler not started")
+            raise kopf.PermanentError("scheduler not started")
         if not all(informer.synced.is_set() for informer in informers):
-            raise kopf.TemporaryError("pod/node watches not listed yet")
+            raise kopf.PermanentError("pod/node watches not listed yet")
         return True
 
 
