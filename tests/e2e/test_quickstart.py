@@ -8,13 +8,16 @@ webhook certificate from deploy/webhook-cert.sh (a CA made here, as cert-manager
 (this plane has no kubelet to run the pod; the webhooks are repointed to it on loopback).
 Every check is what kubectl shows.
 
-Grows with issue 33's other parts as they land: the denied and warned quota applies and the
-events in `kubectl describe elasticquota` (parts 4-5), the Job suspended by the webhook and
-the propagated label (part 7), the Insufficient reason (part 9).
+Also what the quickstart says in passing: a second quota of the same name is refused at apply
+(the ElasticQuota webhook), a labelled Job created running is stored suspended (the workload
+webhook). Grows as issue 33's other parts land: warned applies and `kubectl describe
+elasticquota` events (parts 4-5), the propagated label (part 7), the Insufficient reason
+(part 9).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -116,6 +119,22 @@ def test_the_quickstart_as_written(kubectl: Any, kubeconfig: Path, installed: In
     every = kubectl("get", "koordqueue", "-A", "-o", "name").stdout.split()  # one table a kind
     assert f"elasticquota.scheduling.sigs.k8s.io/{name}" in every
     assert f"queue.scheduling.x-k8s.io/{name}" in every
+
+    # step 3's note: names are cluster-wide, a second team-a elsewhere is refused at apply
+    elsewhere = kq.namespace(kubectl, kq.unique("quickstart-other"))
+    second = {**QUOTA, "metadata": {**QUOTA["metadata"], "namespace": elsewhere}}
+    refused = kubectl.apply(second, check=False)
+    assert refused.returncode != 0
+    assert "denied the request" in refused.stderr, refused.stderr
+    assert f"already exists in namespace {NS}" in refused.stderr, refused.stderr
+    assert kq.get(kubectl, EQ, name, elsewhere) is None
+
+    # step 4's note: with the webhooks served, a labelled Job created running is held
+    running = {**JOB, "metadata": {**JOB["metadata"], "name": "train-running"},
+               "spec": {**JOB["spec"], "suspend": False}}
+    stored = kubectl.json("create", "-f", "-", input=json.dumps(running))
+    assert stored["spec"]["suspend"] is True
+    kubectl("delete", "job", "train-running", "-n", NS)
 
     # step 4: the Job, suspended, with the quota label
     kubectl("apply", "-f", str(EXAMPLES / "job.yaml"))
