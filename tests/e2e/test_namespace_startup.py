@@ -16,8 +16,9 @@ from typing import Any
 
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from tests.e2e import kq
+from tests.e2e.deployed import ROOT
+from tests.e2e.deployed import sa_kubeconfig as _sa_kubeconfig
 from tests.e2e.running_controller import RunningController
-from tests.e2e.test_deploy import ROOT, _sa_kubeconfig
 
 KOORDQUEUE = Path(sys.executable).parent / "koordqueue"
 
