@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.scheduler.gates.names import GATE_NAME, OPT_IN_ANNOTATION
 from tests.e2e import deployed, kq
 from tests.e2e.deployed import SA
@@ -164,7 +165,8 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
     deploy/webhook-cert.sh; `koordqueue run` with the Deployment's own arguments and
     `koordqueue schedule` (another scheduler name), both as processes with the
     ServiceAccount's token: a quota, Jobs admitted and released, pods gated by the served
-    webhook, un-gated, bound by either scheduler, one unschedulable, a PodGroup. Then no
+    webhook, un-gated, bound by either scheduler, one unschedulable, a PodGroup, a Job's
+    label added later reaching its unit (queueunits patch: missing before). Then no
     403 in their logs or in the audit log, and every verb deploy/ grants was asked for
     (or is listed above with the code that calls it). With the old ClusterRole (CRDs: get
     and list only) kopf's CRD watch was refused: `Forbidden` lines in the log and 403s in
@@ -235,6 +237,14 @@ def _admit_and_release(kubectl: Any, ns: str, quota: str, pc: str) -> None:
     kq.wait_for(lambda: kq.phase(kubectl, ns, "b") == "Dequeued", what="b admitted after a")
     kq.wait_for(lambda: kq.get(kubectl, "queueunits.scheduling.x-k8s.io", "a", ns) is None,
                 what="a's unit deleted with it")
+    # a Job made held without the quota label, labelled later: the label reaches its unit
+    kubectl.apply(kq.job("c", ns, None, cpu="1"))
+    kq.wait_for(lambda: kq.get(kubectl, "queueunits.scheduling.x-k8s.io", "c", ns),
+                what="c's unit")
+    kubectl("label", "job", "c", "-n", ns, f"{QUOTA_NAME_LABEL}={quota}")
+    kq.wait_for(lambda: ((kq.get(kubectl, "queueunits.scheduling.x-k8s.io", "c", ns) or {})
+                         ["metadata"].get("labels") or {}).get(QUOTA_NAME_LABEL) == quota,
+                what="c's label on its unit")
 
 
 def _schedule(kubectl: Any, ns: str, here: dict[str, str], other: str) -> None:
