@@ -424,6 +424,10 @@ def render_table(ex: Explanation, view: ClusterView) -> str:
     quota = "-"
     if ex.quota is not None:
         quota = ex.quota if ex.quota_exists else f"{ex.quota} (does not exist)"
+        if ex.quota_exists and ex.quota_copies > 1:
+            quota = f"{ex.quota} (in force: namespace {ex.quota_namespace})"
+        elif ex.quota_refused:
+            quota = f"{ex.quota} (refused: no definition in force)"
     fields: list[tuple[str, str]] = [
         ("Unit", ex.unit),
         ("Source", view.source or "-"),

@@ -105,6 +105,9 @@ MSG_DUPLICATE_QUOTA: Final = (
 )
 MSG_QUOTA_ACTIVE: Final = "admits units through queue {namespace}/{name}"
 MSG_QUOTA_VALID: Final = "spec accepted"
+QUOTA_LAST_VALID_FIELD: Final = "lastValid"
+"""ElasticQuota status field: the labels and spec in force while the object is refused
+(domain/quota_fold.py), so a restarted controller and explain fold the same definition."""
 MSG_QUOTA_REFUSED_KEPT: Final = "the last valid definition stays in force"
 MSG_QUOTA_REFUSED_NONE: Final = "no definition of it is in force"
 MSG_QUOTA_CYCLE_REFUSED: Final = (

@@ -23,7 +23,7 @@ from koordqueue.domain.queue_unit import (
     QueueUnit,
     queue_unit_from_object,
 )
-from koordqueue.domain.quota import InvalidQuotaError, quota_from_object
+from koordqueue.domain.quota_fold import fold_quota
 from koordqueue.simulation.scenario import Scenario
 from koordqueue.simulation.simulator import SimulationResult, StepRecord, iter_simulation
 
@@ -38,6 +38,16 @@ class QueueInfo:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RefusedQuota:
+    """An ElasticQuota object the controller refuses: where, why, and whether an earlier
+    definition of it stays in force (its status keeps it)."""
+
+    namespace: str
+    problems: str
+    kept: bool
+
+
 @dataclass(slots=True)
 class ClusterView:
     """An engine fed with API-shaped objects, plus what explain needs beside the engine."""
@@ -45,7 +55,8 @@ class ClusterView:
     engine: AdmissionEngine
     queues: dict[str, QueueInfo] = field(default_factory=dict)
     queue_namespace: str = QUEUE_NAMESPACE
-    invalid_quotas: dict[str, str] = field(default_factory=dict)
+    refused_quotas: dict[str, list[RefusedQuota]] = field(default_factory=dict)
+    """Per quota name, its objects the controller refuses (domain/quota_fold.py)."""
     invalid_units: dict[str, str] = field(default_factory=dict)
     status_messages: dict[str, str] = field(default_factory=dict)
     source: str = ""
@@ -67,7 +78,9 @@ class ClusterView:
         source: str = "",
         now: float | None = None,
     ) -> ClusterView:
-        """Fold objects in as the controller does; unreadable ones are remembered, not fatal."""
+        """Fold objects in as the controller does (quotas by `fold_quota`, the controller's
+        own rule: a refused object's definition in force is the one its status keeps, and of
+        same-name copies the oldest counts); unreadable ones are remembered, not fatal."""
         view = cls(
             AdmissionEngine(oversell_rate),
             queue_namespace=queue_namespace,
@@ -76,10 +89,16 @@ class ClusterView:
         )
         for obj in quotas:
             meta = obj.get("metadata") or {}
-            try:
-                view.engine.upsert_quota(quota_from_object(obj))
-            except InvalidQuotaError as exc:
-                view.invalid_quotas[str(meta.get("name") or "")] = str(exc)
+            folded = fold_quota(obj, view.engine.tree)
+            if folded.spec is not None:
+                view.engine.upsert_quota(folded.spec)
+            if folded.problems:
+                name = str(meta.get("name") or "")
+                view.refused_quotas.setdefault(name, []).append(RefusedQuota(
+                    str(meta.get("namespace") or "default"),
+                    "; ".join(str(p) for p in folded.problems),
+                    folded.kept,
+                ))
         for obj in queues:
             meta = obj.get("metadata") or {}
             if meta.get("namespace", queue_namespace) != queue_namespace:

@@ -126,6 +126,13 @@ class Explanation:
     resolution: str = ""
     quota: str | None = None
     quota_exists: bool = False
+    quota_namespace: str | None = None
+    """The namespace of the copy in force (names are cluster-wide; the oldest copy counts)."""
+    quota_refused: list[dict[str, Any]] = field(default_factory=list)
+    quota_copies: int = 0
+    """How many namespaces define the quota (more than one: only the oldest counts)."""
+    """This quota's objects the controller refuses: namespace, problems, whether an earlier
+    definition stays in force."""
     queue: str | None = None
     queue_exists: bool = False
     policy: str | None = None
@@ -151,7 +158,8 @@ class Explanation:
             "phase": self.phase,
             "message": self.message,
             "resolution": self.resolution,
-            "quota": {"name": self.quota, "exists": self.quota_exists},
+            "quota": {"name": self.quota, "exists": self.quota_exists,
+                      "namespace": self.quota_namespace, "refused": list(self.quota_refused)},
             "queue": {
                 "name": self.queue,
                 "exists": self.queue_exists,
@@ -284,6 +292,7 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         ex.resolution = f"label {QUOTA_NAME_LABEL}={quota} names quota {quota}"
         ex.quota = ex.queue = quota
         ex.quota_exists = quota in engine.tree
+        _quota_notes(view, ex, quota)
         ex.queue_exists = engine.has_queue(quota)
         info = view.queues.get(quota)
         if info is not None:
@@ -303,6 +312,34 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
         ex.resolution = resolution.message
     _explain_outcome(view, unit, outcome, round_.outcomes, ex)
     return ex
+
+
+def _quota_notes(view: ClusterView, ex: Explanation, quota: str) -> None:
+    """Which definition of the unit's quota (and of each on its chain) is in force, as the
+    controller folds them: the oldest of same-name copies, a refused object's last valid
+    definition (domain/quota_fold.py)."""
+    tree = view.engine.tree
+    live = tree.get(quota)
+    ex.quota_namespace = None if live is None else live.namespace
+    ex.quota_refused = [
+        {"namespace": r.namespace, "problems": r.problems, "kept": r.kept}
+        for r in view.refused_quotas.get(quota, [])
+    ]
+    copies = tree.copies(quota)
+    ex.quota_copies = len(copies)
+    if live is not None and len(copies) > 1:
+        ignored = ", ".join(q.namespace for q in copies[1:])
+        ex.notes.append(
+            f"ElasticQuota {quota} is defined in namespaces {live.namespace} (in force: the "
+            f"oldest) and {ignored} (ignored: quota names are cluster-wide)"
+        )
+    for name in (quota, *tree.path(quota)[1:]):
+        for refused in view.refused_quotas.get(name, []):
+            if refused.kept:
+                ex.notes.append(
+                    f"ElasticQuota {refused.namespace}/{name} is refused ({refused.problems}); "
+                    "its last valid definition stays in force and is what is checked here"
+                )
 
 
 def verdict_of(outcome: Outcome | None) -> Reason:
@@ -439,11 +476,15 @@ def _explain_outcome(
             )
         case QueueNotFound(queue=missing):
             ex.message = RoundResult.queue_not_found_message(unit, missing)
-            if not ex.quota_exists:
+            refused = view.refused_quotas.get(missing)
+            if not ex.quota_exists and refused:
+                ex.summary = (
+                    f"ElasticQuota {refused[0].namespace}/{missing} exists, but the controller "
+                    f"refuses it and no earlier definition of it is in force "
+                    f"({refused[0].problems})"
+                )
+            elif not ex.quota_exists:
                 ex.summary = f"no ElasticQuota named {missing} exists (in any namespace)"
-                if missing in view.invalid_quotas:
-                    ex.notes.append(f"an ElasticQuota {missing} exists but is invalid: "
-                                    f"{view.invalid_quotas[missing]}")
             else:
                 ex.summary = (
                     f"quota {missing} exists but Queue {view.queue_namespace}/{missing} does "

@@ -69,7 +69,7 @@ def test_unknown_quota_is_queue_not_found_like_the_event(
     assert doc["reason"] == "QueueNotFound"
     expected = f"queue {quota} not found for queueUnit {ns}/stray"
     assert doc["message"] == event[0]["message"] == expected
-    assert doc["quota"] == {"name": quota, "exists": False}
+    assert doc["quota"] == {"name": quota, "exists": False, "namespace": None, "refused": []}
 
 
 def test_ancestor_exhaustion_names_the_ancestor_and_the_numbers(

@@ -113,6 +113,8 @@ class ControllerBase:
         """(namespace, name) -> the problems of a refused quota (quotas.py)."""
         self.quota_reported: dict[tuple[str, str], tuple[Any, ...]] = {}
         """(namespace, name) -> the status conditions last written (quotas.py)."""
+        self.quota_kept: dict[tuple[str, str], object] = {}
+        """(namespace, name) -> the status.lastValid last written (quotas.py)."""
         self.reported: dict[str, str] = {}  # uid -> last status message written (or in flight)
         self.queue_errors: dict[str, str] = {}
         self.queues_folded: dict[str, tuple[object, dict[str, Any] | None]] = {}

@@ -3,8 +3,10 @@
 The controller guards itself as the admission webhook would (issue 33): an edit that breaks a
 rule of the quota's own fields (domain/quota_validation.py), or a parent edit that would close
 a cycle, is refused and the last valid definition stays in force, so no admitted unit is undone
-by it. Of same-name quotas in several namespaces the oldest is in force (quota.precedence),
-the same one at every resync and after a restart.
+by it; the status keeps that definition (`lastValid`) while refused, so a restarted controller
+and `koordqueue explain` fold the same one (domain/quota_fold.py, the one rule). Of same-name
+quotas in several namespaces the oldest is in force (quota.precedence), the same one at every
+resync and after a restart.
 
 What is wrong with a quota is said on the quota itself (domain/quota_health.py): the status
 conditions Valid and Active, and one Warning event per cause when it appears, not at every
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from koordqueue.domain import names
-from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.quota_fold import fold_quota, in_force_copy, last_valid_status
 from koordqueue.domain.quota_health import (
     Cause,
     chain_break,
@@ -28,7 +31,7 @@ from koordqueue.domain.quota_health import (
     quota_conditions,
     same_conditions,
 )
-from koordqueue.domain.quota_validation import Problem, Rule, cycle_through, object_problems
+from koordqueue.domain.quota_validation import Rule
 from koordqueue.kube.api import ELASTIC_QUOTA, ApiError, now_rfc3339
 from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, log, meta
 from koordqueue.kube.controller.writes import (
@@ -51,10 +54,13 @@ class PatchQuotaStatus:
     namespace: str
     name: str
     conditions: tuple[dict[str, Any], ...]
+    last_valid: dict[str, Any] | None = None
+    """`status.lastValid` (None removes it): the definition kept while refused."""
     priority: ClassVar[Priority] = Priority.BACKGROUND
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
-        patch = {"status": {"conditions": list(self.conditions)}}
+        patch = {"status": {"conditions": list(self.conditions),
+                            names.QUOTA_LAST_VALID_FIELD: self.last_valid}}
 
         def call() -> dict[str, Any]:
             try:
@@ -100,6 +106,7 @@ class QuotaHandlers(ControllerBase):
             self.quota_seen.pop(key, None)
             self.quota_refused.pop(key, None)
             self.quota_reported.pop(key, None)
+            self.quota_kept.pop(key, None)
             self.quota_objects.pop(key, None)
             live = self.engine.tree.get(name)
             self.engine.remove_quota(name, namespace)
@@ -118,17 +125,23 @@ class QuotaHandlers(ControllerBase):
         self.quota_seen[key] = obj
         if seen is not None and _folded_part(seen) == _folded_part(obj):
             return  # our own status write coming back, a resync: nothing it says changed
-        problems, spec = self._check(obj)
-        if spec is None:
+        folded = fold_quota(obj, self.engine.tree)
+        problems, spec = folded.problems, folded.spec
+        if problems:
             self.quota_refused[key] = problems
             log.warning(
                 "ElasticQuota refused; the last valid definition stays in force",
                 quota=f"{namespace}/{name}",
                 problems=[str(p) for p in problems],
             )
+            if spec is not None and in_force_copy(self.engine.tree, name, namespace) is None:
+                # a restart: the definition the status keeps is the one in force (quota_fold)
+                self.engine.upsert_quota(spec)
+                self.wake.set()
             if apply:
                 self.refresh_quota_status()
             return
+        assert spec is not None
         self.quota_refused.pop(key, None)
         self.quota_objects[key] = obj
         self.engine.upsert_quota(spec)
@@ -138,28 +151,6 @@ class QuotaHandlers(ControllerBase):
             self.writer.submit(ApplyQueue(obj, ns))
         if apply:  # a resync's batch refreshes once, after folding every quota
             self.refresh_quota_status()
-
-    def _check(self, obj: dict[str, Any]) -> tuple[tuple[Problem, ...], QuotaSpec | None]:
-        """(problems, the spec to fold in, or None when the object is refused)."""
-        problems = object_problems(obj)
-        if problems:
-            return tuple(problems), None
-        try:
-            spec = quota_from_object(obj)
-        except InvalidQuotaError as exc:
-            return (Problem(exc.field, Rule.NOT_A_MAP, exc.reason),), None
-        tree = self.engine.tree
-        before = next((q for q in tree.copies(spec.name) if q.namespace == spec.namespace), None)
-        if before is not None and before.parent != spec.parent and tree.get(spec.name) is before:
-            parents = {q.name: q.parent for q in tree if q.name != spec.name}
-            cycle = cycle_through(spec.name, spec.parent, parents)
-            if cycle is not None:
-                message = names.MSG_QUOTA_CYCLE_REFUSED.format(
-                    parent=spec.parent, cycle=" -> ".join(cycle)
-                )
-                field = f"metadata.labels[{names.QUOTA_PARENT_LABEL}]"
-                return (Problem(field, Rule.CYCLE, message),), None
-        return (), spec
 
     def quota_object(self, name: str) -> dict[str, Any] | None:
         """The object of the quota in force called `name`."""
@@ -176,22 +167,35 @@ class QuotaHandlers(ControllerBase):
         for key, obj in self.quota_seen.items():
             valid, active = self._causes(key, parents)
             wanted = quota_conditions(obj, valid, active, self.settings.namespace, now)
+            kept = self._kept(key)
             reported = self.quota_reported.get(key)
             if reported is None:
                 reported = tuple(conditions_by_type(obj).values())
-            if same_conditions(wanted, reported):
+                shown = (obj.get("status") or {}).get(names.QUOTA_LAST_VALID_FIELD)
+                self.quota_kept[key] = shown
+            if same_conditions(wanted, reported) and self.quota_kept.get(key) == kept:
                 self.quota_reported[key] = reported
                 continue
             for cause in new_causes([*valid, *active], reported):
                 self.writer.submit(RecordEvent(obj, WARNING, cause.reason, cause.message))
             self.quota_reported[key] = tuple(wanted)
+            self.quota_kept[key] = kept
             namespace, name = key
 
             def failed(outcome: dict[str, Any] | None, key: Key = key) -> None:
                 if outcome is None:
                     self.quota_reported.pop(key, None)  # the next change or resync retries
 
-            self.writer.submit(PatchQuotaStatus(namespace, name, tuple(wanted)), failed)
+            self.writer.submit(PatchQuotaStatus(namespace, name, tuple(wanted), kept), failed)
+
+    def _kept(self, key: Key) -> dict[str, Any] | None:
+        """`status.lastValid` for the object: the definition kept in force while it is
+        refused (None: accepted, or nothing kept)."""
+        if key not in self.quota_refused:
+            return None
+        namespace, name = key
+        mine = in_force_copy(self.engine.tree, name, namespace)
+        return None if mine is None else last_valid_status(mine)
 
     def _causes(self, key: Key, parents: dict[str, str]) -> tuple[list[Cause], list[Cause]]:
         namespace, name = key

@@ -247,7 +247,12 @@ def test_invalid_quota_is_mentioned_when_the_unit_names_it() -> None:
     view = ClusterView.from_objects([bad], [_queue("q")], [_unit("u", "q", "1")])
     ex = explain(view, "ns/u")
     assert ex is not None and ex.reason is Reason.QUEUE_NOT_FOUND
-    assert any("invalid" in note for note in ex.notes)
+    # one statement (issue 33.6: it said both "no ElasticQuota exists" and "exists but is
+    # invalid"), with the controller's own reason for refusing it
+    assert ex.summary.startswith("ElasticQuota team/q exists, but the controller refuses it")
+    assert "spec.max[cpu]" in ex.summary and "no ElasticQuota" not in ex.summary
+    assert ex.quota_refused == [{"namespace": "team", "problems": ex.quota_refused[0]["problems"],
+                                 "kept": False}]
 
 
 def test_job_without_unit_is_explained_and_unknown_names_are_not() -> None:
