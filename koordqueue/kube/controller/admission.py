@@ -31,7 +31,8 @@ from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import UnresolvedReason
 from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
-from koordqueue.kube.controller.base import ControllerBase, log, queue_label
+from koordqueue.kube.controller.base import log, queue_label
+from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import now_string, unit_status_patch
 from koordqueue.kube.controller.writes import (
     AdmitUnit,
@@ -41,6 +42,7 @@ from koordqueue.kube.controller.writes import (
     SyncQueueUsage,
     Write,
 )
+from koordqueue.kube.quota_status import QueueUsageWriter
 
 StatusOutcome = tuple[SetUnitStatus, dict[str, Any] | None]
 
@@ -116,20 +118,31 @@ def _planned_unit(group: list[Effect]) -> tuple[str, bool]:
     return first.unit.uid, admitted
 
 
-class AdmissionRounds(ControllerBase):
+class AdmissionRounds:
+    """Admission rounds and the writes of their decisions."""
+
+    def __init__(self, state: ControllerState, before_round: Callable[[], None]) -> None:
+        self.state = state
+        self.before_round = before_round
+        """Called first in each round: each kind's due looks, the periodic resync when due
+        (Resync.fire_timers)."""
+        self.queue_usage = QueueUsageWriter(state.api, state.settings.namespace)
+        self.usage_cadence = metrics.Cadence()  # this controller's, so rounds of another don't
+
     def admission_round(self) -> RoundResult:
         """One round: decide, hand its effects to the writer, export the metrics."""
+        state = self.state
         started = time.monotonic()
-        self.fire_timers()  # each kind's due looks; the periodic resync when due
-        result = self.engine.run_round(self.clock())
-        self.round_writes_pending = True
+        self.before_round()
+        result = state.engine.run_round(state.clock())
+        state.round_writes_pending = True
 
         def written() -> None:
-            self.round_writes_pending = False
-            self.round_writes_done_at = time.monotonic()
+            state.round_writes_pending = False
+            state.round_writes_done_at = time.monotonic()
 
         try:
-            planned = effects(result.outcomes.new(), self.reported)
+            planned = effects(result.outcomes.new(), state.reported)
         except Exception:
             # nothing of this round is planned: its new entries must be new again next round
             self._unplanned([(o.unit.uid, isinstance(o, Admit)) for o in result.outcomes.new()])
@@ -143,6 +156,7 @@ class AdmissionRounds(ControllerBase):
     def execute(self, planned: list[Effect], done: Callable[[], None] | None = None) -> None:
         """Run effects (from `effects()`) through the writer, one chain per object; `done`
         once every chain's outcome has been taken in."""
+        state = self.state
         # (QueueEvents are recorded by on_queue on the Queue object it holds)
         groups = [g for g in per_unit(planned) if not isinstance(g[0], QueueEvent)]
         pending = [len(groups)]
@@ -159,11 +173,11 @@ class AdmissionRounds(ControllerBase):
             first = group[0]
             assert not isinstance(first, QueueEvent)
             uid = first.unit.uid
-            before = self.reported.get(uid)
+            before = state.reported.get(uid)
             try:
-                current = self.unit_objects.get(uid)
+                current = state.unit_objects.get(uid)
                 workload: dict[int, Write[Any] | None] = {}
-                consumer = self.consumer_of(current) if current is not None else None
+                consumer = state.consumer_of(current) if current is not None else None
                 for index, effect in enumerate(group):
                     if consumer is not None and current is not None:
                         if isinstance(effect, ResumeConsumer):
@@ -172,15 +186,15 @@ class AdmissionRounds(ControllerBase):
                             workload[index] = consumer.suspend(current)
                 for effect in group:
                     if isinstance(effect, SetUnitStatus) and effect.phase is None:
-                        self.reported[uid] = effect.message  # once per change, even in flight
+                        state.reported[uid] = effect.message  # once per change, even in flight
                 chain = EffectChain(tuple(group), current, workload, now_string())
-                self.writer.submit(chain, taken_in, uid)
+                state.writer.submit(chain, taken_in, uid)
             except Exception:
                 # this chain and those after it were never handed to the writer
                 if before is None:
-                    self.reported.pop(uid, None)
+                    state.reported.pop(uid, None)
                 else:
-                    self.reported[uid] = before
+                    state.reported[uid] = before
                 self._unplanned([_planned_unit(g) for g in groups[at:]])
                 pending[0] -= len(groups) - at
                 if pending[0] == 0 and done is not None:
@@ -192,44 +206,43 @@ class AdmissionRounds(ControllerBase):
         the writer: their record entries are carried from now on, so they are renewed (planned
         again next round, as the full walk did), and an admission nobody will write is rolled
         back (decided again next round) rather than held in memory only."""
+        state = self.state
         for uid, admitted in units:
             if admitted:
-                self.engine.rollback(uid)
-            self.engine.renew(uid)
+                state.engine.rollback(uid)
+            state.engine.renew(uid)
 
     def _took_in(self, outcome: ChainOutcome) -> None:
+        state = self.state
         for event in outcome.events:
-            self.writer.submit(event)
+            state.writer.submit(event)
         for effect, obj in outcome.statuses:
             unit = effect.unit
             if effect.admission is not None:
                 if obj is None:
-                    self.engine.rollback(unit.uid)
+                    state.engine.rollback(unit.uid)
                     continue
                 decision = effect.admission
                 metrics.ADMISSIONS.labels(decision.quota).inc()
                 if unit.created:
-                    metrics.ADMISSION_LATENCY.observe(max(self.clock() - unit.created, 0.0))
+                    metrics.ADMISSION_LATENCY.observe(max(state.clock() - unit.created, 0.0))
                 log.info(
                     "admitted", unit=unit.key, quota=decision.quota, path=",".join(decision.path)
                 )
             elif obj is None and effect.phase is not None:
                 log.warning("unit status not persisted", unit=unit.key)
-            if obj is not None and unit.uid in self.unit_objects:
-                self.remember_unit(unit.uid, obj, effect.message)
-
-    def record_event(self, obj: Mapping[str, Any], effect: UnitEvent | QueueEvent) -> None:
-        _count_rejection(effect)
-        self.writer.submit(RecordEvent(obj, effect.type, effect.reason, effect.message))
+            if obj is not None and unit.uid in state.unit_objects:
+                state.remember_unit(unit.uid, obj, effect.message)
 
     def _export_metrics(self, result: RoundResult) -> None:
-        for queue, (pending, admitted) in self.engine.count_changes().items():
+        state = self.state
+        for queue, (pending, admitted) in state.engine.count_changes().items():
             metrics.UNITS_PENDING.labels(queue).set(pending)
             metrics.UNITS_ADMITTED.labels(queue).set(admitted)
         if self.usage_cadence.due():  # per-quota usage split (issue 18, item 8), throttled
-            usage = self.engine.tree.report()
+            usage = state.engine.tree.report()
             metrics.QUOTA_USAGE.export(usage)
-            self.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))
+            state.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))
         reasons: dict[str, int] = {}
         for _, unresolved in result.unmapped:
             reasons[unresolved.reason.value] = reasons.get(unresolved.reason.value, 0) + 1

@@ -10,15 +10,15 @@ them, with no path of its own: what a kind adds is its `Integration` module
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Protocol
 
 import structlog
 
 from koordqueue.domain.integrations import Integration, parse_integrations
 from koordqueue.kube.api import ApiError, Kind, ObjectApi
-from koordqueue.kube.controller.base import ControllerBase
+from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.workload_writes import PriorityClasses
-from koordqueue.kube.controller.workloads import WorkloadReconciler, kind_of
+from koordqueue.kube.controller.workloads import Reactions, WorkloadReconciler, kind_of
 
 log = structlog.get_logger(__name__)
 
@@ -38,6 +38,17 @@ __all__ = [
     "register_integrations",
     "serve",
 ]
+
+
+class Host(Protocol):
+    """What serves workload kinds (the Controller): the state its reconcilers share and the
+    reactions of the other components they call."""
+
+    @property
+    def state(self) -> ControllerState: ...
+
+    @property
+    def reactions(self) -> Reactions: ...
 
 
 def crd_name(kind: Kind) -> str:
@@ -84,21 +95,22 @@ def enabled_integrations(api: ObjectApi, names: str | Iterable[str]) -> tuple[In
     return tuple(enabled)
 
 
-def serve(ctl: ControllerBase, integrations: Iterable[Integration]) -> None:
+def serve(host: Host, integrations: Iterable[Integration]) -> None:
     """Serve exactly `integrations`: one reconciler each (an already served kind keeps its
     reconciler and its state), the others unregistered."""
+    state, consumers = host.state, host.state.consumers
     wanted = {integration.workload.kind: integration for integration in integrations}
     priorities = next(
-        (c.priorities for c in ctl.consumers.values() if isinstance(c, WorkloadReconciler)),
+        (c.priorities for c in consumers.values() if isinstance(c, WorkloadReconciler)),
         None,
-    ) or PriorityClasses(ctl.api)
-    for kind in [kind for kind in ctl.consumers if kind not in wanted]:
-        del ctl.consumers[kind]
+    ) or PriorityClasses(state.api)
+    for kind in [kind for kind in consumers if kind not in wanted]:
+        del consumers[kind]
     for kind, integration in wanted.items():
-        current = ctl.consumers.get(kind)
+        current = consumers.get(kind)
         if isinstance(current, WorkloadReconciler) and current.integration is integration:
             continue
-        ctl.consumers[kind] = WorkloadReconciler(ctl, integration, ctl.write_unit_phase, priorities)
+        consumers[kind] = WorkloadReconciler(state, integration, host.reactions, priorities)
 
 
 def built_in(names: str | Iterable[str]) -> tuple[Integration, ...]:
@@ -106,10 +118,10 @@ def built_in(names: str | Iterable[str]) -> tuple[Integration, ...]:
     return tuple(i for i in parse_integrations(names) if kind_of(i).group in BUILT_IN_GROUPS)
 
 
-def register_integrations(ctl: ControllerBase) -> tuple[Integration, ...]:
+def register_integrations(host: Host) -> tuple[Integration, ...]:
     """Serve the `--integrations` kinds this cluster has (a missing CRD: one log line), so
     the operator starts one informer for each. Returns the integrations served."""
-    enabled = enabled_integrations(ctl.api, ctl.settings.integrations)
-    serve(ctl, enabled)
+    enabled = enabled_integrations(host.state.api, host.state.settings.integrations)
+    serve(host, enabled)
     log.info("integrations served", integrations=sorted(i.name for i in enabled))
     return enabled

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import structlog
 
@@ -25,9 +25,7 @@ from koordqueue.domain import backoff
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
 from koordqueue.kube.api import Kind, Listing, retry_transient
-
-if TYPE_CHECKING:
-    from koordqueue.kube.controller import Controller
+from koordqueue.kube.controller.wiring import Controller
 
 log = structlog.get_logger(__name__)
 
@@ -105,7 +103,7 @@ class OwnerLoop:
 
         `listings`: QueueUnits and Jobs the start-up resync folds instead of listing them.
         """
-        self.controller.writer.use_pool(self.writers, self.post, self.may_write)
+        self.controller.state.writer.use_pool(self.writers, self.post, self.may_write)
         started: Future[dict[Kind, Listing]] = Future()
         self._thread = threading.Thread(
             target=self._run, args=(started, listings), name="kq-controller", daemon=True
@@ -124,7 +122,7 @@ class OwnerLoop:
     def _run(
         self, started: Future[dict[Kind, Listing]], listings: dict[Kind, Listing] | None
     ) -> None:
-        controller = self.controller
+        controller, state = self.controller, self.controller.state
         try:  # transient: again after a back-off (a resync is idempotent)
             result = retry_transient(
                 lambda: controller.resync(listings), STARTUP_RETRY, self._stopping.wait,
@@ -140,7 +138,7 @@ class OwnerLoop:
             started.set_result(result)
         except InvalidStateError:  # the start-up was cancelled (stopped during it): no loop
             return
-        settings = controller.settings
+        settings = state.settings
         round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once
         while not self._stopping.is_set():
@@ -148,21 +146,21 @@ class OwnerLoop:
                 if not self._take(FENCE_POLL):
                     return
                 continue
-            if controller.round_writes_pending and time.monotonic() - round_end > PATIENCE:
+            if state.round_writes_pending and time.monotonic() - round_end > PATIENCE:
                 log.warning("a round's writes did not all report back; rounds go on")
-                controller.round_writes_pending = False
-            if controller.round_writes_pending:
+                state.round_writes_pending = False
+            if state.round_writes_pending:
                 deadline = time.monotonic() + settings.admission_period  # until they land
             else:
-                earliest = max(round_end, controller.round_writes_done_at) + MIN_ROUND_INTERVAL
+                earliest = max(round_end, state.round_writes_done_at) + MIN_ROUND_INTERVAL
                 periodic = round_start + settings.admission_period
-                deadline = earliest if controller.wake.is_set() else max(earliest, periodic)
+                deadline = earliest if state.wake.is_set() else max(earliest, periodic)
             timeout = deadline - time.monotonic()
             if timeout > 0:
                 if not self._take(timeout):
                     return
                 continue
-            controller.wake.clear()
+            state.wake.clear()
             round_start = time.monotonic()
             try:
                 controller.admission_round()  # (starts the periodic resync when due)
@@ -196,10 +194,10 @@ class OwnerLoop:
             if shut:
                 log.warning("writes fenced (leadership not confirmed): rounds paused")
             else:
-                released = self.controller.writer.reopen()
+                released = self.controller.state.writer.reopen()
                 log.info("fence reopened: rounds resume", held_writes=released)
-        elif not shut and self.controller.writer.parked():
-            self.controller.writer.reopen()  # refused midway while we last saw it open
+        elif not shut and self.controller.state.writer.parked():
+            self.controller.state.writer.reopen()  # refused midway while we last saw it open
         return shut
 
     @staticmethod

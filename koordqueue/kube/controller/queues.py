@@ -14,8 +14,10 @@ from typing import Any, Final
 from koordqueue.domain import names
 from koordqueue.domain.effects import queue_effects
 from koordqueue.domain.queue_derivation import derive_queue
-from koordqueue.kube.controller.base import DELETED, ControllerBase, log, meta
-from koordqueue.kube.controller.writes import ApplyQueue
+from koordqueue.kube.controller.base import DELETED, log, meta
+from koordqueue.kube.controller.quotas import QuotaHandlers
+from koordqueue.kube.controller.state import ControllerState
+from koordqueue.kube.controller.writes import ApplyQueue, RecordEvent
 from koordqueue.kube.queue_sync import queue_drifted
 
 USAGE_ANNOTATIONS: Final = frozenset(
@@ -41,50 +43,62 @@ def _folded_part(obj: dict[str, Any]) -> object:
     return (m.get("uid"), obj.get("spec"), m.get("labels") or {}, annotations or {})
 
 
-class QueueHandlers(ControllerBase):
+class QueueHandlers:
+    """Queue events into the engine; a Queue that drifted from its quota is reverted."""
+
+    def __init__(self, state: ControllerState, quotas: QuotaHandlers) -> None:
+        self.state = state
+        self.quotas = quotas
+        """The quota each Queue mirrors, and the quota status that reports its errors."""
+        self.folded: dict[str, tuple[object, dict[str, Any] | None]] = {}
+        """Queue name -> (what of it was last folded, the quota object it was checked
+        against): an event that changes neither is skipped."""
+
     def on_queue(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        state = self.state
+        ns = state.settings.namespace
         m = meta(obj)
-        if m.get("namespace") != self.settings.namespace:
+        if m.get("namespace") != ns:
             return
         name = m.get("name", "")
-        quota = self.quota_object(name)
-        ns = self.settings.namespace
+        quota = self.quotas.quota_object(name)
         if event_type == DELETED:
-            self.queues_folded.pop(name, None)
+            self.folded.pop(name, None)
             if quota is not None:  # deleted by hand while its quota lives: put it back
-                self.writer.submit(ApplyQueue(quota, ns))
+                state.writer.submit(ApplyQueue(quota, ns))
             else:
-                self.engine.remove_queue(name)
+                state.engine.remove_queue(name)
             return
-        folded = self.queues_folded.get(name)
+        folded = self.folded.get(name)
         if folded is not None and folded[1] is quota and folded[0] == _folded_part(obj):
             return  # e.g. our own usage annotations coming back
         if quota is not None and queue_drifted(obj, derive_queue(quota, ns)):
             log.info("queue drifted from its quota; reverting", queue=name)
             drifted = obj  # served as it is if the revert is refused, as before it
-            self.writer.submit(
+            state.writer.submit(
                 ApplyQueue(quota, ns), lambda applied: self.fold_queue(applied or drifted)
             )
             return
         self.fold_queue(obj)
-        self.queues_folded[name] = (_folded_part(obj), quota)  # not drifted: skip its echoes
+        self.folded[name] = (_folded_part(obj), quota)  # not drifted: skip its echoes
 
     def fold_queue(self, obj: dict[str, Any]) -> None:
         """The Queue's policy and annotations into the engine; one event per new error."""
+        state = self.state
         name = str(meta(obj).get("name", ""))
         spec = obj.get("spec") or {}
         policy = str(spec.get("queuePolicy") or names.DEFAULT_POLICY)
         annotations = {k: str(v) for k, v in (meta(obj).get("annotations") or {}).items()}
-        error = self.engine.upsert_queue(name, policy, annotations)
-        self.wake.set()
-        before = self.queue_errors.get(name)
+        error = state.engine.upsert_queue(name, policy, annotations)
+        state.wake.set()
+        before = state.queue_errors.get(name)
         planned = queue_effects(name, error, before)
         if error is None:
-            self.queue_errors.pop(name, None)
+            state.queue_errors.pop(name, None)
         else:
-            self.queue_errors[name] = error
+            state.queue_errors[name] = error
         if error != before:
-            self.refresh_quota_status()  # the quota's Active condition reads queue_errors
+            self.quotas.refresh_quota_status()  # the quota's Active condition reads the error
         for effect in planned:
             log.warning("queue not served", queue=name, error=error)
-            self.record_event(obj, effect)
+            state.writer.submit(RecordEvent(obj, effect.type, effect.reason, effect.message))

@@ -33,7 +33,8 @@ from koordqueue.domain.quota_health import (
 )
 from koordqueue.domain.quota_validation import Rule
 from koordqueue.kube.api import ELASTIC_QUOTA, ApiError, now_rfc3339
-from koordqueue.kube.controller.base import DELETED, WARNING, ControllerBase, log, meta
+from koordqueue.kube.controller.base import DELETED, WARNING, log, meta
+from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.writes import (
     Apis,
     ApplyQueue,
@@ -87,122 +88,140 @@ def _folded_part(obj: dict[str, Any]) -> object:
     )
 
 
-class QuotaHandlers(ControllerBase):
-    def _on_duplicate_quota(self, in_force: QuotaSpec, ignored: QuotaSpec) -> None:
-        log.warning(
-            "two ElasticQuotas share a name; the oldest is in force",
-            quota=in_force.name,
-            in_force=f"{in_force.namespace}/{in_force.name}",
-            ignored=f"{ignored.namespace}/{ignored.name}",
-        )
+def log_duplicate_quota(in_force: QuotaSpec, ignored: QuotaSpec) -> None:
+    """The engine's word that two ElasticQuotas share a name (the status says it too)."""
+    log.warning(
+        "two ElasticQuotas share a name; the oldest is in force",
+        quota=in_force.name,
+        in_force=f"{in_force.namespace}/{in_force.name}",
+        ignored=f"{ignored.namespace}/{ignored.name}",
+    )
+
+
+class QuotaHandlers:
+    """ElasticQuota events into the engine, and what the quotas' status says."""
+
+    def __init__(self, state: ControllerState) -> None:
+        self.state = state
+        self.objects: dict[Key, dict[str, Any]] = {}
+        """The last valid object of each quota."""
+        self.seen: dict[Key, dict[str, Any]] = {}
+        """The last object seen of each quota, valid or not."""
+        self.refused: dict[Key, tuple[Any, ...]] = {}
+        """The problems of each refused quota."""
+        self.reported: dict[Key, tuple[Any, ...]] = {}
+        """The status conditions last written of each quota."""
+        self.kept: dict[Key, object] = {}
+        """The status.lastValid last written of each quota."""
 
     def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
         """Fold a quota in and (unless a resync batches it) apply its Queue."""
         m = meta(obj)
         name, namespace = m.get("name", ""), m.get("namespace", "default")
         key = (namespace, name)
-        ns = self.settings.namespace
+        state = self.state
+        engine, writer, ns = state.engine, state.writer, state.settings.namespace
         if event_type == DELETED:
-            self.quota_seen.pop(key, None)
-            self.quota_refused.pop(key, None)
-            self.quota_reported.pop(key, None)
-            self.quota_kept.pop(key, None)
-            self.quota_objects.pop(key, None)
-            live = self.engine.tree.get(name)
-            self.engine.remove_quota(name, namespace)
-            survivor = self.engine.tree.get(name)
+            self.seen.pop(key, None)
+            self.refused.pop(key, None)
+            self.reported.pop(key, None)
+            self.kept.pop(key, None)
+            self.objects.pop(key, None)
+            live = engine.tree.get(name)
+            engine.remove_quota(name, namespace)
+            survivor = engine.tree.get(name)
             if survivor is None:
-                self.writer.submit(delete_queue(name, ns))
-                self.engine.remove_queue(name)
+                writer.submit(delete_queue(name, ns))
+                engine.remove_queue(name)
             elif survivor is not live:
-                remaining = self.quota_objects.get((survivor.namespace, name))
+                remaining = self.objects.get((survivor.namespace, name))
                 if remaining is not None:
-                    self.writer.submit(ApplyQueue(remaining, ns))
-            self.wake.set()
+                    writer.submit(ApplyQueue(remaining, ns))
+            state.wake.set()
             self.refresh_quota_status()
             return
-        seen = self.quota_seen.get(key)
-        self.quota_seen[key] = obj
+        seen = self.seen.get(key)
+        self.seen[key] = obj
         if seen is not None and _folded_part(seen) == _folded_part(obj):
             return  # our own status write coming back, a resync: nothing it says changed
-        folded = fold_quota(obj, self.engine.tree)
+        folded = fold_quota(obj, engine.tree)
         problems, spec = folded.problems, folded.spec
         if problems:
-            self.quota_refused[key] = problems
+            self.refused[key] = problems
             log.warning(
                 "ElasticQuota refused; the last valid definition stays in force",
                 quota=f"{namespace}/{name}",
                 problems=[str(p) for p in problems],
             )
-            if spec is not None and in_force_copy(self.engine.tree, name, namespace) is None:
+            if spec is not None and in_force_copy(engine.tree, name, namespace) is None:
                 # a restart: the definition the status keeps is the one in force (quota_fold)
-                self.engine.upsert_quota(spec)
-                self.wake.set()
+                engine.upsert_quota(spec)
+                state.wake.set()
             if apply:
                 self.refresh_quota_status()
             return
         assert spec is not None
-        self.quota_refused.pop(key, None)
-        self.quota_objects[key] = obj
-        self.engine.upsert_quota(spec)
-        self.wake.set()
-        live = self.engine.tree.get(name)
+        self.refused.pop(key, None)
+        self.objects[key] = obj
+        engine.upsert_quota(spec)
+        state.wake.set()
+        live = engine.tree.get(name)
         if apply and live is not None and live.namespace == namespace:
-            self.writer.submit(ApplyQueue(obj, ns))
+            writer.submit(ApplyQueue(obj, ns))
         if apply:  # a resync's batch refreshes once, after folding every quota
             self.refresh_quota_status()
 
     def quota_object(self, name: str) -> dict[str, Any] | None:
         """The object of the quota in force called `name`."""
-        live = self.engine.tree.get(name)
-        return None if live is None else self.quota_objects.get((live.namespace, name))
+        live = self.state.engine.tree.get(name)
+        return None if live is None else self.objects.get((live.namespace, name))
 
     # --- what kubectl describe elasticquota says ------------------------------------------
     def refresh_quota_status(self) -> None:
         """Write the conditions of every quota whose conditions changed; one Warning event
         per new cause. Cheap when nothing changed (a few dict lookups per quota)."""
-        tree = self.engine.tree
+        tree = self.state.engine.tree
         parents = {q.name: q.parent for q in tree}
         now = now_rfc3339()
-        for key, obj in self.quota_seen.items():
+        for key, obj in self.seen.items():
             valid, active = self._causes(key, parents)
-            wanted = quota_conditions(obj, valid, active, self.settings.namespace, now)
+            wanted = quota_conditions(obj, valid, active, self.state.settings.namespace, now)
             kept = self._kept(key)
-            reported = self.quota_reported.get(key)
+            reported = self.reported.get(key)
             if reported is None:
                 reported = tuple(conditions_by_type(obj).values())
                 shown = (obj.get("status") or {}).get(names.QUOTA_LAST_VALID_FIELD)
-                self.quota_kept[key] = shown
-            if same_conditions(wanted, reported) and self.quota_kept.get(key) == kept:
-                self.quota_reported[key] = reported
+                self.kept[key] = shown
+            if same_conditions(wanted, reported) and self.kept.get(key) == kept:
+                self.reported[key] = reported
                 continue
             for cause in new_causes([*valid, *active], reported):
-                self.writer.submit(RecordEvent(obj, WARNING, cause.reason, cause.message))
-            self.quota_reported[key] = tuple(wanted)
-            self.quota_kept[key] = kept
+                self.state.writer.submit(RecordEvent(obj, WARNING, cause.reason, cause.message))
+            self.reported[key] = tuple(wanted)
+            self.kept[key] = kept
             namespace, name = key
 
             def failed(outcome: dict[str, Any] | None, key: Key = key) -> None:
                 if outcome is None:
-                    self.quota_reported.pop(key, None)  # the next change or resync retries
+                    self.reported.pop(key, None)  # the next change or resync retries
 
-            self.writer.submit(PatchQuotaStatus(namespace, name, tuple(wanted), kept), failed)
+            self.state.writer.submit(PatchQuotaStatus(namespace, name, tuple(wanted), kept), failed)
 
     def _kept(self, key: Key) -> dict[str, Any] | None:
         """`status.lastValid` for the object: the definition kept in force while it is
         refused (None: accepted, or nothing kept)."""
-        if key not in self.quota_refused:
+        if key not in self.refused:
             return None
         namespace, name = key
-        mine = in_force_copy(self.engine.tree, name, namespace)
+        mine = in_force_copy(self.state.engine.tree, name, namespace)
         return None if mine is None else last_valid_status(mine)
 
     def _causes(self, key: Key, parents: dict[str, str]) -> tuple[list[Cause], list[Cause]]:
         namespace, name = key
-        tree = self.engine.tree
+        tree = self.state.engine.tree
         mine = next((q for q in tree.copies(name) if q.namespace == namespace), None)
         valid: list[Cause] = []
-        refused = self.quota_refused.get(key)
+        refused = self.refused.get(key)
         if refused:
             kept = names.MSG_QUOTA_REFUSED_KEPT if mine else names.MSG_QUOTA_REFUSED_NONE
             text = "; ".join(str(p) for p in refused)
@@ -230,7 +249,7 @@ class QuotaHandlers(ControllerBase):
             kind, path = broken
             reason = names.REASON_QUOTA_CYCLE if kind == "cycle" else names.REASON_PARENT_NOT_FOUND
             active.append(Cause(reason, chain_message(kind, path), event=kind == "cycle"))
-        queue_error = self.queue_errors.get(name)
+        queue_error = self.state.queue_errors.get(name)
         if queue_error:
             active.append(Cause(names.REASON_ADD_QUEUE_FAIL, queue_error))
         return valid, active

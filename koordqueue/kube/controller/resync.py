@@ -13,25 +13,38 @@ Queues, a few objects, are listed at fold time on the owner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
-from koordqueue.kube.controller.base import ADDED, ControllerBase, log, meta, newer
+from koordqueue.kube.controller.base import ADDED, log, meta, newer
+from koordqueue.kube.controller.queues import QueueHandlers
+from koordqueue.kube.controller.quotas import QuotaHandlers
+from koordqueue.kube.controller.state import ControllerState, ResyncWindow
+from koordqueue.kube.controller.units import UnitHandlers
 from koordqueue.kube.controller.writes import ApplyQueue, Priority, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
 
-
-@dataclass(slots=True)
-class ResyncWindow:
-    """What happened between asking for the periodic resync's lists and folding them in."""
-
-    known_units: set[str]
-    deleted_units: set[str] = field(default_factory=set)
+__all__ = ["Resync", "ResyncWindow"]
 
 
-class Resync(ControllerBase):
+class Resync:
+    """The start-up and periodic resyncs, and the timers each round fires first."""
+
+    def __init__(
+        self,
+        state: ControllerState,
+        quotas: QuotaHandlers,
+        queues: QueueHandlers,
+        units: UnitHandlers,
+    ) -> None:
+        self.state = state
+        self.quotas = quotas
+        self.queues = queues
+        self.units = units
+        self.next_resync = state.clock() + state.settings.resync_period
+        """When the periodic resync is due (the controller's clock)."""
+
     def resync(self, listings: dict[Kind, Listing] | None = None) -> dict[Kind, Listing]:
         """List everything and fold it in; fixes whatever changed while we were not watching.
 
@@ -42,44 +55,46 @@ class Resync(ControllerBase):
         """
         self._resync_quotas_and_queues()
         if listings is None:
-            listings = self._list_workloads(self.api, startup=True)
+            listings = self.list_workloads(self.state.api, startup=True)
         self._fold_workloads(listings, None)
-        self.next_resync = self.clock() + self.settings.resync_period
-        self.ready.set()
+        self.next_resync = self.state.clock() + self.state.settings.resync_period
+        self.state.ready.set()
         return listings
 
     def fire_timers(self) -> None:
         """Each kind's due looks, then the periodic resync when it is due."""
-        for consumer in self.consumers.values():
+        for consumer in self.state.consumers.values():
             consumer.fire_timers()
-        if self.clock() >= self.next_resync:
+        if self.state.clock() >= self.next_resync:
             self.start_resync()
 
     def start_resync(self) -> None:
         """The periodic resync: lists on the writer's pool, folded in when they come back."""
-        if self.resync_window is not None:
+        if self.state.resync_window is not None:
             return  # the last one has not come back yet
-        self.next_resync = self.clock() + self.settings.resync_period
-        self.resync_window = ResyncWindow({u.uid for u in self.engine.units()})
-        for consumer in self.consumers.values():
+        self.next_resync = self.state.clock() + self.state.settings.resync_period
+        self.state.resync_window = ResyncWindow({u.uid for u in self.state.engine.units()})
+        for consumer in self.state.consumers.values():
             consumer.resync_started()
-        read = Read(self._list_workloads, "resync")
-        self.writer.submit(read, self._finish_resync, priority=Priority.BACKGROUND)
+        read = Read(self.list_workloads, "resync")
+        self.state.writer.submit(read, self.finish_resync, priority=Priority.BACKGROUND)
 
-    def _finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
-        window, self.resync_window = self.resync_window, None
+    def finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
+        """The periodic resync's lists, back on the owner (None: refused): fold them in."""
+        window, self.state.resync_window = self.state.resync_window, None
         if listings is None:
-            for consumer in self.consumers.values():
+            for consumer in self.state.consumers.values():
                 consumer.fold([], periodic=False)  # (ends its window; lists refused)
             return  # refused: the next period tries again
         self._resync_quotas_and_queues()
         self._fold_workloads(listings, window)
 
-    def _list_workloads(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
+    def list_workloads(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
+        """The QueueUnits and each served kind (on the writer's pool, for the periodic one)."""
         listings = {QUEUE_UNIT: api.list_with_version(QUEUE_UNIT)}
-        if not self.settings.manage_jobs:
+        if not self.state.settings.manage_jobs:
             return listings
-        for consumer in self.consumers.values():
+        for consumer in self.state.consumers.values():
             if consumer.listed_whole:
                 listings[consumer.watched] = api.list_with_version(consumer.watched)
             elif not startup:
@@ -87,31 +102,31 @@ class Resync(ControllerBase):
         return listings
 
     def _resync_quotas_and_queues(self) -> None:
-        ns = self.settings.namespace
-        quotas = self.api.list_objects(ELASTIC_QUOTA)
-        queues = self.api.list_objects(QUEUE, ns)
-        by_name: dict[str, dict[str, Any]] = {str(meta(q).get("name")): q for q in queues}
-        for quota in quotas:
-            self.on_quota(ADDED, quota, apply=False)
-        self.refresh_quota_status()  # once for the batch (quotas.py)
-        live = {str(meta(q).get("name")) for q in quotas}
+        ns = self.state.settings.namespace
+        listed_quotas = self.state.api.list_objects(ELASTIC_QUOTA)
+        listed_queues = self.state.api.list_objects(QUEUE, ns)
+        by_name: dict[str, dict[str, Any]] = {str(meta(q).get("name")): q for q in listed_queues}
+        for quota in listed_quotas:
+            self.quotas.on_quota(ADDED, quota, apply=False)
+        self.quotas.refresh_quota_status()  # once for the batch (quotas.py)
+        live = {str(meta(q).get("name")) for q in listed_quotas}
         for name in sorted(live):
             # only the live (last reconciled) definition of a name; skip Queues that match
-            winner = self.quota_object(name)
+            winner = self.quotas.quota_object(name)
             current = by_name.get(name)
             if winner is not None and (
                 current is None or queue_drifted(current, derive_queue(winner, ns))
             ):
-                applied = ApplyQueue(winner, ns).run(self.writer.apis)  # folded in below
+                applied = ApplyQueue(winner, ns).run(self.state.writer.apis)  # folded in below
                 if applied is not None:
                     by_name[name] = applied
         for name, queue in list(by_name.items()):
             managed = (meta(queue).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY
             if managed and name not in live:
                 log.info("deleting queue whose quota is gone", queue=name)
-                self.writer.submit(delete_queue(name, ns))
+                self.state.writer.submit(delete_queue(name, ns))
             else:
-                self.on_queue(ADDED, queue)
+                self.queues.on_queue(ADDED, queue)
 
     def _fold_workloads(
         self, listings: dict[Kind, Listing], window: ResyncWindow | None
@@ -121,15 +136,15 @@ class Resync(ControllerBase):
             uid = str(meta(unit).get("uid"))
             seen_units.add(uid)
             if window is not None and (
-                uid in window.deleted_units or newer(self.unit_objects.get(uid), unit)
+                uid in window.deleted_units or newer(self.state.unit_objects.get(uid), unit)
             ):
                 continue
-            self.on_unit(ADDED, unit)
-        for gone in [u.uid for u in self.engine.units() if u.uid not in seen_units]:
+            self.units.on_unit(ADDED, unit)
+        for gone in [u.uid for u in self.state.engine.units() if u.uid not in seen_units]:
             if window is None or gone in window.known_units:
-                self.engine.remove_unit(gone)
-                self.unit_objects.pop(gone, None)
-        for consumer in list(self.consumers.values()):
+                self.state.engine.remove_unit(gone)
+                self.state.unit_objects.pop(gone, None)
+        for consumer in list(self.state.consumers.values()):
             listing = listings.get(consumer.watched)
             if listing is not None:
                 consumer.fold(listing[0], periodic=window is not None)

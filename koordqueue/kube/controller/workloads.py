@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from cachetools import TTLCache
 
 from koordqueue.domain import names
-from koordqueue.domain.effects import CREATED_STATUS, effects
+from koordqueue.domain.effects import CREATED_STATUS, Effect, effects
 from koordqueue.domain.integrations import Integration, InvalidJobError, WorkloadPatch
 from koordqueue.domain.integrations.reconcile import (
     Target,
@@ -54,12 +54,12 @@ from koordqueue.kube.controller.base import (
     MODIFIED,
     NORMAL,
     WARNING,
-    ControllerBase,
     epoch,
     log,
     meta,
     object_key,
 )
+from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import unit_status_patch
 from koordqueue.kube.controller.workload_writes import (
     RETRY,
@@ -79,6 +79,8 @@ from koordqueue.kube.controller.writes import Delete, MergePatch, RecordEvent, W
 
 PhaseWriter = Callable[[QueueUnit, Phase, str, Callable[[bool], None]], None]
 """UnitHandlers.write_unit_phase: write a unit's phase, then call back whether it landed."""
+Execute = Callable[[list[Effect], Callable[[], None] | None], None]
+"""AdmissionRounds.execute: run planned effects, then call back once all are taken in."""
 Members = list[dict[str, Any]]
 CREATING_TTL: Final = 30.0
 """Seconds a unit creation in flight holds its key against a second one."""
@@ -90,20 +92,30 @@ def kind_of(integration: Integration) -> Kind:
     return Kind(w.group, w.version, w.plural, w.kind)
 
 
+@dataclass(frozen=True, slots=True)
+class Reactions:
+    """What a workload reconciler asks of the controller's other components (wiring.py)."""
+
+    on_unit: Callable[[str | None, dict[str, Any]], None]
+    """UnitHandlers.on_unit: fold in a unit our own write returned."""
+    write_unit_phase: PhaseWriter
+    execute: Execute
+
+
 class WorkloadReconciler:
     """One integration's side of admission (a ConsumerReconciler); owner thread only."""
 
     def __init__(
         self,
-        ctl: ControllerBase,
+        state: ControllerState,
         integration: Integration,
-        write_unit_phase: PhaseWriter,
+        reactions: Reactions,
         priorities: PriorityClasses,
     ) -> None:
-        self.ctl = ctl
+        self.state = state
         self.integration = integration
         self.kind: Kind = kind_of(integration)
-        self.write_unit_phase = write_unit_phase
+        self.reactions = reactions
         self.priorities = priorities
         self.timers: dict[str, tuple[float, Target]] = {}
         """unit key -> (when, its workload): look again (running timeout, back-off, a refused
@@ -177,7 +189,7 @@ class WorkloadReconciler:
         """Look again at workloads whose timeout, back-off or refused write is due."""
         if not self.timers and not self.retries:
             return
-        now = self.ctl.clock()
+        now = self.state.clock()
         for key in [key for key, (at, _) in self.timers.items() if at <= now]:
             _, target = self.timers.pop(key)
             self._read_then(key, target)
@@ -215,7 +227,7 @@ class WorkloadReconciler:
             self._with_members(key, sorted([*current, obj], key=lambda m: str(meta(m)["name"])))
 
         reader = ReadMembers(self.kind, self.integration, target)
-        self.ctl.writer.submit(reader, read, self._write_key(key))
+        self.state.writer.submit(reader, read, self._write_key(key))
 
     def _read_then(self, key: str, target: Target) -> None:
         """Read the workload as the API has it now, then look at it (a timer, a retry, its
@@ -235,17 +247,17 @@ class WorkloadReconciler:
             self._with_members(key, members, through_unit=True)
 
         read_members = ReadMembers(self.kind, self.integration, target)
-        self.ctl.writer.submit(read_members, read, self._write_key(key))
+        self.state.writer.submit(read_members, read, self._write_key(key))
 
     def _write_key(self, key: str) -> str:
         """The unit's uid once known (ordered with its admission writes), else its key."""
-        return self.ctl.unit_by_key.get(key) or key
+        return self.state.unit_by_key.get(key) or key
 
     def _with_members(self, key: str, members: Members, through_unit: bool = False) -> None:
         """Reconcile the workload with its unit, or make one. `through_unit`: the look came
         from the unit (its consumerRef names the workload), which it follows owned or not."""
-        uid = self.ctl.unit_by_key.get(key)
-        unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+        uid = self.state.unit_by_key.get(key)
+        unit_obj = self.state.unit_objects.get(uid) if uid else None
         if uid is None or unit_obj is None:
             self._maybe_create(key, members)
         elif through_unit or owned_by(unit_obj, members):
@@ -270,9 +282,9 @@ class WorkloadReconciler:
 
         def patched(obj: dict[str, Any] | None) -> None:
             if obj is not None:
-                self.ctl.on_unit(MODIFIED, obj)  # maps it now (its watch event follows)
+                self.reactions.on_unit(MODIFIED, obj)  # maps it now (its watch event follows)
 
-        self.ctl.writer.submit(write, patched, uid)
+        self.state.writer.submit(write, patched, uid)
 
     def _warn_outside(self, members: Members) -> None:
         """One Warning on a workload that names a quota but runs outside it."""
@@ -281,7 +293,7 @@ class WorkloadReconciler:
             return
         owners = {
             (c.integration.workload.api_version, c.integration.workload.kind)
-            for c in self.ctl.consumers.values()
+            for c in self.state.consumers.values()
             if isinstance(c, WorkloadReconciler)
         }
         message = outside_quota(self.integration, members, owners)
@@ -290,22 +302,22 @@ class WorkloadReconciler:
         self.warned_outside.add(uid)
         log.warning("workload runs outside its quota", kind=self.kind.kind, message=message)
         event = RecordEvent(members[0], WARNING, names.REASON_RUNS_OUTSIDE_QUOTA, message)
-        self.ctl.writer.submit(event)
+        self.state.writer.submit(event)
 
     def _retry_soon(self, key: str, target: Target) -> None:
         failures = self.refusals.get(key, 0)
         self.refusals[key] = failures + 1
-        self.timers[key] = (self.ctl.clock() + RETRY.delay(failures), target)
+        self.timers[key] = (self.state.clock() + RETRY.delay(failures), target)
 
     # --- reconcile --------------------------------------------------------------------------
     def _reconcile(self, key: str, members: Members, uid: str) -> None:
         """Koord-Queue's job reconcile for one workload and its unit."""
-        ctl = self.ctl
-        unit = ctl.engine.unit(uid)
-        if unit is None or uid not in ctl.unit_objects:
+        state = self.state
+        unit = state.engine.unit(uid)
+        if unit is None or uid not in state.unit_objects:
             self._end(key)
             return
-        if unit.phase is Phase.BACKOFF and uid not in ctl.timed_out:
+        if unit.phase is Phase.BACKOFF and uid not in state.timed_out:
             self._end(key)  # a SchedFailed back-off runs on the engine's own clock
             return
         running = self.integration.pod_running(members)
@@ -315,22 +327,22 @@ class WorkloadReconciler:
         # active pods, none ready: are any Running? (the reference lists them; so do we, rarely)
         selector = self.integration.pod_selector(members[0]) or ""
         pods = PodsRunning(meta(members[0]).get("namespace"), selector)
-        ctl.writer.submit(pods, lambda found: self._decide(key, members, uid, found))
+        state.writer.submit(pods, lambda found: self._decide(key, members, uid, found))
 
     def _decide(self, key: str, members: Members, uid: str, running: bool) -> None:
         """The reconcile's decision and its writes; ends the workload's turn when done."""
-        ctl, integration = self.ctl, self.integration
-        unit = ctl.engine.unit(uid)
-        unit_obj = ctl.unit_objects.get(uid)
+        state, integration = self.state, self.integration
+        unit = state.engine.unit(uid)
+        unit_obj = state.unit_objects.get(uid)
         if unit is None or unit_obj is None:
             self._end(key)
             return
-        admitted = ctl.engine.is_admitted(uid)
+        admitted = state.engine.is_admitted(uid)
         status = effective_status(integration, members, running, unit_obj)
         updated = epoch((unit_obj.get("status") or {}).get("lastUpdateTime"))
-        now = ctl.clock()
+        now = state.clock()
         since = now - updated if updated is not None else 0.0
-        settings = ctl.settings
+        settings = state.settings
         action = reconcile_job(
             status, unit.phase, since, settings.job_running_timeout, settings.job_backoff_time
         )
@@ -346,12 +358,12 @@ class WorkloadReconciler:
                     return
                 self.refusals.pop(key, None)
                 if action.phase is Phase.BACKOFF:
-                    ctl.engine.requeue(uid, math.inf)  # gives its quota back
-                    ctl.timed_out.add(uid)
+                    state.engine.requeue(uid, math.inf)  # gives its quota back
+                    state.timed_out.add(uid)
                 elif action.phase is Phase.ENQUEUED:
-                    ctl.engine.defer(uid, 0.0)
-                    ctl.timed_out.discard(uid)
-                ctl.wake.set()
+                    state.engine.defer(uid, 0.0)
+                    state.timed_out.discard(uid)
+                state.wake.set()
             if action.recheck_after is None:
                 self.timers.pop(key, None)
             else:
@@ -373,20 +385,20 @@ class WorkloadReconciler:
             def done(wrote: bool) -> None:
                 if wrote and write.resume and action.resume_event:
                     event = RecordEvent(members[0], NORMAL, names.REASON_RESUME, names.MSG_RESUME)
-                    ctl.writer.submit(event)
+                    state.writer.submit(event)
                 self._end(key)
 
-            ctl.writer.submit(write, done, uid)
+            state.writer.submit(write, done, uid)
 
         if action.phase is not None:
-            self.write_unit_phase(unit, action.phase, action.message, after_phase)
+            self.reactions.write_unit_phase(unit, action.phase, action.message, after_phase)
         else:
             after_phase(True)
 
     # --- a unit for a held workload ---------------------------------------------------------
     def _maybe_create(self, key: str, members: Members) -> None:
-        ctl = self.ctl
-        if not ctl.settings.manage_jobs or key in self.creating:
+        state = self.state
+        if not state.settings.manage_jobs or key in self.creating:
             self._end(key)  # not served, or its creation is in flight
             return
         try:
@@ -400,19 +412,20 @@ class WorkloadReconciler:
             self._end(key)
             return
         self.creating[key] = True
-        ctl.units_being_created.setdefault(key, None)  # its watch event waits (units.py)
+        state.units_being_created.setdefault(key, None)  # its watch event waits (units.py)
         create = CreateUnit(self.kind, self.integration, members, self.priorities)
-        ctl.writer.submit(create, lambda outcome: self._created(key, members, outcome), key)
+        state.writer.submit(create, lambda outcome: self._created(key, members, outcome), key)
 
     def _invalid(self, obj: Mapping[str, Any], error: InvalidJobError) -> None:
         log.warning("workload cannot be queued", error=str(error))
-        self.ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_JOB, str(error)))
+        self.state.writer.submit(RecordEvent(obj, WARNING, names.REASON_INVALID_JOB, str(error)))
 
     def _created(self, key: str, members: Members, outcome: CreateOutcome) -> None:
-        ctl = self.ctl
-        held = ctl.units_being_created.pop(key, None)
+        state = self.state
+        held = state.units_being_created.pop(key, None)
         if held is not None and not isinstance(outcome, UnitCreated):
-            ctl.on_unit(ADDED, held)  # not the one we made (or we made none): fold it as is
+            # not the one we made (or we made none): fold it as is
+            self.reactions.on_unit(ADDED, held)
         if isinstance(outcome, WorkloadInvalid):
             self._invalid(members[0], outcome.error)
         elif isinstance(outcome, CreateRefused):
@@ -431,14 +444,14 @@ class WorkloadReconciler:
         except InvalidQueueUnitError:
             fresh = None
         if fresh is not None:
-            ctl.unit_objects[fresh.uid] = created
-            ctl.unit_by_key[key] = fresh.uid
-            ctl.engine.upsert_unit(fresh)
-            decision = ctl.engine.admit_if_queue_idle(fresh.uid, ctl.clock())
+            state.unit_objects[fresh.uid] = created
+            state.unit_by_key[key] = fresh.uid
+            state.engine.upsert_unit(fresh)
+            decision = state.engine.admit_if_queue_idle(fresh.uid, state.clock())
             if decision is not None:
                 admitted = replace(fresh, phase=Phase.DEQUEUED)
-                planned = effects([Admit(admitted, decision)], ctl.reported)
-                ctl.execute(planned, lambda: self._end(key))
+                planned = effects([Admit(admitted, decision)], state.reported)
+                self.reactions.execute(planned, lambda: self._end(key))
                 return
         # status is a subresource: the create ignored it, so the initial phase is a second write
         # (guarded by the created resourceVersion: if an admission already wrote the status,
@@ -460,17 +473,17 @@ class WorkloadReconciler:
         )
 
         def written(enqueued: dict[str, Any] | None) -> None:
-            ctl.on_unit(ADDED, enqueued or created)
+            self.reactions.on_unit(ADDED, enqueued or created)
             self._end(key)
 
-        ctl.writer.submit(write, written, str(m.get("uid") or key))
+        state.writer.submit(write, written, str(m.get("uid") or key))
 
     def _refused(self, key: str, obj: Mapping[str, Any], error: str) -> None:
         """A refused creation: try again after the back-off and say why in an event."""
         failures = self.refusals.get(key, 0)
         self.refusals[key] = failures + 1
         delay = RETRY.delay(failures)
-        self.retries[key] = (self.ctl.clock() + delay, dict(obj))
+        self.retries[key] = (self.state.clock() + delay, dict(obj))
         log.warning(
             "QueueUnit creation refused; trying again after a back-off",
             unit=key,
@@ -482,7 +495,8 @@ class WorkloadReconciler:
         message = names.MSG_UNIT_CREATE_REFUSED.format(
             unit=key, error=error, attempt=failures + 1, delay=delay
         )
-        self.ctl.writer.submit(RecordEvent(obj, WARNING, names.REASON_UNIT_CREATE_REFUSED, message))
+        event = RecordEvent(obj, WARNING, names.REASON_UNIT_CREATE_REFUSED, message)
+        self.state.writer.submit(event)
 
     # --- a workload gone --------------------------------------------------------------------
     def _deleted(self, obj: dict[str, Any], key: str) -> None:
@@ -490,8 +504,8 @@ class WorkloadReconciler:
         self.refusals.pop(key, None)
         self.generations.pop(object_key(obj), None)
         self.warned_outside.discard(str(meta(obj).get("uid") or ""))
-        uid = self.ctl.unit_by_key.get(key)
-        unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+        uid = self.state.unit_by_key.get(key)
+        unit_obj = self.state.unit_objects.get(uid) if uid else None
         if uid is None or unit_obj is None or not owned_by(unit_obj, [obj]):
             self.timers.pop(key, None)
             return
@@ -513,20 +527,20 @@ class WorkloadReconciler:
 
         target = target_of(self.integration, obj)
         reader = ReadMembers(self.kind, self.integration, target)
-        self.ctl.writer.submit(reader, read, uid)
+        self.state.writer.submit(reader, read, uid)
 
     def _delete_unit(self, key: str, uid: str, unit_obj: Mapping[str, Any]) -> None:
         """Garbage collection would do this too; doing it here gives the quota back at once
         and works on clusters (and test planes) without kube-controller-manager."""
-        ctl = self.ctl
+        state = self.state
         m = meta(unit_obj)
-        ctl.writer.submit(
+        state.writer.submit(
             Delete(QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), "delete unit", uid)
         )
-        ctl.engine.remove_unit(uid)
-        ctl.timed_out.discard(uid)
+        state.engine.remove_unit(uid)
+        state.timed_out.discard(uid)
         self.timers.pop(key, None)
-        ctl.wake.set()
+        state.wake.set()
 
     # --- the periodic resync's part (resync.py) --------------------------------------------
     def resync_started(self) -> None:
@@ -535,10 +549,10 @@ class WorkloadReconciler:
         self.resync_known = frozenset(self._unit_keys())
 
     def _unit_keys(self) -> list[str]:
-        ctl, kind = self.ctl, self.consumer_kind
+        state, kind = self.state, self.consumer_kind
         out = []
-        for key, uid in ctl.unit_by_key.items():
-            ref = ((ctl.unit_objects.get(uid) or {}).get("spec") or {}).get("consumerRef") or {}
+        for key, uid in state.unit_by_key.items():
+            ref = ((state.unit_objects.get(uid) or {}).get("spec") or {}).get("consumerRef") or {}
             if ref.get("kind") == kind:
                 out.append(key)
         return out
@@ -546,8 +560,8 @@ class WorkloadReconciler:
     def _finished(self, key: str) -> bool:
         """The unit is Succeed or Failed: nothing left to repair (and no API call per
         finished workload per period)."""
-        uid = self.ctl.unit_by_key.get(key)
-        unit = self.ctl.engine.unit(uid) if uid else None
+        uid = self.state.unit_by_key.get(key)
+        unit = self.state.engine.unit(uid) if uid else None
         return unit is not None and unit.phase in FINISHED_PHASES
 
     def fold(self, listed: Sequence[dict[str, Any]], periodic: bool) -> None:
@@ -572,8 +586,8 @@ class WorkloadReconciler:
             return
         narrow = not self.integration.resync_selector().whole
         for key in sorted(known - seen - touched):
-            uid = self.ctl.unit_by_key.get(key)
-            unit_obj = self.ctl.unit_objects.get(uid) if uid else None
+            uid = self.state.unit_by_key.get(key)
+            unit_obj = self.state.unit_objects.get(uid) if uid else None
             if uid is None or unit_obj is None or (narrow and self._finished(key)):
                 continue  # (a narrow list leaves finished workloads out: nothing to repair)
             self._orphan(key, uid, dict(unit_obj))
@@ -595,7 +609,7 @@ class WorkloadReconciler:
                 log.info("queue unit of a gone workload deleted", unit=key, kind=self.kind.kind)
                 self._delete_unit(key, uid, unit_obj)
 
-        self.ctl.writer.submit(ReadMembers(self.kind, self.integration, target), read, uid)
+        self.state.writer.submit(ReadMembers(self.kind, self.integration, target), read, uid)
 
     @property
     def listed_whole(self) -> bool:

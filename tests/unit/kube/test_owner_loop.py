@@ -145,11 +145,11 @@ def test_the_periodic_resync_does_not_bring_back_a_unit_deleted_while_it_listed(
     gone = api.create(QUEUE_UNIT, unit("gone", "q", phase="Running"), "ns")
     c = Controller(api, ControllerSettings(), writers=1)
     c.resync()
-    listed = c._list_workloads(api)  # what the pool read ...
-    c.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
+    listed = c.resyncer.list_workloads(api)  # what the pool read ...
+    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
     api.delete(QUEUE_UNIT, "gone", "ns")
     c.on_unit("DELETED", gone)  # ... before this event reached the owner
-    c._finish_resync(listed)
+    c.resyncer.finish_resync(listed)
     assert [u.name for u in c.engine.units()] == ["kept"]
     assert str(c.engine.tree.report()[0].used) == "cpu:1"  # its quota is free again
     c.close()
