@@ -5,34 +5,13 @@ unchanged. Built on `kubernetes.client.ApiClient` for configuration, auth and TL
 go through its urllib3 connection pool with JSON bodies, which keeps server-side apply,
 JSON/merge patch and optimistic concurrency (resourceVersion preconditions) explicit.
 
-A request goes straight to the pool of the API server's host (`_Transport`), not through the
-generated client's `param_serialize` / `call_api` / `RESTClientObject` layers and the pool
-manager's per-request host lookup: those re-derived the same URL, headers and timeout for
-every write, a fifth of the controller's CPU per admission in bench_controller.py's profile.
-Auth is read from the configuration on every request as the client does (a refresh hook, as
-in-cluster token rotation, still applies).
-
-The leader-election fence (`KubeApi(fence=...)`) is asked twice for a write: early, to save
-the work when it is already shut, and last on the pooled connection itself (`_FencedSend`):
-after the connection is open (TCP and TLS done) and the request line, headers and body are
-serialised, immediately before the one `sendall` that hands them to the kernel. A pause
-(SIGSTOP, a GC pause) or a wait (for a pooled connection, a slow handshake) anywhere before
-that refuses the write on waking. The window left runs from the fence's clock read to the
-write syscall inside that `sendall` (for TLS, after the record is encrypted). Measured on
-loopback with a 1 KB body (issue 12): 8 µs median to entering `sendall`, p99 under 20 µs;
-31 µs (HTTP) / 61 µs (TLS) median to its return, p99 about 0.5 ms; milliseconds when the
-writing thread loses the GIL in between. (Before, it ran from the early check: 0.23 ms median
-to the first byte on a kept-alive connection, plus any pool wait or handshake.) A body over
-one TLS record (16 KiB) leaves in several writes. A pause landing in that window still lets
-the one write out after the wake. Writes carrying a resourceVersion precondition (the
-conditional unit status patches, gate removals, the Lease) are then refused by the server as
-stale; Events (creates and count bumps), other creates and unconditional patches have no
-such guard: for them the guarantee is "nothing after the check plus the send window".
+The connection layer (the pool of the API server's host and the leader-election fence asked
+on the connection right before a write's bytes go out) is `transport.py`; the typed errors
+and the retry helpers are `api_errors.py` (both re-exported here).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import time
@@ -43,38 +22,69 @@ from urllib.parse import quote, urlencode
 
 import orjson
 import structlog
-import urllib3
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
-from urllib3._collections import RecentlyUsedContainer
-from urllib3.connection import HTTPConnection
-from urllib3.connectionpool import HTTPConnectionPool
-from urllib3.exceptions import ClosedPoolError
 
 from koordqueue.domain import names
-from koordqueue.domain.backoff import Backoff, retry
+from koordqueue.kube.api_errors import (
+    FENCED,
+    FLOW_SCHEMA_UID,
+    PRIORITY_LEVEL_UID,
+    RETRY_AFTER,
+    RETRY_AFTER_CAP,
+    ApiError,
+    api_error,
+    retry_after,
+    retry_transient,
+    wait_hint,
+    with_retries,
+)
+from koordqueue.kube.transport import FencedError, Transport, not_leader
+
+__all__ = [
+    "ELASTIC_QUOTA",
+    "EVENT",
+    "FENCED",
+    "FIELD_MANAGER",
+    "FLOW_SCHEMA_UID",
+    "JOB",
+    "MAX_RETRIES",
+    "NAMESPACE",
+    "NODE",
+    "POD",
+    "POD_DISRUPTION_BUDGET",
+    "POD_GROUP",
+    "PRIORITY_CLASS",
+    "PRIORITY_LEVEL_UID",
+    "QUEUE",
+    "QUEUE_UNIT",
+    "RETRY_AFTER",
+    "RETRY_AFTER_CAP",
+    "VOLCANO_QUEUE",
+    "ApiError",
+    "FencedError",
+    "Kind",
+    "KubeApi",
+    "KubeconfigError",
+    "Listing",
+    "ObjectApi",
+    "load_api_client",
+    "loads",
+    "now_rfc3339",
+    "retry_after",
+    "retry_transient",
+    "wait_hint",
+    "with_retries",
+]
+# (the errors and retry helpers are api_errors', FencedError transport's: re-exported, callers
+# take everything of the API from here)
 
 log = structlog.get_logger(__name__)
 FIELD_MANAGER: Final = "koordqueue"
-RETRY_AFTER: Final = "Retry-After"
-FLOW_SCHEMA_UID: Final = "X-Kubernetes-PF-FlowSchema-UID"
-PRIORITY_LEVEL_UID: Final = "X-Kubernetes-PF-PriorityLevel-UID"
-"""API Priority and Fairness names the flow schema and priority level that classified a
-request in these two headers of every answer; client-go quotes the flow schema's in the
-reason of a 429's retry."""
 MAX_RETRIES: Final = 10
 """Answers with a `Retry-After` a request retries by itself (client-go rest's maxRetries)."""
-URLLIB3_RETRIES: Final = urllib3.Retry(3, respect_retry_after_header=False)
-"""urllib3's own retries, minus its Retry-After handling (it retried only GET, PUT and DELETE,
-slept whatever the header said, and after three raised MaxRetryError, losing the status):
-KubeApi.request retries on Retry-After itself, for every verb."""
-RETRY_AFTER_CAP: Final = 30.0
-"""Seconds: the longest `Retry-After` we wait out before one retry (the reflector's back-off
-cap); the server's usual value is 1 s (APF and max-in-flight throttling)."""
-FENCED: Final = -1
-"""ApiError.status of a write refused locally: this process is not (or no longer) the leader."""
 T = TypeVar("T")
 Listing = tuple[list[dict[str, Any]], str]
 """Objects of one kind and the list's resourceVersion, to watch from."""
@@ -153,90 +163,6 @@ VOLCANO_QUEUE: Final = Kind(
     "Queue",
     namespaced=False,
 )
-
-
-class ApiError(Exception):
-    """A non-2xx answer, with the server's Status message (what kubectl would print).
-
-    `retry_after`: the seconds a 429 or 5xx answer's `Retry-After` header asked for (None
-    without one), which every retry here waits at least (`wait_hint`), as client-go's
-    request retry does; `flow_schema` / `priority_level`: APF's classification of a
-    throttled request (its `X-Kubernetes-PF-*` headers), quoted in the message.
-    """
-
-    def __init__(
-        self,
-        status: int,
-        reason: str,
-        message: str,
-        method: str,
-        path: str,
-        *,
-        retry_after: float | None = None,
-        flow_schema: str = "",
-        priority_level: str = "",
-    ) -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.retry_after = retry_after
-        self.flow_schema = flow_schema
-        self.priority_level = priority_level
-        text = f"{method} {path}: {status} {reason}: {message}"
-        if retry_after is not None:
-            text += f" (retry after {retry_after:g} s"
-            if status == 429:  # client-go's retry reason for APF throttling
-                text += (f"; server-side throttling, FlowSchema UID {flow_schema!r},"
-                         f" PriorityLevel UID {priority_level!r}")
-            text += ")"
-        super().__init__(text)
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    @property
-    def retryable(self) -> bool:
-        return self.status in (0, 429, 500, 502, 503, 504)
-
-    @property
-    def fenced(self) -> bool:
-        return self.status == FENCED
-
-    @property
-    def wait_hint(self) -> float:
-        """Seconds to wait at least before retrying: the server's `Retry-After`, capped."""
-        return min(self.retry_after, RETRY_AFTER_CAP) if self.retry_after else 0.0
-
-
-def retry_after(status: int, headers: Mapping[str, str] | None) -> float | None:
-    """The `Retry-After` of a 429 or 5xx answer in whole seconds, None when absent or not a
-    number (client-go's checkWait: only those statuses, only the seconds form)."""
-    if headers is None or not (status == 429 or status >= 500):
-        return None
-    raw = headers.get(RETRY_AFTER)
-    if raw is None:
-        return None
-    try:
-        seconds = int(str(raw).strip())
-    except ValueError:
-        return None
-    return float(seconds) if seconds >= 0 else None
-
-
-def wait_hint(exc: BaseException) -> float:
-    """The least wait before retrying after `exc`: its `Retry-After` (an ApiError, or the
-    kubernetes client's ApiException a watch raises), else 0."""
-    if isinstance(exc, ApiError):
-        return exc.wait_hint
-    if isinstance(exc, ApiException):
-        seconds = retry_after(int(exc.status or 0), exc.headers)
-        return min(seconds, RETRY_AFTER_CAP) if seconds else 0.0
-    return 0.0
 
 
 class KubeconfigError(k8s_config.ConfigException):
@@ -333,146 +259,11 @@ class ObjectApi(Protocol):
         ...
 
 
-class FencedError(Exception):
-    """The fence refused a write at the last moment, on the connection (see `_FencedSend`).
-
-    Deliberately not an OSError / HTTPException / urllib3 error: urllib3 would take those for
-    a broken connection and retry the request, and KubeApi for a retryable failure.
-    """
-
-
-def _not_leader(method: str, path: str) -> ApiError:
-    return ApiError(FENCED, "NotLeader", "write refused: this process is not the leader",
-                    method, path)
-
-
-class _FencedSend(HTTPConnection):
-    """A pooled connection that asks the fence immediately before a write's bytes go out.
-
-    Mixed (first) into the pool's own connection class, HTTP or HTTPS (or SOCKS), per
-    transport: `fence` is that transport's. For any method but GET, `request` opens the
-    connection first when it is not (TCP, and TLS for HTTPS: the pool already does that
-    before calling `request`), then lets urllib3 serialise the request line and headers, the
-    body held back (framed by our Content-Length). The first `send` is the complete header
-    block: the fence is asked there, and on yes the headers and the body go out in one
-    `sendall`. urllib3 calls `request` once per attempt, so each of its retries asks again;
-    a refusal raises `FencedError`, which urllib3 does not retry.
-    """
-
-    fence: Callable[[], bool] | None = None
-    _fence_due = False
-    _fence_body: bytes | None = None
-    """The write's body, held back from urllib3 to go out with the headers."""
-
-    def request(  # type: ignore[override]
-        self,
-        method: str,
-        url: str,
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if self.fence is None or method == "GET":
-            super().request(method, url, body, headers, **kwargs)
-            return
-        if self.is_closed:
-            self.connect()  # the handshake's pauses come before the check, not after it
-        if isinstance(body, bytes):  # framed here; urllib3 sends no body of its own
-            headers = {**(headers or {}), "Content-Length": str(len(body))}
-            self._fence_body, body = body, None
-        self._fence_due = True
-        try:
-            super().request(method, url, body, headers, **kwargs)
-        finally:
-            self._fence_due = False
-            self._fence_body = None
-
-    def send(self, data: Any) -> None:
-        if self._fence_due:  # the complete header block: the last moment before the wire
-            self._fence_due = False
-            assert self.fence is not None
-            if not self.fence():
-                raise FencedError
-            if self._fence_body:
-                data = bytes(data) + self._fence_body
-        super().send(data)
-
-
-def _fenced_manager(
-    shared: urllib3.PoolManager, fence: Callable[[], bool]
-) -> urllib3.PoolManager:
-    """A copy of the client's pool manager (same TLS, proxy, retries and pool size) whose pools
-    are its own and make `_FencedSend` connections asking `fence`.
-
-    Own pools, since the client's are shared with unfenced users (the election's own client).
-    """
-    manager = copy.copy(shared)
-    manager.pools = RecentlyUsedContainer(4)  # one API server: one pool
-    manager.connection_pool_kw = dict(shared.connection_pool_kw)
-    classes: dict[str, type[HTTPConnectionPool]] = {}
-    for scheme, pool_cls in shared.pool_classes_by_scheme.items():
-        assert issubclass(pool_cls, HTTPConnectionPool)  # (urllib3's only kind)
-        connection_cls = type(
-            f"Fenced{pool_cls.ConnectionCls.__name__}",
-            (_FencedSend, pool_cls.ConnectionCls),
-            {"fence": staticmethod(fence)},
-        )
-        classes[scheme] = type(
-            f"Fenced{pool_cls.__name__}", (pool_cls,), {"ConnectionCls": connection_cls}
-        )
-    manager.pool_classes_by_scheme = classes
-    return manager
-
-
-class _Transport:
-    """The API server's connection pool and what every request to it carries."""
-
-    def __init__(
-        self,
-        api_client: k8s_client.ApiClient,
-        timeout: float,
-        fence: Callable[[], bool] | None = None,
-    ) -> None:
-        configuration = api_client.configuration
-        self.configuration = configuration
-        self.host = str(configuration.host).rstrip("/")
-        self.manager = api_client.rest_client.pool_manager
-        if fence is not None:
-            self.manager = _fenced_manager(self.manager, fence)
-        self.direct = type(self.manager) is urllib3.PoolManager  # (a proxy manager: by URL)
-        self.pool = self.manager.connection_from_url(self.host) if self.direct else None
-        self.headers = {str(k): str(v) for k, v in api_client.default_headers.items()}
-        if api_client.cookie:
-            self.headers["Cookie"] = str(api_client.cookie)
-        self.timeout = urllib3.Timeout(total=timeout)
-        self.retries = URLLIB3_RETRIES
-
-    def send(
-        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
-    ) -> urllib3.BaseHTTPResponse:
-        auth = self.configuration.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers[auth["key"]] = auth["value"]
-        if self.pool is None:
-            return self.manager.urlopen(
-                method, self.host + path, body=body, headers=headers, timeout=self.timeout,
-                retries=self.retries, preload_content=True,
-            )
-        try:
-            return self.pool.urlopen(
-                method, path, body=body, headers=headers, timeout=self.timeout,
-                retries=self.retries, preload_content=True,
-            )
-        except ClosedPoolError:  # the manager dropped it (never with one host): take it again
-            self.pool = self.manager.connection_from_url(self.host)
-            raise
-
-
 class KubeApi:
     """Dict-in, dict-out REST calls with typed errors.
 
     `fence`, when given, is asked before every write (early, and again on the connection
-    right before the bytes are sent: see the module docstring); a write it refuses raises a
+    right before the bytes are sent: see transport.py); a write it refuses raises a
     `fenced` ApiError without reaching the server (leader election: a deposed leader writes
     nothing after its fence shut, but for the microsecond-wide send window).
 
@@ -495,7 +286,7 @@ class KubeApi:
         self.timeout = timeout
         self.fence = fence
         self._sleep = sleep
-        self._transport: _Transport | None = None
+        self._transport: Transport | None = None
         """Built on first request (the constructor does not touch the client)."""
         self._generated: bool | None = None
         """The client has no urllib3 pool (a test double): requests go through its call_api."""
@@ -533,7 +324,7 @@ class KubeApi:
         """One attempt of `request`."""
         fence = None if method == "GET" else self.fence
         if fence is not None and not fence():  # early: saves the work when already shut
-            raise _not_leader(method, path)
+            raise not_leader(method, path)
         generated = self._generated
         if generated is None:
             client = self.api_client
@@ -552,19 +343,19 @@ class KubeApi:
             auth_settings=["BearerToken"],
         )
         if fence is not None and not fence():  # serialised: the last moment we see here
-            raise _not_leader(method, path)
+            raise not_leader(method, path)
         try:
             response = self.api_client.call_api(*serialized, _request_timeout=self.timeout)
             response.read()  # type: ignore[no-untyped-call]
         except ApiException as exc:
-            raise _api_error(
+            raise api_error(
                 exc.status or 0, exc.reason or "", exc.body, method, path, exc.headers
             ) from exc
         except Exception as exc:  # connection refused, TLS, timeouts: all retryable
             raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
         data = response.data or b"{}"
         if not 200 <= response.status < 300:
-            raise _api_error(
+            raise api_error(
                 response.status, response.reason or "", data, method, path,
                 getattr(response, "headers", None),
             )
@@ -579,10 +370,10 @@ class KubeApi:
         query: list[tuple[str, str]],
         content_type: str,
     ) -> dict[str, Any]:
-        """One attempt through the pool (see the module docstring)."""
+        """One attempt through the pool (see transport.py)."""
         transport = self._transport
         if transport is None:
-            transport = self._transport = _Transport(self.api_client, self.timeout, self.fence)
+            transport = self._transport = Transport(self.api_client, self.timeout, self.fence)
         pairs = query
         target = f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
         headers = {**transport.headers, "Accept": "application/json"}
@@ -593,12 +384,12 @@ class KubeApi:
         try:
             response = transport.send(method, target, data, headers)
         except FencedError:
-            raise _not_leader(method, path) from None
+            raise not_leader(method, path) from None
         except Exception as exc:  # connection refused, TLS, timeouts: all retryable
             raise ApiError(0, type(exc).__name__, str(exc), method, path) from exc
         raw = response.data or b"{}"
         if not 200 <= response.status < 300:
-            raise _api_error(
+            raise api_error(
                 response.status, response.reason or "", raw, method, path, response.headers
             )
         parsed: dict[str, Any] = loads(raw)
@@ -733,68 +524,3 @@ def now_rfc3339() -> str:
     return cached[1]
 
 
-def _api_error(  # noqa: PLR0917 (the answer's parts, in the order they come)
-    status: int,
-    reason: str,
-    body: object,
-    method: str,
-    path: str,
-    headers: Mapping[str, str] | None = None,
-) -> ApiError:
-    message = ""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str) and body:
-        try:
-            message = str(json.loads(body).get("message") or body)
-        except (ValueError, AttributeError):
-            message = body
-    return ApiError(
-        status, reason, message, method, path,
-        retry_after=retry_after(status, headers),
-        flow_schema=str((headers or {}).get(FLOW_SCHEMA_UID) or ""),
-        priority_level=str((headers or {}).get(PRIORITY_LEVEL_UID) or ""),
-    )
-
-
-def with_retries(
-    call: Callable[[], T],
-    attempts: int = 5,
-    base_delay: float = 0.1,
-    retry_conflicts: bool = True,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """Run `call`, retrying transient errors (and conflicts, whose caller re-reads) with backoff.
-
-    A throttled or failing answer's `Retry-After` is waited out when longer than the back-off
-    step, as client-go's request retry waits max(back-off, Retry-After): retrying a 429 after
-    0.1 s only adds to the load the server is shedding.
-    """
-    for attempt in range(attempts):
-        try:
-            return call()
-        except ApiError as exc:
-            last = attempt == attempts - 1
-            if last or not (exc.retryable or (retry_conflicts and exc.conflict)):
-                raise
-            sleep(max(Backoff(base_delay).delay(attempt), exc.wait_hint))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def retry_transient(
-    call: Callable[[], T],
-    schedule: Backoff,
-    stopped: Callable[[float], bool],
-    on_retry: Callable[[Exception, float], None],
-) -> T:
-    """`call` until it answers, retrying transient ApiErrors (429, 5xx, a lost connection)
-    after `schedule`'s delays for as long as it takes, as client-go's reflector retries its
-    list: the start-ups of the controller and the scheduler (kopf would retry a failed
-    start-up only after 60 s). Other errors go up at once; so does the last one when
-    `stopped(delay)` says the process is shutting down. A `Retry-After` longer than the
-    schedule's step is waited out instead."""
-    return retry(call, schedule, _transient, stopped, on_retry, at_least=wait_hint)
-
-
-def _transient(exc: Exception) -> bool:
-    return isinstance(exc, ApiError) and exc.retryable
