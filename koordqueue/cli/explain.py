@@ -21,7 +21,7 @@ from koordqueue.domain.names import (
 )
 from koordqueue.domain.quota import is_oversold
 from koordqueue.domain.quota_tree import parse_oversell_rate
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import SchedulerSettings
 from koordqueue.scheduler.gates.names import FEATURE_GATE
 from koordqueue.simulation.explain import (
     ClusterView,
@@ -110,9 +110,9 @@ def add_explain_parser(sub: Any) -> None:
     pod.add_argument("--scheduler-conf", default=None, metavar="FILE",
                      help="scheduler configuration for the dry session "
                           "(default: the built-in default configuration)")
-    pod.add_argument("--scheduler-name", default=ControllerSettings().scheduler_name,
+    pod.add_argument("--scheduler-name", default=SchedulerSettings().scheduler_name,
                      help="the scheduler name koordqueue runs as "
-                          f"(default: {ControllerSettings().scheduler_name})")
+                          f"(default: {SchedulerSettings().scheduler_name})")
     pod.add_argument("--feature-gates", default="", metavar="GATES",
                      help="as given to the scheduler, e.g. "
                           f"{FEATURE_GATE}=true to evaluate queue admission through gates")

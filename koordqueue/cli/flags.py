@@ -1,16 +1,27 @@
-"""Flag definitions for `koordqueue run`: one table, from which argparse and the docs are built."""
+"""Flags of `koordqueue run` and `schedule`: one table, from which argparse and the docs are built.
+
+A command takes exactly the flags of the fields of its settings type (kube/settings.py:
+`ControllerSettings` for run, `SchedulerSettings` for schedule), so its `--help` lists only
+what it reads, and its settings are parsed once, into that type.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from koordqueue.domain.integrations import parse_integrations
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import ControllerSettings, SchedulerSettings
 
 _DEFAULTS = ControllerSettings()
+S = TypeVar("S", bound=SchedulerSettings)
+COMMANDS: dict[str, type[SchedulerSettings]] = {
+    "run": ControllerSettings,
+    "schedule": SchedulerSettings,
+}
+"""Each command that takes flags, and the settings it reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +85,13 @@ FLAGS: tuple[Flag, ...] = (
         None,
     ),
     Flag("--context", "context", "kubeconfig context to use", None),
-    Flag("--namespace", "namespace", "namespace that holds the Queues", _DEFAULTS.namespace),
+    Flag(
+        "--namespace",
+        "namespace",
+        "namespace that holds the Queues (and the Lease, unless "
+        "--leader-elect-resource-namespace names another)",
+        _DEFAULTS.namespace,
+    ),
     Flag(
         "--oversellrate",
         "oversell_rate",
@@ -299,9 +316,16 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
-def add_run_flags(parser: argparse.ArgumentParser) -> None:
-    """Register FLAGS; each may also come from its KOORDQUEUE_* environment variable."""
-    for flag in FLAGS:
+def flags_of(settings_type: type[SchedulerSettings]) -> tuple[Flag, ...]:
+    """The flags that fill `settings_type` (one per field, in FLAGS' order)."""
+    names = {f.name for f in fields(settings_type)}
+    return tuple(flag for flag in FLAGS if flag.dest in names)
+
+
+def add_flags(parser: argparse.ArgumentParser, settings_type: type[SchedulerSettings]) -> None:
+    """Register the flags of `settings_type`; each may also come from its KOORDQUEUE_*
+    environment variable."""
+    for flag in flags_of(settings_type):
         default = os.environ.get(flag.env, flag.default)
         if isinstance(default, str) and flag.type is not str:
             default = flag.type(default)
@@ -315,25 +339,29 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def settings_from_args(args: argparse.Namespace) -> ControllerSettings:
-    values = {flag.dest: getattr(args, flag.dest) for flag in FLAGS}
-    return ControllerSettings(**values)
+def settings_from_args(args: argparse.Namespace, settings_type: type[S]) -> S:
+    """The command's settings, once, from its parsed flags."""
+    values = {flag.dest: getattr(args, flag.dest) for flag in flags_of(settings_type)}
+    return settings_type(**values)
 
 
 def flags_reference_markdown() -> str:
     """The configuration reference in docs/, generated from FLAGS (kept in sync by a test)."""
     lines = [
-        "# Configuration reference: `koordqueue run`",
+        "# Configuration reference: `koordqueue run` and `koordqueue schedule`",
         "",
         "Generated from `koordqueue/cli/flags.py`; do not edit by hand "
-        "(`python -m koordqueue.cli.flags > docs/configuration.md`).",
+        "(`python -m koordqueue.cli.flags > docs/configuration.md`). `run` takes every flag "
+        "(it runs the controller and the scheduler); `schedule` only those it reads.",
         "",
-        "| flag | environment | default | meaning |",
-        "|---|---|---|---|",
+        "| flag | environment | default | commands | meaning |",
+        "|---|---|---|---|---|",
     ]
+    taking = {name: {f.dest for f in flags_of(t)} for name, t in COMMANDS.items()}
     for flag in FLAGS:
         default = "" if flag.default is None else f"`{flag.default}`"
-        lines.append(f"| `{flag.name}` | `{flag.env}` | {default} | {flag.help} |")
+        commands = ", ".join(name for name, dests in taking.items() if flag.dest in dests)
+        lines.append(f"| `{flag.name}` | `{flag.env}` | {default} | {commands} | {flag.help} |")
     return "\n".join(lines) + "\n"
 
 

@@ -107,16 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=_cmd_version)
 
-    run = sub.add_parser("run", help="run the controller against the current kubeconfig")
-    from koordqueue.cli.flags import add_run_flags
+    from koordqueue.cli.flags import COMMANDS, add_flags
 
-    add_run_flags(run)
+    run = sub.add_parser(
+        "run", help="run the controller (and the scheduler beside it) against the kubeconfig"
+    )
+    add_flags(run, COMMANDS["run"])
     run.set_defaults(func=_cmd_run)
 
     schedule = sub.add_parser(
         "schedule", help="run only the scheduler (and its pod webhook) against the kubeconfig"
     )
-    add_run_flags(schedule)
+    add_flags(schedule, COMMANDS["schedule"])  # only the flags the scheduler reads
     schedule.set_defaults(func=_cmd_schedule)
     return parser
 

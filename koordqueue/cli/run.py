@@ -1,4 +1,4 @@
-"""`koordqueue run`: the controller against the current kubeconfig."""
+"""`koordqueue run` and `koordqueue schedule`: one start-up path, the command says what runs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
 
 import kopf
 import structlog
@@ -18,21 +19,17 @@ from structlog.typing import Processor
 from koordqueue.cli.flags import settings_from_args
 from koordqueue.kube import kopf_support, metrics
 from koordqueue.kube.api import KubeApi, load_api_client
-from koordqueue.kube.controller import Controller
 from koordqueue.kube.leader import (
     CONTROLLER_LEASE,
     SCHEDULER_LEASE,
     LeaseConfig,
-    leadership_for,
     lease_config,
     lease_namespace,
 )
-from koordqueue.kube.namespace import NamespaceMissingError, ensure_namespace
-from koordqueue.kube.operator import build_registry
-from koordqueue.kube.scheduler.operator import register_scheduler
-from koordqueue.kube.scheduler.scheduler import Scheduler
+from koordqueue.kube.namespace import NamespaceMissingError
+from koordqueue.kube.process import build_operator
 from koordqueue.kube.scheduler_clash import busy_port, port_in_use, scheduler_clash
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import ControllerSettings, ProcessSettings, SchedulerSettings
 
 
 def configure_logging(fmt: str, level: str) -> None:
@@ -76,94 +73,69 @@ def exit_after_losing_the_lease() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def build_operator(
-    settings: ControllerSettings,
-    *,
-    with_scheduler: bool = False,
-    on_lost: Callable[[], None] | None = None,
-) -> tuple[Controller, kopf.OperatorRegistry]:
-    """The quota controller's registry; with the scheduler when asked.
+@dataclass(frozen=True, slots=True)
+class Command:
+    """What distinguishes `run` from `schedule`: the rest of their start is one path."""
 
-    Raises NamespaceMissingError when `--namespace` is missing and may not be created.
-    With `--webhook-port` the webhooks are served (kube/webhooks/routes.py): ElasticQuota
-    validation, workload defaulting, and the pod webhook when a gate of this process needs
-    it (the scheduler's queue-allocation gate, the pod integration's admission gate).
-    """
-    api_client = load_api_client(settings.kubeconfig, settings.context, settings.api_connections)
-    # the Queues' (and the Lease's) namespace, before anything is written there; not fenced:
-    # a standby makes it as well (NamespaceMissingError when it cannot)
-    ensure_namespace(KubeApi(api_client), settings.namespace)
-    leadership = leadership_for(
-        api_client, settings, CONTROLLER_LEASE, on_lost, runs_scheduler=with_scheduler
-    )
-    api = KubeApi(api_client, fence=leadership.may_write)
-    controller = Controller(api, settings)
-    registry = build_registry(controller, api, leadership)
-    if settings.webhook_port:  # serving before the scheduler reports ready
-        from koordqueue.kube.webhooks.routes import webhook_routes
-        from koordqueue.kube.webhooks.server import register_webhooks
+    name: str
+    settings_type: type[SchedulerSettings]
+    controller: bool
+    gc_freeze: bool
+    """The process is the scheduler's alone: its cache is frozen out of full GC passes."""
 
-        routes = webhook_routes(settings, api, scheduler=with_scheduler, controller=True)
-        register_webhooks(registry, settings, routes)
-    if with_scheduler:
-        register_scheduler(registry, Scheduler(api, settings), leadership)
-    kopf_support.log_in_with(registry, api)
-    return controller, registry
+
+RUN: Final = Command("run", ControllerSettings, controller=True, gc_freeze=False)
+SCHEDULE: Final = Command("schedule", SchedulerSettings, controller=False, gc_freeze=True)
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
-    configure_logging(settings.log_format, settings.log_level)
-    log = structlog.get_logger("koordqueue")
-    if settings.enable_parent_limit:
-        log.info(
-            "--enableParentLimit is accepted and has no effect; parent quotas are always checked"
-        )
-    try:
-        lease = lease_config(settings, CONTROLLER_LEASE)
-    except ValueError as exc:  # inconsistent leader-election timings: before any connection
-        print(f"koordqueue run: {exc}", file=sys.stderr)
-        return 2
-    refusal = second_scheduler(settings, lease)
-    if refusal:
-        print(f"koordqueue run: {refusal}", file=sys.stderr)
-        return 1
-    try:
-        _controller, registry = build_operator(
-            settings, with_scheduler=True, on_lost=exit_after_losing_the_lease
-        )
-    except NamespaceMissingError as exc:
-        print(f"koordqueue run: {exc}", file=sys.stderr)
-        return 1
-    if not _serve_metrics(settings, "run"):
-        return 1
-    log.info("starting", settings=repr(settings))
-    return _serve(registry, settings)
+    """`koordqueue run`: the controller, and the scheduler beside it."""
+    return run_command(RUN, args)
 
 
 def run_scheduler(args: argparse.Namespace) -> int:
     """`koordqueue schedule`: only the scheduler (and, with --webhook-port, its webhook)."""
-    from koordqueue.kube.scheduler.runner import build_scheduler_operator
+    return run_command(SCHEDULE, args)
 
-    settings = settings_from_args(args)
+
+def run_command(command: Command, args: argparse.Namespace) -> int:
+    """Settings parsed once into the command's type; checks before any connection; the
+    process's operator (kube/process.py); metrics; kopf until stopped."""
+    settings = settings_from_args(args, command.settings_type)
     configure_logging(settings.log_format, settings.log_level)
+    log = structlog.get_logger("koordqueue")
+    if isinstance(settings, ControllerSettings) and settings.enable_parent_limit:
+        log.info(
+            "--enableParentLimit is accepted and has no effect; parent quotas are always checked"
+        )
+    lease_name = CONTROLLER_LEASE if command.controller else SCHEDULER_LEASE
     try:
-        lease = lease_config(settings, SCHEDULER_LEASE)
-    except ValueError as exc:
-        print(f"koordqueue schedule: {exc}", file=sys.stderr)
+        lease = lease_config(settings, lease_name)
+    except ValueError as exc:  # inconsistent leader-election timings: before any connection
+        print(f"koordqueue {command.name}: {exc}", file=sys.stderr)
         return 2
     refusal = second_scheduler(settings, lease)
     if refusal:
-        print(f"koordqueue schedule: {refusal}", file=sys.stderr)
+        print(f"koordqueue {command.name}: {refusal}", file=sys.stderr)
         return 1
-    _scheduler, registry = build_scheduler_operator(settings, exit_after_losing_the_lease)
-    if not _serve_metrics(settings, "schedule"):
+    try:
+        operator = build_operator(
+            settings,
+            controller=command.controller,
+            scheduler=True,
+            on_lost=exit_after_losing_the_lease,
+            gc_freeze=command.gc_freeze,
+        )
+    except NamespaceMissingError as exc:
+        print(f"koordqueue {command.name}: {exc}", file=sys.stderr)
         return 1
-    structlog.get_logger("koordqueue").info("starting scheduler", settings=repr(settings))
-    return _serve(registry, settings)
+    if not _serve_metrics(settings, command.name):
+        return 1
+    log.info("starting", command=command.name, settings=repr(settings))
+    return _serve(operator.registry, settings)
 
 
-def second_scheduler(settings: ControllerSettings, lease: LeaseConfig | None) -> str | None:
+def second_scheduler(settings: SchedulerSettings, lease: LeaseConfig | None) -> str | None:
     """Why this process must not start (a port of ours is taken, or a scheduler of our name
     holds another Lease), or None: kube/scheduler_clash.py."""
     problem = busy_port(settings)
@@ -178,7 +150,7 @@ def second_scheduler(settings: ControllerSettings, lease: LeaseConfig | None) ->
         api.api_client.close()  # type: ignore[no-untyped-call]
 
 
-def _serve_metrics(settings: ControllerSettings, command: str) -> bool:
+def _serve_metrics(settings: ProcessSettings, command: str) -> bool:
     try:
         metrics.serve(settings.metrics_port)
     except OSError as exc:  # taken since busy_port looked
@@ -188,7 +160,7 @@ def _serve_metrics(settings: ControllerSettings, command: str) -> bool:
     return True
 
 
-def _serve(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> int:
+def _serve(registry: kopf.OperatorRegistry, settings: ProcessSettings) -> int:
     """Run a kopf operator cluster-wide until stopped, with /healthz on the health port."""
     asyncio.run(
         kopf_support.run_operator(

@@ -39,7 +39,7 @@ import structlog
 
 from koordqueue.domain.names import SCHEDULER_NAME_ANNOTATION
 from koordqueue.kube.api import ApiError, Kind, KubeApi
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
 LEASE: Final = Kind("coordination.k8s.io", "v1", "leases", "Lease")
@@ -310,7 +310,7 @@ async def start_when_leading(
 
 
 def lease_config(
-    settings: ControllerSettings, default_name: str, *, runs_scheduler: bool = False
+    settings: SchedulerSettings, default_name: str, *, runs_scheduler: bool = False
 ) -> LeaseConfig | None:
     """The Lease this process competes for, None with election off; ValueError on bad timings.
 
@@ -329,13 +329,13 @@ def lease_config(
     )
 
 
-def lease_namespace(settings: ControllerSettings) -> str:
+def lease_namespace(settings: SchedulerSettings) -> str:
     return settings.leader_elect_resource_namespace or settings.namespace
 
 
 def leadership_for(
     api_client: Any,
-    settings: ControllerSettings,
+    settings: SchedulerSettings,
     default_name: str,
     on_lost: Callable[[], None] | None = None,
     *,

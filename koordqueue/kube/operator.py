@@ -92,9 +92,13 @@ class WarmStandby:
 
 
 def build_registry(
-    controller: Controller, api: KubeApi, leadership: Leadership | None = None
+    controller: Controller,
+    api: KubeApi,
+    leadership: Leadership | None = None,
+    registry: kopf.OperatorRegistry | None = None,
 ) -> kopf.OperatorRegistry:
-    """A kopf registry bound to one Controller (so tests can run several side by side).
+    """A kopf registry bound to one Controller (so tests can run several side by side);
+    `registry`: add to this one (the process's, kube/process.py), else a new one.
 
     With leader election, a standby is warm (WarmStandby): its informers run from start-up
     and keep the latest QueueUnits, Jobs and workloads, but it plans and writes nothing and
@@ -105,7 +109,8 @@ def build_registry(
     starts only after it.) `api` is the controller's client as a KubeApi: the informers
     watch, which the controller's ObjectApi does not offer.
     """
-    registry = kopf.OperatorRegistry()
+    if registry is None:
+        registry = kopf.OperatorRegistry()
     leadership = leadership or Leadership()
     elected = leadership.elector is not None
     settings = controller.settings

@@ -20,7 +20,7 @@ from typing import Any
 from koordqueue.domain.names import SCHEDULER_NAME_ANNOTATION
 from koordqueue.kube.api import ApiError, ObjectApi
 from koordqueue.kube.leader import CONTROLLER_LEASE, LEASE
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import ProcessSettings, SchedulerSettings
 
 PORT_FLAGS = (
     ("--metrics-port", "metrics_port"),
@@ -29,7 +29,7 @@ PORT_FLAGS = (
 )
 
 
-def busy_port(settings: ControllerSettings, host: str = "0.0.0.0") -> str | None:
+def busy_port(settings: ProcessSettings, host: str = "0.0.0.0") -> str | None:
     """'port N (--flag) is already in use ...' for the first port of ours another process
     holds, or None. Checked before connecting; the servers bind them moments later."""
     for flag, field in PORT_FLAGS:
@@ -67,7 +67,7 @@ def _held(lease: Mapping[str, Any], now: datetime) -> bool:
 
 def scheduler_clash(
     api: ObjectApi,
-    settings: ControllerSettings,
+    settings: SchedulerSettings,
     namespace: str,
     own_lease: str | None,
     now: datetime | None = None,

@@ -1,4 +1,12 @@
-"""Controller settings: one typed object, filled from flags/env by the CLI."""
+"""Settings: typed per command, each filled once from its own flags (cli/flags.py).
+
+Three layers, each a dataclass over the one before: what every process reads
+(`ProcessSettings`: the connection, the namespace, ports, logs, leader election, webhook
+serving), what `koordqueue schedule` reads (`SchedulerSettings`), and what `koordqueue run`
+reads (`ControllerSettings`: the controller's, and those of the scheduler it runs beside it).
+A component types its settings as the narrowest layer it needs, so the scheduler cannot read
+a controller flag (mypy says so) and `schedule --help` lists only what it reads.
+"""
 
 from __future__ import annotations
 
@@ -13,21 +21,69 @@ resync lists, the scheduler's binders (16) and gate workers, kopf's handlers and
 
 
 @dataclass(frozen=True, slots=True)
-class ControllerSettings:
-    """Everything the controller can be told; defaults are the production defaults."""
+class ProcessSettings:
+    """What every koordqueue process reads; defaults are the production defaults."""
 
     namespace: str = QUEUE_NAMESPACE
-    oversell_rate: str = "1"
-    enable_parent_limit: bool = False
-    """Accepted for Koord-Queue compatibility and ignored: the parent chain is always checked."""
-    admission_period: float = 1.0
-    resync_period: float = 60.0
+    """The Queues' namespace (the controller's), and the Lease's unless told otherwise."""
+    kubeconfig: str | None = None
+    context: str | None = None
     metrics_port: int = 8080
     health_port: int = 8081
     log_format: str = "json"
     log_level: str = "info"
-    kubeconfig: str | None = None
-    context: str | None = None
+    resync_period: float = 60.0
+    """Seconds between full re-lists (the controller's resync, the scheduler's cache)."""
+    webhook_port: int = 0
+    """Port of every admission webhook of the process (0: off): the pod gates, ElasticQuota
+    validation and workload defaulting (koordqueue/kube/webhooks/)."""
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+    # --- leader election (active/standby on a coordination.k8s.io Lease) --------------------
+    leader_elect: bool = False
+    """Off for a single process (tests, a laptop); on in deploy/, where replicas can overlap."""
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
+    leader_elect_resource_name: str = ""
+    """"" = koord-queue for `run`, koord-queue-scheduler for `schedule`."""
+    leader_elect_resource_namespace: str = ""
+    """"" = --namespace."""
+
+    @property
+    def api_connections(self) -> int:
+        """Pooled API connections: one per thread that may call the API at once (binders,
+        gate workers, kopf handlers, watches), so that none is discarded and re-opened with a
+        fresh TLS handshake under load."""
+        return API_CONNECTIONS_BESIDES_WRITERS
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings(ProcessSettings):
+    """What `koordqueue schedule` reads (SPEC 3): the process's, and the scheduler's own."""
+
+    scheduler_name: str = "volcano"
+    schedule_period: float = 1.0
+    """Upper bound between sessions (reclaim, preempt and backfill run at least this often)."""
+    schedule_batch_gap: float = 0.02
+    """A session starts this long after pending work arrives, so a burst shares one session."""
+    scheduler_conf: str | None = None
+    feature_gates: str = ""
+    gate_removal_worker_num: int = 5
+    gate_reservation_timeout: float = 0.0
+    """Seconds a gated pod's reservation (it passed the queue capacity check, its gate was
+    removed) may wait to be placed before it is released with a ReservationExpired event;
+    0: never (Volcano)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings(SchedulerSettings):
+    """What `koordqueue run` reads: the controller's own, and the scheduler's (run runs both)."""
+
+    oversell_rate: str = "1"
+    enable_parent_limit: bool = False
+    """Accepted for Koord-Queue compatibility and ignored: the parent chain is always checked."""
+    admission_period: float = 1.0
     manage_jobs: bool = True
     suspend_at_creation: bool = True
     """The workload webhook holds (suspends) a workload that names a quota at its creation
@@ -49,39 +105,18 @@ class ControllerSettings:
     job_backoff_time: float = 0.0
     """Seconds a unit backed off by the running timeout waits before it is Enqueued again
     (Koord-Queue's Job handle uses 0)."""
-    # --- scheduler (SPEC 3) ------------------------------------------------------------------
-    scheduler_name: str = "volcano"
-    schedule_period: float = 1.0
-    """Upper bound between sessions (reclaim, preempt and backfill run at least this often)."""
-    schedule_batch_gap: float = 0.02
-    """A session starts this long after pending work arrives, so a burst shares one session."""
-    scheduler_conf: str | None = None
-    feature_gates: str = ""
-    gate_removal_worker_num: int = 5
-    gate_reservation_timeout: float = 0.0
-    """Seconds a gated pod's reservation (it passed the queue capacity check, its gate was
-    removed) may wait to be placed before it is released with a ReservationExpired event;
-    0: never (Volcano)."""
-    webhook_port: int = 0
-    """Port of every admission webhook of the process (0: off): the pod gates, ElasticQuota
-    validation and workload defaulting (koordqueue/kube/webhooks/)."""
-    webhook_cert: str | None = None
-    webhook_key: str | None = None
-    # --- leader election (active/standby on a coordination.k8s.io Lease) --------------------
-    leader_elect: bool = False
-    """Off for a single process (tests, a laptop); on in deploy/, where replicas can overlap."""
-    leader_elect_lease_duration: float = 15.0
-    leader_elect_renew_deadline: float = 10.0
-    leader_elect_retry_period: float = 2.0
-    leader_elect_resource_name: str = ""
-    """"" = koord-queue for `run`, koord-queue-scheduler for `schedule`."""
-    leader_elect_resource_namespace: str = ""
-    """"" = --namespace."""
 
     @property
     def api_connections(self) -> int:
-        """Pooled API connections: one per thread that may call the API at once (the
-        controller's writers, its owner thread, the scheduler's binders and gate workers, kopf
-        handlers, watches), so that none is discarded and re-opened with a fresh TLS handshake
-        under load."""
+        """The process's connections and one per writer of the controller's pool."""
         return self.api_writers + API_CONNECTIONS_BESIDES_WRITERS
+
+
+def controller_settings(settings: ProcessSettings) -> ControllerSettings:
+    """`settings` as the controller's: a process that runs the controller reads run's flags."""
+    if isinstance(settings, ControllerSettings):
+        return settings
+    raise TypeError(
+        f"the controller reads koordqueue run's settings (ControllerSettings), "
+        f"not {type(settings).__name__}"
+    )

@@ -6,9 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from koordqueue.cli.run import build_operator, configure_logging
+from koordqueue.cli.run import configure_logging
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.kopf_support import OperatorThread
+from koordqueue.kube.process import build_operator
 from koordqueue.kube.settings import ControllerSettings
 
 
@@ -30,9 +31,12 @@ class RunningController:
     def start(self, timeout: float = 60.0) -> RunningController:
         # warnings and errors only: the controller thread outlives each test's output capture
         configure_logging("console", "warning")
-        controller, registry = build_operator(self.settings)
-        self.controller = controller
-        self._thread = OperatorThread(registry, controller.ready.is_set, "koordqueue-controller")
+        operator = build_operator(self.settings, controller=True, scheduler=False)
+        assert operator.controller is not None
+        self.controller = controller = operator.controller
+        self._thread = OperatorThread(
+            operator.registry, controller.ready.is_set, "koordqueue-controller"
+        )
         self._thread.start(timeout)
         return self
 

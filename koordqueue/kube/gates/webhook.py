@@ -34,7 +34,7 @@ from koordqueue.domain.integrations.pod_gate import (
 )
 from koordqueue.domain.names import POD_ADMISSION_GATE
 from koordqueue.kube.scheduler.features import parse_feature_gates
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import ControllerSettings, SchedulerSettings, controller_settings
 from koordqueue.scheduler.gates import names
 from koordqueue.scheduler.gates.reservation import opted_in
 
@@ -140,7 +140,7 @@ def pod_admission_gating(settings: ControllerSettings) -> AdmissionGating | None
 
 
 def pod_gating(
-    settings: ControllerSettings, *, allocation_gate: bool, controller: bool
+    settings: SchedulerSettings, *, allocation_gate: bool, controller: bool
 ) -> PodGating | None:
     """What the pod webhook of this process adds, or None when it has nothing to add.
 
@@ -148,7 +148,7 @@ def pod_gating(
     gate (it is then added as the feature gate says); `controller`: this process runs the
     controller, which removes the pod integration's gate (when `pod` is enabled).
     """
-    admission = pod_admission_gating(settings) if controller else None
+    admission = pod_admission_gating(controller_settings(settings)) if controller else None
     if not allocation_gate and admission is None:
         return None
     enabled = allocation_gate and parse_feature_gates(settings.feature_gates)[names.FEATURE_GATE]

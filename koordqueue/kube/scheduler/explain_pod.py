@@ -31,7 +31,7 @@ from koordqueue.kube.scheduler.scheduler import (
     with_gate_plugin,
 )
 from koordqueue.kube.scheduler.store import CachedKind
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import SchedulerSettings
 from koordqueue.scheduler import SchedulerConfig
 from koordqueue.scheduler.api import FitErrors, JobInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api import names as api_names
@@ -169,7 +169,7 @@ def read_cluster(
     cache = SchedulerCache(scheduler_name)
     if pod is None:
         return None, cache
-    scheduler = Scheduler(api, ControllerSettings(scheduler_name=scheduler_name), cache=cache)
+    scheduler = Scheduler(api, SchedulerSettings(scheduler_name=scheduler_name), cache=cache)
     try:
         scheduler.relist()
     finally:

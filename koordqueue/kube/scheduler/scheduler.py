@@ -48,7 +48,7 @@ from koordqueue.kube.scheduler.gcfreeze import GcFreezer
 from koordqueue.kube.scheduler.podgroup_status import PodGroupStatusWriter, StatusWrite
 from koordqueue.kube.scheduler.snapshot import Built
 from koordqueue.kube.scheduler.store import CachedKind
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import SchedulerSettings
 from koordqueue.scheduler import Bind, SchedulerConfig, SessionResult
 from koordqueue.scheduler.api import JobInfo
 from koordqueue.scheduler.framework import (
@@ -126,7 +126,7 @@ class Scheduler:
     def __init__(
         self,
         api: KubeApi,
-        settings: ControllerSettings | None = None,
+        settings: SchedulerSettings | None = None,
         *,
         cache: SchedulerCache | None = None,
         recorder: EventRecorder | None = None,
@@ -135,7 +135,7 @@ class Scheduler:
         gc_freeze: bool = False,
     ) -> None:
         self.api = api
-        self.settings = settings or ControllerSettings()
+        self.settings = settings or SchedulerSettings()
         self.cache = cache or SchedulerCache(self.settings.scheduler_name)
         self.recorder = recorder or EventRecorder(api)
         self.events = AsyncEventRecorder(self.recorder)

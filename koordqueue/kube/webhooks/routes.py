@@ -6,13 +6,13 @@ from koordqueue.domain.integrations import parse_integrations
 from koordqueue.domain.integrations.workload_gate import workload_gating
 from koordqueue.kube.api import ObjectApi
 from koordqueue.kube.gates import webhook as pod_webhook
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import SchedulerSettings, controller_settings
 from koordqueue.kube.webhooks import elasticquota, workloads
 from koordqueue.kube.webhooks.server import Handler, route_of
 
 
 def webhook_routes(
-    settings: ControllerSettings,
+    settings: SchedulerSettings,
     api: ObjectApi | None = None,
     *,
     scheduler: bool = False,
@@ -23,19 +23,19 @@ def webhook_routes(
 
     The pod webhook when a gate of this process needs it (the scheduler's queue-allocation
     gate, the pod integration's admission gate); the controller's ElasticQuota validation and
-    its workload defaulting (when it manages workloads).
+    its workload defaulting (when it manages workloads). A process that runs the controller
+    reads run's settings (ControllerSettings).
     """
     routes: dict[str, Handler] = {}
     gating = pod_webhook.pod_gating(settings, allocation_gate=scheduler, controller=controller)
     if gating is not None:
         routes[route_of(pod_webhook.WEBHOOK_PATH)] = pod_webhook.handler(gating)
     if controller and api is not None:
+        ctl = controller_settings(settings)
         routes[elasticquota.PATH] = elasticquota.handler(api)
-        if settings.manage_jobs:
+        if ctl.manage_jobs:
             held = workload_gating(
-                settings.namespace,
-                parse_integrations(settings.integrations),
-                settings.suspend_at_creation,
+                ctl.namespace, parse_integrations(ctl.integrations), ctl.suspend_at_creation
             )
             if held is not None:
                 routes[workloads.PATH] = workloads.handler(held)

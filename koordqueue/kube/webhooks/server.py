@@ -19,7 +19,7 @@ import kopf
 import structlog
 
 from koordqueue.kube.gates.certs import self_signed
-from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.settings import ProcessSettings
 from koordqueue.kube.webhooks.review import response
 
 log = structlog.get_logger(__name__)
@@ -60,7 +60,7 @@ def dispatcher(routes: Mapping[str, Handler]) -> Callable[..., Awaitable[Any]]:
     return serve_one
 
 
-def webhook_server(settings: ControllerSettings, addr: str = "0.0.0.0") -> kopf.WebhookServer:
+def webhook_server(settings: ProcessSettings, addr: str = "0.0.0.0") -> kopf.WebhookServer:
     """kopf's TLS server on `webhook_port` with the given certificate, or a self-signed one
     generated with the openssl CLI (its PEM must then be put into the caBundle)."""
     certfile, keyfile = settings.webhook_cert, settings.webhook_key
@@ -88,7 +88,7 @@ async def serve(
 
 
 def register_webhooks(
-    registry: kopf.OperatorRegistry, settings: ControllerSettings, routes: Mapping[str, Handler]
+    registry: kopf.OperatorRegistry, settings: ProcessSettings, routes: Mapping[str, Handler]
 ) -> None:
     """Serve `routes` for the operator's lifetime (start-up to clean-up); nothing when there
     is no route or no `--webhook-port`."""

@@ -8,6 +8,7 @@ import yaml
 
 from koordqueue.cli.flags import settings_from_args
 from koordqueue.cli.main import build_parser
+from koordqueue.kube.settings import ControllerSettings
 
 DEPLOYMENT = Path(__file__).resolve().parents[3] / "deploy" / "deployment.yaml"
 
@@ -17,7 +18,7 @@ def test_deployment_args_parse_into_the_documented_settings() -> None:
     deployment = next(d for d in docs if d.get("kind") == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(container["args"])  # exits on an unknown flag
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, ControllerSettings)
     assert args.command == "run"
     assert settings.namespace == "koord-queue"
     # --job-workers is a no-op kept for old manifests: the shipped one does not pass it; the

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from koordqueue.cli.flags import FLAGS, add_run_flags, flags_reference_markdown, settings_from_args
+from koordqueue.cli.flags import FLAGS, add_flags, flags_reference_markdown, settings_from_args
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.kube.api import ELASTIC_QUOTA, EVENT, NODE, QUEUE_UNIT, ApiError, with_retries
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.queue_sync import desired_manifest, queue_drifted
+from koordqueue.kube.settings import ControllerSettings
 
 
 def test_paths_for_namespaced_cluster_and_core_resources() -> None:
@@ -143,10 +144,9 @@ def test_event_api_failure_is_logged_not_raised() -> None:
 def test_flags_parse_into_settings_with_env_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KOORDQUEUE_ADMISSION_PERIOD", "2.5")
     parser = argparse.ArgumentParser()
-    add_run_flags(parser)
-    settings = settings_from_args(
-        parser.parse_args(["--oversellrate", "1.5", "--enableParentLimit", "true"])
-    )
+    add_flags(parser, ControllerSettings)
+    args = parser.parse_args(["--oversellrate", "1.5", "--enableParentLimit", "true"])
+    settings = settings_from_args(args, ControllerSettings)
     assert settings.oversell_rate == "1.5"
     assert settings.enable_parent_limit is True
     assert settings.admission_period == 2.5
@@ -154,7 +154,7 @@ def test_flags_parse_into_settings_with_env_fallback(monkeypatch: pytest.MonkeyP
 
 def test_non_positive_period_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
-    add_run_flags(parser)
+    add_flags(parser, ControllerSettings)
     with pytest.raises(SystemExit):
         parser.parse_args(["--admission-period", "0"])
     assert "must be > 0" in capsys.readouterr().err
@@ -166,7 +166,7 @@ def test_worker_counts_must_be_positive_integers(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
-    add_run_flags(parser)
+    add_flags(parser, ControllerSettings)
     with pytest.raises(SystemExit):
         parser.parse_args([flag, value])
     assert flag in capsys.readouterr().err
@@ -175,8 +175,8 @@ def test_worker_counts_must_be_positive_integers(
 def test_api_writers_size_the_connection_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KOORDQUEUE_API_WRITERS", "100")
     parser = argparse.ArgumentParser()
-    add_run_flags(parser)
-    settings = settings_from_args(parser.parse_args([]))
+    add_flags(parser, ControllerSettings)
+    settings = settings_from_args(parser.parse_args([]), ControllerSettings)
     assert settings.api_writers == 100
     assert settings.api_connections > settings.api_writers
 
