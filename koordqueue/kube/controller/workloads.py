@@ -7,7 +7,8 @@ its state). It decides on the owner thread from what the controller holds (the u
 the engine's phase and admission) with the pure rules of domain/integrations/reconcile.py and
 domain/job_extension.reconcile_job, and hands every API call to the writer as a typed write
 (workload_writes.py). One workload is reconciled at a time: an event that arrives while its
-writes are in flight waits for them (the latest one is kept).
+writes are in flight waits for them (the latest one is kept). A unit it made gets its first
+status from new_unit.py (admitted at once on an idle queue, else Enqueued).
 
 Registering a kind is one `Integration` module and its entry in
 koordqueue.domain.integrations.INTEGRATIONS; `serve` (integrations.py) makes one of these per
@@ -18,14 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from cachetools import TTLCache
 
 from koordqueue.domain import names
-from koordqueue.domain.effects import CREATED_STATUS, Effect, effects
-from koordqueue.domain.integrations import Integration, InvalidJobError, WorkloadPatch
+from koordqueue.domain.integrations import Integration, InvalidJobError
 from koordqueue.domain.integrations.reconcile import (
     Target,
     creation_skip,
@@ -41,12 +41,9 @@ from koordqueue.domain.integrations.workload_gate import outside_quota, unit_lab
 from koordqueue.domain.job_extension import reconcile_job
 from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
-    InvalidQueueUnitError,
     Phase,
     QueueUnit,
-    queue_unit_from_object,
 )
-from koordqueue.domain.round import Admit
 from koordqueue.kube.api import QUEUE_UNIT, Kind, ObjectApi
 from koordqueue.kube.controller.base import (
     ADDED,
@@ -59,15 +56,14 @@ from koordqueue.kube.controller.base import (
     meta,
     object_key,
 )
+from koordqueue.kube.controller.new_unit import Execute, OnUnit, first_status
 from koordqueue.kube.controller.state import ControllerState
-from koordqueue.kube.controller.status import unit_status_patch
 from koordqueue.kube.controller.workload_writes import (
     RETRY,
     CreateOutcome,
     CreateRefused,
     CreateUnit,
     Generations,
-    InitialUnitStatus,
     PodsRunning,
     PriorityClasses,
     ReadMembers,
@@ -79,8 +75,6 @@ from koordqueue.kube.controller.writes import Delete, MergePatch, RecordEvent, W
 
 PhaseWriter = Callable[[QueueUnit, Phase, str, Callable[[bool], None]], None]
 """UnitHandlers.write_unit_phase: write a unit's phase, then call back whether it landed."""
-Execute = Callable[[list[Effect], Callable[[], None] | None], None]
-"""AdmissionRounds.execute: run planned effects, then call back once all are taken in."""
 Members = list[dict[str, Any]]
 CREATING_TTL: Final = 30.0
 """Seconds a unit creation in flight holds its key against a second one."""
@@ -96,8 +90,7 @@ def kind_of(integration: Integration) -> Kind:
 class Reactions:
     """What a workload reconciler asks of the controller's other components (wiring.py)."""
 
-    on_unit: Callable[[str | None, dict[str, Any]], None]
-    """UnitHandlers.on_unit: fold in a unit our own write returned."""
+    on_unit: OnUnit
     write_unit_phase: PhaseWriter
     execute: Execute
 
@@ -436,47 +429,17 @@ class WorkloadReconciler:
             return
         self.refusals.pop(key, None)
         self.retries.pop(key, None)
-        created = outcome.obj
         log.info("queue unit created", unit=key, kind=self.kind.kind, resource=outcome.resource)
-        # Fast path: nothing waits in its queue, so admit now and write the status once.
-        try:
-            fresh = queue_unit_from_object(created)
-        except InvalidQueueUnitError:
-            fresh = None
-        if fresh is not None:
-            state.unit_objects[fresh.uid] = created
-            state.unit_by_key[key] = fresh.uid
-            state.engine.upsert_unit(fresh)
-            decision = state.engine.admit_if_queue_idle(fresh.uid, state.clock())
-            if decision is not None:
-                admitted = replace(fresh, phase=Phase.DEQUEUED)
-                planned = effects([Admit(admitted, decision)], state.reported)
-                self.reactions.execute(planned, lambda: self._end(key))
-                return
-        # status is a subresource: the create ignored it, so the initial phase is a second write
-        # (guarded by the created resourceVersion: if an admission already wrote the status,
-        # that write wins); the workload is marked first, so it carries its mark before any
-        # round's message on its unit
-        m = meta(created)
-        patch = unit_status_patch(
-            CREATED_STATUS.message,
-            CREATED_STATUS.phase,
-            initial=True,
-            resource_version=m.get("resourceVersion"),
+        first_status(
+            self.state,
+            outcome,
+            on_unit=self.reactions.on_unit,
+            execute=self.reactions.execute,
+            kind=self.kind,
+            key=key,
+            workload=members[0],
+            done=lambda: self._end(key),
         )
-        mark = None
-        if outcome.mark:
-            marking = WorkloadPatch({"metadata": {"annotations": dict(outcome.mark)}})
-            mark = (self.kind, members[0], marking)
-        write = InitialUnitStatus(
-            str(m.get("namespace")), str(m.get("name", "")), patch, CREATED_STATUS.phase, mark
-        )
-
-        def written(enqueued: dict[str, Any] | None) -> None:
-            self.reactions.on_unit(ADDED, enqueued or created)
-            self._end(key)
-
-        state.writer.submit(write, written, str(m.get("uid") or key))
 
     def _refused(self, key: str, obj: Mapping[str, Any], error: str) -> None:
         """A refused creation: try again after the back-off and say why in an event."""

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koordqueue.kube.scheduler import names
-from koordqueue.kube.scheduler.snapshot import Built, SnapshotBuilder, exchanged, full_build
+from koordqueue.kube.scheduler.full_build import full_build
+from koordqueue.kube.scheduler.snapshot import Built, SnapshotBuilder, exchanged
 from koordqueue.kube.scheduler.store import CachedKind, ObjectStore
 
 __all__ = ["ASSUME_TTL", "Built", "CachedKind", "SchedulerCache", "exchanged"]

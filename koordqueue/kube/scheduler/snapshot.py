@@ -1,8 +1,9 @@
 """The snapshot builder: the scheduler cache's objects converted into a ClusterSnapshot.
 
-Two ways to the same snapshot: `SnapshotBuilder` updates the last one in place for the keys
-the object store marked as changed (as kube-scheduler's cache `UpdateSnapshot` does), and
-`full_build` converts everything from scratch (the reference the first must equal).
+Two ways to the same snapshot: `SnapshotBuilder` (here) updates the last one in place for the
+keys the object store marked as changed (as kube-scheduler's cache `UpdateSnapshot` does), and
+`full_build` (full_build.py) converts everything from scratch (the reference the first must
+equal); both share `Built` and the orders below.
 
 Task order is a function of the objects alone, never of the events that brought them: a
 node holds other schedulers' pods by uid, then our jobs' tasks (jobs by uid, each job's
@@ -66,11 +67,11 @@ class Built:
 P = TypeVar("P")
 
 
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in (convert.meta(obj).get("labels") or {}).items()}
 
 
-def _pdbs(raws: Iterable[Mapping[str, Any]]) -> tuple[PodDisruptionBudget, ...]:
+def pdbs_in_order(raws: Iterable[Mapping[str, Any]]) -> tuple[PodDisruptionBudget, ...]:
     """Every PDB converted, ordered by namespace/name (the same from either build)."""
     converted = [convert.pod_disruption_budget(raw) for raw in raws]
     return tuple(sorted(converted, key=lambda p: (p.namespace, p.name)))
@@ -242,10 +243,10 @@ class SnapshotBuilder:
                 if raw is None:
                     labels.pop(name, None)
                 else:
-                    labels[name] = _labels(raw)
+                    labels[name] = labels_of(raw)
             d.namespace_labels = labels
         if dirty[CachedKind.PDB]:
-            d.pdbs = _pdbs(self._store.objs[CachedKind.PDB].values())
+            d.pdbs = pdbs_in_order(self._store.objs[CachedKind.PDB].values())
         for name in dirty[CachedKind.QUEUE]:
             raw = self._store.objs[CachedKind.QUEUE].get(name)
             if raw is None:
@@ -535,83 +536,3 @@ class SnapshotBuilder:
             proto = convert.task_info(pod)
         self._converted[uid] = (version, proto, pod)
         return proto.clone()
-
-
-def full_build(
-    objs: Mapping[CachedKind, list[dict[str, Any]]], assumed: Mapping[str, str],
-    scheduler_name: str, *, gates_enabled: bool = False,
-) -> Built:
-    """A snapshot converted from scratch: every node, job and queue from the raw objects."""
-    nodes: dict[str, NodeInfo] = {}
-    for raw in objs[CachedKind.NODE]:
-        if convert.node_ready(raw):
-            info = convert.node_info(raw)
-            nodes[info.name] = info
-    jobs: dict[str, JobInfo] = {}
-    groups: dict[str, dict[str, Any]] = {}
-    by_key: dict[str, JobInfo] = {}
-    priorities = convert.priority_classes(objs.get(CachedKind.PRIORITY_CLASS, ()))
-    for raw in objs[CachedKind.POD_GROUP]:
-        job = convert.job_info(raw, priorities)
-        key = f"{job.namespace}/{job.name}"
-        jobs[key] = by_key[key] = job
-        groups[key] = raw
-    built = Built(ClusterSnapshot(), groups=groups)
-    candidates: set[str] = set()
-    reserved: set[str] = set()
-    for pod in sorted(objs[CachedKind.POD], key=convert.pod_uid):  # not the store's order
-        task = convert.task_info(pod)
-        if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
-            host = nodes.get(task.node_name or "")
-            if host is not None and task.uid not in host.tasks:
-                task.status = TaskStatus.RUNNING
-                host.add_task(task)
-            continue
-        if task.status is TaskStatus.PENDING and task.uid in assumed:
-            task.status = TaskStatus.BINDING
-            task.node_name = assumed[task.uid]
-        group = convert.group_name(pod)
-        if group is None:
-            job = convert.standalone_job(pod, task)
-            jobs[convert.STANDALONE_KEY + task.uid] = job
-        else:
-            found = by_key.get(f"{task.namespace}/{group}")
-            if found is None:
-                continue
-            job = found
-        job.add_task(task)
-        built.pods[task.uid] = pod
-        if not (pod.get("spec") or {}).get("nodeName"):
-            built.pending[task.uid] = job.uid
-        if gates_enabled and task.status is TaskStatus.PENDING:
-            state = classify_gates(convert.gate_names(pod))
-            opt = opted_in(convert.meta(pod).get("annotations"))
-            if state in (GateState.OURS_ONLY, GateState.OURS_AND_OTHERS) and not opt:
-                built.gate_without_opt_in.append(convert.pod_key(pod))
-            elif state is GateState.OURS_ONLY:
-                candidates.add(task.uid)
-            elif state is GateState.NONE and opt:
-                reserved.add(task.uid)
-    built.gate_without_opt_in.sort()
-    index = SnapshotIndex()
-    ours: dict[str, list[TaskInfo]] = {}
-    for job in jobs.values():
-        index.put_job(job)
-        for task in placed(job):
-            ours.setdefault(task.node_name or "", []).append(task)
-    ordered = [nodes[name] for name in sorted(nodes)]
-    for node in ordered:
-        add_ours(node, ours.get(node.name, ()))
-        index.put_node(node)
-    built.group_jobs = frozenset(by_key[key].uid for key in groups)
-    built.snapshot = IndexedSnapshot(
-        nodes=ordered, jobs=list(jobs.values()),
-        queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,
-        pdbs=_pdbs(objs.get(CachedKind.PDB, ())),
-        namespace_labels={
-            str(convert.meta(ns).get("name", "")): _labels(ns)
-            for ns in objs.get(CachedKind.NAMESPACE, ())
-        },
-    )
-    built.view = GateView(frozenset(candidates), frozenset(reserved))
-    return built

@@ -3,6 +3,9 @@ resolution by tiers and switches, and the dispatchers that apply the tier rules 
 
 Plugins register callbacks in `on_session_open` (`add_*_fn`); actions ask the dispatchers.
 `Session` (session.py) is a `SessionPlugins` with the state the callbacks read and write.
+About 600 lines on purpose: one registration and one dispatcher per extension point (23 of
+them), each a few lines of the same tier rule; split, a reader would follow one rule across
+files (Volcano keeps them in one session_plugins.go as well).
 """
 
 from __future__ import annotations

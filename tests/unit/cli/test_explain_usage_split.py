@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from koordqueue.cli.explain import render_json, render_table
+from koordqueue.cli.explain_render import render_json, render_table
 from koordqueue.domain.names import (
     ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION,
     QUOTA_NAME_LABEL,

@@ -17,7 +17,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def test_default_serves_batch_job_only() -> None:
-    assert settings_from_args(_parser().parse_args([]), ControllerSettings).integrations == "batch/job"
+    settings = settings_from_args(_parser().parse_args([]), ControllerSettings)
+    assert settings.integrations == "batch/job"
 
 
 def test_a_comma_list_is_normalised_in_order_without_repeats() -> None:
