@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from koordqueue import __version__
 from koordqueue.domain import names
 from koordqueue.kube.api_errors import (
     FENCED,
@@ -170,6 +172,18 @@ class KubeconfigError(k8s_config.ConfigException):
     errors, e.g. "Invalid kube-config file. No configuration found.", name no file)."""
 
 
+def process_identity() -> str:
+    """This process, unique on the cluster: the pod's hostname plus the pid (two processes on
+    one host differ). The leader-election identity, and part of the user agent."""
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+def user_agent() -> str:
+    """`koordqueue/<version> (<identity>)`: the API server's audit log then says which replica
+    sent each request, and the Lease's `holderIdentity` which one led when it did."""
+    return f"koordqueue/{__version__} ({process_identity()})"
+
+
 def load_api_client(
     kubeconfig: str | None = None, context: str | None = None, pool_size: int = 48
 ) -> k8s_client.ApiClient:
@@ -177,7 +191,8 @@ def load_api_client(
 
     `pool_size` caps the kept-alive connections: size it to the threads that call the API at
     once (the client's default, 10, makes a busy controller re-open connections). A missing
-    or unusable kubeconfig raises KubeconfigError naming the file.
+    or unusable kubeconfig raises KubeconfigError naming the file. Requests carry
+    `user_agent()`.
     """
     configuration = k8s_client.Configuration()
     configuration.connection_pool_maxsize = pool_size
@@ -190,7 +205,9 @@ def load_api_client(
             )
         except k8s_config.ConfigException:
             _load_kube_config(configuration, None, context)
-    return k8s_client.ApiClient(configuration)
+    client = k8s_client.ApiClient(configuration)
+    client.user_agent = user_agent()
+    return client
 
 
 def _load_kube_config(

@@ -26,8 +26,6 @@ and two admitting controllers would over-admit a quota. So only the holder of th
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -38,7 +36,7 @@ from typing import Any, Final
 import structlog
 
 from koordqueue.domain.names import SCHEDULER_NAME_ANNOTATION
-from koordqueue.kube.api import ApiError, Kind, KubeApi
+from koordqueue.kube.api import ApiError, Kind, KubeApi, process_identity
 from koordqueue.kube.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
@@ -48,8 +46,9 @@ SCHEDULER_LEASE: Final = "koord-queue-scheduler"
 
 
 def default_identity() -> str:
-    """Unique per process: the pod's hostname plus the pid (two processes on one host differ)."""
-    return f"{socket.gethostname()}_{os.getpid()}"
+    """Unique per process: the pod's hostname plus the pid (two processes on one host differ);
+    the same identity the process's user agent names (api.user_agent)."""
+    return process_identity()
 
 
 def _micro_time(at: datetime) -> str:
