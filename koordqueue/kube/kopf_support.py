@@ -9,7 +9,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import kopf
 import structlog
@@ -17,6 +17,7 @@ import structlog
 from koordqueue.kube.api import KubeApi
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 HANDLER_THREADS: Final = 8
 """asyncio's default executor in our operators (was 32 while controller handlers wrote inline)."""
@@ -68,6 +69,36 @@ async def stop_background(
             except Exception as exc:
                 log.info("a start-up task had failed before the stop", task=key, error=str(exc))
     await asyncio.to_thread(close)
+
+
+async def in_daemon_thread(call: Callable[[], T], name: str) -> T:
+    """`call()` in a daemon thread of its own, awaited. Unlike asyncio.to_thread, a call
+    still blocked in a request when the operator stops does not hold the exit: asyncio.run
+    joins its default executor's threads, and a request hung behind a half-open connection
+    took its timeout times urllib3's retries (two minutes) to give up."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = call()
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return await future
 
 
 async def wait_set(event: threading.Event, poll: float = 0.5) -> None:

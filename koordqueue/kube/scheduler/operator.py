@@ -60,8 +60,8 @@ async def retry_startup(call: Callable[[], T], stopping: threading.Event) -> T:
             lambda exc, delay: log.warning("start-up failed; retrying", error=str(exc), in_s=delay),
         )
 
-    try:
-        return await asyncio.to_thread(attempt)
+    try:  # (a daemon thread: a request hung at shutdown must not hold the exit)
+        return await kopf_support.in_daemon_thread(attempt, "kq-startup")
     except asyncio.CancelledError:
         stopping.set()
         raise

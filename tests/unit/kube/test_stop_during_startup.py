@@ -212,3 +212,28 @@ def test_kopf_reports_a_standbys_refused_listing_and_a_stop_still_cleans_up(
     assert report.exc_info is not None and "403" in str(report.exc_info[1])
     took = operator.stop()  # kopf waits 60 s to retry the start-up: stopped meanwhile
     assert stopped == [True] and took < 5.0
+
+
+def test_a_start_up_call_hung_in_a_request_does_not_hold_the_exit() -> None:
+    """A standby's first listing hung behind a half-open connection (the soak saw it): with
+    asyncio.to_thread, asyncio.run waited for that worker thread at exit, so SIGTERM took
+    the request's timeout times urllib3's retries (30 s x 4)."""
+    hung = threading.Event()
+    finished = threading.Event()
+
+    async def start_up() -> None:
+        task = asyncio.create_task(kopf_support.in_daemon_thread(lambda: hung.wait(30), "t"))
+        await asyncio.sleep(0.1)
+        task.cancel()  # kopf's stop
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    def run() -> None:
+        asyncio.run(start_up())
+        finished.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        assert finished.wait(5), "asyncio.run waited for the hung call"
+    finally:
+        hung.set()
