@@ -535,3 +535,29 @@ def test_a_released_pod_is_still_followed_to_its_end() -> None:
     s.api.merge_patch(POD_KIND, "solo", {"status": {"phase": "Failed"}}, "ns", "status")
     s.event("MODIFIED", s.current("solo", "ns"))
     assert s.unit("solo-pod-qu", "ns")["status"]["phase"] == Phase.FAILED.value
+
+
+@pytest.mark.parametrize("verb", ["resume", "suspend"])
+def test_a_refused_read_of_the_workload_is_a_refused_write_not_an_exception(verb: str) -> None:
+    """bench/soak.py, api-500 burst: the workload's GET answered 500 raised out of the
+    admission's write chain, which never reported back: every round waited 60 s. Fails
+    with ReadMembers letting the ApiError up (checked: the write raises it)."""
+
+    class Refusing(MemoryApi):
+        refuse = False
+
+        def get(self, kind: Kind, name: str, namespace: str | None = None) -> Any:
+            if self.refuse and kind == kind_of(PYTORCH_JOB):
+                raise ApiError(500, "InternalError", "injected", "GET", kind.path())
+            return super().get(kind, name, namespace)
+
+    api = Refusing()
+    s = Served(PYTORCH_JOB, api)
+    s.event("ADDED", pytorch(s))
+    write = getattr(s.rec, verb)(s.unit(PY_UNIT, "default"))
+    api.refuse = True
+    with capture_logs() as logs:
+        assert not s.run(write)
+    api.refuse = False
+    assert s.current(TJ, "default")["spec"]["runPolicy"]["suspend"]
+    assert [e["event"] for e in logs] == ["could not read workload"]
