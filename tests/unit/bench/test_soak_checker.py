@@ -1,0 +1,293 @@
+"""bench/soak_checker.py: each invariant is caught, and what the soak legitimately does is not.
+
+Made-up watch and audit events, in the shapes the API server sends them. Every "is caught"
+test fails with its rule switched off (checked by removing each `_violate` call in turn).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from bench.soak_checker import Checker, per_interval, rss_slope
+from koordqueue.domain.names import QUEUE_USED_ANNOTATION, QUOTA_NAME_LABEL, QUOTA_PARENT_LABEL
+
+T0 = 1_800_000_000.0
+
+
+def quota(name: str, cpu: str, parent: str = "") -> dict[str, Any]:
+    labels = {QUOTA_PARENT_LABEL: parent} if parent else {}
+    return {"metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"max": {"cpu": cpu}}}
+
+
+def unit(uid: str, quota_name: str, cpu: str, phase: str = "", job: str | None = None
+         ) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"u-{uid}", "namespace": "ns", "uid": uid,
+                     "labels": {QUOTA_NAME_LABEL: quota_name}},
+        "spec": {"consumerRef": {"kind": "Job", "name": job or f"j-{uid}"},
+                 "resource": {"cpu": cpu}},
+        "status": {"phase": phase} if phase else {},
+    }
+
+
+def queue(name: str, used: dict[str, int]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": {QUEUE_USED_ANNOTATION: json.dumps(used)}}}
+
+
+def stamp(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def audit(t: float, verb: str, resource: str, agent: str, code: int = 200, name: str = "x",
+          holder: str | None = None, subresource: str | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "stage": "ResponseComplete", "verb": verb, "userAgent": agent,
+        "objectRef": {"resource": resource, "name": name, "namespace": "ns",
+                      **({"subresource": subresource} if subresource else {})},
+        "responseStatus": {"code": code},
+        "requestReceivedTimestamp": stamp(t), "stageTimestamp": stamp(t + 0.001),
+    }
+    if holder is not None:
+        event["responseObject"] = {"spec": {"holderIdentity": holder}}
+    return event
+
+
+def kinds(checker: Checker) -> list[str]:
+    return [v.kind for v in checker.violations]
+
+
+# --- admitted twice ------------------------------------------------------------------------
+def test_a_unit_admitted_again_after_it_finished_is_caught() -> None:
+    c = Checker()
+    c.on_quota(None, quota("q", "4"), T0)
+    for phase in ("Enqueued", "Dequeued", "Succeed", "Dequeued"):
+        c.on_unit("MODIFIED", unit("a", "q", "1", phase), T0 + 1)
+    assert kinds(c) == ["admitted-twice"]
+
+
+def test_two_units_of_one_job_admitted_at_once_are_caught() -> None:
+    c = Checker()
+    c.on_quota(None, quota("q", "4"), T0)
+    c.on_unit(None, unit("a", "q", "1", "Dequeued", job="j"), T0)
+    c.on_unit(None, unit("b", "q", "1", "Dequeued", job="j"), T0)
+    assert kinds(c) == ["admitted-twice"]
+
+
+def test_a_unit_released_and_admitted_again_is_not_a_double_admission() -> None:
+    c = Checker()
+    c.on_quota(None, quota("q", "4"), T0)
+    for phase in ("Dequeued", "Enqueued", "Dequeued", "Running"):
+        c.on_unit("MODIFIED", unit("a", "q", "1", phase), T0)
+    assert c.violations == [] and len(c.admissions) == 2
+
+
+# --- quota over max ------------------------------------------------------------------------
+def test_an_admission_over_a_parents_max_is_caught() -> None:
+    c = Checker()
+    c.on_quota(None, quota("p", "2"), T0 - 100)
+    c.on_quota(None, quota("a", "2", parent="p"), T0 - 100)
+    c.on_quota(None, quota("b", "2", parent="p"), T0 - 100)
+    c.on_unit(None, unit("1", "a", "2", "Dequeued"), T0)
+    c.on_unit(None, unit("2", "b", "1", "Dequeued"), T0)  # b has room, p does not
+    assert kinds(c) == ["quota-over-max"]
+    assert "p/cpu: 3 > 2" in c.violations[0].detail
+
+
+def test_oversell_multiplies_the_max() -> None:
+    c = Checker(oversell=1.5)
+    c.on_quota(None, quota("q", "2"), T0 - 100)
+    c.on_unit(None, unit("1", "q", "3", "Dequeued"), T0)
+    assert c.violations == []
+
+
+def test_an_admission_under_a_max_lowered_within_the_window_is_not_caught() -> None:
+    c = Checker(quota_window=15)
+    c.on_quota(None, quota("q", "4"), T0 - 100)
+    c.on_quota("MODIFIED", quota("q", "1"), T0 - 2)  # the controller may not have seen it
+    c.on_unit(None, unit("1", "q", "3", "Dequeued"), T0)
+    assert c.violations == []
+    c.on_unit(None, unit("2", "q", "1", "Dequeued"), T0 + 60)  # long after: over the new max
+    assert kinds(c) == ["quota-over-max"]
+
+
+def test_a_max_lowered_below_what_is_admitted_is_not_itself_a_violation() -> None:
+    c = Checker()
+    c.on_quota(None, quota("q", "4"), T0 - 100)
+    c.on_unit(None, unit("1", "q", "3", "Dequeued"), T0 - 50)
+    c.on_quota("MODIFIED", quota("q", "1"), T0)
+    c.tick(T0 + 1)
+    assert c.violations == []
+
+
+def test_a_reparented_quota_counts_under_its_new_parent_after_the_window() -> None:
+    c = Checker(quota_window=5)
+    for q in (quota("p1", "10"), quota("p2", "2"), quota("a", "10", parent="p1")):
+        c.on_quota(None, q, T0 - 100)
+    c.on_unit(None, unit("1", "a", "2", "Dequeued"), T0 - 90)
+    c.on_quota("MODIFIED", quota("a", "10", parent="p2"), T0 - 50)
+    c.on_unit(None, unit("2", "a", "1", "Dequeued"), T0)  # p2 now holds 3 > 2
+    assert kinds(c) == ["quota-over-max"]
+
+
+def test_an_admission_into_a_missing_quota_is_caught() -> None:
+    c = Checker()
+    c.on_unit(None, unit("1", "nowhere", "1", "Dequeued"), T0)
+    assert kinds(c) == ["quota-over-max"] and "missing" in c.violations[0].detail
+
+
+# --- usage annotations ----------------------------------------------------------------------
+def test_a_usage_annotation_that_disagrees_with_the_recount_is_caught_once_settled() -> None:
+    c = Checker(settle=20)
+    c.on_quota(None, quota("q", "8"), T0)
+    c.on_unit(None, unit("1", "q", "1500m", "Dequeued"), T0)
+    c.on_queue(None, queue("q", {"cpu": 1}), T0)  # the recount rounds 1.5 up to 2
+    for t in range(0, 19):
+        c.tick(T0 + t)
+    assert c.violations == []  # not settled yet: the controller rewrites every 5 s
+    c.tick(T0 + 21)
+    c.tick(T0 + 22)
+    assert kinds(c) == ["usage-annotation"]  # once
+
+
+def test_a_matching_annotation_and_one_not_yet_settled_after_a_fault_pass() -> None:
+    c = Checker(settle=20)
+    c.on_quota(None, quota("q", "8"), T0)
+    c.on_unit(None, unit("1", "q", "1500m", "Dequeued"), T0)
+    c.on_queue(None, queue("q", {"cpu": 2, "memory": 0}), T0)
+    c.tick(T0)
+    c.tick(T0 + 30)
+    c.on_queue(None, queue("q", {}), T0 + 31)
+    c.fault(T0 + 31)
+    c.tick(T0 + 40)
+    assert c.violations == []
+
+
+# --- fits but not admitted ------------------------------------------------------------------
+def test_a_waiting_unit_that_fits_is_caught_after_the_bound_past_the_last_fault() -> None:
+    c = Checker(bound=30)
+    c.on_quota(None, quota("q", "4"), T0)
+    c.on_unit(None, unit("1", "q", "1", "Enqueued"), T0)
+    c.fault(T0 + 20)
+    c.tick(T0)
+    c.tick(T0 + 45)
+    assert c.violations == []  # 25 s after the fault
+    c.tick(T0 + 51)
+    assert kinds(c) == ["fits-not-admitted"]
+
+
+def test_a_waiting_unit_that_does_not_fit_is_not_caught() -> None:
+    c = Checker(bound=30)
+    c.on_quota(None, quota("q", "2"), T0)
+    c.on_unit(None, unit("1", "q", "2", "Dequeued"), T0)
+    c.on_unit(None, unit("2", "q", "1", "Enqueued"), T0)
+    c.tick(T0)
+    c.tick(T0 + 100)
+    assert c.violations == []
+
+
+# --- pods -----------------------------------------------------------------------------------
+def pod(uid: str, node: str = "", cpu: str = "1", phase: str = "Pending") -> dict[str, Any]:
+    return {"metadata": {"name": f"p-{uid}", "namespace": "ns", "uid": uid},
+            "spec": {"nodeName": node, "containers": [{"resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": phase}}
+
+
+def node(name: str, cpu: str, pods: str = "110") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "pods": pods}}}
+
+
+def test_a_pod_bound_to_a_full_node_is_caught_and_a_finished_one_frees_room() -> None:
+    c = Checker()
+    c.on_node(None, node("n", "2"), T0)
+    c.on_pod(None, pod("a", "n", "2", "Running"), T0)
+    c.on_pod(None, pod("b"), T0)
+    c.on_pod("MODIFIED", pod("a", "n", "2", "Succeeded"), T0 + 1)
+    c.on_pod("MODIFIED", pod("b", "n", "2"), T0 + 2)
+    assert c.violations == []
+    c.on_pod(None, pod("c"), T0 + 3)
+    c.on_pod("MODIFIED", pod("c", "n", "1"), T0 + 4)
+    assert kinds(c) == ["pod-over-node"]
+
+
+def test_the_pods_limit_counts() -> None:
+    c = Checker()
+    c.on_node(None, node("n", "100", pods="1"), T0)
+    c.on_pod(None, pod("a", "n", "1", "Running"), T0)
+    c.on_pod("MODIFIED", pod("b", "n", "1"), T0)
+    assert kinds(c) == ["pod-over-node"]
+
+
+def test_a_pod_moved_between_nodes_or_bound_twice_in_the_audit_is_caught() -> None:
+    c = Checker()
+    c.on_node(None, node("n", "8"), T0)
+    c.on_node(None, node("m", "8"), T0)
+    c.on_pod(None, pod("a", "n"), T0)
+    c.on_pod("MODIFIED", pod("a", "m"), T0)
+    agent = "koordqueue/0.1.0 (h_1)"
+    for _ in range(2):
+        c.on_audit(audit(T0, "create", "pods", agent, 201, "p-b", subresource="binding"))
+    c.on_audit(audit(T0, "create", "pods", agent, 409, "p-c", subresource="binding"))
+    c.on_audit(audit(T0, "create", "pods", agent, 201, "p-c", subresource="binding"))
+    assert kinds(c) == ["pod-bound-twice", "pod-bound-twice"]
+
+
+# --- writes only from the leader -------------------------------------------------------------
+def test_a_write_from_a_replica_that_does_not_hold_its_lease_is_caught() -> None:
+    c = Checker()
+    a, b = "koordqueue/0.1.0 (host_1)", "koordqueue/0.1.0 (host_2)"
+    c.register("host_1", "koord-queue")
+    c.register("host_2", "koord-queue")
+    c.on_audit(audit(T0, "update", "leases", a, 200, "koord-queue", holder="host_1"))
+    c.on_audit(audit(T0 + 1, "patch", "queueunits", a))  # the leader: fine
+    c.on_audit(audit(T0 + 2, "patch", "queueunits", b, 409))  # a standby: caught
+    c.on_audit(audit(T0 + 3, "create", "namespaces", b, 409))  # start-up, by design
+    c.on_audit(audit(T0 + 4, "update", "leases", b, 409, "koord-queue"))  # trying: fine
+    c.on_audit(audit(T0 + 10, "update", "leases", b, 200, "koord-queue", holder="host_2"))
+    c.on_audit(audit(T0 + 11, "create", "events", a, 201))  # the deposed leader: caught
+    c.on_audit(audit(T0 + 12, "create", "events", "kubectl/v1.37.2", 201))  # not a replica
+    assert kinds(c) == ["write-not-leader", "write-not-leader"]
+    assert "host_2 patch queueunits" in c.violations[0].detail
+    assert c.writes_checked == 3
+    [takeover] = c.takeovers
+    assert (takeover.previous, takeover.holder) == ("host_1", "host_2")
+    assert abs(takeover.gap - 10) < 0.01
+
+
+def test_a_release_then_an_acquisition_is_a_takeover_with_its_own_gap() -> None:
+    c = Checker()
+    agent = "koordqueue/0.1.0 ({})"
+    for ident in ("h_1", "h_2"):
+        c.register(ident, "koord-queue-scheduler")
+    c.on_audit(audit(T0, "create", "leases", agent.format("h_1"), 201, "koord-queue-scheduler",
+                     holder="h_1"))
+    c.on_audit(audit(T0 + 5, "update", "leases", agent.format("h_1"), 200,
+                     "koord-queue-scheduler", holder=""))
+    c.on_audit(audit(T0 + 5.5, "update", "leases", agent.format("h_2"), 200,
+                     "koord-queue-scheduler", holder="h_2"))
+    assert [(t.previous, t.holder, round(t.gap, 2)) for t in c.takeovers] == [("", "h_2", 0.5)]
+    assert c.holder("koord-queue-scheduler", T0 + 5.2) == ""
+
+
+# --- memory and rates -----------------------------------------------------------------------
+def test_rss_slope_judges_the_second_half_of_a_life() -> None:
+    warm_then_flat = [(t, 100_000_000 + (min(t, 300) * 100_000)) for t in range(0, 1200, 60)]
+    assert abs(rss_slope(warm_then_flat) or 0) < 0.01
+    leaking = [(t, 100_000_000 + t * 10_000) for t in range(0, 1200, 60)]  # 10 kB/s
+    assert abs((rss_slope(leaking) or 0) - 36.0) < 0.01
+    assert rss_slope(leaking[:5]) is None
+    c = Checker(rss_limit_mb_per_hour=20)
+    c.check_rss("controller-1", leaking, T0)
+    c.check_rss("controller-2", warm_then_flat, T0)
+    assert kinds(c) == ["rss-growth"]
+
+
+def test_per_interval_rates() -> None:
+    assert per_interval([T0 + 1, T0 + 2, T0 + 65], T0, 60) == [2 / 60, 1 / 60]
