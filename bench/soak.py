@@ -281,6 +281,7 @@ class Faults:
 
     def inject(self, kind: str) -> None:
         soak, proxy = self.soak, self.soak.proxy
+        began = time.time() - soak.started
         soak.note_fault()
         detail = ""
         if kind in ("kill-controller-leader", "kill-scheduler-leader"):
@@ -325,9 +326,10 @@ class Faults:
             replica.clock_file.write_text(f"{step:.0f}")
             detail = f"{replica.name} {step:+.0f} s"
         self.done[kind] += 1
-        self.log.append((time.time() - soak.started, kind, detail))
+        self.log.append((began, kind, detail))
         soak.note_fault()
-        print(f"  [{time.time() - soak.started:6.0f} s] fault {kind} {detail}", flush=True)
+        print(f"  [{began:6.0f} s] fault {kind} {detail} (done at "
+              f"{time.time() - soak.started:.0f} s)", flush=True)
 
     def _window(self, rules: list[Rule], seconds: float = 10.0) -> None:
         self.soak.proxy.set_rules(rules, seconds)
@@ -526,6 +528,8 @@ class Soak:
             "faults": dict(faults.done), "fault_log": faults.log,
             "takeovers": {lease: {"count": len(gaps), "p50_s": statistics.median(gaps),
                                   "max_s": max(gaps)} for lease, gaps in takeovers.items()},
+            "takeover_log": [(round(t.at - self.started, 1), t.lease, t.previous or "-",
+                              t.holder, round(t.gap, 1)) for t in checker.takeovers],
             "violations": checker.counts(),
             "violation_details": [v.__dict__ for v in checker.violations[:50]],
             "admissions": len(checker.admissions),
@@ -545,10 +549,13 @@ def summary(result: dict[str, Any]) -> str:
     lines = [f"soak summary: {result['duration_s']:.0f} s, seed {result['seed']}", "",
              "| fault | injected |", "|---|---|"]
     lines += [f"| {kind} | {result['faults'].get(kind, 0)} |" for kind in FAULTS]
+    lines += [f"  at {at:.0f} s: {kind} {detail}" for at, kind, detail in result["fault_log"]]
     lines += ["", "| Lease | takeovers | without a renewing leader p50 | max |",
               "|---|---|---|---|"]
     for lease, t in sorted(result["takeovers"].items()):
         lines.append(f"| {lease} | {t['count']} | {t['p50_s']:.1f} s | {t['max_s']:.1f} s |")
+    lines += [f"  at {at:.0f} s: {lease} {prev} -> {new}, {gap:.1f} s without a renewing leader"
+              for at, lease, prev, new, gap in result["takeover_log"]]
     lines += ["", "| invariant | violations |", "|---|---|"]
     lines += [f"| {kind} | {result['violations'].get(kind, 0)} |" for kind in INVARIANTS]
     rates = " ".join(f"{r:g}" for r in result["admissions_per_s"])
