@@ -1,1 +1,1 @@
-"""Built-in actions: enqueue, allocate, backfill, preempt, reclaim (registered by `factory`)."""
+"""Built-in actions: enqueue, allocate, backfill, preempt, reclaim, shuffle (see `factory`)."""

@@ -11,6 +11,7 @@ from koordqueue.scheduler.actions.backfill import BackfillAction
 from koordqueue.scheduler.actions.enqueue import EnqueueAction
 from koordqueue.scheduler.actions.preempt import PreemptAction
 from koordqueue.scheduler.actions.reclaim import ReclaimAction
+from koordqueue.scheduler.actions.shuffle import ShuffleAction
 from koordqueue.scheduler.framework.interface import Action
 from koordqueue.scheduler.framework.registry import register_action
 
@@ -20,6 +21,7 @@ BUILTIN_ACTIONS: tuple[Action, ...] = (
     BackfillAction(),
     PreemptAction(),
     ReclaimAction(),
+    ShuffleAction(),
 )
 
 

@@ -39,6 +39,7 @@ QUEUE_NOT_FOUND_WARNING: Final = "job {job} dropped: queue {queue} does not exis
 # --- Eviction reasons ------------------------------------------------------------------------
 EVICT_PREEMPT: Final = "preempt"
 EVICT_RECLAIM: Final = "reclaim"
+EVICT_SHUFFLE: Final = "shuffle"
 
 # --- Well-known names -------------------------------------------------------------------------
 UNSCHEDULABLE_TAINT_KEY: Final = "node.kubernetes.io/unschedulable"

@@ -78,8 +78,8 @@ def test_unknown_plugin_is_rejected_by_name() -> None:
 
 
 def test_unknown_action_is_rejected() -> None:
-    with pytest.raises(ConfigError, match="unknown action 'shuffle'"):
-        parse_config('actions: "allocate, shuffle"\n')
+    with pytest.raises(ConfigError, match="unknown action 'reschedule'"):
+        parse_config('actions: "allocate, reschedule"\n')
 
 
 def test_misspelt_switch_is_rejected() -> None:
