@@ -308,6 +308,10 @@ class KubeApi:
         self._generated: bool | None = None
         """The client has no urllib3 pool (a test double): requests go through its call_api."""
 
+    def with_timeout(self, timeout: float) -> KubeApi:
+        """The same client and fence (and connection pool) with another request timeout."""
+        return KubeApi(self.api_client, timeout, self.fence, self._sleep)
+
     def request(
         self,
         method: str,

@@ -7,15 +7,25 @@ they changed (zeros ignored). Here they are written on the controller's usage ca
 merge patch of just the changed keys; what was last seen or written is remembered, so an
 unchanged quota costs no API call. The Queues are listed once, on the first sync, so a restart
 does not rewrite them all.
+
+Each patch may take USAGE_WRITE_TIMEOUT seconds, and one that fails does not stop the others:
+bench/soak.py found every Queue's annotations stale for 30 s after a half-open-connection
+fault had ended, all held behind one patch that waited out the client's 30 s timeout (syncs
+are single-flight: the ones due meanwhile were no-ops).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import Final
 
 from koordqueue.domain.quota_tree import QuotaUsage, changed_usage_annotations, queue_usage_values
-from koordqueue.kube.api import QUEUE, ApiError, ObjectApi
+from koordqueue.kube.api import QUEUE, ApiError, KubeApi, ObjectApi
+
+USAGE_WRITE_TIMEOUT: Final = 5.0
+"""Seconds one usage patch may take (the API's default is 30). Short, as a patch that fails
+loses nothing: the next sync, one usage cadence later, writes the annotations again."""
 
 
 class QueueUsageWriter:
@@ -23,6 +33,9 @@ class QueueUsageWriter:
 
     def __init__(self, api: ObjectApi, namespace: str) -> None:
         self._api = api
+        self._patch_api = (
+            api.with_timeout(USAGE_WRITE_TIMEOUT) if isinstance(api, KubeApi) else api
+        )
         self._namespace = namespace
         self._known: dict[str, dict[str, str]] | None = None
         self._busy = threading.Lock()
@@ -31,7 +44,8 @@ class QueueUsageWriter:
         """Patch the Queues whose usage changed; returns how many were written.
 
         A sync already running makes this one a no-op (the next one catches up); a Queue that
-        does not exist yet is skipped (the controller creates it).
+        does not exist yet is skipped (the controller creates it). A refused patch is tried
+        again at the next sync; the first refusal is raised once the others were written.
         """
         if not self._busy.acquire(blocking=False):
             return 0
@@ -43,6 +57,7 @@ class QueueUsageWriter:
                     for q in self._api.list_objects(QUEUE, self._namespace)
                 }
             written = 0
+            refused: ApiError | None = None
             for row in rows:
                 if row.split is None:
                     continue
@@ -52,14 +67,17 @@ class QueueUsageWriter:
                     continue
                 patch = {"metadata": {"annotations": changed}}
                 try:
-                    self._api.merge_patch(QUEUE, row.name, patch, self._namespace)
+                    self._patch_api.merge_patch(QUEUE, row.name, patch, self._namespace)
                 except ApiError as exc:
                     if exc.not_found:
                         known.pop(row.name, None)
-                        continue
-                    raise
+                    else:
+                        refused = refused or exc
+                    continue
                 known[row.name] = {**current, **changed}
                 written += 1
+            if refused is not None:
+                raise refused
             return written
         finally:
             self._busy.release()
