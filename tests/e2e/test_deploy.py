@@ -53,6 +53,7 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("create", "events"),
         ("watch", "priorityclasses.scheduling.k8s.io"),
         ("patch", "podgroups.scheduling.volcano.sh"),
+        ("patch", "appwrappers.workload.codeflare.dev"),
     ]
     refused = [
         ("update", "elasticquotas.scheduling.sigs.k8s.io"),
@@ -61,6 +62,8 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("get", "secrets"),
         ("create", "pods"),
         ("create", "priorityclasses.scheduling.k8s.io"),
+        ("create", "appwrappers.workload.codeflare.dev"),
+        ("delete", "appwrappers.workload.codeflare.dev"),
     ]
     for verb, resource in allowed:
         sub = resource.split("/", 1)
@@ -143,6 +146,12 @@ NOT_EXERCISED_HERE: dict[deployed.Triple, str] = {
         for resource, verbs in ((plural, ("get", "list", "watch", "patch")),
                                 (f"{plural}/status", ("patch",)))
         for verb in verbs
+    },
+    # Kueue's further kinds (issue 26): test_integrations_kueue.py runs them
+    **{
+        (group, plural, verb): "--integrations off in deploy/ (test_integrations_kueue.py)"
+        for group, plural in (("workload.codeflare.dev", "appwrappers"),)
+        for verb in ("get", "list", "watch", "patch")
     },
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"):
         "integration_reconciler.py: is an integration's CRD installed (integrations off)",

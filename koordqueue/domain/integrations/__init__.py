@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from koordqueue.domain.integrations.appwrapper import AppWrapper
 from koordqueue.domain.integrations.base import (
     DeleteWorkload,
     Integration,
@@ -32,9 +33,19 @@ PYTORCH_JOB: Final = PyTorchJob()
 MPI_JOB: Final = MPIJob()
 JOBSET: Final = JobSet()
 POD: Final = Pod()
+APPWRAPPER: Final = AppWrapper()
 
 INTEGRATIONS: Final[Mapping[str, Integration]] = {
-    i.name: i for i in (BATCH_JOB, PYTORCH_JOB, MPI_JOB, JOBSET, POD)
+    i.name: i
+    for i in (
+        BATCH_JOB,
+        PYTORCH_JOB,
+        MPI_JOB,
+        JOBSET,
+        POD,
+        # Kueue's further kinds (issue 26)
+        APPWRAPPER,
+    )
 }
 """Every integration by its `--integrations` name."""
 DEFAULT_INTEGRATIONS: Final = (BATCH_JOB.name,)
@@ -65,6 +76,7 @@ def parse_integrations(names: str | Iterable[str]) -> tuple[Integration, ...]:
 
 
 __all__ = [
+    "APPWRAPPER",
     "BATCH_JOB",
     "DEFAULT_INTEGRATIONS",
     "INTEGRATIONS",

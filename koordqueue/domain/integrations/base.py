@@ -174,6 +174,26 @@ def pod_requests(
         raise InvalidJobError(key, exc.field, f"{exc.value!r}: {exc.reason}", kind) from exc
 
 
+def pod_count(
+    value: Any, default: int | None, key: str, field: str, kind: str
+) -> int:
+    """A replica or instance count as a pod set's count: `default` when absent (None: the
+    field is required), else a whole number >= 0.
+
+    Raises InvalidJobError naming the field: a unit asking for a guessed count would hold the
+    wrong quota, so a bad count is refused, never rounded or clamped.
+    """
+    if value is None:
+        if default is None:
+            raise InvalidJobError(key, field, "must be set", kind)
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJobError(key, field, f"{value!r}: must be a whole number", kind)
+    if value < 0:
+        raise InvalidJobError(key, field, f"{value}: must not be negative", kind)
+    return value
+
+
 PriorityOfClass = Callable[[str], int | None]
 """A PriorityClass's value by name (None: no such class)."""
 

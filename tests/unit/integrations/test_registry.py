@@ -26,6 +26,7 @@ def test_the_flag_names_are_kueues() -> None:
         "kubeflow.org/mpijob",
         "jobset.x-k8s.io/jobset",
         "pod",
+        "workload.codeflare.dev/appwrapper",
     ]
     assert DEFAULT_INTEGRATIONS == ("batch/job",)
 
@@ -108,5 +109,6 @@ def test_unit_names_carry_koord_queues_per_kind_suffix() -> None:
         "kubeflow.org/mpijob": "train-mpi-qu",
         "jobset.x-k8s.io/jobset": "train-js-qu",
         "pod": "train-pod-qu",
+        "workload.codeflare.dev/appwrapper": "train-aw-qu",
     }
     assert len(set(names.values())) == len(names)
