@@ -68,6 +68,7 @@ from bench.soak_checker import (  # noqa: E402
     rss_slope,
 )
 from bench.soak_churn import INTEGRATIONS, NAMESPACE, SCHEDULER, Churn  # noqa: E402
+from bench.soak_fuzz import Fuzzer, ignored  # noqa: E402
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
     NODE,
@@ -397,6 +398,10 @@ class Soak:
         probe_api = KubeApi(load_api_client(str(kubeconfig)), timeout=5.0)
         threading.Thread(target=self._probe, args=(probe_api,), daemon=True).start()
         churn.start()
+        fuzzer = Fuzzer(self.api, args.seed, args.bound, self._report,
+                        lambda: self.checker.last_fault)
+        if args.fuzz:
+            fuzzer.start()
         faults = Faults(self)
         plan = schedule(args.seed, args.duration, args.quiet_tail, args.fault_every)
         print(f"soak: {args.duration:.0f} s, seed {args.seed}, {len(plan)} faults planned, "
@@ -420,11 +425,14 @@ class Soak:
         # the tail: no more work created; every unit that fits must get in within the bound
         churn.stop_creating()
         churn.recreate_deleted_quotas()
+        fuzzer.stop.set()  # its example under way is still judged, within the tail
         tail_end = time.time() + args.bound + 15
         while time.time() < tail_end:
             with self.lock:
                 self.checker.tick(time.time())
             time.sleep(1.0)
+        fuzzer.abort.set()
+        fuzzer.join(30)
         self._supervise.set()
         exits = {r.name: round(r.terminate(), 1) for r in self.replicas}
         churn.stop()
@@ -445,6 +453,8 @@ class Soak:
                     elif lived >= 120:
                         slopes[key + " not judged"] = rss_slope(samples)
         result = self._result(faults, churn, exits, slopes, audit.events, proxy)
+        result["fuzz"] = dict(fuzzer.outcomes)
+        result["fuzz_error"] = repr(fuzzer.error) if fuzzer.error else None
         self._finished.set()
         fault_thread.join(30)
         return result
@@ -460,6 +470,8 @@ class Soak:
         watchers: list[Informer] = []
         for kind, feed in feeds:
             def handler(event_type: str | None, obj: dict[str, Any], feed: Any = feed) -> None:
+                if ignored(obj):
+                    return  # the fuzzer's: it checks their answers itself
                 with self.lock:
                     feed(event_type, obj, time.time())
 
@@ -491,6 +503,10 @@ class Soak:
                 faults.log.append((time.time() - self.started, kind, f"failed: {exc!r}"))
         self.faults_done.set()
         self._finished.wait()
+
+    def _report(self, invariant: str, detail: str) -> None:
+        with self.lock:
+            self.checker.report(invariant, time.time(), detail)
 
     def _probe(self, proxy_api: KubeApi) -> None:
         """The proxy answers? Three misses in a row: every thread's stack to stacks.txt."""
@@ -570,6 +586,9 @@ def summary(result: dict[str, Any]) -> str:
               "RSS slope (MB/h, second half of each long-lived process): " + ", ".join(
                   f"{k} {v:+.1f}" if v is not None else f"{k} -"
                   for k, v in result["rss_mb_per_hour"].items())]
+    lines.append(f"bad input (bench/soak_fuzz.py): {result.get('fuzz')}")
+    if result.get("fuzz_error"):
+        lines.append(f"  FUZZER FAILED: {result['fuzz_error']}")
     for v in result["violation_details"][:20]:
         lines.append(f"  VIOLATION {v['kind']}: {v['detail']}")
     return "\n".join(lines)
@@ -588,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=float, default=4.0, help="lease duration (s)")
     parser.add_argument("--rate", type=float, default=0.6, help="workloads and pods per second")
     parser.add_argument("--out", type=Path, help="write the result as JSON here")
+    parser.add_argument("--fuzz", action=argparse.BooleanOptionalAction, default=True,
+                        help="malformed objects alongside (bench/soak_fuzz.py)")
     parser.add_argument("--keep-dir", action="store_true",
                         help="keep the work dir (replica logs, audit log) even when clean")
     args = parser.parse_args(argv)
@@ -601,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2, default=str))
-    failed = sum(result["violations"].values()) > 0
+    failed = sum(result["violations"].values()) > 0 or bool(result.get("fuzz_error"))
     if failed or args.keep_dir:
         print(f"replica logs and the audit log: {result['workdir']}")
     else:

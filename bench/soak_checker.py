@@ -35,6 +35,9 @@ The rules, and what each allows for:
   controller's start-up namespace create (any replica may, unfenced) are not counted.
 - `rss-growth`: a replica's RSS grows faster than `rss_limit_mb_per_hour` over the second
   half of its life (`rss_slope`).
+- `bad-input-unanswered`, `good-input-unserved`: reported by bench/soak_fuzz.py (`report`):
+  a malformed object without the answer the controller owes it, or a good one not served.
+  Its objects are fed to none of the rules above (soak_fuzz.ignored).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ FINISHED: Final = frozenset(str(p) for p in FINISHED_PHASES)
 INVARIANTS: Final = (
     "admitted-twice", "quota-over-max", "usage-annotation", "fits-not-admitted",
     "pod-bound-twice", "pod-over-node", "write-not-leader", "rss-growth",
+    "bad-input-unanswered", "good-input-unserved",
 )
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 AGENT: Final = re.compile(r"^koordqueue/\S+ \((?P<identity>[^)]+)\)")
@@ -187,6 +191,10 @@ class Checker:
     def fault(self, now: float) -> None:
         """A fault was injected now (the bounds that wait for quiet start again)."""
         self.last_fault = max(self.last_fault, now)
+
+    def report(self, kind: str, at: float, detail: str) -> None:
+        """A violation found outside the checker (bench/soak_fuzz.py's answers)."""
+        self._violate(kind, at, detail)
 
     def register(self, identity: str, lease: str) -> None:
         self.roles[identity] = lease
