@@ -438,7 +438,7 @@ class Fuzzer(threading.Thread):
                 return any(
                     (e.get("involvedObject") or {}).get("name") == b
                     and e.get("reason") == names.REASON_QUOTA_CYCLE
-                    and str(e.get("message") or "").startswith(refusal)
+                    and refusal in str(e.get("message") or "")  # (after the field's name)
                     for e in self.api.list_objects(EVENT, QUOTA_NAMESPACE))
 
             if not self._wait(f"cycle edit: {b}'s parent {a} not refused with QuotaCycle",
