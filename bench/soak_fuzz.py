@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from koordqueue.domain import names
 from koordqueue.domain.integrations import BATCH_JOB, InvalidJobError
 from koordqueue.domain.integrations.base import queue_unit_for
+from koordqueue.domain.integrations.reconcile import creation_skip
 from koordqueue.domain.names import DEFAULT_POLICY, QUOTA_NAME_LABEL, QUOTA_PARENT_LABEL
 from koordqueue.domain.policies import QueueSettings, UnknownPolicyError, make_policy
 from koordqueue.domain.queue_unit import (
@@ -388,10 +389,16 @@ class Fuzzer(threading.Thread):
                     return
                 self.outcomes["quota: served"] += 1
             elif kind == "unit":
+                status = self._unit_status
                 if self._wait(f"unit: no status on {name}",
-                              lambda: bool(self._unit_status(name).get("phase")), since):
+                              lambda: bool(status(name).get("phase") or status(name).get(
+                                  "message")), since):
                     self.outcomes["unit: a status"] += 1
             elif kind == "job":
+                skipped = creation_skip(BATCH_JOB, [created])
+                if skipped:  # (the controller makes no unit for it: nothing to await)
+                    self.outcomes[f"job: not queued, {skipped}"] += 1
+                    return
                 unit = BATCH_JOB.unit_name(created)
                 if self._wait(f"job: no unit {unit} with a status for {name}",
                               lambda: bool(self._unit_status(unit).get("phase")), since):
