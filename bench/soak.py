@@ -285,7 +285,7 @@ class Faults:
     def inject(self, kind: str) -> None:
         soak, proxy = self.soak, self.soak.proxy
         began = time.time() - soak.started
-        soak.note_fault()
+        soak.note_fault(began=True)
         detail = ""
         if kind in ("kill-controller-leader", "kill-scheduler-leader"):
             lease = CONTROLLER_LEASE if kind.startswith("kill-controller") else SCHEDULER_LEASE
@@ -330,7 +330,7 @@ class Faults:
             detail = f"{replica.name} {step:+.0f} s"
         self.done[kind] += 1
         self.log.append((began, kind, detail))
-        soak.note_fault()
+        soak.note_fault(began=False)
         print(f"  [{began:6.0f} s] fault {kind} {detail} (done at "
               f"{time.time() - soak.started:.0f} s)", flush=True)
 
@@ -352,9 +352,9 @@ class Soak:
         self._finished = threading.Event()
         self.faults_done = threading.Event()
 
-    def note_fault(self) -> None:
+    def note_fault(self, began: bool | None = None) -> None:
         with self.lock:
-            self.checker.fault(time.time())
+            self.checker.fault(time.time(), began)
 
     def run(self) -> dict[str, Any]:
         args = self.args
@@ -399,7 +399,7 @@ class Soak:
         threading.Thread(target=self._probe, args=(probe_api,), daemon=True).start()
         churn.start()
         fuzzer = Fuzzer(self.api, args.seed, args.bound, self._report,
-                        lambda: self.checker.last_fault)
+                        lambda: self.checker.quiet_since(time.time()))
         if args.fuzz:
             fuzzer.start()
         faults = Faults(self)
@@ -500,6 +500,7 @@ class Soak:
             try:
                 faults.inject(kind)
             except Exception as exc:  # a fault that could not be injected is reported
+                self.note_fault(began=False)
                 faults.log.append((time.time() - self.started, kind, f"failed: {exc!r}"))
         self.faults_done.set()
         self._finished.wait()

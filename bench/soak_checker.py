@@ -177,6 +177,7 @@ class Checker:
         self._holders: dict[str, list[tuple[float, str]]] = defaultdict(list)
         self._last_lease_write: dict[str, tuple[float, str]] = {}
         self.last_fault = float("-inf")
+        self.faults_active = 0
         self._usage_seen: dict[str, tuple[dict[str, int], float]] = {}
         self._reported: set[tuple[str, str]] = set()
 
@@ -188,9 +189,18 @@ class Checker:
             self._reported.add((kind, key))
         self.violations.append(Violation(kind, at, detail))
 
-    def fault(self, now: float) -> None:
-        """A fault was injected now (the bounds that wait for quiet start again)."""
+    def fault(self, now: float, began: bool | None = None) -> None:
+        """A fault was injected now (the bounds that wait for quiet start again); `began`
+        True / False: a fault with a duration begins / ends, and nothing is quiet in between
+        (bench/soak.py's 30-minute run: an etcd restart took 21 s, longer than `settle`, and
+        the usage rule fired inside it, counting from its start)."""
         self.last_fault = max(self.last_fault, now)
+        if began is not None:
+            self.faults_active = max(0, self.faults_active + (1 if began else -1))
+
+    def quiet_since(self, now: float) -> float:
+        """Since when no fault is active: `now` during one, else the last one's end."""
+        return now if self.faults_active else self.last_fault
 
     def report(self, kind: str, at: float, detail: str) -> None:
         """A violation found outside the checker (bench/soak_fuzz.py's answers)."""
@@ -223,6 +233,11 @@ class Checker:
         if event_type == "DELETED":
             self.queue_used.pop(name, None)
             return
+        if name not in self.queue_used:
+            # a Queue made (again: its quota deleted and created) gets its annotations at the
+            # controller's next sync: the settle time starts now (it ran from the recount's
+            # last change, long before: the 30-minute run caught a re-made Queue at once)
+            self._usage_seen.pop(name, None)
         raw = (meta.get("annotations") or {}).get(QUEUE_USED_ANNOTATION)
         try:
             values = json.loads(raw) if raw else {}
@@ -426,7 +441,7 @@ class Checker:
     def tick(self, now: float) -> None:
         tree = self.quotas
         used = self._usage(tree)
-        quiet_since = self.last_fault
+        quiet_since = self.quiet_since(now)
         for name in tree:
             whole = {res: ceil_div(n, NANO) for res, n in used.get(name, {}).items()}
             whole = {res: v for res, v in whole.items() if v}

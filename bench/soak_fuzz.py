@@ -400,8 +400,10 @@ class Fuzzer(threading.Thread):
                     self.outcomes[f"job: not queued, {skipped}"] += 1
                     return
                 unit = BATCH_JOB.unit_name(created)
+                status = self._unit_status
                 if self._wait(f"job: no unit {unit} with a status for {name}",
-                              lambda: bool(self._unit_status(unit).get("phase")), since):
+                              lambda: bool(status(unit).get("phase") or status(unit).get(
+                                  "message")), since):
                     self.outcomes["job: a unit with a status"] += 1
             else:
                 self.outcomes["queue: served"] += 1

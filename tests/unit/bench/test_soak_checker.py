@@ -170,6 +170,41 @@ def test_a_matching_annotation_and_one_not_yet_settled_after_a_fault_pass() -> N
     assert c.violations == []
 
 
+def test_a_fault_longer_than_the_settle_time_is_not_quiet_until_it_ends() -> None:
+    """The 30-minute run: an etcd restart took 21 s; counted from its start, the usage rule
+    fired inside it. Fails with the fault's duration ignored (checked)."""
+    c = Checker(settle=20)
+    c.on_quota(None, quota("q", "8"), T0)
+    c.on_unit(None, unit("1", "q", "1", "Dequeued"), T0)
+    c.on_queue(None, queue("q", {"cpu": 7}), T0)
+    c.fault(T0, began=True)
+    c.tick(T0)
+    c.tick(T0 + 25)  # still inside the fault
+    c.fault(T0 + 30, began=False)
+    c.tick(T0 + 45)
+    assert c.violations == []
+    assert c.quiet_since(T0 + 45) == T0 + 30
+    c.tick(T0 + 51)
+    assert kinds(c) == ["usage-annotation"]
+
+
+def test_a_queue_made_again_gets_the_settle_time_for_its_first_annotations() -> None:
+    """Its quota deleted and created again, the Queue comes back bare and is annotated at the
+    controller's next sync; the recount had not changed for long. Fails without the reset
+    (checked: caught at once)."""
+    c = Checker(settle=20)
+    c.on_quota(None, quota("q", "8"), T0)
+    c.on_unit(None, unit("1", "q", "1", "Dequeued"), T0)
+    c.on_queue(None, queue("q", {"cpu": 1}), T0)
+    c.tick(T0)
+    c.on_queue("DELETED", queue("q", {}), T0 + 100)
+    c.on_queue("ADDED", queue("q", {}), T0 + 100)
+    c.tick(T0 + 101)
+    assert c.violations == []
+    c.tick(T0 + 125)  # still bare after the settle time: caught
+    assert kinds(c) == ["usage-annotation"]
+
+
 # --- fits but not admitted ------------------------------------------------------------------
 def test_a_waiting_unit_that_fits_is_caught_after_the_bound_past_the_last_fault() -> None:
     c = Checker(bound=30)
