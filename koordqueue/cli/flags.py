@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from koordqueue.domain.integrations import parse_integrations
+from koordqueue.domain.integrations import integration_names
 from koordqueue.kube.settings import ControllerSettings, SchedulerSettings
 
 _DEFAULTS = ControllerSettings()
@@ -64,10 +64,10 @@ def _non_negative(value: str) -> float:
 def _integrations(value: str) -> str:
     """A comma list of known integration names (an unknown one is a CLI error)."""
     try:
-        chosen = parse_integrations(value)
+        chosen = integration_names(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return ",".join(integration.name for integration in chosen)
+    return ",".join(chosen)
 
 
 def _positive_int(value: str) -> int:
@@ -260,8 +260,8 @@ FLAGS: tuple[Flag, ...] = (
         "--webhook-port",
         "webhook_port",
         "port of the admission webhooks (TLS; 0: off): ElasticQuota validation, workload "
-        "defaulting and the pod gates, at /validate-elasticquotas, /mutate-workloads and "
-        "/mutate-pods/gate",
+        "defaulting, Deployment/StatefulSet marking and the pod gates, at "
+        "/validate-elasticquotas, /mutate-workloads, /mutate-pod-parents and /mutate-pods/gate",
         _DEFAULTS.webhook_port,
         int,
     ),

@@ -173,6 +173,12 @@ POD_GROUP_TOTAL_COUNT_ANNOTATION: Final = "koord-queue/pod-group-total-count"
 """Plain pods: how many pods the group has; its unit is made when that many exist."""
 POD_RETRIABLE_IN_GROUP_ANNOTATION: Final = "koord-queue/retriable-in-group"
 """Plain pods: "false" on any member ends the group as Failed once no member is active."""
+POD_GROUP_SERVING_ANNOTATION: Final = "koord-queue/pod-group-serving"
+"""A pod group that serves (a StatefulSet's pods; Kueue's kueue.x-k8s.io/pod-group-serving):
+its unit is made with its first pod and holds the total count; a gated pod that comes while
+it is admitted (a restarted or rolled replica) is let go."""
+STATEFULSET_GROUP_PREFIX: Final = "statefulset-"
+"""A StatefulSet's pods form the pod group statefulset-<name> (Kueue's workload name prefix)."""
 REASON_RUNS_OUTSIDE_QUOTA: Final = "RunsOutsideQuota"
 """On a workload that names a quota but was created running (issue 33): it is not queued."""
 REASON_UNIT_CREATE_REFUSED: Final = "QueueUnitCreateRefused"

@@ -27,6 +27,7 @@ from koordqueue.domain.integrations.batch_job import BatchJob
 from koordqueue.domain.integrations.jobset import JobSet
 from koordqueue.domain.integrations.kubeflow import MPIJob, PyTorchJob
 from koordqueue.domain.integrations.pod import Pod
+from koordqueue.domain.integrations.pod_parents import POD_PARENTS
 
 BATCH_JOB: Final = BatchJob()
 PYTORCH_JOB: Final = PyTorchJob()
@@ -63,16 +64,25 @@ def by_kind(kind: str, api_version: str | None = None) -> Integration | None:
 
 def parse_integrations(names: str | Iterable[str]) -> tuple[Integration, ...]:
     """`--integrations` ("batch/job,pod" or a list) to integrations, in order, no repeats.
+    A pod parent's name (deployment, statefulset: pod_parents.py) stands for `pod`, whose
+    path queues its pods (Kueue's implicitly enabled frameworks).
 
     Raises ValueError naming the unknown entries and the known ones.
     """
+    chosen = (POD.name if name in POD_PARENTS else name for name in integration_names(names))
+    return tuple(INTEGRATIONS[name] for name in dict.fromkeys(chosen))
+
+
+def integration_names(names: str | Iterable[str]) -> list[str]:
+    """The `--integrations` entries as given, blanks dropped, no repeats (ValueError naming
+    the unknown ones and the known ones)."""
     items = names.split(",") if isinstance(names, str) else list(names)
-    wanted = [item.strip() for item in items if item.strip()]
-    unknown = [name for name in wanted if name not in INTEGRATIONS]
+    wanted = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    unknown = [name for name in wanted if name not in INTEGRATIONS and name not in POD_PARENTS]
     if unknown:
-        known = ", ".join(INTEGRATIONS)
+        known = ", ".join([*INTEGRATIONS, *POD_PARENTS])
         raise ValueError(f"unknown integrations {', '.join(unknown)} (known: {known})")
-    return tuple(INTEGRATIONS[name] for name in dict.fromkeys(wanted))
+    return wanted
 
 
 __all__ = [
@@ -94,6 +104,7 @@ __all__ = [
     "WorkloadKind",
     "WorkloadPatch",
     "by_kind",
+    "integration_names",
     "parse_integrations",
     "queue_unit_for",
 ]

@@ -342,6 +342,15 @@ class Integration(ABC):
         }
         return dict(first.get("labels") or {}), notes
 
+    def admits_late_members(self, members: Sequence[Obj]) -> bool:
+        """A held member that comes while the workload is admitted is let go (a serving pod
+        group's replaced pod); False: a member is released only with its unit's admission."""
+        return False
+
+    def owner_uids(self, members: Sequence[Obj]) -> set[str]:
+        """uids whose presence among a unit's owners makes it this workload's unit."""
+        return {str(meta(m).get("uid")) for m in members if meta(m).get("uid")}
+
     def consumer_name(self, obj: Obj) -> str:
         """spec.consumerRef.name: the object's name, or the group's for a group."""
         return self.group_name(obj) or str(meta(obj).get("name", ""))

@@ -13,6 +13,12 @@ priority, spread constraints, overhead, resource claims), one pod set per hash, 
 A started pod cannot be gated again: holding it again means deleting it (Kueue's Stop).
 A single pod is finished when Succeeded or Failed; a group when all of its pods succeeded,
 or, when a member is annotated `koord-queue/retriable-in-group: "false"`, once none is active.
+
+A serving group (`koord-queue/pod-group-serving: "true"`, a StatefulSet's pods: Kueue's
+serving and fast-admission group annotations) has its unit made with its first pod, as one
+pod set "main" of the total count with that pod's template (Kueue's StatefulSet workload), is
+owned by the pods' controller as well (its pods are replaced, it stays), and lets go a gated
+pod that comes while it is admitted.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     POD_ADMISSION_GATE,
     POD_GROUP_NAME_LABEL,
+    POD_GROUP_SERVING_ANNOTATION,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
     POD_RETRIABLE_IN_GROUP_ANNOTATION,
     QUOTA_NAME_LABEL,
@@ -85,12 +92,9 @@ def _containers_shape(containers: Sequence[Mapping[str, Any]]) -> list[dict[str,
     ]
 
 
-def role_hash(pod_spec: Mapping[str, Any]) -> str:
-    """What admission looks at in a pod's spec, hashed: pods with equal hashes share a role.
-
-    The same fields as Kueue's GenerateRoleHash; the digest is of sorted JSON, so the names
-    differ from Kueue's (which hashes Go's encoding), while the grouping is the same.
-    """
+def spec_shape(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What admission looks at in a pod's spec (Kueue's SpecShape): requests, ports, node
+    selector, affinity, tolerations, runtime class, priority, spread, overhead, claims."""
     shape: dict[str, Any] = {
         "initContainers": _containers_shape(pod_spec.get("initContainers") or []),
         "containers": _containers_shape(pod_spec.get("containers") or []),
@@ -105,7 +109,16 @@ def role_hash(pod_spec: Mapping[str, Any]) -> str:
     }
     if pod_spec.get("resources") is not None:
         shape["resources"] = (pod_spec.get("resources") or {}).get("requests")
-    text = json.dumps({"spec": shape}, sort_keys=True, separators=(",", ":"))
+    return shape
+
+
+def role_hash(pod_spec: Mapping[str, Any]) -> str:
+    """`spec_shape` hashed: pods with equal hashes share a role.
+
+    The same fields as Kueue's GenerateRoleHash; the digest is of sorted JSON, so the names
+    differ from Kueue's (which hashes Go's encoding), while the grouping is the same.
+    """
+    text = json.dumps({"spec": spec_shape(pod_spec)}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:ROLE_HASH_LENGTH]
 
 
@@ -122,6 +135,17 @@ def group_total_count(pod: Obj) -> int:
     if count < 1:
         raise InvalidJobError(object_key(pod), field, f"{raw!r}: must be at least 1", "Pod")
     return count
+
+
+def is_serving(pod: Obj) -> bool:
+    return annotations_of(pod).get(POD_GROUP_SERVING_ANNOTATION) == "true"
+
+
+def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
+    for ref in meta(obj).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
 
 
 def _by_name(members: Sequence[Obj]) -> list[Obj]:
@@ -142,7 +166,10 @@ class Pod(Integration):
 
     def expected_members(self, members: Sequence[Obj]) -> int:
         first = members[0]
-        return group_total_count(first) if self.group_name(first) else 1
+        if self.group_name(first) is None:
+            return 1
+        total = group_total_count(first)
+        return 1 if is_serving(first) else total
 
     def pod_sets(self, members: Sequence[Obj]) -> tuple[PodSet, ...]:
         first = _by_name(members)[0]
@@ -150,6 +177,12 @@ class Pod(Integration):
             spec = first.get("spec") or {}
             request = pod_requests(spec, object_key(first), "spec", "Pod")
             return (PodSet(DEFAULT_POD_SET, 1, {"spec": dict(spec)}, request),)
+        if is_serving(first):
+            live = [pod for pod in _by_name(members) if runnable_or_succeeded(pod)] or [first]
+            spec = live[0].get("spec") or {}
+            request = pod_requests(spec, object_key(live[0]), "spec", "Pod")
+            total = group_total_count(first)
+            return (PodSet(DEFAULT_POD_SET, total, {"spec": dict(spec)}, request),)
         roles: dict[str, PodSet] = {}
         for pod in _by_name(members):
             if not runnable_or_succeeded(pod):
@@ -265,8 +298,32 @@ class Pod(Integration):
             return JobStatus.QUEUING
         return JobStatus.PENDING
 
+    def admits_late_members(self, members: Sequence[Obj]) -> bool:
+        return bool(members) and self.group_name(members[0]) is not None and all(
+            is_serving(pod) for pod in members
+        )
+
     def copied_metadata(self, members: Sequence[Obj]) -> tuple[dict[str, Any], dict[str, Any]]:
         return super().copied_metadata(_by_name(members))
 
     def owner_references(self, members: Sequence[Obj]) -> list[dict[str, Any]]:
-        return super().owner_references(_by_name(members))
+        refs = super().owner_references(_by_name(members))
+        parent = self._serving_parent(members)
+        if parent is not None:
+            keys = ("apiVersion", "kind", "name", "uid")
+            refs.append({k: parent[k] for k in keys if k in parent})
+        return refs
+
+    def owner_uids(self, members: Sequence[Obj]) -> set[str]:
+        uids = super().owner_uids(members)
+        parent = self._serving_parent(members)
+        if parent is not None and parent.get("uid"):
+            uids.add(str(parent["uid"]))
+        return uids
+
+    def _serving_parent(self, members: Sequence[Obj]) -> Mapping[str, Any] | None:
+        """The controller of a serving group's pods (their StatefulSet): the unit's owner
+        too, so that it outlives the pods it was made with (rolled, restarted, replaced)."""
+        if not members or not is_serving(members[0]) or self.group_name(members[0]) is None:
+            return None
+        return controller_ref(members[0])

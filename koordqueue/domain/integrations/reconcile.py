@@ -148,9 +148,13 @@ def creation_skip(integration: Integration, members: Sequence[Obj]) -> str:
     return ""
 
 
-def owned_by(unit: Obj, members: Sequence[Obj]) -> bool:
-    """The unit names one of `members` as its owner."""
-    uids = {meta(m).get("uid") for m in members}
+def owned_by(unit: Obj, members: Sequence[Obj], integration: Integration | None = None) -> bool:
+    """The unit names one of `members` (or, for a serving pod group, their controller:
+    `Integration.owner_uids`) as its owner."""
+    if integration is not None:
+        uids: set[Any] = set(integration.owner_uids(members))
+    else:
+        uids = {meta(m).get("uid") for m in members}
     return any(ref.get("uid") in uids for ref in meta(unit).get("ownerReferences") or [])
 
 

@@ -253,8 +253,8 @@ class WorkloadReconciler:
         unit_obj = self.state.unit_objects.get(uid) if uid else None
         if uid is None or unit_obj is None:
             self._maybe_create(key, members)
-        elif through_unit or owned_by(unit_obj, members):
-            if owned_by(unit_obj, members):
+        elif through_unit or owned_by(unit_obj, members, self.integration):
+            if owned_by(unit_obj, members, self.integration):
                 self._sync_labels(uid, unit_obj, members)
             self._reconcile(key, members, uid)
         else:
@@ -366,7 +366,11 @@ class WorkloadReconciler:
                 write = WorkloadWrite(
                     self.kind, integration, target, False, self.generations, members=members
                 )
-            elif action.resume and admitted and any(integration.is_suspended(m) for m in members):
+            elif (
+                (action.resume or integration.admits_late_members(members))
+                and admitted
+                and any(integration.is_suspended(m) for m in members)
+            ):  # (a serving group's pod that came while it is admitted: let go as well)
                 mark = enqueue_mark(unit_obj)
                 write = WorkloadWrite(
                     self.kind, integration, target, True, self.generations, mark, members
@@ -469,7 +473,7 @@ class WorkloadReconciler:
         self.warned_outside.discard(str(meta(obj).get("uid") or ""))
         uid = self.state.unit_by_key.get(key)
         unit_obj = self.state.unit_objects.get(uid) if uid else None
-        if uid is None or unit_obj is None or not owned_by(unit_obj, [obj]):
+        if uid is None or unit_obj is None or not owned_by(unit_obj, [obj], self.integration):
             self.timers.pop(key, None)
             return
         if self.integration.group_name(obj) is None:
@@ -479,7 +483,7 @@ class WorkloadReconciler:
 
         def read(members: Members | None) -> None:
             remaining = [m for m in members or [] if str(meta(m).get("name")) != name]
-            if remaining and owned_by(unit_obj, remaining):
+            if remaining and owned_by(unit_obj, remaining, self.integration):
                 if key in self.busy:
                     self.busy[key] = remaining[0]
                     return
@@ -503,6 +507,7 @@ class WorkloadReconciler:
         state.engine.remove_unit(uid)
         state.timed_out.discard(uid)
         self.timers.pop(key, None)
+        self.creating.pop(key, None)  # (a pod group scaled to 0 and up again: a new unit)
         state.wake.set()
 
     # --- the periodic resync's part (resync.py) --------------------------------------------

@@ -1,8 +1,8 @@
 """One TLS server on `--webhook-port` for every admission webhook of the process.
 
 kopf's `WebhookServer` serves TLS (reloading the certificate when its files change); the
-path below its root picks the webhook: `mutate-pods/...` (the pod gates), `validate-elasticquotas`
-and `mutate-workloads`. One port, one certificate, one Service for all of them
+path below its root picks the webhook: `mutate-pods/...` (the pod gates), `validate-elasticquotas`,
+`mutate-workloads` and `mutate-pod-parents`. One port, one certificate, one Service for all of them
 (deploy/webhook.yaml). A review that raises is answered "allowed" and logged: a queueing
 webhook must never be the reason an object cannot be written.
 """
