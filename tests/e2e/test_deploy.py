@@ -41,8 +41,20 @@ def test_deploy_applies_with_kustomize(kubectl: Any) -> None:
     assert kq.get(kubectl, "clusterrolebinding", "koordqueue-controller") is not None
 
 
+def _install_crd(kubectl: Any, path: Path) -> None:
+    """`kubectl auth can-i` needs the kind served to resolve `plural.group` (else it answers
+    "no" whatever the rules say): a CRD deploy/ does not install is installed here."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    crd = yaml.safe_load(path.read_text())
+    name = f"crd/{crd['metadata']['name']}"
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", name)
+    plural = f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
+    kq.wait_for(lambda: kubectl("get", plural, "-A", check=False).returncode == 0, what=plural)
+
+
 def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) -> None:
     kubectl("apply", "-k", str(ROOT / "deploy"))
+    _install_crd(kubectl, ROOT / "tests/crds/integrations/workload.codeflare.dev_appwrappers.yaml")
     allowed = [
         ("watch", "elasticquotas.scheduling.sigs.k8s.io"),
         ("patch", "elasticquotas.scheduling.sigs.k8s.io/status"),
