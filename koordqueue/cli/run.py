@@ -42,8 +42,13 @@ def configure_logging(fmt: str, level: str) -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    # the chain is replaced in place: a logger cached on first use keeps the list it was built
+    # with, so a second call (the e2e tests start the controller in-process again and again)
+    # would leave every cached logger on a chain nothing reaches any more (capture_logs missed it)
+    processors = structlog.get_config()["processors"]
+    processors[:] = [*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter]
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=processors,
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
