@@ -417,6 +417,7 @@ def _decided(
         return ex
     if uid in piped:
         ex.dry_run_node = piped[uid]
+    if uid in piped and task.status is TaskStatus.PIPELINED:
         ex.verdict, ex.summary = PodVerdict.PIPELINED, (
             f"reserved on node {piped[uid]} whose resources are being released (evicted pods); "
             "it binds once they are gone"

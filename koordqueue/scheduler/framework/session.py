@@ -55,7 +55,7 @@ from koordqueue.scheduler.framework.session_plugins import (
     KeyedJobQueue,
     SessionPlugins,
 )
-from koordqueue.scheduler.framework.skips import SkipRecord
+from koordqueue.scheduler.framework.skips import GANG_NOT_READY, SkipRecord
 from koordqueue.scheduler.framework.views import JobView, NodeView
 
 __all__ = [
@@ -492,6 +492,12 @@ class Session(SessionPlugins):
                             task.uid, task.namespace, task.name, job.uid, task.node_name or ""
                         )
                     )
+                    if status is TaskStatus.ALLOCATED:
+                        # placed, kept for a gang only pipelined (its pending best-effort
+                        # members count, as Volcano's IsPipelined), never bound: it waits
+                        # for the gang, whatever an earlier action said (backfill's task
+                        # was "BestEffort" in allocate's entry)
+                        self.skips.task(task.uid, job.uid, GANG_NOT_READY)
             for task in job.task_status_index.get(TaskStatus.PENDING, {}).values():
                 errors = self.fit_errors.get(task.uid)
                 if errors is not None:

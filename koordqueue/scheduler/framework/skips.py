@@ -37,7 +37,8 @@ class Skip(StrEnum):
     NO_NODE = "NoNode"
     """No node passed the predicates and had room (`errors` per node)."""
     GANG_NOT_READY = "GangNotReady"
-    """Placed, then undone: the gang did not reach minAvailable, so none of it is bound."""
+    """Placed, then undone (or kept unbound for a pipelined gang): the gang did not reach
+    minAvailable, so none of it is bound."""
     GANG_GAVE_UP = "GangGaveUp"
     """Not tried: after a task of the gang found no node, the gang could no longer reach
     minAvailable (`errors` are that task's)."""
