@@ -35,18 +35,14 @@ replicas' RSS slopes. Exit status 1 on any violation.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import faulthandler
 import json
 import logging
 import math
-import os
 import random
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -67,8 +63,9 @@ from bench.soak_checker import (  # noqa: E402
     per_interval,
     rss_slope,
 )
-from bench.soak_churn import INTEGRATIONS, NAMESPACE, SCHEDULER, Churn  # noqa: E402
+from bench.soak_churn import NAMESPACE, Churn  # noqa: E402
 from bench.soak_fuzz import Fuzzer, ignored  # noqa: E402
+from bench.soak_replicas import Replica, replica_argv  # noqa: E402
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
     NODE,
@@ -107,79 +104,6 @@ rules:
     resources: [{group: "coordination.k8s.io", resources: ["leases"]}]
   - level: Metadata
 """
-
-
-# --- replicas -----------------------------------------------------------------------------
-class Replica:
-    """One `koordqueue run` or `koordqueue schedule` process slot, restarted when it exits."""
-
-    def __init__(self, name: str, lease: str, argv: list[str], workdir: Path) -> None:
-        self.name, self.lease, self.argv = name, lease, argv
-        self.log = workdir / f"{name}.log"
-        self.clock_file = workdir / f"clock-{name}"
-        self.clock_file.write_text("0")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stopped = False  # SIGSTOPped by a fault (not restarted meanwhile)
-        self.starts = 0
-        self.rss: dict[int, list[tuple[float, int]]] = {}
-        """pid -> (seconds, bytes) samples."""
-        self.born: dict[int, float] = {}
-
-    @property
-    def identity(self) -> str:
-        assert self.proc is not None
-        return f"{socket.gethostname()}_{self.proc.pid}"
-
-    def start(self, checker: Checker) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench" / "soak_clock")]),
-               "KOORDQUEUE_SOAK_CLOCK_FILE": str(self.clock_file)}
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         env=env)
-        checker.register(self.identity, self.lease)
-        self.born[self.proc.pid] = time.time()
-        self.starts += 1
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def sample_rss(self, now: float) -> None:
-        if not self.alive() or self.stopped:
-            return
-        assert self.proc is not None
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    kb = int(line.split()[1])
-                    self.rss.setdefault(self.proc.pid, []).append((now, kb * 1024))
-
-    def terminate(self) -> float:
-        if self.proc is None or self.proc.poll() is not None:
-            return 0.0
-        if self.stopped:
-            self.proc.send_signal(signal.SIGCONT)
-        t0 = time.monotonic()
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        return time.monotonic() - t0
-
-
-def replica_argv(command: str, kubeconfig: Path, args: argparse.Namespace) -> list[str]:
-    common = [sys.executable, "-m", "koordqueue.cli.main", command,
-              f"--kubeconfig={kubeconfig}", "--leader-elect=true",
-              f"--leader-elect-lease-duration={args.lease}",
-              f"--leader-elect-renew-deadline={args.lease * 0.75:g}",
-              "--leader-elect-retry-period=0.5", "--metrics-port=0", "--health-port=0",
-              "--log-format=console", "--log-level=info"]
-    if command == "run":
-        return [*common, "--admission-period=0.5", "--scheduler-name=soak-unused",
-                f"--integrations={INTEGRATIONS}"]
-    return [*common, f"--scheduler-name={SCHEDULER}"]
 
 
 # --- the watcher and the audit log --------------------------------------------------------
@@ -486,6 +410,7 @@ class Soak:
         while not self._supervise.wait(1.0):
             for replica in self.replicas:
                 if not replica.alive() and not self._supervise.is_set():
+                    replica.note_exit()
                     replica.start(self.checker)
 
     def _run_faults(self, faults: Faults, plan: list[tuple[float, str]]) -> None:
@@ -557,6 +482,7 @@ class Soak:
             "interval_s": width,
             "writes_checked": checker.writes_checked, "audit_events": audit_events,
             "replica_starts": {r.name: r.starts for r in self.replicas},
+            "replica_exits": {r.name: dict(r.exits) for r in self.replicas},
             "exit_s": exits, "rss_mb_per_hour": slopes,
             "churn": dict(churn.done), "churn_errors": dict(churn.errors),
             "proxy": {"fired": dict(proxy.fired), "forwarded": proxy.forwarded},
@@ -584,6 +510,7 @@ def summary(result: dict[str, Any]) -> str:
               f"({result['audit_events']} audit events)",
               f"replica starts: {result['replica_starts']}; exit on SIGTERM (s): "
               f"{result['exit_s']}",
+              f"replica exits before the end, by cause: {result.get('replica_exits')}",
               "RSS slope (MB/h, second half of each long-lived process): " + ", ".join(
                   f"{k} {v:+.1f}" if v is not None else f"{k} -"
                   for k, v in result["rss_mb_per_hour"].items())]
