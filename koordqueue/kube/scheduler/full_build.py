@@ -41,6 +41,7 @@ def full_build(
     built = Built(ClusterSnapshot(), groups=groups)
     candidates: set[str] = set()
     reserved: set[str] = set()
+    orphans: list[TaskInfo] = []
     for pod in sorted(objs[CachedKind.POD], key=convert.pod_uid):  # not the store's order
         task = convert.task_info(pod)
         if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
@@ -58,7 +59,9 @@ def full_build(
             jobs[convert.STANDALONE_KEY + task.uid] = job
         else:
             found = by_key.get(f"{task.namespace}/{group}")
-            if found is None:
+            if found is None:  # no PodGroup: not scheduled, but a placed pod holds its node
+                if task.status is not TaskStatus.PENDING and task.node_name:
+                    orphans.append(task)
                 continue
             job = found
         job.add_task(task)
@@ -81,6 +84,8 @@ def full_build(
         index.put_job(job)
         for task in placed(job):
             ours.setdefault(task.node_name or "", []).append(task)
+    for task in orphans:
+        ours.setdefault(task.node_name or "", []).append(task)
     ordered = [nodes[name] for name in sorted(nodes)]
     for node in ordered:
         add_ours(node, ours.get(node.name, ()))

@@ -6,8 +6,9 @@ keys the object store marked as changed (as kube-scheduler's cache `UpdateSnapsh
 equal); both share `Built` and the orders below.
 
 Task order is a function of the objects alone, never of the events that brought them: a
-node holds other schedulers' pods by uid, then our jobs' tasks (jobs by uid, each job's
-tasks by uid); a job holds its tasks by uid. Why: preempt's and reclaim's victim plugins
+node holds other schedulers' pods by uid, then our placed pods (jobs by uid, each job's
+tasks by uid; pods of a PodGroup that does not exist, which no job holds, first by uid); a
+job holds its tasks by uid. Why: preempt's and reclaim's victim plugins
 (drf, proportion) judge a node's candidates in that order, so an order that followed
 arrival, updates or a relist's listing made the incremental build and a rebuild (or a
 restarted scheduler) pick different victims. Volcano iterates Go maps there (no order at
@@ -97,8 +98,8 @@ class _Derived:
     __slots__ = (
         "bases", "candidates", "epoch", "foreign_on", "group_jobs", "groups", "index",
         "job_pods", "jobs", "namespace_labels",
-        "no_opt_in", "node_list", "nodes", "ours_on", "pdbs", "pending", "pods", "positions",
-        "queues", "reserved",
+        "no_opt_in", "node_list", "nodes", "orphans", "ours_on", "pdbs", "pending", "pods",
+        "positions", "queues", "reserved",
     )
 
     def __init__(self) -> None:
@@ -122,6 +123,8 @@ class _Derived:
         """Job key ("pod:<uid>" for a standalone pod, "<ns>/<name>" of a PodGroup) -> job."""
         self.job_pods: dict[str, list[str]] = {}
         """Job key -> uids of the pods it put into `pods` (to take them out again)."""
+        self.orphans: dict[str, list[TaskInfo]] = {}
+        """PodGroup key without its PodGroup -> its members' placed tasks (in `ours_on`)."""
         self.queues: dict[str, QueueInfo] = {}
         self.pdbs: tuple[PodDisruptionBudget, ...] = ()
         """Every PDB, by namespace/name; replaced (not mutated) when one changes."""
@@ -146,8 +149,8 @@ a task moving among them on the same node changes neither its node nor its job's
 
 
 def add_ours(node: NodeInfo, tasks: Iterable[TaskInfo]) -> None:
-    """Account our jobs' placed tasks on `node` in the order a session adds them (jobs by
-    uid, each job's tasks by uid) after the node's other pods."""
+    """Account our placed tasks on `node` in the order a session adds them (jobs by uid,
+    each job's tasks by uid; tasks of no job first) after the node's other pods."""
     for task in sorted(tasks, key=_by_job):
         node.add_task(task)
 
@@ -343,6 +346,8 @@ class SnapshotBuilder:
                     nodes.add(host)
                     if not on:
                         del d.ours_on[host]
+        for task in d.orphans.pop(key, ()):
+            self._unplace(task, nodes)
         if d.groups.pop(key, None) is not None and job is not None:
             d.group_jobs.discard(job.uid)
         for uid in d.job_pods.pop(key, ()):
@@ -492,8 +497,9 @@ class SnapshotBuilder:
             members = [(pod, task)]
         else:
             group = self._store.objs[CachedKind.POD_GROUP].get(key)
-            if group is None:
-                return  # its pods wait for it: nothing to schedule them in
+            if group is None:  # its pods wait for it: nothing to schedule them in
+                self._place_orphans(key, nodes)
+                return
             job = convert.job_info(group, self._priorities)
             d.groups[key] = group
             d.group_jobs.add(job.uid)
@@ -511,6 +517,21 @@ class SnapshotBuilder:
         for task in placed(job):
             d.ours_on.setdefault(task.node_name or "", {})[task.uid] = task
             nodes.add(task.node_name or "")
+
+    def _place_orphans(self, key: str, nodes: set[str]) -> None:
+        """Account the placed pods of a PodGroup that does not exist on their nodes: no job
+        schedules them, but they hold their room (Volcano's cache adds every placed pod to
+        its node whatever its job; its snapshot then leaves out the job without PodGroup)."""
+        d = self._derived
+        pods = self._store.objs[CachedKind.POD]
+        tasks = [self._placed(pods[u]) for u in sorted(self._store.members.get(key, ()))]
+        kept = [t for t in tasks if t.status is not TaskStatus.PENDING and t.node_name]
+        if kept:
+            d.orphans[key] = kept
+        for task in kept:
+            host = task.node_name or ""
+            d.ours_on.setdefault(host, {})[task.uid] = task
+            nodes.add(host)
 
     def _placed(self, pod: Mapping[str, Any]) -> TaskInfo:
         """The pod's task, Binding on its node while a bind we sent is assumed."""

@@ -33,6 +33,7 @@ from koordqueue.scheduler.framework.indexed import (
     QueueSums,
     SnapshotIndex,
     may_change,
+    placed,
 )
 from koordqueue.scheduler.framework.interface import Action, ExtensionPoint
 from koordqueue.scheduler.framework.node_tensor import NodeTensor
@@ -140,11 +141,13 @@ class Session(SessionPlugins):
         originals: dict[str, JobInfo] = {}
         self._originals = originals
         self._own: dict[str, JobInfo] = {}
+        dropped: list[JobInfo] = []
         for original in sorted(snapshot.jobs, key=lambda j: j.uid):
             if original.queue not in self.queues:
                 self.warnings.append(
                     names.QUEUE_NOT_FOUND_WARNING.format(job=original.uid, queue=original.queue)
                 )
+                dropped.append(original)
                 continue
             originals[original.uid] = original
             if _may_change(original):
@@ -178,6 +181,11 @@ class Session(SessionPlugins):
                 host = nodes.get(task.node_name)
                 if host is not None:
                     host.add_task(task)
+        for job in dropped:  # not scheduled, but their placed pods still hold their nodes
+            for task in placed(job):
+                host = nodes.get(task.node_name or "")
+                if host is not None and task.uid not in host.tasks:
+                    host.add_task(task.clone())
         self.node_list = list(self.nodes.values())
         self.total_resource: Resources = sum_resources(n.allocatable for n in self.node_list)
         for node in self.node_list:
@@ -202,20 +210,11 @@ class Session(SessionPlugins):
             uid for name, sums in index.queues.items() if name not in queues for uid in sums.jobs
         )
         nodes = snapshot.nodes
-        # read-only unless jobs of missing queues come off their nodes below (else the
-        # index's tensor hands out the session's list: __init__)
-        self.node_list = nodes if isinstance(nodes, list) and not missing else list(nodes)
-        if missing:
-            self.nodes = {n.name: n for n in self.node_list}
-        for uid in missing:
+        # read-only (the index's tensor hands out the session's list: __init__)
+        self.node_list = nodes if isinstance(nodes, list) else list(nodes)
+        for uid in missing:  # dropped; their placed pods stay on their nodes (as in Volcano)
             job = index.jobs[uid]
             self.warnings.append(names.QUEUE_NOT_FOUND_WARNING.format(job=uid, queue=job.queue))
-        for uid in missing:  # their tasks are not the session's: off (copied) nodes
-            for task in index.jobs[uid].tasks.values():
-                if task.status is TaskStatus.PENDING or task.node_name is None:
-                    continue
-                if task.node_name in self.nodes:
-                    self._writable(task.node_name).remove_task(task)
         for uid in sorted(index.active):
             job = index.jobs[uid]
             if job.queue in queues:

@@ -12,6 +12,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
 )
 from koordqueue.scheduler.framework import open_session, run_actions
+from koordqueue.scheduler.framework.indexed import index_snapshot
 
 from .builders import DEFAULT_TIERS, bound_nodes, config, job, node, running, snapshot, task
 
@@ -128,6 +129,24 @@ def test_job_of_missing_queue_is_dropped_with_a_warning() -> None:
     result = run_session(snapshot([node("n1")], [orphan]), ALLOCATE)
     assert result.binds == ()
     assert result.warnings == ("job o dropped: queue ghost does not exist",)
+
+
+def test_placed_tasks_of_a_dropped_job_still_hold_their_node() -> None:
+    """A job of a missing queue is not scheduled, but its running pod takes its room (as in
+    Volcano, whose snapshot leaves the job out and keeps its pods on the node). Before, the
+    session took them off: a 1-cpu pod bound onto a node with 900m free. Fails without the
+    fix on both session paths (plain snapshot here, indexed below)."""
+    orphan = job("o", [running("held", "n1", cpu="100m"), task("waits", cpu="100m")],
+                 queue="ghost")
+    newcomer = job("j", [task("t", cpu="1")])
+    plain = snapshot([node("n1", cpu="1")], [orphan, newcomer])
+    for snap in (plain, index_snapshot(plain)):
+        session = open_session(snap, ALLOCATE)
+        assert session.nodes["n1"].idle.milli("cpu") == 900
+        run_actions(session)
+        result = session.close()
+        assert result.binds == ()
+        assert result.fit_errors["t"].message() == "0/1 nodes are available: 1 Insufficient cpu."
 
 
 def test_not_ready_nodes_are_not_used() -> None:
