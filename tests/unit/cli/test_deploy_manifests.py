@@ -117,7 +117,8 @@ def test_the_quickstart_shows_the_example_files_it_applies() -> None:
     text = (ROOT / "docs" / "quickstart.md").read_text("utf-8")
     shown = re.findall(r"```yaml\n# (docs/examples/quickstart/[\w.-]+)\n(.*?)```", text, re.S)
     assert [path for path, _ in shown] == [
-        "docs/examples/quickstart/quota.yaml", "docs/examples/quickstart/job.yaml"]
+        f"docs/examples/quickstart/{name}.yaml"
+        for name in ("quota", "research", "team-b", "job", "too-big")]
     for path, body in shown:
         assert (ROOT / path).read_text("utf-8") == body, path
         assert f"kubectl apply -f {path}" in text
