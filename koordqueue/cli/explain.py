@@ -157,7 +157,7 @@ def _kind_aliases() -> dict[str, Integration]:
         kind = integration.workload
         plural_group = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
         for alias in (kind.kind.lower(), kind.plural, plural_group, integration.name):
-            aliases[alias] = integration
+            aliases.setdefault(alias, integration)  # MPIJob: the first listed version
     return aliases
 
 

@@ -163,6 +163,17 @@ QUEUING_CONDITION: Final = "Queuing"
 """Kubeflow jobs: the status condition Koord-Queue sets True when enqueued, False when dequeued."""
 MSG_JOB_ENQUEUED_CONDITION: Final = "Job Enqueued"
 MSG_JOB_DEQUEUED_CONDITION: Final = "Job Dequeued"
+RAY_ORIGINATED_FROM_LABEL: Final = "ray.io/originated-from-crd"
+"""RayCluster: KubeRay's label naming the kind it was made for; Koord-Queue leaves a RayCluster
+labelled "RayCluster" alone."""
+ARGO_MIN_RESOURCES_ANNOTATION: Final = "koord-queue/min-resources"
+"""Argo Workflow: the resource list (YAML or JSON) its unit asks for (Koord-Queue's only source
+of a Workflow's demand)."""
+ARGO_SUSPEND_TEMPLATE: Final = "koord-queue-suspend"
+"""Argo Workflow: a suspend template of this name marks a Workflow as the queue's."""
+ARGO_ENQUEUED_CONDITION: Final = "Enqueued"
+"""Argo Workflow: the status condition Koord-Queue sets True when enqueued."""
+MSG_ARGO_ENQUEUED: Final = "{name} is enqueued"
 POD_ADMISSION_GATE: Final = "koord-queue/admission"
 """Plain pods: the scheduling gate that holds a queued pod; removed to admit it (Kueue's
 kueue.x-k8s.io/admission)."""

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from koordqueue.domain.integrations.appwrapper import AppWrapper
+from koordqueue.domain.integrations.argo import ArgoWorkflow
 from koordqueue.domain.integrations.base import (
     DeleteWorkload,
     Integration,
@@ -25,9 +26,12 @@ from koordqueue.domain.integrations.base import (
 )
 from koordqueue.domain.integrations.batch_job import BatchJob
 from koordqueue.domain.integrations.jobset import JobSet
-from koordqueue.domain.integrations.kubeflow import MPIJob, PyTorchJob
+from koordqueue.domain.integrations.kubeflow import MPIJob, PyTorchJob, TFJob
+from koordqueue.domain.integrations.mpijob_v1alpha1 import MPIJobV1alpha1
 from koordqueue.domain.integrations.pod import Pod
 from koordqueue.domain.integrations.pod_parents import POD_PARENTS
+from koordqueue.domain.integrations.ray import RayCluster, RayJob
+from koordqueue.domain.integrations.spark import SparkApplication
 
 BATCH_JOB: Final = BatchJob()
 PYTORCH_JOB: Final = PyTorchJob()
@@ -35,6 +39,12 @@ MPI_JOB: Final = MPIJob()
 JOBSET: Final = JobSet()
 POD: Final = Pod()
 APPWRAPPER: Final = AppWrapper()
+TF_JOB: Final = TFJob()
+RAY_JOB: Final = RayJob()
+RAY_CLUSTER: Final = RayCluster()
+SPARK_APPLICATION: Final = SparkApplication()
+ARGO_WORKFLOW: Final = ArgoWorkflow()
+MPI_JOB_V1ALPHA1: Final = MPIJobV1alpha1()
 
 INTEGRATIONS: Final[Mapping[str, Integration]] = {
     i.name: i
@@ -46,9 +56,19 @@ INTEGRATIONS: Final[Mapping[str, Integration]] = {
         POD,
         # Kueue's further kinds (issue 26)
         APPWRAPPER,
+        # Koord-Queue's further kinds (issue 26)
+        TF_JOB,
+        RAY_JOB,
+        RAY_CLUSTER,
+        SPARK_APPLICATION,
+        ARGO_WORKFLOW,
+        MPI_JOB_V1ALPHA1,
     )
 }
-"""Every integration by its `--integrations` name."""
+"""Every integration by its `--integrations` name. Where two serve the same kind at different
+versions (MPIJob), the first listed wins when a cluster serves both."""
+ALL: Final = "all"
+"""`--integrations all`: every integration (those whose CRD is missing are skipped)."""
 DEFAULT_INTEGRATIONS: Final = (BATCH_JOB.name,)
 """What is served without the flag: batch/v1 Job only, as before the flag existed."""
 
@@ -63,9 +83,9 @@ def by_kind(kind: str, api_version: str | None = None) -> Integration | None:
 
 
 def parse_integrations(names: str | Iterable[str]) -> tuple[Integration, ...]:
-    """`--integrations` ("batch/job,pod" or a list) to integrations, in order, no repeats.
-    A pod parent's name (deployment, statefulset: pod_parents.py) stands for `pod`, whose
-    path queues its pods (Kueue's implicitly enabled frameworks).
+    """`--integrations` ("batch/job,pod" or a list; `all` for every one) to integrations, in
+    order, no repeats. A pod parent's name (deployment, statefulset: pod_parents.py) stands
+    for `pod`, whose path queues its pods (Kueue's implicitly enabled frameworks).
 
     Raises ValueError naming the unknown entries and the known ones.
     """
@@ -77,7 +97,10 @@ def integration_names(names: str | Iterable[str]) -> list[str]:
     """The `--integrations` entries as given, blanks dropped, no repeats (ValueError naming
     the unknown ones and the known ones)."""
     items = names.split(",") if isinstance(names, str) else list(names)
-    wanted = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    wanted: list[str] = []
+    for item in (item.strip() for item in items):
+        wanted.extend(INTEGRATIONS if item == ALL else [item] if item else [])
+    wanted = list(dict.fromkeys(wanted))
     unknown = [name for name in wanted if name not in INTEGRATIONS and name not in POD_PARENTS]
     if unknown:
         known = ", ".join([*INTEGRATIONS, *POD_PARENTS])
@@ -86,14 +109,21 @@ def integration_names(names: str | Iterable[str]) -> list[str]:
 
 
 __all__ = [
+    "ALL",
     "APPWRAPPER",
+    "ARGO_WORKFLOW",
     "BATCH_JOB",
     "DEFAULT_INTEGRATIONS",
     "INTEGRATIONS",
     "JOBSET",
     "MPI_JOB",
+    "MPI_JOB_V1ALPHA1",
     "POD",
     "PYTORCH_JOB",
+    "RAY_CLUSTER",
+    "RAY_JOB",
+    "SPARK_APPLICATION",
+    "TF_JOB",
     "DeleteWorkload",
     "Integration",
     "InvalidJobError",

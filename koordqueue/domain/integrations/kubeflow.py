@@ -1,4 +1,4 @@
-"""Kubeflow PyTorchJob (kubeflow.org/v1) and MPIJob (kubeflow.org/v2beta1).
+"""Kubeflow TFJob, PyTorchJob (kubeflow.org/v1) and MPIJob (kubeflow.org/v2beta1).
 
 Both hold their pods with spec.runPolicy.suspend and describe them as replica specs by role
 (spec.pytorchReplicaSpecs / spec.mpiReplicaSpecs: {Role: {replicas, template}}), with the
@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Final
 
 from koordqueue.domain.integrations.base import (
     Integration,
+    InvalidJobError,
     JobStatus,
     Mutation,
     Obj,
@@ -29,6 +30,7 @@ from koordqueue.domain.integrations.base import (
     WorkloadPatch,
     annotations_of,
     object_key,
+    pod_count,
     pod_requests,
 )
 from koordqueue.domain.names import (
@@ -50,6 +52,8 @@ class KubeflowJob(Integration):
     replica_specs_field: ClassVar[str]
     roles: ClassVar[tuple[str, ...]]
     """The operator's role order (Kueue's OrderedReplicaTypes); other roles follow by name."""
+    strict_roles: ClassVar[bool] = False
+    """A role outside `roles` is refused (InvalidJobError) rather than queued after them."""
 
     # --- replica specs --------------------------------------------------------------------
     def replica_specs(self, obj: Obj) -> Mapping[str, Mapping[str, Any]]:
@@ -66,15 +70,19 @@ class KubeflowJob(Integration):
     def pod_sets(self, members: Sequence[Obj]) -> tuple[PodSet, ...]:
         obj = members[0]
         specs = self.replica_specs(obj)
+        kind, key = self.workload.kind, object_key(obj)
+        unknown = [role for role in specs if role not in self.roles]
+        if self.strict_roles and unknown:
+            field = f"spec.{self.replica_specs_field}.{unknown[0]}"
+            known = ", ".join(self.roles)
+            raise InvalidJobError(key, field, f"unknown role (known: {known})", kind)
         pod_sets = []
         for role in self.ordered_roles(obj):
             spec = specs[role]
-            replicas = spec.get("replicas")
             path = f"spec.{self.replica_specs_field}.{role}.template.spec"
-            request = pod_requests(
-                self._pod_spec(obj, role), object_key(obj), path, self.workload.kind
-            )
-            count = 1 if replicas is None else int(replicas)
+            request = pod_requests(self._pod_spec(obj, role), key, path, kind)
+            field = f"spec.{self.replica_specs_field}.{role}.replicas"
+            count = pod_count(spec.get("replicas"), 1, key, field, kind)
             pod_sets.append(PodSet(role.lower(), count, spec.get("template") or {}, request))
         return tuple(pod_sets)
 
@@ -207,6 +215,34 @@ class KubeflowJob(Integration):
         if queuing:
             return JobStatus.QUEUING
         return JobStatus.CREATED
+
+
+class TFJob(KubeflowJob):
+    """kubeflow.org/v1 TFJob (training-operator), roles Chief, Master, PS, Worker, Evaluator.
+
+    Koord-Queue's tfjob.go is PyTorchJob's handle with its own suffix (tf-qu): the same
+    markers, status and priority (the first role that is not Master). Roles as Kueue's
+    OrderedReplicaTypes; the operator knows no others, so another name is refused.
+    """
+
+    name = "kubeflow.org/tfjob"
+    workload = WorkloadKind("kubeflow.org", "v1", "TFJob", "tfjobs")
+    replica_specs_field = "tfReplicaSpecs"
+    unit_suffix = "tf-qu"
+    roles = ("Chief", "Master", "PS", "Worker", "Evaluator")
+    strict_roles = True
+
+    def priority_roles(self, obj: Obj) -> list[str]:
+        """Koord-Queue's TFJob Priority(): the first role that is not Master."""
+        return [role for role in self.ordered_roles(obj) if role != "Master"]
+
+    def priority_class_name(self, obj: Obj) -> str:
+        """runPolicy.schedulingPolicy.priorityClass first (Kueue; Koord-Queue never reads it),
+        then the roles' templates as Koord-Queue reads them."""
+        scheduling = self._run_policy(obj).get("schedulingPolicy") or {}
+        if scheduling.get("priorityClass"):
+            return str(scheduling["priorityClass"])
+        return super().priority_class_name(obj)
 
 
 class PyTorchJob(KubeflowJob):

@@ -80,10 +80,17 @@ def enabled_integrations(api: ObjectApi, names: str | Iterable[str]) -> tuple[In
     Raises ValueError for a name no integration has (a flag typo is an error, a missing CRD
     is not).
     """
-    enabled = []
+    enabled: list[Integration] = []
     for integration in parse_integrations(names):
         kind = kind_of(integration)
-        if crd_installed(api, kind):
+        twin = next((i for i in enabled if i.workload.kind == kind.kind), None)
+        if twin is not None:  # one reconciler per kind: MPIJob v2beta1 or v1alpha1
+            log.info(
+                "integration skipped: its kind is served by another version",
+                integration=integration.name,
+                served_by=twin.name,
+            )
+        elif crd_installed(api, kind):
             enabled.append(integration)
         else:
             log.info(

@@ -29,6 +29,6 @@ def test_a_comma_list_is_normalised_in_order_without_repeats() -> None:
 
 def test_an_unknown_name_is_a_cli_error_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        _parser().parse_args(["--integrations", "batch/job,ray.io/rayjob"])
+        _parser().parse_args(["--integrations", "batch/job,ray.io/rayservice"])
     assert exited.value.code == 2
-    assert "unknown integrations ray.io/rayjob" in capsys.readouterr().err
+    assert "unknown integrations ray.io/rayservice" in capsys.readouterr().err

@@ -86,7 +86,7 @@ def test_simulate_admits_the_pytorchjob_and_the_group_and_explain_says_why_the_j
     ("unit", "field", "reason"),
     [
         (
-            "{workload: {apiVersion: ray.io/v1, kind: RayJob, metadata: {name: r}}}",
+            "{workload: {apiVersion: ray.io/v1, kind: RayService, metadata: {name: r}}}",
             "kind",
             "is not queued",
         ),

@@ -27,8 +27,19 @@ def test_the_flag_names_are_kueues() -> None:
         "jobset.x-k8s.io/jobset",
         "pod",
         "workload.codeflare.dev/appwrapper",
+        "kubeflow.org/tfjob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "sparkoperator.k8s.io/sparkapplication",
+        "argoproj.io/workflow",
+        "kubeflow.org/mpijob-v1alpha1",
     ]
     assert DEFAULT_INTEGRATIONS == ("batch/job",)
+
+
+def test_all_names_every_integration_once() -> None:
+    assert parse_integrations("all") == tuple(INTEGRATIONS.values())
+    assert parse_integrations("pod,all") == (POD, *(i for i in INTEGRATIONS.values() if i != POD))
 
 
 def test_parse_keeps_order_drops_repeats_and_blanks() -> None:
@@ -37,8 +48,10 @@ def test_parse_keeps_order_drops_repeats_and_blanks() -> None:
 
 
 def test_parse_rejects_an_unknown_name_naming_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown integrations ray.io/rayjob \(known: batch/job"):
-        parse_integrations("batch/job,ray.io/rayjob")
+    with pytest.raises(
+        ValueError, match=r"unknown integrations ray.io/rayservice \(known: batch/job"
+    ):
+        parse_integrations("batch/job,ray.io/rayservice")
 
 
 def test_by_kind_finds_the_integration_and_checks_the_version() -> None:
@@ -46,7 +59,7 @@ def test_by_kind_finds_the_integration_and_checks_the_version() -> None:
     assert by_kind("MPIJob", "kubeflow.org/v2beta1") is MPI_JOB
     assert by_kind("MPIJob", "kubeflow.org/v1") is None
     assert by_kind("Job", "batch/v1") is BATCH_JOB
-    assert by_kind("RayJob") is None
+    assert by_kind("RayService") is None
 
 
 def test_every_integration_declares_its_kind_and_plural() -> None:
@@ -110,5 +123,13 @@ def test_unit_names_carry_koord_queues_per_kind_suffix() -> None:
         "jobset.x-k8s.io/jobset": "train-js-qu",
         "pod": "train-pod-qu",
         "workload.codeflare.dev/appwrapper": "train-aw-qu",
+        "kubeflow.org/tfjob": "train-tf-qu",
+        "ray.io/rayjob": "train-ray-qu",
+        "ray.io/raycluster": "train-raycluster-qu",
+        "sparkoperator.k8s.io/sparkapplication": "train-spark-qu",
+        "argoproj.io/workflow": "train-wf-qu",
+        "kubeflow.org/mpijob-v1alpha1": "train-mpi-qu",
     }
-    assert len(set(names.values())) == len(names)
+    # the two MPIJob versions share a name: a cluster serves one of them
+    served = {n: u for n, u in names.items() if n != "kubeflow.org/mpijob-v1alpha1"}
+    assert len(set(served.values())) == len(served)
