@@ -6,9 +6,10 @@ the annotation koord-queue/min-resources says (a resource list, YAML or JSON): o
 it (a running Suspend node also reads as held). The queue marks it with Koord-Queue's
 annotations and an `Enqueued` status condition (Argo's Workflow has no status subresource: the
 mark is one patch of the object). Its state: not enqueued, Created; held, Queuing; then the
-phase: Succeeded; Failed or Error; anything else Running. Priority: spec.priority as the value,
-else the entry template's priorityClassName. The unit's suffix is `wf-qu` (Koord-Queue's is
-"": a Workflow's unit would take the name of a batch/v1 Job's of the same name).
+phase: Succeeded; Failed or Error; none yet or Pending, Pending; anything else Running.
+Priority: spec.priority as the value, else the entry template's priorityClassName. The unit's
+suffix is `wf-qu` (Koord-Queue's is "": a Workflow's unit would take the name of a batch/v1
+Job's of the same name).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ SUSPEND_NODE: Final = "Suspend"
 NODE_RUNNING: Final = "Running"
 SUCCEEDED_PHASES: Final = frozenset({"Succeeded"})
 FAILED_PHASES: Final = frozenset({"Failed", "Error"})
+NOT_STARTED_PHASES: Final = frozenset({None, "", "Pending"})
+"""Koord-Queue reads these as Running too; here a released Workflow runs once Argo says so
+(until then it is Pending: preemptible, and under the running timeout)."""
 
 
 def min_resources(obj: Obj) -> Resources:
@@ -201,4 +205,6 @@ class ArgoWorkflow(Integration):
             return JobStatus.SUCCEEDED
         if phase in FAILED_PHASES:
             return JobStatus.FAILED
+        if phase in NOT_STARTED_PHASES:
+            return JobStatus.PENDING  # released, not yet started by Argo's controller
         return JobStatus.RUNNING

@@ -145,6 +145,9 @@ def test_get_job_status(
     if phase is not None:
         status["phase"] = phase
     assert ARGO.status([workflow(suspend=suspend, status=status)]) is expected
+    if phase == "Running":  # released, before Argo's controller started it: Pending here
+        waiting = workflow(suspend=suspend, status={"conditions": conditions})
+        assert ARGO.status([waiting]) is JobStatus.PENDING
     if phase == "Failed":
         errored = workflow(suspend=suspend, status={**status, "phase": "Error"})
         assert ARGO.status([errored]) is JobStatus.FAILED
