@@ -189,6 +189,17 @@ NOT_EXERCISED_HERE: dict[deployed.Triple, str] = {
         for group, plural in (("workload.codeflare.dev", "appwrappers"),)
         for verb in ("get", "list", "watch", "patch")
     },
+    # Koord-Queue's further kinds (issue 26): test_koord_queue_kinds.py runs them
+    **{
+        (group, plural, verb): "--integrations off in deploy/ (test_koord_queue_kinds.py)"
+        for group, plural in (("kubeflow.org", "tfjobs"), ("ray.io", "rayjobs"),
+                              ("ray.io", "rayclusters"),
+                              ("sparkoperator.k8s.io", "sparkapplications"),
+                              ("argoproj.io", "workflows"))
+        for verb in ("get", "list", "watch", "patch")
+    },
+    ("kubeflow.org", "tfjobs/status", "patch"):
+        "--integrations off in deploy/ (test_koord_queue_kinds.py)",
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"):
         "integration_reconciler.py: is an integration's CRD installed (integrations off)",
     ("", "pods", "delete"): "preemption evicts by delete; the pod integration deletes a "

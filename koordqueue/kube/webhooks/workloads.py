@@ -2,7 +2,7 @@
 
 Kueue's Job webhook suspends every Job that names a queue, so nothing labelled for a quota
 can run outside it. This one does the same for every enabled integration's kind (batch/v1
-Job, PyTorchJob, MPIJob, JobSet; plain pods have the pod webhook) with the integration's own
+Job, the Kubeflow, Ray, Spark and Argo kinds, ...; plain pods have the pod webhook) with its own
 hold, decided by domain/integrations/workload_gate.py. With `--suspend-at-creation=false`
 (Koord-Queue's rule: only a workload created held is queued) nothing is changed and a warning
 says the workload runs outside its quota. Never refuses (failurePolicy Ignore): a queueing
