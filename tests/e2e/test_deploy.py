@@ -72,6 +72,9 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("watch", "rayclusters.ray.io"),
         ("patch", "sparkapplications.sparkoperator.k8s.io"),
         ("patch", "workflows.argoproj.io"),
+        ("watch", "xgboostjobs.kubeflow.org"),
+        ("patch", "paddlejobs.kubeflow.org/status"),
+        ("patch", "jaxjobs.kubeflow.org"),
     ]
     refused = [
         ("update", "elasticquotas.scheduling.sigs.k8s.io"),
@@ -87,6 +90,8 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("patch", "rayjobs.ray.io/status"),
         ("update", "sparkapplications.sparkoperator.k8s.io"),
         ("delete", "workflows.argoproj.io"),
+        ("create", "xgboostjobs.kubeflow.org"),
+        ("delete", "jaxjobs.kubeflow.org"),
     ]
     def can_i(verb: str, resource: str) -> str:
         """The API server's RBAC answer for `plural.group[/subresource]`, asked with a
@@ -200,6 +205,15 @@ NOT_EXERCISED_HERE: dict[deployed.Triple, str] = {
     },
     ("kubeflow.org", "tfjobs/status", "patch"):
         "--integrations off in deploy/ (test_koord_queue_kinds.py)",
+    # Kueue's training-operator kinds (issue 26): test_koord_queue_kinds.py runs them too
+    **{
+        (group, resource, verb): "--integrations off in deploy/ (test_koord_queue_kinds.py)"
+        for group, plural in (("kubeflow.org", "xgboostjobs"), ("kubeflow.org", "paddlejobs"),
+                              ("kubeflow.org", "jaxjobs"))
+        for resource, verbs in ((plural, ("get", "list", "watch", "patch")),
+                                (f"{plural}/status", ("patch",)))
+        for verb in verbs
+    },
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"):
         "integration_reconciler.py: is an integration's CRD installed (integrations off)",
     ("", "pods", "delete"): "preemption evicts by delete; the pod integration deletes a "

@@ -1,4 +1,5 @@
-"""Issue 26 on the real API server: Koord-Queue's further kinds, as kubectl shows them.
+"""Issue 26 on the real API server: Koord-Queue's further kinds and Kueue's training-operator
+kinds (XGBoostJob, PaddleJob, JAXJob), as kubectl shows them.
 
 Their CRDs (vendored in tests/crds/integrations/) are installed and one controller runs with
 `--integrations all`: it serves every kind the plane has. There is no framework operator here,
@@ -36,6 +37,7 @@ from koordqueue.domain.names import (
 from tests.e2e import kq
 from tests.e2e.running_controller import RunningController
 from tests.unit.integrations.kq_kinds import (
+    kubeflow_job,
     mpijob_v1alpha1,
     pod_template,
     raycluster,
@@ -87,6 +89,19 @@ def _condition(kind: str) -> dict[str, str]:
 def _make_tfjob(name: str, ns: str, quota: str, cpu: int, pc: str | None) -> dict[str, Any]:
     role = (1, pod_template(str(cpu), "256Mi", priority_class=pc))
     return _plain(tfjob(name, ns, quota, roles={"Worker": role}))
+
+
+def _kueue_training(kind: str) -> Callable[[str, str, str, int, str | None], dict[str, Any]]:
+    """A one-Worker job of `kind`, its priority class in runPolicy.schedulingPolicy (Kueue's
+    rule; its template names none)."""
+
+    def make(name: str, ns: str, quota: str, cpu: int, pc: str | None) -> dict[str, Any]:
+        role = (1, pod_template(str(cpu), "256Mi"))
+        return _plain(
+            kubeflow_job(kind, name, ns, quota, {"Worker": role}, scheduling_priority_class=pc)
+        )
+
+    return make
 
 
 def _make_rayjob(name: str, ns: str, quota: str, cpu: int, pc: str | None) -> dict[str, Any]:
@@ -198,6 +213,21 @@ KINDS = [
         {"phase": "Succeeded"},
         {"phase": "Failed"},
         status_subresource=False,
+    ),
+    *(
+        Kind(
+            f"kubeflow.org/{kind.lower()}",
+            f"{kind.lower()}s.kubeflow.org",
+            suffix,
+            kind,
+            _kueue_training(kind),
+            lambda o: bool((_spec(o).get("runPolicy") or {}).get("suspend")),
+            {"conditions": [_condition("Running")]},
+            {"conditions": [_condition("Succeeded")]},
+            {"conditions": [_condition("Failed")]},
+        )
+        for kind, suffix in (("XGBoostJob", "xgb-qu"), ("PaddleJob", "paddle-qu"),
+                             ("JAXJob", "jax-qu"))
     ),
 ]
 MPI_V1ALPHA1 = Kind(
@@ -407,8 +437,15 @@ def _bad_workflow(ns: str) -> dict[str, Any]:
     return _plain(workflow("bad", ns, "q", min_resources="cpu: lots"))
 
 
+def _bad_training(kind: str, role: str) -> Callable[[str], dict[str, Any]]:
+    return lambda ns: _plain(kubeflow_job(kind, "bad", ns, "q", {role: (1, pod_template())}))
+
+
 BAD = {
     "kubeflow.org/tfjob": (_bad_tfjob, "spec.tfReplicaSpecs.Launcher"),
+    "kubeflow.org/xgboostjob": (_bad_training("XGBoostJob", "Chief"), "spec.xgbReplicaSpecs.Chief"),
+    "kubeflow.org/paddlejob": (_bad_training("PaddleJob", "PS"), "spec.paddleReplicaSpecs.PS"),
+    "kubeflow.org/jaxjob": (_bad_training("JAXJob", "Master"), "spec.jaxReplicaSpecs.Master"),
     "ray.io/rayjob": (_bad_rayjob, "spec.rayClusterSpec.workerGroupSpecs[0].groupName"),
     "ray.io/raycluster": (_bad_raycluster, "spec.workerGroupSpecs[0].replicas"),
     "sparkoperator.k8s.io/sparkapplication": (_bad_spark, "spec.executor.memory"),

@@ -26,7 +26,14 @@ from koordqueue.domain.integrations.base import (
 )
 from koordqueue.domain.integrations.batch_job import BatchJob
 from koordqueue.domain.integrations.jobset import JobSet
-from koordqueue.domain.integrations.kubeflow import MPIJob, PyTorchJob, TFJob
+from koordqueue.domain.integrations.kubeflow import (
+    JAXJob,
+    MPIJob,
+    PaddleJob,
+    PyTorchJob,
+    TFJob,
+    XGBoostJob,
+)
 from koordqueue.domain.integrations.mpijob_v1alpha1 import MPIJobV1alpha1
 from koordqueue.domain.integrations.pod import Pod
 from koordqueue.domain.integrations.pod_parents import POD_PARENTS
@@ -45,6 +52,9 @@ RAY_CLUSTER: Final = RayCluster()
 SPARK_APPLICATION: Final = SparkApplication()
 ARGO_WORKFLOW: Final = ArgoWorkflow()
 MPI_JOB_V1ALPHA1: Final = MPIJobV1alpha1()
+XGBOOST_JOB: Final = XGBoostJob()
+PADDLE_JOB: Final = PaddleJob()
+JAX_JOB: Final = JAXJob()
 
 INTEGRATIONS: Final[Mapping[str, Integration]] = {
     i.name: i
@@ -63,6 +73,10 @@ INTEGRATIONS: Final[Mapping[str, Integration]] = {
         SPARK_APPLICATION,
         ARGO_WORKFLOW,
         MPI_JOB_V1ALPHA1,
+        # Kueue's training-operator kinds (issue 26)
+        XGBOOST_JOB,
+        PADDLE_JOB,
+        JAX_JOB,
     )
 }
 """Every integration by its `--integrations` name. Where two serve the same kind at different
@@ -115,15 +129,18 @@ __all__ = [
     "BATCH_JOB",
     "DEFAULT_INTEGRATIONS",
     "INTEGRATIONS",
+    "JAX_JOB",
     "JOBSET",
     "MPI_JOB",
     "MPI_JOB_V1ALPHA1",
+    "PADDLE_JOB",
     "POD",
     "PYTORCH_JOB",
     "RAY_CLUSTER",
     "RAY_JOB",
     "SPARK_APPLICATION",
     "TF_JOB",
+    "XGBOOST_JOB",
     "DeleteWorkload",
     "Integration",
     "InvalidJobError",

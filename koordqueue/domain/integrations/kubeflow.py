@@ -1,7 +1,8 @@
-"""Kubeflow TFJob, PyTorchJob (kubeflow.org/v1) and MPIJob (kubeflow.org/v2beta1).
+"""Kubeflow TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob (kubeflow.org/v1) and MPIJob
+(kubeflow.org/v2beta1).
 
-Both hold their pods with spec.runPolicy.suspend and describe them as replica specs by role
-(spec.pytorchReplicaSpecs / spec.mpiReplicaSpecs: {Role: {replicas, template}}), with the
+All hold their pods with spec.runPolicy.suspend and describe them as replica specs by role
+(spec.pytorchReplicaSpecs, spec.mpiReplicaSpecs, ...: {Role: {replicas, template}}), with the
 training-operator's status conditions (Created, Running, Restarting, Succeeded, Failed).
 
 The queue's side follows Koord-Queue's Kubeflow job handles (pkg/jobext/handles/tfjob.go,
@@ -11,7 +12,8 @@ the condition False ("Job Dequeued"), sets the annotation "false", runPolicy.sus
 the dequeue timestamp. The state reads Succeeded/Failed conditions (True) first, then any
 Running or Scheduled condition, then "not suspended" (Pending), then the Queuing condition.
 Pod sets follow Kueue (pkg/controller/jobs/kubeflow, mpijob): one per role present, in the
-operator's role order, named in lower case, replicas defaulting to 1.
+operator's role order, named in lower case, replicas defaulting to 1. XGBoostJob, PaddleJob
+and JAXJob have no Koord-Queue handle: the same markers (one shape), Kueue's priority.
 """
 
 from __future__ import annotations
@@ -217,7 +219,21 @@ class KubeflowJob(Integration):
         return JobStatus.CREATED
 
 
-class TFJob(KubeflowJob):
+class _KueueKubeflowJob(KubeflowJob):
+    """A training-operator kind Koord-Queue has no handle for, after Kueue's kubeflowjob:
+    priority from runPolicy.schedulingPolicy.priorityClass, then the first role (in the
+    operator's order) whose template names one; the operator's roles only."""
+
+    strict_roles = True
+
+    def priority_class_name(self, obj: Obj) -> str:
+        scheduling = self._run_policy(obj).get("schedulingPolicy") or {}
+        if scheduling.get("priorityClass"):
+            return str(scheduling["priorityClass"])
+        return super().priority_class_name(obj)
+
+
+class TFJob(_KueueKubeflowJob):
     """kubeflow.org/v1 TFJob (training-operator), roles Chief, Master, PS, Worker, Evaluator.
 
     Koord-Queue's tfjob.go is PyTorchJob's handle with its own suffix (tf-qu): the same
@@ -230,19 +246,11 @@ class TFJob(KubeflowJob):
     replica_specs_field = "tfReplicaSpecs"
     unit_suffix = "tf-qu"
     roles = ("Chief", "Master", "PS", "Worker", "Evaluator")
-    strict_roles = True
 
     def priority_roles(self, obj: Obj) -> list[str]:
-        """Koord-Queue's TFJob Priority(): the first role that is not Master."""
+        """Koord-Queue's TFJob Priority(): the first role that is not Master (after Kueue's
+        runPolicy.schedulingPolicy.priorityClass, which Koord-Queue never reads)."""
         return [role for role in self.ordered_roles(obj) if role != "Master"]
-
-    def priority_class_name(self, obj: Obj) -> str:
-        """runPolicy.schedulingPolicy.priorityClass first (Kueue; Koord-Queue never reads it),
-        then the roles' templates as Koord-Queue reads them."""
-        scheduling = self._run_policy(obj).get("schedulingPolicy") or {}
-        if scheduling.get("priorityClass"):
-            return str(scheduling["priorityClass"])
-        return super().priority_class_name(obj)
 
 
 class PyTorchJob(KubeflowJob):
@@ -259,7 +267,7 @@ class PyTorchJob(KubeflowJob):
         return [role for role in self.ordered_roles(obj) if role != "Master"]
 
 
-class MPIJob(KubeflowJob):
+class MPIJob(_KueueKubeflowJob):
     """kubeflow.org/v2beta1 MPIJob (mpi-operator), roles Launcher and Worker.
 
     Priority as Kueue's MPIJob.PriorityClass(): runPolicy.schedulingPolicy.priorityClass,
@@ -271,9 +279,34 @@ class MPIJob(KubeflowJob):
     replica_specs_field = "mpiReplicaSpecs"
     unit_suffix = "mpi-qu"
     roles = ("Launcher", "Worker")
+    strict_roles = False
 
-    def priority_class_name(self, obj: Obj) -> str:
-        scheduling = self._run_policy(obj).get("schedulingPolicy") or {}
-        if scheduling.get("priorityClass"):
-            return str(scheduling["priorityClass"])
-        return super().priority_class_name(obj)
+
+class XGBoostJob(_KueueKubeflowJob):
+    """kubeflow.org/v1 XGBoostJob (training-operator), roles Master and Worker."""
+
+    name = "kubeflow.org/xgboostjob"
+    workload = WorkloadKind("kubeflow.org", "v1", "XGBoostJob", "xgboostjobs")
+    replica_specs_field = "xgbReplicaSpecs"
+    unit_suffix = "xgb-qu"
+    roles = ("Master", "Worker")
+
+
+class PaddleJob(_KueueKubeflowJob):
+    """kubeflow.org/v1 PaddleJob (training-operator), roles Master and Worker."""
+
+    name = "kubeflow.org/paddlejob"
+    workload = WorkloadKind("kubeflow.org", "v1", "PaddleJob", "paddlejobs")
+    replica_specs_field = "paddleReplicaSpecs"
+    unit_suffix = "paddle-qu"
+    roles = ("Master", "Worker")
+
+
+class JAXJob(_KueueKubeflowJob):
+    """kubeflow.org/v1 JAXJob (training-operator), one role: Worker."""
+
+    name = "kubeflow.org/jaxjob"
+    workload = WorkloadKind("kubeflow.org", "v1", "JAXJob", "jaxjobs")
+    replica_specs_field = "jaxReplicaSpecs"
+    unit_suffix = "jax-qu"
+    roles = ("Worker",)

@@ -1,4 +1,5 @@
-"""`simulate` and `explain` take Koord-Queue's further kinds (issue 26) as `workload:`
+"""`simulate` and `explain` take Koord-Queue's further kinds and Kueue's training-operator
+kinds (issue 26) as `workload:`
 manifests: each unit is the one the controller makes (its kind's suffix, its pod sets'
 resource, the quota from the label), and `explain KIND/NAME` finds it by the workload."""
 
@@ -14,6 +15,7 @@ from koordqueue.simulation.scenario import ScenarioError, parse_scenario
 from koordqueue.simulation.simulator import simulate
 from tests.unit.cli.helpers import run
 from tests.unit.integrations.kq_kinds import (
+    kubeflow_job,
     mpijob_v1alpha1,
     pod_template,
     raycluster,
@@ -39,6 +41,10 @@ WORKLOADS = [
     sparkapp("pi", quota="team", instances=1),
     workflow("steps", quota="team", min_resources="cpu: 1"),
     mpijob_v1alpha1("allreduce", quota="team", replicas=2, template=pod_template("1")),
+    kubeflow_job("XGBoostJob", "boost", quota="team",
+                 roles={"Master": (1, pod_template("1")), "Worker": (2, pod_template("1"))}),
+    kubeflow_job("PaddleJob", "paddle", quota="team", roles={"Worker": (2, pod_template("2"))}),
+    kubeflow_job("JAXJob", "jax", quota="team", roles={"Worker": (4, pod_template("1"))}),
 ]
 EXPECTED = {  # unit -> (consumer kind, cpu)
     "mnist-tf-qu": ("TFJob", "2"),
@@ -47,6 +53,9 @@ EXPECTED = {  # unit -> (consumer kind, cpu)
     "pi-spark-qu": ("SparkApplication", "2"),
     "steps-wf-qu": ("Workflow", "1"),
     "allreduce-mpi-qu": ("MPIJob", "2"),
+    "boost-xgb-qu": ("XGBoostJob", "3"),
+    "paddle-paddle-qu": ("PaddleJob", "4"),
+    "jax-jax-qu": ("JAXJob", "4"),
 }
 
 
@@ -78,6 +87,9 @@ def test_simulate_admits_each_while_the_quota_has_room() -> None:
         (["sparkapplication/pi"], "pi-spark-qu"),
         (["workflows/steps"], "steps-wf-qu"),
         (["--kind", "kubeflow.org/mpijob-v1alpha1", "allreduce"], "allreduce-mpi-qu"),
+        (["xgboostjob/boost"], "boost-xgb-qu"),
+        (["paddlejobs.kubeflow.org/paddle"], "paddle-paddle-qu"),
+        (["--kind", "kubeflow.org/jaxjob", "jax"], "jax-jax-qu"),
     ],
 )
 def test_explain_finds_each_kinds_unit_by_the_workload(

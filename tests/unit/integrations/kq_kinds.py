@@ -1,5 +1,6 @@
 """Builders of Koord-Queue's further kinds (issue 26) as the API's JSON: TFJob, RayJob,
-RayCluster, SparkApplication, Argo Workflow, MPIJob v1alpha1. Shared by the unit tests and the
+RayCluster, SparkApplication, Argo Workflow, MPIJob v1alpha1; and of Kueue's training-operator
+kinds of the same shape (XGBoostJob, PaddleJob, JAXJob). Shared by the unit tests and the
 e2e test (tests/e2e/test_koord_queue_kinds.py), so both queue the same manifests."""
 
 from __future__ import annotations
@@ -45,15 +46,26 @@ def pod_template(
     return {"spec": spec}
 
 
-def tfjob(
-    name: str = "tf",
+REPLICA_SPECS = {
+    "TFJob": "tfReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "PaddleJob": "paddleReplicaSpecs",
+    "JAXJob": "jaxReplicaSpecs",
+}
+"""The replica-specs field of each training-operator kind (kubeflow.org/v1) built here."""
+
+
+def kubeflow_job(
+    kind: str,
+    name: str = "train",
     namespace: str = "default",
     quota: str = "q",
     roles: dict[str, tuple[int | None, dict[str, Any]]] | None = None,
     suspend: bool = True,
     scheduling_priority_class: str | None = None,
 ) -> dict[str, Any]:
-    """roles: {Role: (replicas or None, pod template)}; default one Worker of 1 cpu."""
+    """A training-operator job of `kind`. roles: {Role: (replicas or None, pod template)};
+    default one Worker of 1 cpu."""
     specs = {}
     for role, (replicas, template) in (roles or {"Worker": (1, pod_template())}).items():
         spec: dict[str, Any] = {"restartPolicy": "Never", "template": template}
@@ -65,10 +77,21 @@ def tfjob(
         run_policy["schedulingPolicy"] = {"priorityClass": scheduling_priority_class}
     return {
         "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
+        "kind": kind,
         "metadata": meta(name, namespace, quota),
-        "spec": {"tfReplicaSpecs": specs, "runPolicy": run_policy},
+        "spec": {REPLICA_SPECS[kind]: specs, "runPolicy": run_policy},
     }
+
+
+def tfjob(
+    name: str = "tf",
+    namespace: str = "default",
+    quota: str = "q",
+    roles: dict[str, tuple[int | None, dict[str, Any]]] | None = None,
+    suspend: bool = True,
+    scheduling_priority_class: str | None = None,
+) -> dict[str, Any]:
+    return kubeflow_job("TFJob", name, namespace, quota, roles, suspend, scheduling_priority_class)
 
 
 def ray_cluster_spec(

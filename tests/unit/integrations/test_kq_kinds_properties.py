@@ -1,4 +1,5 @@
-"""Property (issue 26): for random specs of Koord-Queue's further kinds, the unit asks for the
+"""Property (issue 26): for random specs of Koord-Queue's further kinds and Kueue's
+training-operator kinds, the unit asks for the
 sum over pod sets of count x per-pod request, computed here from the generated numbers (not
 from the integration's pod sets), and its podSet lists the same counts; a negative count is
 refused, never turned into a unit."""
@@ -12,17 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.integrations import (
+    JAX_JOB,
     MPI_JOB_V1ALPHA1,
+    PADDLE_JOB,
     RAY_CLUSTER,
     RAY_JOB,
     SPARK_APPLICATION,
     TF_JOB,
+    XGBOOST_JOB,
     Integration,
     InvalidJobError,
     queue_unit_for,
 )
 from koordqueue.domain.resources import Resources
 from tests.unit.integrations.kq_kinds import (
+    kubeflow_job,
     mpijob_v1alpha1,
     pod_template,
     raycluster,
@@ -64,6 +69,22 @@ def test_tfjob_unit_is_the_sum_over_roles(shapes: list[tuple[int, int, int, bool
     roles = TF_JOB.roles[: len(shapes)]
     specs = {r: (c, template(m, b, lim)) for r, (c, m, b, lim) in zip(roles, shapes, strict=True)}
     check(TF_JOB, tfjob(roles=specs), [(c, m, b) for c, m, b, _ in shapes])
+
+
+@pytest.mark.parametrize("integration", [XGBOOST_JOB, PADDLE_JOB, JAX_JOB], ids=lambda i: i.name)
+@settings(max_examples=40, deadline=None)
+@given(shapes=st.lists(role_shapes, min_size=1, max_size=2), written_reversed=st.booleans())
+def test_kueue_training_unit_is_the_sum_over_roles(
+    integration: Any, shapes: list[tuple[int, int, int, bool]], written_reversed: bool
+) -> None:
+    """Whatever order the roles are written in, the pod sets follow the operator's order."""
+    roles = integration.roles[: len(shapes)]
+    shapes = shapes[: len(roles)]  # JAXJob: Worker only
+    specs = {r: (c, template(m, b, lim)) for r, (c, m, b, lim) in zip(roles, shapes, strict=True)}
+    if written_reversed:
+        specs = dict(reversed(specs.items()))
+    obj = kubeflow_job(integration.workload.kind, roles=specs)
+    check(integration, obj, [(c, m, b) for c, m, b, _ in shapes])
 
 
 @settings(max_examples=60, deadline=None)

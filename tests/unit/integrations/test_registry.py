@@ -33,6 +33,9 @@ def test_the_flag_names_are_kueues() -> None:
         "sparkoperator.k8s.io/sparkapplication",
         "argoproj.io/workflow",
         "kubeflow.org/mpijob-v1alpha1",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/jaxjob",
     ]
     assert DEFAULT_INTEGRATIONS == ("batch/job",)
 
@@ -129,6 +132,9 @@ def test_unit_names_carry_koord_queues_per_kind_suffix() -> None:
         "sparkoperator.k8s.io/sparkapplication": "train-spark-qu",
         "argoproj.io/workflow": "train-wf-qu",
         "kubeflow.org/mpijob-v1alpha1": "train-mpi-qu",
+        "kubeflow.org/xgboostjob": "train-xgb-qu",
+        "kubeflow.org/paddlejob": "train-paddle-qu",
+        "kubeflow.org/jaxjob": "train-jax-qu",
     }
     # the two MPIJob versions share a name: a cluster serves one of them
     served = {n: u for n, u in names.items() if n != "kubeflow.org/mpijob-v1alpha1"}

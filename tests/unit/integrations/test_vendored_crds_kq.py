@@ -1,4 +1,5 @@
-"""The vendored CRDs of Koord-Queue's further kinds (issue 26) serve what each integration reads
+"""The vendored CRDs of Koord-Queue's further kinds and Kueue's training-operator kinds (issue
+26) serve what each integration reads
 and writes: kind, plural and version, the field that holds it, the fields its pod sets and
 state are read from."""
 
@@ -13,13 +14,17 @@ import yaml
 
 from koordqueue.domain.integrations import (
     ARGO_WORKFLOW,
+    JAX_JOB,
     MPI_JOB_V1ALPHA1,
+    PADDLE_JOB,
     RAY_CLUSTER,
     RAY_JOB,
     SPARK_APPLICATION,
     TF_JOB,
+    XGBOOST_JOB,
     Integration,
 )
+from koordqueue.domain.integrations.kubeflow import KubeflowJob
 
 CRDS = Path(__file__).resolve().parents[2] / "crds" / "integrations"
 FILES = {
@@ -29,8 +34,13 @@ FILES = {
     SPARK_APPLICATION.name: "sparkoperator.k8s.io_sparkapplications.yaml",
     ARGO_WORKFLOW.name: "argoproj.io_workflows.yaml",
     MPI_JOB_V1ALPHA1.name: "mpijob-v1alpha1/kubeflow.org_mpijobs.yaml",
+    XGBOOST_JOB.name: "kubeflow.org_xgboostjobs.yaml",
+    PADDLE_JOB.name: "kubeflow.org_paddlejobs.yaml",
+    JAX_JOB.name: "kubeflow.org_jaxjobs.yaml",
 }
-KINDS = [TF_JOB, RAY_JOB, RAY_CLUSTER, SPARK_APPLICATION, ARGO_WORKFLOW, MPI_JOB_V1ALPHA1]
+TRAINING: list[KubeflowJob] = [TF_JOB, XGBOOST_JOB, PADDLE_JOB, JAX_JOB]
+"""training-operator kinds: one shape (replica specs, runPolicy, JobStatus conditions)."""
+KINDS = [*TRAINING, RAY_JOB, RAY_CLUSTER, SPARK_APPLICATION, ARGO_WORKFLOW, MPI_JOB_V1ALPHA1]
 
 
 @functools.cache
@@ -71,7 +81,7 @@ def test_crd_serves_the_integrations_kind_and_version(integration: Integration) 
         (RAY_JOB, ("spec", "suspend")),
         (RAY_CLUSTER, ("spec", "suspend")),
         (SPARK_APPLICATION, ("spec", "suspend")),
-        (TF_JOB, ("spec", "runPolicy", "suspend")),
+        *((i, ("spec", "runPolicy", "suspend")) for i in TRAINING),
     ],
     ids=lambda v: v.name if isinstance(v, Integration) else None,
 )
@@ -82,7 +92,7 @@ def test_the_hold_field_is_a_boolean(integration: Integration, path: tuple[str, 
 def test_status_is_a_subresource_except_argos() -> None:
     """The reconciler writes Kubeflow's Queuing condition to /status; Argo's Enqueued
     condition rides on a patch of the Workflow itself (no status subresource)."""
-    for integration in (TF_JOB, RAY_JOB, RAY_CLUSTER, SPARK_APPLICATION, MPI_JOB_V1ALPHA1):
+    for integration in (*TRAINING, RAY_JOB, RAY_CLUSTER, SPARK_APPLICATION, MPI_JOB_V1ALPHA1):
         assert "status" in version_of(integration)["subresources"], integration.name
     assert "status" not in version_of(ARGO_WORKFLOW).get("subresources", {})
     assert schema_at(ARGO_WORKFLOW, "status")["x-kubernetes-preserve-unknown-fields"]
@@ -113,9 +123,17 @@ def test_spark_fields_the_integration_reads() -> None:
     assert "state" in state
 
 
-def test_tfjob_replica_specs_and_conditions() -> None:
-    assert schema_at(TF_JOB, "spec", "tfReplicaSpecs")["type"] == "object"
-    item = schema_at(TF_JOB, "status", "conditions", "[]")["properties"]
+@pytest.mark.parametrize("integration", TRAINING, ids=lambda i: i.name)
+def test_training_replica_specs_and_conditions(integration: KubeflowJob) -> None:
+    """The replica-specs field the integration reads, a replica's replicas and template, the
+    scheduling policy's priority class, and conditions that accept "Queuing"."""
+    field = integration.replica_specs_field
+    specs = schema_at(integration, "spec", field)
+    assert specs["type"] == "object"
+    assert {"replicas", "template"} <= set(specs["additionalProperties"]["properties"])
+    policy = schema_at(integration, "spec", "runPolicy", "schedulingPolicy")["properties"]
+    assert "priorityClass" in policy
+    item = schema_at(integration, "status", "conditions", "[]")["properties"]
     assert {"type", "status", "message", "lastUpdateTime", "lastTransitionTime"} <= set(item)
     assert "enum" not in item["type"]  # "Queuing" is accepted
 
