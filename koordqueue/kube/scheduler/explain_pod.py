@@ -37,7 +37,7 @@ from koordqueue.scheduler.api import FitErrors, JobInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api import names as api_names
 from koordqueue.scheduler.framework import Session, open_session, run_actions
 from koordqueue.scheduler.framework.result import SessionResult
-from koordqueue.scheduler.framework.skips import Skip, TaskSkip
+from koordqueue.scheduler.framework.skips import Skip, TaskSkip, cause_text
 from koordqueue.scheduler.gates import (
     GATE_NAME,
     OPT_IN_ANNOTATION,
@@ -78,6 +78,7 @@ class PodVerdict(StrEnum):
     GANG_NOT_READY = "GangMinAvailable"
     QUEUE_OVERUSED = "QueueOverused"
     QUEUE_REFUSED = "QueueNotAllocatable"
+    PLUGIN_REFUSED = "PluginRefused"
     UNKNOWN = "NotPlaced"
 
 
@@ -476,6 +477,9 @@ def _verdict(entry: TaskSkip | None, ex: PodExplanation, job: JobInfo) -> tuple[
             return PodVerdict.QUEUE_REFUSED, api_names.QUEUE_REFUSED_MESSAGE.format(
                 queue=job.queue
             )
+        case Skip.PLUGIN:
+            assert entry is not None
+            return PodVerdict.PLUGIN_REFUSED, cause_text(entry, entry.errors)
     return PodVerdict.UNKNOWN, (
         "the pod fits but was not placed in this session (other jobs ran first); it should "
         "be placed in a later one"

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from koordqueue.scheduler.api import READY_STATUSES, FitErrors, JobInfo, QueueInfo, TaskInfo
+from koordqueue.scheduler.actions import allocate_topology
+from koordqueue.scheduler.api import (
+    READY_STATUSES,
+    FitErrors,
+    JobInfo,
+    NodeInfo,
+    QueueInfo,
+    TaskInfo,
+)
 from koordqueue.scheduler.api.task_info import PlacementKey
 from koordqueue.scheduler.framework.interface import Action
+from koordqueue.scheduler.framework.placement import BoolArray
 from koordqueue.scheduler.framework.session import JobQueue, Session, gc_paused
 from koordqueue.scheduler.framework.skips import (
     BEST_EFFORT,
@@ -118,6 +127,8 @@ class AllocateAction(Action):
         wanted: dict[str, list[TaskInfo]] = {}
         skips = session.skips
         for job in schedulable_jobs(session):
+            if allocate_topology.waits(session, job):
+                continue
             candidates = job.pending_tasks()
             mine = [t for t in candidates if self._wanted(t)]
             if len(mine) != len(candidates):
@@ -155,9 +166,16 @@ class AllocateAction(Action):
             if tasks is None:
                 tasks = task_queue(session, wanted[job.uid])
                 pending[job.uid] = tasks
+            if allocate_topology.allocate_hard(
+                session, queue=queue, job=job, tasks=tasks, jobs=jobs, shapes=shapes,
+                allocate_tasks=self._allocate_tasks,
+            ):
+                queues.push(queue)
+                continue
             statement = Statement(session)
             self._allocate_tasks(
-                session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs, shapes=shapes
+                session, statement, queue=queue, job=job, tasks=tasks, jobs=jobs, shapes=shapes,
+                placed=allocate_topology.span(session, job),
             )
             if session.job_ready(job):
                 statement.commit()
@@ -181,7 +199,11 @@ class AllocateAction(Action):
         tasks: list[TaskInfo],
         jobs: JobQueue,
         shapes: dict[PlacementKey, FitErrors | None],
+        within: BoolArray | None = None,
+        placed: Callable[[TaskInfo, NodeInfo], None] | None = None,
     ) -> None:
+        """Place the job's tasks in order (on the nodes `within` marks, when given: one
+        HyperNode's); `placed` hears of each placement (the job's topology span)."""
         failed: dict[PlacementKey, FitErrors] = {}
         skips = session.skips
         while tasks:
@@ -209,7 +231,7 @@ class AllocateAction(Action):
                     _gave_up(session, job, tasks, failed, errors)
                     break
                 continue
-            choice = session.select_node(task)
+            choice = session.select_node(task, within)
             if isinstance(choice, FitErrors):
                 session.fit_errors[task.uid] = choice
                 failed[task.placement_key()] = choice
@@ -223,6 +245,8 @@ class AllocateAction(Action):
                 statement.pipeline(task, node)
             else:
                 statement.allocate(task, node)
+            if placed is not None:
+                placed(task, node)
             if tasks and session.job_ready(job):
                 # Ready: commit this part and give other jobs a turn before the rest.
                 jobs.push(job)

@@ -8,6 +8,7 @@ from typing import Final
 
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.fit_errors import FitErrors
+from koordqueue.scheduler.api.hypernode import NetworkTopology
 from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.api.task_info import (
     ALLOCATED_STATUSES,
@@ -46,6 +47,7 @@ class JobInfo:
         "min_resources",
         "name",
         "namespace",
+        "network_topology",
         "phase",
         "preemptable",
         "priority",
@@ -71,6 +73,7 @@ class JobInfo:
         creation: float = 0.0,
         preemptable: bool = True,
         tasks: Iterable[TaskInfo] = (),
+        network_topology: NetworkTopology | None = None,
     ) -> None:
         self.uid = uid
         self.name = name if name is not None else uid
@@ -83,6 +86,8 @@ class JobInfo:
         self.phase = phase
         self.creation = creation
         self.preemptable = preemptable
+        self.network_topology = network_topology
+        """The PodGroup's `spec.networkTopology` (network-topology-aware), or None."""
         self.tasks: dict[str, TaskInfo] = {}
         self.task_status_index: dict[TaskStatus, dict[str, TaskInfo]] = {}
         self._allocated: dict[str, int] = {}
@@ -343,6 +348,7 @@ class JobInfo:
             phase=self.phase,
             creation=self.creation,
             preemptable=self.preemptable,
+            network_topology=self.network_topology,
         )
         # copy the counters instead of re-accounting every task: a session clones every job
         index = job.task_status_index

@@ -49,6 +49,17 @@ class SchedulerConfig:
 
     actions: tuple[str, ...]
     tiers: tuple[Tier, ...]
+    configurations: tuple[tuple[str, Arguments], ...] = ()
+    """Volcano's `configurations`: per action name, its arguments (a tuple of pairs so the
+    configuration stays hashable: the quiet memo keys on it)."""
+
+    def action_arguments(self, action: str) -> Arguments:
+        """The arguments the `configurations` list gives `action` (empty when none; the
+        first entry of a name, as Volcano's GetArgOfActionFromConf)."""
+        for name, arguments in self.configurations:
+            if name == action:
+                return arguments
+        return Arguments()
 
 
 DEFAULT_CONFIG_YAML: Final = f"""\
@@ -148,7 +159,26 @@ def parse_config(text: str, source: str = "<string>", *, validate: bool = True) 
             for i, p in enumerate(tier_raw.get("plugins") or [])
         )
         tiers.append(Tier(plugins))
-    return SchedulerConfig(actions, tuple(tiers))
+    return SchedulerConfig(actions, tuple(tiers), _parse_configurations(doc, source))
+
+
+def _parse_configurations(
+    doc: Mapping[str, object], source: str
+) -> tuple[tuple[str, Arguments], ...]:
+    """Volcano's `configurations:` list (`- name: preempt`, `arguments: {...}`)."""
+    raw = doc.get("configurations") or []
+    if not isinstance(raw, list):
+        raise ConfigError(source, "'configurations' must be a list")
+    out: list[tuple[str, Arguments]] = []
+    for i, entry in enumerate(raw):
+        where = f"configurations[{i}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ConfigError(source, f"{where}: expected a map with a 'name'")
+        arguments = entry.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise ConfigError(source, f"{where} ({entry['name']}): 'arguments' must be a map")
+        out.append((str(entry["name"]), Arguments({str(k): v for k, v in arguments.items()})))
+    return tuple(out)
 
 
 def load_config(path: str | Path) -> SchedulerConfig:

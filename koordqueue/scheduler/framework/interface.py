@@ -41,6 +41,8 @@ class ExtensionPoint(StrEnum):
     JOB_STARVING = "enableJobStarving"
     PREEMPTIVE = "enablePreemptive"
     HIERARCHY = "enableHierarchy"
+    HYPERNODE_ORDER = "enableHyperNodeOrder"
+    HYPERNODE_GRADIENT = "enableHyperNodeGradient"
 
     @property
     def switch(self) -> str:

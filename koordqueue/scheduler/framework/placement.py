@@ -410,18 +410,23 @@ class PlacementEngine:
                 total = total + extra
         return total
 
-    def select(self, task: TaskInfo) -> tuple[int, bool] | None:
+    def select(
+        self, task: TaskInfo, within: BoolArray | None = None
+    ) -> tuple[int, bool] | None:
         """Best node index and whether it is a pipeline (future-idle) placement, or None.
 
         Nodes where the request fits idle resources are preferred; only when there is none
         are nodes that fit future-idle (releasing) resources considered (SPEC 3.4). Dynamic
         scores are normalised over the idle candidates, or else the future-idle ones, as
-        Volcano scores each group separately.
+        Volcano scores each group separately. `within` restricts the search to the nodes it
+        marks (one HyperNode's: Volcano's allocate then scores only those).
         """
         entry = self._entry(task)
         if not len(entry.idle_eff):  # no ready node at all
             return None
         mask = self._dynamic_mask(task) if self.dynamic_predicates else None
+        if within is not None:
+            mask = within if mask is None else mask & within
         scorers = self._dynamic_scorers(task) if self.dynamic_scores else ()
         eff = entry.idle_eff if mask is None else np.where(mask, entry.idle_eff, _NEG_INF)
         best = int(eff.argmax())
@@ -449,10 +454,15 @@ class PlacementEngine:
             eff = self._scored(self._dynamic_scorers(task), eff)
         return eff
 
-    def candidates(self, task: TaskInfo, *, future: bool = False) -> tuple[IntArray, FloatArray]:
-        """Feasible node indices (idle fit, or future-idle fit) and their scores."""
+    def candidates(
+        self, task: TaskInfo, *, future: bool = False, within: BoolArray | None = None
+    ) -> tuple[IntArray, FloatArray]:
+        """Feasible node indices (idle fit, or future-idle fit) and their scores (among the
+        nodes `within` marks, when given)."""
         entry = self._entry(task)
         mask = entry.passes & (entry.future_ok if future else entry.idle_ok)
+        if within is not None:
+            mask = mask & within
         if not (self.dynamic_predicates or self.dynamic_scores):
             idx = np.flatnonzero(mask)
             return idx, entry.scores[idx]
@@ -477,8 +487,14 @@ class PlacementEngine:
         result: IntArray = idx[order]
         return result
 
-    def fit_errors(self, task: TaskInfo) -> FitErrors:
-        """Why no node fits: insufficient resources (future idle) first, else the predicates."""
+    def fit_errors(self, task: TaskInfo, within: BoolArray | None = None) -> FitErrors:
+        """Why no node fits: insufficient resources (future idle) first, else the predicates
+        (over the nodes `within` marks, when given)."""
+        if within is not None:
+            every = self.fit_errors(task)
+            names_in = {self.tensor.nodes[i].name for i in np.flatnonzero(within).tolist()}
+            kept = {n: r for n, r in every.node_reasons.items() if n in names_in}
+            return FitErrors(len(names_in), kept)
         entry = self._entry(task)
         t = self.tensor
         reasons: dict[str, tuple[str, ...]] = {}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
+from koordqueue.scheduler.api.hypernode import HyperNode
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.framework.skips import SkipRecord, cause_text
 
@@ -33,6 +34,8 @@ class ClusterSnapshot:
     missing here has no labels)."""
     pdbs: Sequence[PodDisruptionBudget] = ()
     """PodDisruptionBudgets, read only by the opt-in `pdb` plugin (preempt/reclaim victims)."""
+    hypernodes: Sequence[HyperNode] = ()
+    """topology.volcano.sh HyperNodes (network-topology-aware; `Session.topology`)."""
 
 
 class Bind(NamedTuple):

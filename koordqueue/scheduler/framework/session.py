@@ -37,7 +37,7 @@ from koordqueue.scheduler.framework.indexed import (
 )
 from koordqueue.scheduler.framework.interface import Action, ExtensionPoint
 from koordqueue.scheduler.framework.node_tensor import NodeTensor
-from koordqueue.scheduler.framework.placement import PlacementEngine
+from koordqueue.scheduler.framework.placement import BoolArray, PlacementEngine
 from koordqueue.scheduler.framework.quiet import fill_memo, merge_updates, quiet_allowed
 from koordqueue.scheduler.framework.registry import get_action, get_plugin_builder
 from koordqueue.scheduler.framework.result import (
@@ -57,6 +57,7 @@ from koordqueue.scheduler.framework.session_plugins import (
     SessionPlugins,
 )
 from koordqueue.scheduler.framework.skips import GANG_NOT_READY, SkipRecord
+from koordqueue.scheduler.framework.topology import SessionTopology
 from koordqueue.scheduler.framework.views import JobView, NodeView
 
 __all__ = [
@@ -91,6 +92,8 @@ class Session(SessionPlugins):
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
         self.namespace_labels = snapshot.namespace_labels
         self.pdbs = snapshot.pdbs
+        self.hypernodes = snapshot.hypernodes
+        self._topology: SessionTopology | None = None
         self._index: SnapshotIndex | None = (
             snapshot.index if isinstance(snapshot, IndexedSnapshot) else None
         )
@@ -129,6 +132,13 @@ class Session(SessionPlugins):
                 self.job_conditions.update(self._index.memo.valid)
             else:
                 self._own_all()
+
+    @property
+    def topology(self) -> SessionTopology:
+        """The session's HyperNode tree (framework/topology.py), built on first use."""
+        if self._topology is None:
+            self._topology = SessionTopology(self.hypernodes, self.node_list)
+        return self._topology
 
     # --- opening ------------------------------------------------------------------------------
     def _open_plain(self, snapshot: ClusterSnapshot, dims: set[str]) -> None:
@@ -337,14 +347,17 @@ class Session(SessionPlugins):
         return result
 
     # --- placement helpers used by actions --------------------------------------------------
-    def select_node(self, task: TaskInfo) -> tuple[NodeInfo, bool] | FitErrors:
-        """The node to use for `task` and whether it is a pipeline placement, or why none."""
+    def select_node(
+        self, task: TaskInfo, within: BoolArray | None = None
+    ) -> tuple[NodeInfo, bool] | FitErrors:
+        """The node to use for `task` and whether it is a pipeline placement, or why none
+        (among the nodes `within` marks, when given: one HyperNode's)."""
         best_fns = self._flat_cache.get(_BEST_NODE)  # asked per placement
         if best_fns is None:
             best_fns = self._flat(_BEST_NODE)
         if best_fns:
             for future in (False, True):
-                idx, scores = self.placement.candidates(task, future=future)
+                idx, scores = self.placement.candidates(task, future=future, within=within)
                 if len(idx):
                     scored = [
                         (self.node_list[i], float(s))
@@ -353,10 +366,10 @@ class Session(SessionPlugins):
                     chosen = self.best_node(task, scored) or scored[int(np.argmax(scores))][0]
                     return chosen, future
         else:
-            choice = self.placement.select(task)
+            choice = self.placement.select(task, within)
             if choice is not None:
                 return self.node_list[choice[0]], choice[1]
-        return self.placement.fit_errors(task)
+        return self.placement.fit_errors(task, within)
 
     # --- state changes (via Statement) -----------------------------------------------------------
     def _fire(self, allocate: bool, task: TaskInfo) -> None:

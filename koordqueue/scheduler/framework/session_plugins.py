@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -61,6 +61,13 @@ VictimQueueOrderFn = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
 """(left, right, preemptor's queue) -> negative when left's tasks are evicted first."""
 JobStarvingFn = Callable[[JobInfo], bool]
 TaskEventFn = Callable[[TaskInfo], None]
+HyperNodeOrderFn = Callable[[JobInfo, list[str]], Mapping[str, float]]
+"""(job, candidate HyperNodes) -> score per HyperNode; summed over plugins."""
+HyperNodeGradientFn = Callable[[JobInfo, str, str], list[list[str]]]
+"""(job, HyperNode to search under, purpose) -> HyperNodes to try, in groups tried in order."""
+PURPOSE_ALLOCATE: Final = "allocate"
+PURPOSE_EVICT: Final = "evict"
+"""Why gradients are asked: to place a job, or to find where evictions could make room."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -277,6 +284,15 @@ class SessionPlugins:
     ) -> None:
         """Tasks a plugin wants evicted regardless of a preemptor (None abstains)."""
         self._add(ExtensionPoint.VICTIM_TASKS, plugin, fn)
+
+    def add_hypernode_order_fn(self, plugin: str, fn: HyperNodeOrderFn) -> None:
+        """Score candidate HyperNodes for a job (`enableHyperNodeOrder`); summed."""
+        self._add(ExtensionPoint.HYPERNODE_ORDER, plugin, fn)
+
+    def add_hypernode_gradient_fn(self, plugin: str, fn: HyperNodeGradientFn) -> None:
+        """Which HyperNodes a job may be tried in, in groups (`enableHyperNodeGradient`);
+        the first enabled plugin's answer is taken."""
+        self._add(ExtensionPoint.HYPERNODE_GRADIENT, plugin, fn)
 
     def add_allocatable_fn(self, plugin: str, fn: AllocatableFn) -> None:
         """May the queue take this task now (all must agree)."""
@@ -589,6 +605,26 @@ class SessionPlugins:
             if chosen is not None:
                 return chosen
         return []
+
+    def hypernode_scores(self, job: JobInfo, hypernodes: list[str]) -> dict[str, float]:
+        """Every HyperNode's summed score for `job` (0 when no plugin scores it)."""
+        total = dict.fromkeys(hypernodes, 0.0)
+        for fn in self._flat(ExtensionPoint.HYPERNODE_ORDER):
+            for name, score in fn(job, hypernodes).items():
+                if name in total:
+                    total[name] += score
+        return total
+
+    def hypernode_gradients(
+        self, job: JobInfo, hypernode: str, purpose: str = PURPOSE_ALLOCATE
+    ) -> list[list[str]]:
+        """The first enabled gradient plugin's groups of HyperNodes under `hypernode` to try
+        `job` in; without one, `hypernode` alone."""
+        fns = self._flat(ExtensionPoint.HYPERNODE_GRADIENT)
+        if not fns:
+            return [[hypernode]]
+        answer: list[list[str]] = fns[0](job, hypernode, purpose)
+        return answer
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """All plugins must allow the queue to take the task."""

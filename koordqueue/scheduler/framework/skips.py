@@ -42,6 +42,10 @@ class Skip(StrEnum):
     GANG_GAVE_UP = "GangGaveUp"
     """Not tried: after a task of the gang found no node, the gang could no longer reach
     minAvailable (`errors` are that task's)."""
+    PLUGIN = "PluginRefused"
+    """A plugin's rule refused the job or task (`detail` names the plugin and says why,
+    e.g. network-topology-aware's "no hyperNode of tier <= 1 ..."; `errors`, when the task
+    was tried, say it too, ahead of the per-node summary where it was tried)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +58,9 @@ class TaskSkip:
     detail: str = ""
 
 
-_CAUSES = frozenset({Skip.PRE_PREDICATE, Skip.NO_NODE, Skip.QUEUE_FULL, Skip.QUEUE_OVERUSED})
+_CAUSES = frozenset(
+    {Skip.PRE_PREDICATE, Skip.NO_NODE, Skip.QUEUE_FULL, Skip.QUEUE_OVERUSED, Skip.PLUGIN}
+)
 """The rules a person acts on (room on nodes, room in the queue): the first of them a job
 met is the cause its condition names."""
 
@@ -63,6 +69,8 @@ def cause_text(entry: TaskSkip, errors: FitErrors | None = None) -> str:
     """The words of a cause: the per-node summary (`errors`, the task's latest, preemption's
     answer included, else the entry's), or what its queue said."""
     found = errors or entry.errors
+    if entry.kind is Skip.PLUGIN and found is None:
+        return entry.detail
     if found is not None:
         return found.message()
     if entry.kind is Skip.QUEUE_OVERUSED:

@@ -16,6 +16,7 @@ from koordqueue.scheduler.plugins.capacity import CapacityPlugin
 from koordqueue.scheduler.plugins.conformance import ConformancePlugin
 from koordqueue.scheduler.plugins.drf import DrfPlugin
 from koordqueue.scheduler.plugins.gang import GangPlugin
+from koordqueue.scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from koordqueue.scheduler.plugins.nodeorder import NodeOrderPlugin
 from koordqueue.scheduler.plugins.overcommit import OvercommitPlugin
 from koordqueue.scheduler.plugins.pdb import PdbPlugin
@@ -36,6 +37,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     CapacityPlugin,
     PdbPlugin,
     QueueAllocationGatePlugin,
+    NetworkTopologyAwarePlugin,
 )
 
 
