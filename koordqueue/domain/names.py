@@ -20,6 +20,9 @@ VOLCANO_GROUP: Final = "scheduling.volcano.sh"
 VOLCANO_VERSION: Final = "v1beta1"
 POD_GROUP_PLURAL: Final = "podgroups"
 VOLCANO_QUEUE_PLURAL: Final = "queues"
+TOPOLOGY_GROUP: Final = "topology.volcano.sh"
+TOPOLOGY_VERSION: Final = "v1alpha1"
+HYPER_NODE_PLURAL: Final = "hypernodes"
 
 # --- Labels and annotations (SPEC 2) -----------------------------------------------------
 QUOTA_NAME_LABEL: Final = "quota.scheduling.koordinator.sh/name"

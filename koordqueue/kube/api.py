@@ -158,6 +158,10 @@ PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "Prio
 POD_GROUP: Final = Kind(
     names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup"
 )
+HYPER_NODE: Final = Kind(
+    names.TOPOLOGY_GROUP, names.TOPOLOGY_VERSION, names.HYPER_NODE_PLURAL, "HyperNode",
+    namespaced=False,
+)
 VOLCANO_QUEUE: Final = Kind(
     names.VOLCANO_GROUP,
     names.VOLCANO_VERSION,

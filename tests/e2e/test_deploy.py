@@ -75,6 +75,7 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("watch", "xgboostjobs.kubeflow.org"),
         ("patch", "paddlejobs.kubeflow.org/status"),
         ("patch", "jaxjobs.kubeflow.org"),
+        ("watch", "hypernodes.topology.volcano.sh"),
     ]
     refused = [
         ("update", "elasticquotas.scheduling.sigs.k8s.io"),
@@ -92,6 +93,7 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("delete", "workflows.argoproj.io"),
         ("create", "xgboostjobs.kubeflow.org"),
         ("delete", "jaxjobs.kubeflow.org"),
+        ("create", "hypernodes.topology.volcano.sh"),
     ]
     def can_i(verb: str, resource: str) -> str:
         """The API server's RBAC answer for `plural.group[/subresource]`, asked with a

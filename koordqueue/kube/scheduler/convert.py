@@ -17,6 +17,7 @@ from koordqueue.domain.job_extension import InvalidJobError, pod_requests
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
 from koordqueue.kube.scheduler import names
+from koordqueue.kube.scheduler.hypernodes import network_topology
 from koordqueue.scheduler.api import (
     HostPort,
     JobInfo,
@@ -517,6 +518,7 @@ def job_info(group: Obj, priorities: PriorityClasses | None = None) -> JobInfo:
         min_resources=_resources(spec.get("minResources"), "spec.minResources"),
         phase=phase,
         creation=timestamp(m.get("creationTimestamp")),
+        network_topology=network_topology(group),
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordqueue.kube.scheduler import convert
+from koordqueue.kube.scheduler.hypernodes import hyper_nodes
 from koordqueue.kube.scheduler.snapshot import Built, add_ours, labels_of, pdbs_in_order
 from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.scheduler import ClusterSnapshot
@@ -95,6 +96,7 @@ def full_build(
         nodes=ordered, jobs=list(jobs.values()),
         queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,
         pdbs=pdbs_in_order(objs.get(CachedKind.PDB, ())),
+        hypernodes=hyper_nodes(objs.get(CachedKind.HYPER_NODE, ())),
         namespace_labels={
             str(convert.meta(ns).get("name", "")): labels_of(ns)
             for ns in objs.get(CachedKind.NAMESPACE, ())

@@ -23,6 +23,7 @@ from koordqueue.domain import names as domain_names
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import kopf_support
 from koordqueue.kube.api import (
+    HYPER_NODE,
     NAMESPACE,
     NODE,
     POD,
@@ -120,6 +121,13 @@ def register_scheduler(
     async def priority_class_event(event: kopf.RawEvent, **_: Any) -> None:
         cache.on_event(
             CachedKind.PRIORITY_CLASS, kopf_support.event_type(event),
+            kopf_support.event_object(event),
+        )
+
+    @kopf.on.event(HYPER_NODE.group, HYPER_NODE.version, HYPER_NODE.plural, registry=registry)
+    async def hyper_node_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(
+            CachedKind.HYPER_NODE, kopf_support.event_type(event),
             kopf_support.event_object(event),
         )
 

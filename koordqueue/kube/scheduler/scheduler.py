@@ -26,6 +26,7 @@ from typing import Any, cast
 import structlog
 
 from koordqueue.kube.api import (
+    HYPER_NODE,
     NAMESPACE,
     NODE,
     POD,
@@ -106,7 +107,7 @@ def with_gate_plugin(
     if clock is not None and clock.timeout > 0:
         arguments.update(clock=clock, now=now)
     option = PluginOption(gate_names.PLUGIN_NAME, Arguments(arguments))
-    return SchedulerConfig(config.actions, (*config.tiers, Tier((option,))))
+    return SchedulerConfig(config.actions, (*config.tiers, Tier((option,))), config.configurations)
 
 
 def unschedulable_message(pod: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -225,7 +226,7 @@ class Scheduler:
         listings: dict[Kind, Listing] = {}
         for kind in (
             CachedKind.NAMESPACE, CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP,
-            CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.POD,
+            CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE, CachedKind.POD,
         ):
             rest = convert_kind(kind)
             try:
@@ -476,8 +477,9 @@ def snapshot_jobs(built: Built) -> Mapping[str, JobInfo]:
     return {job.uid: job for job in built.snapshot.jobs}
 
 
-OPTIONAL_KINDS = frozenset({CachedKind.PDB, CachedKind.PRIORITY_CLASS})
-"""Kinds a forbidden listing (403: an older ClusterRole) leaves empty instead of failing."""
+OPTIONAL_KINDS = frozenset({CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE})
+"""Kinds a forbidden listing (403: an older ClusterRole) leaves empty instead of failing
+(HyperNodes feed only network-topology-aware; a cluster without Volcano's CRD serves none)."""
 
 
 def convert_kind(kind: CachedKind) -> Kind:
@@ -485,4 +487,4 @@ def convert_kind(kind: CachedKind) -> Kind:
     return {CachedKind.POD: POD, CachedKind.NODE: NODE, CachedKind.POD_GROUP: POD_GROUP,
             CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE,
             CachedKind.PDB: POD_DISRUPTION_BUDGET,
-            CachedKind.PRIORITY_CLASS: PRIORITY_CLASS}[kind]
+            CachedKind.PRIORITY_CLASS: PRIORITY_CLASS, CachedKind.HYPER_NODE: HYPER_NODE}[kind]

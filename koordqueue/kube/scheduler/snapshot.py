@@ -25,9 +25,11 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from koordqueue.kube.scheduler import convert, names
+from koordqueue.kube.scheduler.hypernodes import hyper_nodes
 from koordqueue.kube.scheduler.store import CachedKind, ObjectStore
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.hypernode import HyperNode
 from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.framework.indexed import (
@@ -96,8 +98,8 @@ class _Derived:
     """
 
     __slots__ = (
-        "bases", "candidates", "epoch", "foreign_on", "group_jobs", "groups", "index",
-        "job_pods", "jobs", "namespace_labels",
+        "bases", "candidates", "epoch", "foreign_on", "group_jobs", "groups", "hypernodes",
+        "index", "job_pods", "jobs", "namespace_labels",
         "no_opt_in", "node_list", "nodes", "orphans", "ours_on", "pdbs", "pending", "pods",
         "positions", "queues", "reserved",
     )
@@ -128,6 +130,8 @@ class _Derived:
         self.queues: dict[str, QueueInfo] = {}
         self.pdbs: tuple[PodDisruptionBudget, ...] = ()
         """Every PDB, by namespace/name; replaced (not mutated) when one changes."""
+        self.hypernodes: tuple[HyperNode, ...] = ()
+        """Every HyperNode, by name; replaced (not mutated) when one changes."""
         self.namespace_labels: dict[str, dict[str, str]] = {}
         """Namespace name -> its labels; replaced (not mutated) when one changes."""
         self.groups: dict[str, dict[str, Any]] = {}
@@ -216,7 +220,7 @@ class SnapshotBuilder:
             IndexedSnapshot(
                 nodes=list(d.node_list), jobs=LiveJobs(d.jobs, d.epoch),
                 queues=list(d.queues.values()), index=d.index, pdbs=d.pdbs,
-                namespace_labels=d.namespace_labels,
+                namespace_labels=d.namespace_labels, hypernodes=d.hypernodes,
             ),
             pods=d.pods,
             groups=d.groups,
@@ -250,6 +254,8 @@ class SnapshotBuilder:
             d.namespace_labels = labels
         if dirty[CachedKind.PDB]:
             d.pdbs = pdbs_in_order(self._store.objs[CachedKind.PDB].values())
+        if dirty[CachedKind.HYPER_NODE]:
+            d.hypernodes = hyper_nodes(self._store.objs[CachedKind.HYPER_NODE].values())
         for name in dirty[CachedKind.QUEUE]:
             raw = self._store.objs[CachedKind.QUEUE].get(name)
             if raw is None:

@@ -28,6 +28,8 @@ class CachedKind(StrEnum):
     """policy/v1 PodDisruptionBudgets, for the opt-in pdb plugin."""
     PRIORITY_CLASS = "priorityclass"
     """scheduling.k8s.io/v1 PriorityClasses: a PodGroup job's priority is its class's."""
+    HYPER_NODE = "hypernode"
+    """topology.volcano.sh/v1alpha1 HyperNodes, for network-topology-aware."""
 
 
 def _node_shape(node: Mapping[str, Any]) -> tuple[object, ...]:
