@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Final
 
 import numpy as np
@@ -93,7 +94,6 @@ class Session(SessionPlugins):
         self.namespace_labels = snapshot.namespace_labels
         self.pdbs = snapshot.pdbs
         self.hypernodes = snapshot.hypernodes
-        self._topology: SessionTopology | None = None
         self._index: SnapshotIndex | None = (
             snapshot.index if isinstance(snapshot, IndexedSnapshot) else None
         )
@@ -133,12 +133,10 @@ class Session(SessionPlugins):
             else:
                 self._own_all()
 
-    @property
+    @cached_property
     def topology(self) -> SessionTopology:
         """The session's HyperNode tree (framework/topology.py), built on first use."""
-        if self._topology is None:
-            self._topology = SessionTopology(self.hypernodes, self.node_list)
-        return self._topology
+        return SessionTopology(self.hypernodes, self.node_list)
 
     # --- opening ------------------------------------------------------------------------------
     def _open_plain(self, snapshot: ClusterSnapshot, dims: set[str]) -> None:
