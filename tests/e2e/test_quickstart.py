@@ -68,8 +68,8 @@ class Installed:
 
 def _forget_the_quickstart(kubectl: Any) -> None:
     """An empty cluster, as the quickstart starts from: no quota of its names anywhere (other
-    tests made some; the child before its parent), no Queue, Job, unit, pod or node of its
-    names."""
+    tests made some; the child before its parent), no Queue, no Job or unit naming them, no
+    Job, unit, pod or node of its names."""
     names = [CHILD["metadata"]["name"], QUOTA["metadata"]["name"], PARENT["metadata"]["name"]]
     quotas = kubectl.json("get", EQ, "-A")["items"]
     for name in names:
@@ -79,6 +79,11 @@ def _forget_the_quickstart(kubectl: Any) -> None:
                         "--wait=false")
         kubectl("delete", "queues.scheduling.x-k8s.io", name, "-n", "koord-queue",
                 "--ignore-not-found")
+    # names are cluster-wide: other tests' units and Jobs naming these quotas, in their own
+    # namespaces, would be admitted into the quickstart's quotas and use their room
+    chosen = f"{QUOTA_NAME_LABEL} in ({','.join(names)})"
+    for kind in ("jobs", QU):
+        kubectl("delete", kind, "-A", "-l", chosen, "--ignore-not-found", "--wait=false")
     if kq.get(kubectl, "namespace", NS) is not None:
         kinds = {"Pod": "pod", "PodGroup": PG}
         for kind, name in [("job", JOB["metadata"]["name"]), (QU, JOB["metadata"]["name"]),
