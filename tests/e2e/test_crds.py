@@ -225,11 +225,16 @@ def _table(text: str) -> dict[str, str]:
     return out
 
 
+VENDORED = {"hypernodes.topology.volcano.sh"}
+"""Volcano's own CRDs shipped unchanged (crds/README.md): their shape is Volcano's, not checked
+here; tests/e2e/test_hypernodes.py installs and uses them."""
+
+
 def test_every_crd_file_is_covered() -> None:
     names = {
         yaml.safe_load(p.read_text())["metadata"]["name"] for p in Path(CRD_DIR).glob("*.yaml")
     }
-    assert names == set(CASES)
+    assert names == set(CASES) | VENDORED
 
 
 def test_crds_are_established_with_structural_schemas(kubectl: Kubectl) -> None:
