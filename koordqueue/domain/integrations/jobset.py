@@ -15,18 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from koordqueue.domain.integrations.base import (
-    Integration,
     JobStatus,
-    Mutation,
     Obj,
     PodSet,
     WorkloadKind,
-    WorkloadPatch,
     annotations_of,
     condition_true,
     object_key,
     pod_requests,
 )
+from koordqueue.domain.integrations.spec_suspend import SpecSuspendWorkload
 from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     JOB_HAS_ENQUEUED_ANNOTATION,
@@ -49,7 +47,7 @@ def _replicas(replicated_job: Mapping[str, Any]) -> int:
     return 1 if replicas is None else int(replicas)
 
 
-class JobSet(Integration):
+class JobSet(SpecSuspendWorkload):
     name = "jobset.x-k8s.io/jobset"
     workload = WorkloadKind("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
     unit_suffix = "js-qu"
@@ -89,41 +87,12 @@ class JobSet(Integration):
                 return int(spec["priority"])
         return None
 
-    def is_suspended(self, obj: Obj) -> bool:
-        return bool((obj.get("spec") or {}).get("suspend"))
-
-    def is_managed(self, obj: Obj) -> bool:
-        if annotations_of(obj).get(JOB_HAS_ENQUEUED_ANNOTATION):
-            return True
-        started = any(
+    def started(self, obj: Obj) -> bool:
+        """Any replicated Job ever active, ready or finished."""
+        return any(
             int(s.get(k) or 0) > 0
             for s in self._replicated_status(obj)
             for k in ("active", "ready", "succeeded", "failed")
-        )
-        return not started and self.is_suspended(obj)
-
-    def resume(self, obj: Obj, now: str, now_rfc3339: str | None = None) -> tuple[Mutation, ...]:
-        if not self.is_suspended(obj):
-            return ()
-        return (
-            WorkloadPatch(
-                {
-                    "spec": {"suspend": False},
-                    "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: now}},
-                }
-            ),
-        )
-
-    def suspend(self, obj: Obj) -> tuple[Mutation, ...]:
-        if self.is_suspended(obj):
-            return ()
-        return (
-            WorkloadPatch(
-                {
-                    "spec": {"suspend": True},
-                    "metadata": {"annotations": {JOB_DEQUEUE_TIMESTAMP_ANNOTATION: ""}},
-                }
-            ),
         )
 
     @staticmethod

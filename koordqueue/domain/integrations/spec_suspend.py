@@ -4,7 +4,8 @@ AppWrapper and TrainJob hold their pods with `spec.suspend` as a JobSet does, an
 has no handle for them, so the queue's markers are its batch/v1 Job handle's: the
 job-has-enqueued / enqueue timestamp annotations (the default `Integration.enqueue`) and the
 dequeue timestamp written with the release. One place for that shape: each kind says how it
-is read (pod sets, priority, state); holding and releasing are the same.
+is read (pod sets, priority, state); holding and releasing are the same. JobSet is held and
+marked the same way and shares this class, saying only when it has started.
 """
 
 from __future__ import annotations
