@@ -345,6 +345,8 @@ class AdmissionEngine:
         queue = self._queues.get(resolution.name)
         if queue is None or queue.policy is None or resolution.name not in self.tree:
             return None
+        if queue.settings.held:
+            return None  # stopped: nothing new is admitted from it
         if resolution.name in queue.policy.blocked_quotas:
             return None  # its policy holds the quota: only a round may retry it
         for other_uid in self._by_label.get(_label_key(unit), ()):
@@ -405,8 +407,12 @@ class AdmissionEngine:
         Incremental unless built with `skip_unchanged=False` (module docstring): the record
         and every decision are those of the full scan."""
         if self._skip_unchanged:
-            return self._rounds.run_incremental(now)
-        return self._rounds.run_full(now)
+            result = self._rounds.run_incremental(now)
+        else:
+            result = self._rounds.run_full(now)
+        path = self.tree.path  # (cached per chain: one lookup per queue)
+        result.paths = {name: path(name) for name in result.waiting}
+        return result
 
 
 def _label_key(unit: QueueUnit) -> str | None:

@@ -51,6 +51,10 @@ QUEUE_CHILDREN_USED_ANNOTATION: Final = "alibabacloud.com/queue-children-used"
 QUEUE_CHILDREN_GUARANTEED_USED_ANNOTATION: Final = "alibabacloud.com/queue-children-guaranteed-used"
 BLOCK_TIMEOUT_ANNOTATION: Final = "koord-queue/block-timeout-seconds"
 """Opt-in (not in Koord-Queue): a Block head may hold its quota this long, then the others pass."""
+STOP_POLICY_ANNOTATION: Final = "koord-queue/stop-policy"
+"""On a Queue (or synced from its quota): `Hold` admits nothing new from it; what was admitted
+keeps running (Kueue's LocalQueue stopPolicy Hold; `kubectl koordqueue stop queue`)."""
+STOP_POLICY_HOLD: Final = "Hold"
 
 # --- Defaults ------------------------------------------------------------------------------
 ROOT_QUOTA: Final = "koordinator-root-quota"
@@ -97,6 +101,16 @@ REASON_RESUME: Final = "Resume"
 
 # --- Message formats (SPEC 2.1, 2.3, 2.5); rendered only through these ----------------------
 MSG_QUEUE_NOT_FOUND: Final = "queue {queue} not found for queueUnit {namespace}/{name}"
+MSG_QUEUE_HELD: Final = f"queue {{queue}} is held ({STOP_POLICY_ANNOTATION}={STOP_POLICY_HOLD})"
+# One line per skip a round records (domain/verdict.py; explain says more, with the numbers).
+MSG_BLOCKED_BY_HEAD: Final = "quota {quota} is blocked by its head {head}"
+MSG_HIGH_PRIORITY_WAITING: Final = (
+    "{count} unit(s) at or above priority threshold {threshold} wait first: {first}"
+)
+MSG_BEYOND_MAX_DEPTH: Final = "position {position} is beyond koord-queue/max-depth {depth}"
+MSG_WAITING_FOR_PODS_RUNNING: Final = "waits for admitted units to run: {units}"
+MSG_BACKING_OFF: Final = "backing off after a failure until t={until:.0f}"
+MSG_NOT_OFFERED: Final = "not offered by its policy this round"
 MSG_ADMITTED: Final = "admitted into quota {quota} (checked {path})"
 MSG_PREEMPTED: Final = "preempted by {unit}; back in queue"
 """Preempted event on a victim (and its status message unless a Job backs it)."""

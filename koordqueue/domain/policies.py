@@ -25,6 +25,8 @@ from koordqueue.domain.names import (
     PRIORITY_THRESHOLD_ANNOTATION,
     QUOTA_NAME_LABEL,
     REGISTERED_POLICIES,
+    STOP_POLICY_ANNOTATION,
+    STOP_POLICY_HOLD,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
 from koordqueue.domain.queue_unit import QueueUnit
@@ -97,6 +99,8 @@ class QueueSettings:
     enable_preemption: bool = False
     priority_threshold: int = DEFAULT_PRIORITY_THRESHOLD
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
+    held: bool = False
+    """`koord-queue/stop-policy: Hold`, on any policy: the round offers nothing of the queue."""
 
     @classmethod
     def from_annotations(
@@ -111,9 +115,11 @@ class QueueSettings:
         threshold = _int_annotation(
             annotations, PRIORITY_THRESHOLD_ANNOTATION, DEFAULT_PRIORITY_THRESHOLD
         )
+        held = annotations.get(STOP_POLICY_ANNOTATION) == STOP_POLICY_HOLD
         if policy == INTELLIGENT:
-            return cls(priority_threshold=threshold)
+            return cls(priority_threshold=threshold, held=held)
         return cls(
+            held=held,
             max_depth=_int_annotation(annotations, MAX_DEPTH_ANNOTATION, DEFAULT_MAX_DEPTH),
             wait_for_pods_running=annotations.get(WAIT_FOR_PODS_RUNNING_ANNOTATION) == "true",
             enable_preemption=annotations.get(ENABLE_PREEMPTION_ANNOTATION) == "true",

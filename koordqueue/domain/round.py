@@ -69,6 +69,14 @@ class QueueUnserved:
 
 
 @dataclass(slots=True)
+class QueueHeld:
+    """Its queue is held (`koord-queue/stop-policy: Hold`): no round offers its units."""
+
+    unit: QueueUnit
+    queue: str
+
+
+@dataclass(slots=True)
 class BlockedByHead:
     """Block/Intelligent: its quota is blocked since `since` by `head` (maybe the unit itself)."""
 
@@ -146,6 +154,7 @@ Outcome = (
     | QueueNotFound
     | Unmapped
     | QueueUnserved
+    | QueueHeld
     | WaitingForPodsRunning
     | BackingOff
     | Finished
@@ -336,7 +345,11 @@ class RoundResult:
     preempted: list[Preemption] = field(default_factory=list)
     unserved_queues: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, list[QueueUnit]] = field(default_factory=dict)
-    """Per queue, units still waiting after the round, in queue order (for positions)."""
+    """Per queue, units still waiting after the round, in queue order (for positions); the
+    queues in the order the round served them (pending.py reads the whole order from it)."""
+    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per queue in `waiting`, its quota chain up to the root as the round checked it (who
+    counts against which quota, for positions in a quota)."""
 
     @staticmethod
     def queue_not_found_message(unit: QueueUnit, queue: str) -> str:

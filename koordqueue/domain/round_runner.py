@@ -25,6 +25,7 @@ from koordqueue.domain.round import (
     Outcome,
     Preempted,
     Preemption,
+    QueueHeld,
     QueueNotFound,
     QueueUnserved,
     Reject,
@@ -120,6 +121,10 @@ class RoundRunner:
                 outcomes.extend(QueueUnserved(u, queue_name, error) for u in waiting)
                 continue
             ordered = sorted(waiting, key=lambda u: order_key(u, self.first_attempt[u.uid]))
+            if queue.settings.held:
+                result.waiting[queue_name] = ordered
+                outcomes.extend(QueueHeld(u, queue_name) for u in ordered)
+                continue
             admitted_here = admitted_by_queue.get(queue_name, [])
             not_running = tuple(u.key for u in admitted_here if u.phase in NOT_YET_RUNNING)
             paused = queue.settings.wait_for_pods_running and bool(not_running)
@@ -208,6 +213,11 @@ class RoundRunner:
             return
         policy = queue.policy
         settings = queue.settings
+        if settings.held:  # stopped: waits in order, nothing offered (what runs stays)
+            self.memos.pop(name, None)  # (as above)
+            result.waiting[name] = list(ordered)
+            outcomes.extend(QueueHeld(u, name) for u in ordered)
+            return
         admitted_here: list[QueueUnit] = []
         not_running: tuple[str, ...] = ()
         if settings.wait_for_pods_running:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from koordqueue.domain.admission import (
@@ -32,9 +31,6 @@ from koordqueue.domain.names import (
     BLOCK_TIMEOUT_ANNOTATION,
     DEFAULT_POLICY,
     QUOTA_NAME_LABEL,
-    REASON_ADD_QUEUE_FAIL,
-    REASON_ADMITTED,
-    REASON_QUEUE_NOT_FOUND,
 )
 from koordqueue.domain.policies import QueueSettings
 from koordqueue.domain.queue_unit import Phase, QueueUnit
@@ -47,9 +43,9 @@ from koordqueue.domain.round import (
     Finished,
     HighPriorityWaiting,
     Holding,
-    NotOffered,
     Outcome,
     Preempted,
+    QueueHeld,
     QueueNotFound,
     QueueUnserved,
     Reject,
@@ -57,30 +53,8 @@ from koordqueue.domain.round import (
     WaitingForPodsRunning,
     outcome_of,
 )
+from koordqueue.domain.verdict import Reason, verdict_message, verdict_of
 from koordqueue.simulation.cluster_view import ClusterView, QueueInfo, view_from_scenario
-
-
-class Reason(StrEnum):
-    """The one-word answer; event reasons where an event exists, so operators can grep both."""
-
-    ADMITTED = REASON_ADMITTED
-    FINISHED = "Finished"
-    NO_QUOTA_LABEL = "NoQuotaLabel"
-    INVALID_QUOTA_LABEL = "InvalidQuotaLabel"
-    QUEUE_NOT_FOUND = REASON_QUEUE_NOT_FOUND
-    ADD_QUEUE_FAIL = REASON_ADD_QUEUE_FAIL
-    QUOTA_EXCEEDED = "QuotaExceeded"
-    ANCESTOR_EXHAUSTED = "AncestorExhausted"
-    EMPTY_QUOTA_SPEC = "EmptyQuotaSpec"
-    QUOTA_CYCLE = "QuotaCycle"
-    ANCESTOR_NOT_FOUND = "AncestorNotFound"
-    BLOCKED_BY_HEAD = "BlockedByHead"
-    BEYOND_MAX_DEPTH = "BeyondMaxDepth"
-    WAITING_FOR_PODS_RUNNING = "WaitingForPodsRunning"
-    BACKOFF = "Backoff"
-    FITS = "Fits"
-    INVALID_QUEUE_UNIT = "InvalidQueueUnit"
-    NO_QUEUE_UNIT = "NoQueueUnit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,49 +316,6 @@ def _quota_notes(view: ClusterView, ex: Explanation, quota: str) -> None:
                 )
 
 
-def verdict_of(outcome: Outcome | None) -> Reason:
-    """The one-word answer for a recorded outcome (None: the unit is in no record)."""
-    match outcome:
-        case Admit() | NotOffered() | None:
-            return Reason.FITS
-        case Holding() | Preempted():
-            return Reason.ADMITTED  # a preempted unit is admitted until the round ends
-        case Finished():
-            return Reason.FINISHED
-        case Unmapped(unresolved=unresolved):
-            if unresolved.reason is UnresolvedReason.NO_LABEL:
-                return Reason.NO_QUOTA_LABEL
-            return Reason.INVALID_QUOTA_LABEL
-        case QueueNotFound():
-            return Reason.QUEUE_NOT_FOUND
-        case QueueUnserved():
-            return Reason.ADD_QUEUE_FAIL
-        case Reject(decision=decision):
-            return _rejection_reason(decision)
-        case WaitingForPodsRunning():
-            return Reason.WAITING_FOR_PODS_RUNNING
-        case BeyondMaxDepth():
-            return Reason.BEYOND_MAX_DEPTH
-        case BlockedByHead() | HighPriorityWaiting():
-            return Reason.BLOCKED_BY_HEAD
-        case BackingOff():
-            return Reason.BACKOFF
-    raise AssertionError(f"no reason for {outcome!r}")  # pragma: no cover (union exhausted)
-
-
-def _rejection_reason(decision: Rejection) -> Reason:
-    if isinstance(decision, QuotaExceeded):
-        own = decision.path[:1] == (decision.quota,)
-        return Reason.QUOTA_EXCEEDED if own else Reason.ANCESTOR_EXHAUSTED
-    if isinstance(decision, EmptyQuotaSpec):
-        return Reason.EMPTY_QUOTA_SPEC
-    if isinstance(decision, QuotaCycle):
-        return Reason.QUOTA_CYCLE
-    if isinstance(decision, QuotaMissing):
-        return Reason.ANCESTOR_NOT_FOUND
-    return Reason.QUOTA_EXCEEDED  # AlreadyReserved: never offered while admitted
-
-
 def _explain_rejection(ex: Explanation, decision: Rejection) -> None:
     """CheckUsage refused the unit: say where and why, with the numbers."""
     quota = ex.quota or ""
@@ -493,6 +424,10 @@ def _explain_outcome(
         case QueueUnserved(queue=served, error=error):
             ex.message = error
             ex.summary = f"queue {served} is not served: its policy {ex.policy} is not registered"
+        case QueueHeld(queue=held):
+            ex.message = verdict_message(outcome)
+            ex.summary = (f"queue {held} is stopped: nothing new is admitted from it until "
+                          f"`kubectl koordqueue resume queue {held}`")
         case Reject(decision=decision):
             _explain_rejection(ex, decision)
         case WaitingForPodsRunning(not_running=not_running):

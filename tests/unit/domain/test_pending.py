@@ -1,0 +1,123 @@
+"""Pending units read from the round's record: order, positions, reasons; the queue hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from koordqueue.domain.engine import AdmissionEngine
+from koordqueue.domain.names import QUOTA_NAME_LABEL, STOP_POLICY_ANNOTATION, STOP_POLICY_HOLD
+from koordqueue.domain.pending import in_quota, pending_units
+from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.resources import Resources
+from koordqueue.domain.round import Admit, QueueHeld
+from koordqueue.domain.verdict import Reason
+
+HOLD = {STOP_POLICY_ANNOTATION: STOP_POLICY_HOLD}
+
+
+def unit(name: str, quota: str | None, cpu: str = "1", priority: int = 0) -> QueueUnit:
+    labels = {QUOTA_NAME_LABEL: quota} if quota is not None else {}
+    return QueueUnit("ns", name, uid=name, resource=Resources.of(cpu=cpu), priority=priority,
+                     labels=labels, created=float(len(name)))
+
+
+def tree_engine(*, incremental: bool = True, policy: str = "Priority") -> AdmissionEngine:
+    """parent (max 2 cpu) over a (max 2) and b (max 2); solo (max 1) alone."""
+    engine = AdmissionEngine(skip_unchanged=incremental)
+    engine.upsert_quota(QuotaSpec("parent", max=Resources.of(cpu="2"), is_parent=True))
+    for name in ("a", "b"):
+        engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="2"), parent="parent"))
+    engine.upsert_quota(QuotaSpec("solo", max=Resources.of(cpu="1")))
+    for name in ("parent", "a", "b", "solo"):
+        engine.upsert_queue(name, policy)
+    return engine
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_the_order_is_the_rounds_waiting_queue_by_queue(incremental: bool) -> None:
+    engine = tree_engine(incremental=incremental)
+    for u in (unit("a1", "a", cpu="2"), unit("a2", "a", priority=5), unit("a3", "a"),
+              unit("b1", "b"), unit("s1", "solo"), unit("s22", "solo", cpu="2")):
+        engine.upsert_unit(u)
+    result = engine.run_round(0.0)
+    pending = pending_units(result)
+    # a2 (priority 5) admitted first; then a1 (2 cpu) and a3 do not fit the parent's 1 left...
+    admitted = {o.unit.name for o in result.outcomes if isinstance(o, Admit)}
+    rows = [(p.unit.name, p.queue, p.position, p.position_in_queue) for p in pending]
+    waiting = [(u.name, q) for q, units in result.waiting.items() for u in units]
+    assert [(n, q) for n, q, _, _ in rows] == waiting
+    assert [r[2] for r in rows] == list(range(1, len(rows) + 1))
+    assert not admitted & {r[0] for r in rows}
+    by_queue: dict[str, list[int | None]] = {}
+    for _, q, _, in_queue in rows:
+        by_queue.setdefault(q, []).append(in_queue)
+    assert all(v == list(range(1, len(v) + 1)) for v in by_queue.values())
+
+
+def test_the_reason_is_the_units_last_entry_in_the_record() -> None:
+    engine = tree_engine()
+    engine.upsert_unit(unit("s1", "solo"))
+    engine.upsert_unit(unit("s22", "solo", cpu="2"))
+    pending = pending_units(engine.run_round(0.0))
+    assert [(p.unit.name, p.reason) for p in pending] == [("s22", Reason.QUOTA_EXCEEDED)]
+    assert pending[0].message == "limited quotaName:solo, limited resKey:cpu,"
+
+
+def test_units_no_round_tries_follow_without_positions() -> None:
+    engine = tree_engine()
+    engine.upsert_unit(unit("nolabel", None))
+    engine.upsert_unit(unit("lost", "missing"))
+    engine.upsert_unit(unit("big", "solo", cpu="5"))
+    pending = pending_units(engine.run_round(0.0))
+    assert [(p.unit.name, p.position) for p in pending][0] == ("big", 1)
+    rest = {p.unit.name: (p.position, p.reason) for p in pending[1:]}
+    assert rest == {"nolabel": (None, Reason.NO_QUOTA_LABEL),
+                    "lost": (None, Reason.QUEUE_NOT_FOUND)}
+
+
+def test_positions_in_a_parent_quota_count_its_childrens_units_in_round_order() -> None:
+    engine = tree_engine()
+    for u in (unit("a1", "a", cpu="2"), unit("a22", "a", cpu="2"), unit("b1", "b", cpu="2"),
+              unit("s1", "solo", cpu="3")):
+        engine.upsert_unit(u)
+    result = engine.run_round(0.0)
+    pending = pending_units(result)
+    assert result.paths["a"] == ("a", "parent")
+    rows = [(pos, p.unit.name) for pos, p in in_quota(pending, "parent", result.paths)]
+    assert rows == [(1, "a22"), (2, "b1")]  # a1 took the parent's 2 cpu
+    assert [(pos, p.unit.name) for pos, p in in_quota(pending, "b", result.paths)] == [
+        (1, "b1")]
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_held_queue_admits_nothing_new_and_keeps_what_runs(incremental: bool) -> None:
+    """Fails without the hold (settings.held ignored): `late` is admitted."""
+    engine = tree_engine(incremental=incremental)
+    engine.upsert_unit(unit("early", "solo"))
+    engine.run_round(0.0)
+    assert engine.is_admitted("early")
+    engine.upsert_queue("solo", "Priority", HOLD)
+    engine.upsert_unit(unit("late", "solo"))
+    engine.remove_unit("early")  # room again: still nothing new
+    assert engine.admit_if_queue_idle("late", 1.0) is None
+    result = engine.run_round(1.0)
+    assert not engine.is_admitted("late")
+    assert [type(o) for o in result.outcomes if o.unit.name == "late"] == [QueueHeld]
+    (row,) = pending_units(result)
+    assert (row.unit.name, row.reason, row.position_in_queue) == ("late", Reason.QUEUE_HELD, 1)
+    assert row.message == "queue solo is held (koord-queue/stop-policy=Hold)"
+    engine.upsert_queue("solo", "Priority", {})  # resume
+    engine.run_round(2.0)
+    assert engine.is_admitted("late")
+
+
+def test_a_held_queue_keeps_its_admitted_units() -> None:
+    engine = tree_engine()
+    engine.upsert_unit(unit("early", "solo"))
+    engine.run_round(0.0)
+    engine.upsert_queue("solo", "Intelligent", HOLD)
+    engine.upsert_unit(QueueUnit("ns", "early", uid="early", resource=Resources.of(cpu="1"),
+                                 labels={QUOTA_NAME_LABEL: "solo"}, phase=Phase.RUNNING))
+    engine.run_round(1.0)
+    assert engine.is_admitted("early")
