@@ -70,7 +70,7 @@ def test_units_no_round_tries_follow_without_positions() -> None:
     engine.upsert_unit(unit("lost", "missing"))
     engine.upsert_unit(unit("big", "solo", cpu="5"))
     pending = pending_units(engine.run_round(0.0))
-    assert [(p.unit.name, p.position) for p in pending][0] == ("big", 1)
+    assert (pending[0].unit.name, pending[0].position) == ("big", 1)
     rest = {p.unit.name: (p.position, p.reason) for p in pending[1:]}
     assert rest == {"nolabel": (None, Reason.NO_QUOTA_LABEL),
                     "lost": (None, Reason.QUEUE_NOT_FOUND)}
