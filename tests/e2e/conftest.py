@@ -33,6 +33,7 @@ from tests.controlplane import build  # noqa: E402
 from tests.controlplane.harness import ControlPlane, ControlPlaneError  # noqa: E402
 
 CRD_DIR = ROOT / "crds"
+INTEGRATION_CRD_DIR = ROOT / "tests" / "crds" / "integrations"
 NAMESPACE = "koord-queue"
 SERVICE_ACCOUNT_USER = "system:serviceaccount:koord-queue:koordqueue"
 AUDIT_POLICY = {
@@ -257,6 +258,17 @@ def api_client(kubeconfig: Path) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def integration_crds(kubectl: Kubectl) -> list[str]:
+    """Every vendored workload-kind CRD (tests/crds/integrations/*.yaml), installed once.
+
+    Why once: they are 7.5 MB of schema; three modules applying them again cost ~30 s of the
+    default run (a no-op server-side apply of a 1 MB CRD still takes the API server a second).
+    A test that swaps one out (test_koord_queue_kinds' v1alpha1 MPIJob) puts it back.
+    """
+    return install_crds(kubectl, INTEGRATION_CRD_DIR, timeout=120.0)
 
 
 @pytest.fixture

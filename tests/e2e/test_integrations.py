@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from koordqueue.domain.names import (
     POD_ADMISSION_GATE,
@@ -31,7 +30,6 @@ from koordqueue.domain.names import (
 from tests.e2e import kq
 from tests.e2e.running_controller import RunningController
 
-CRD_DIR = Path(__file__).resolve().parents[1] / "crds" / "integrations"
 INTEGRATIONS = "batch/job,kubeflow.org/pytorchjob,kubeflow.org/mpijob,jobset.x-k8s.io/jobset,pod"
 PYTORCH = "pytorchjobs.kubeflow.org"
 MPI = "mpijobs.kubeflow.org"
@@ -44,17 +42,7 @@ Make = Callable[[str, str, str], dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def served(kubectl: Any, kubeconfig: Path) -> Iterator[RunningController]:
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR))
-    names = [
-        f"crd/{yaml.safe_load(p.read_text())['metadata']['name']}" for p in CRD_DIR.glob("*.yaml")
-    ]
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
-    for kind in (PYTORCH, MPI, JOBSET):  # discovery can lag behind Established
-        kq.wait_for(
-            lambda k=kind: kubectl("get", k, "-A", check=False).returncode == 0,
-            what=f"{kind} served",
-        )
+def served(integration_crds: list[str], kubeconfig: Path) -> Iterator[RunningController]:
     with RunningController(kubeconfig, integrations=INTEGRATIONS) as rc:
         yield rc
 

@@ -23,14 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from koordqueue.domain import names
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from tests.e2e import kq
 from tests.e2e.running_controller import RunningController
 
-CRD_DIR = Path(__file__).resolve().parents[1] / "crds" / "integrations"
 QU = "queueunits.scheduling.x-k8s.io"
 NOW = "2026-01-01T00:00:00Z"
 
@@ -136,17 +134,7 @@ INTEGRATIONS = "batch/job,workload.codeflare.dev/appwrapper"
 
 
 @pytest.fixture(scope="module")
-def served(kubectl: Any, kubeconfig: Path) -> Iterator[RunningController]:
-    files = sorted({f for case in KINDS.values() for f in case.crds})
-    for file in files:
-        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR / file))
-    names = [f"crd/{yaml.safe_load((CRD_DIR / f).read_text())['metadata']['name']}" for f in files]
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
-    for case in KINDS.values():  # discovery can lag behind Established
-        kq.wait_for(
-            lambda r=case.resource: kubectl("get", r, "-A", check=False).returncode == 0,
-            what=f"{case.resource} served",
-        )
+def served(integration_crds: list[str], kubeconfig: Path) -> Iterator[RunningController]:
     with RunningController(kubeconfig, integrations=INTEGRATIONS) as rc:
         yield rc
 

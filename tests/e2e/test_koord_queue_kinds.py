@@ -281,9 +281,8 @@ def aliyun_mpijob(kubectl: Any, kubeconfig: Path) -> Iterator[RunningController]
 
 
 @pytest.fixture(scope="module")
-def served(kubectl: Any, kubeconfig: Path) -> Iterator[RunningController]:
+def served(integration_crds: list[str], kubeconfig: Path) -> Iterator[RunningController]:
     """Every vendored CRD but the v1alpha1 MPIJob one, and a controller for `all`."""
-    _install(kubectl, sorted(CRD_DIR.glob("*.yaml")))
     with RunningController(kubeconfig, integrations="all") as rc:
         yield rc
 
