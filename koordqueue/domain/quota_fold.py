@@ -11,18 +11,26 @@ it accepted) while the object is refused, and removes it once an edit is accepte
 one in force in the tree (the running controller), else the one its status keeps (a fresh
 fold), else none. Of same-name copies in several namespaces the tree keeps the oldest in force
 (`quota.precedence`), the same for every fold.
+
+A parent edit refused because it would close a cycle passes every rule of its own fields, so a
+fresh fold must find the cycle again: it takes the kept definition as the one the edit changes
+and folds such objects after the others (`fold_order`), when the parents they would loop
+through are in the tree. Without that a restarted controller and explain accepted the edit the
+running controller refused (b -> a while a -> b) and folded a loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from koordqueue.domain import names
 from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
 from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.quota_validation import Problem, Rule, cycle_through, object_problems
+
+_Obj = TypeVar("_Obj", bound=Mapping[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +57,11 @@ def check_quota(
     except InvalidQuotaError as exc:
         return (Problem(exc.field, Rule.NOT_A_MAP, exc.reason),), None
     before = in_force_copy(tree, spec.name, spec.namespace)
-    if before is not None and before.parent != spec.parent and tree.get(spec.name) is before:
+    edits_in_force = before is not None and tree.get(spec.name) is before
+    if before is None and tree.get(spec.name) is None:
+        before = last_valid(obj)  # a fresh fold of a refused edit: the kept one is in force
+        edits_in_force = before is not None
+    if before is not None and before.parent != spec.parent and edits_in_force:
         parents = {q.name: q.parent for q in tree if q.name != spec.name}
         cycle = cycle_through(spec.name, spec.parent, parents)
         if cycle is not None:
@@ -59,6 +71,13 @@ def check_quota(
             field = f"metadata.labels[{names.QUOTA_PARENT_LABEL}]"
             return (Problem(field, Rule.CYCLE, message),), None
     return (), spec
+
+
+def fold_order(objects: Iterable[_Obj]) -> list[_Obj]:
+    """The order a fresh fold takes quotas in: those whose status keeps a refused edit's
+    definition last, so that the cycle that refused it is in the tree when they are checked."""
+    listed = list(objects)
+    return sorted(listed, key=lambda o: last_valid(o) is not None)
 
 
 def in_force_copy(tree: QuotaTree, name: str, namespace: str) -> QuotaSpec | None:
@@ -114,6 +133,7 @@ def last_valid_status(spec: QuotaSpec) -> dict[str, Any]:
 __all__ = [
     "Folded",
     "check_quota",
+    "fold_order",
     "fold_quota",
     "in_force_copy",
     "last_valid",

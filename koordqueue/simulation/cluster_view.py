@@ -23,7 +23,7 @@ from koordqueue.domain.queue_unit import (
     QueueUnit,
     queue_unit_from_object,
 )
-from koordqueue.domain.quota_fold import fold_quota
+from koordqueue.domain.quota_fold import fold_order, fold_quota
 from koordqueue.simulation.scenario import Scenario
 from koordqueue.simulation.simulator import SimulationResult, StepRecord, iter_simulation
 
@@ -87,7 +87,7 @@ class ClusterView:
             source=source,
             now=time.time() if now is None else now,
         )
-        for obj in quotas:
+        for obj in fold_order(quotas):
             meta = obj.get("metadata") or {}
             folded = fold_quota(obj, view.engine.tree)
             if folded.spec is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from koordqueue.domain.queue_derivation import derive_queue
+from koordqueue.domain.quota_fold import fold_order
 from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
 from koordqueue.kube.controller.base import ADDED, log, meta, newer
 from koordqueue.kube.controller.queues import QueueHandlers
@@ -106,7 +107,7 @@ class Resync:
         listed_quotas = self.state.api.list_objects(ELASTIC_QUOTA)
         listed_queues = self.state.api.list_objects(QUEUE, ns)
         by_name: dict[str, dict[str, Any]] = {str(meta(q).get("name")): q for q in listed_queues}
-        for quota in listed_quotas:
+        for quota in fold_order(listed_quotas):  # refused edits last (quota_fold)
             self.quotas.on_quota(ADDED, quota, apply=False)
         self.quotas.refresh_quota_status()  # once for the batch (quotas.py)
         live = {str(meta(q).get("name")) for q in listed_quotas}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.names import QUOTA_NAME_LABEL
@@ -113,6 +113,14 @@ EDITS = st.lists(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EDITS)
+@example(  # a refused cycle edit (b -> a while a -> b): a fresh fold accepted it and looped
+    [("a", "default", "1", None, None, T1), ("a", "default", "1", "b", None, T1),
+     ("b", "default", "1", None, None, T1), ("b", "default", "1", "a", None, T1)]
+)
+@example(  # the same with b listed before a, which a fresh fold meets first
+    [("b", "default", "1", None, None, T1), ("a", "default", "1", "b", None, T1),
+     ("b", "default", "1", "a", None, T1)]
+)
 def test_explain_and_a_restarted_controller_fold_what_the_running_one_admits_from(
     edits: list[tuple[str, str, str, str | None, str | None, str]],
 ) -> None:
