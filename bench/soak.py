@@ -65,7 +65,7 @@ from bench.soak_checker import (  # noqa: E402
 )
 from bench.soak_churn import NAMESPACE, Churn  # noqa: E402
 from bench.soak_fuzz import Fuzzer, ignored  # noqa: E402
-from bench.soak_replicas import Replica, replica_argv  # noqa: E402
+from bench.soak_replicas import Life, Replica, is_crash, replica_argv  # noqa: E402
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
     NODE,
@@ -217,8 +217,7 @@ class Faults:
             if victim is None or victim.proc is None:
                 detail = "no leader to kill"
             else:
-                victim.proc.kill()
-                detail = victim.name
+                detail = f"{victim.name} (pid {victim.kill()})"
         elif kind == "stop-leader":
             victim = self.leader(self.rng.choice((CONTROLLER_LEASE, SCHEDULER_LEASE)))
             if victim is None or victim.proc is None:
@@ -275,6 +274,8 @@ class Soak:
         self._supervise = threading.Event()
         self._finished = threading.Event()
         self.faults_done = threading.Event()
+        self.objects: list[tuple[int, int, int, int]] = []
+        """(seconds, units, pods, quotas) the watcher knew, every 10 s (RSS follows them)."""
 
     def note_fault(self, began: bool | None = None) -> None:
         with self.lock:
@@ -340,6 +341,9 @@ class Soak:
             if elapsed >= next_rss:
                 for replica in self.replicas:
                     replica.sample_rss(now)
+                with self.lock:
+                    self.objects.append((round(elapsed), len(self.checker.units),
+                                         len(self.checker.pods), len(self.checker.quotas)))
                 next_rss = elapsed + 10
             if elapsed >= next_report:
                 self._progress(elapsed, churn)
@@ -358,7 +362,11 @@ class Soak:
         fuzzer.abort.set()
         fuzzer.join(30)
         self._supervise.set()
-        exits = {r.name: round(r.terminate(), 1) for r in self.replicas}
+        exits: dict[str, float] = {}
+        for replica in self.replicas:
+            took, life = replica.terminate()
+            exits[replica.name] = round(took, 1)
+            self._judge_exit(replica, life)
         churn.stop()
         for watcher in watchers:
             watcher.stop()
@@ -410,7 +418,7 @@ class Soak:
         while not self._supervise.wait(1.0):
             for replica in self.replicas:
                 if not replica.alive() and not self._supervise.is_set():
-                    replica.note_exit()
+                    self._judge_exit(replica, replica.note_exit())
                     replica.start(self.checker)
 
     def _run_faults(self, faults: Faults, plan: list[tuple[float, str]]) -> None:
@@ -429,6 +437,12 @@ class Soak:
                 faults.log.append((time.time() - self.started, kind, f"failed: {exc!r}"))
         self.faults_done.set()
         self._finished.wait()
+
+    def _judge_exit(self, replica: Replica, life: Life | None) -> None:
+        if life is not None and is_crash(life.cause):
+            last = life.log_tail.strip().splitlines()[-3:]
+            self._report("replica-crashed", f"{replica.name} pid {life.pid} "
+                         f"({life.cause}); log ends: {' | '.join(last)[-400:]}")
 
     def _report(self, invariant: str, detail: str) -> None:
         with self.lock:
@@ -483,6 +497,16 @@ class Soak:
             "writes_checked": checker.writes_checked, "audit_events": audit_events,
             "replica_starts": {r.name: r.starts for r in self.replicas},
             "replica_exits": {r.name: dict(r.exits) for r in self.replicas},
+            "replica_lives": {r.name: [
+                {"pid": life.pid, "from_s": round(life.started - self.started, 1),
+                 "to_s": round(life.ended - self.started, 1) if life.ended else None,
+                 "status": life.status, "cause": life.cause} for life in r.lives]
+                for r in self.replicas},
+            "rss_samples_mb": {r.name: {str(pid): [(round(t - self.started), round(b / 1e6, 1))
+                                                   for t, b in samples]
+                                        for pid, samples in r.rss.items()}
+                               for r in self.replicas},
+            "objects": self.objects,
             "exit_s": exits, "rss_mb_per_hour": slopes,
             "churn": dict(churn.done), "churn_errors": dict(churn.errors),
             "proxy": {"fired": dict(proxy.fired), "forwarded": proxy.forwarded},
@@ -510,7 +534,7 @@ def summary(result: dict[str, Any]) -> str:
               f"({result['audit_events']} audit events)",
               f"replica starts: {result['replica_starts']}; exit on SIGTERM (s): "
               f"{result['exit_s']}",
-              f"replica exits before the end, by cause: {result.get('replica_exits')}",
+              f"replica exits by cause (crashes are violations): {result.get('replica_exits')}",
               "RSS slope (MB/h, second half of each long-lived process): " + ", ".join(
                   f"{k} {v:+.1f}" if v is not None else f"{k} -"
                   for k, v in result["rss_mb_per_hour"].items())]

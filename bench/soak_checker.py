@@ -38,6 +38,9 @@ The rules, and what each allows for:
 - `bad-input-unanswered`, `good-input-unserved`: reported by bench/soak_fuzz.py (`report`):
   a malformed object without the answer the controller owes it, or a good one not served.
   Its objects are fed to none of the rules above (soak_fuzz.ignored).
+- `replica-crashed`: reported by bench/soak.py: a replica's process ended other than by the
+  fault schedule's kill -9, a lost Lease then a clean stop, or a clean stop on the soak's
+  SIGTERM at its end (bench/soak_replicas.exit_cause).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ FINISHED: Final = frozenset(str(p) for p in FINISHED_PHASES)
 INVARIANTS: Final = (
     "admitted-twice", "quota-over-max", "usage-annotation", "fits-not-admitted",
     "pod-bound-twice", "pod-over-node", "write-not-leader", "rss-growth",
-    "bad-input-unanswered", "good-input-unserved",
+    "bad-input-unanswered", "good-input-unserved", "replica-crashed",
 )
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 AGENT: Final = re.compile(r"^koordqueue/\S+ \((?P<identity>[^)]+)\)")

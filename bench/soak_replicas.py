@@ -2,11 +2,12 @@
 restarted a second after its process exits, as a Deployment would; what each process's RSS
 did and how each one ended.
 
-How a process ended is noted for the summary: its exit status, and whether its log says it
-lost its Lease first (client-go's components exit then, and so do ours: run.py SIGTERMs
-itself). An exit with neither a fault that killed it nor a lost Lease before it is what a
-crash looks like; it is counted, not yet judged (the statuses the faults leave have not been
-measured over a whole run).
+How each process ended is classified (`exit_cause`): killed by the fault schedule (a
+SIGKILL the schedule sent to that pid), lost its Lease (its log says so and it then stopped
+cleanly, status 0: client-go's components exit then, and so do ours: run.py SIGTERMs itself),
+stopped by the soak at its end (SIGTERM, status 0), or anything else: a crash, which
+bench/soak.py reports as the `replica-crashed` violation. A lost Lease followed by a non-zero
+status is a crash too: run.py's 10 s `os._exit(1)` means the graceful stop hung.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -29,16 +31,46 @@ from bench.soak_churn import INTEGRATIONS, SCHEDULER
 ROOT: Final = Path(__file__).resolve().parents[1]
 LOST_LEASE: Final = b"lost the lease"
 """What leader.py logs before the process exits on a lost Lease."""
+KILLED: Final = "killed by the schedule"
+LOST: Final = "lost lease"
+STOPPED: Final = "stopped at the end"
+CRASH: Final = "crash"
+"""The prefix of every other cause (`is_crash`)."""
+LOG_TAIL: Final = 1200
+"""Bytes of a crashed process's log kept for the violation's detail."""
 
 
-def exit_cause(returncode: int, log_tail: bytes) -> str:
-    """How a replica's process ended: 'killed' (SIGKILL: a fault's kill -9), 'lost lease'
-    (its log says so), else 'exit <status>' (a crash, or a stop not yet accounted for)."""
-    if returncode == -signal.SIGKILL:
-        return "killed"
-    if LOST_LEASE in log_tail:
-        return "lost lease"
-    return f"exit {returncode}"
+def exit_cause(returncode: int, log_tail: bytes, *, killed: bool = False,
+               terminated: bool = False) -> str:
+    """How a replica's process ended. `killed`: the fault schedule SIGKILLed this pid;
+    `terminated`: the soak SIGTERMed it at the end. Expected: a SIGKILL we sent, a lost Lease
+    then status 0, status 0 after our SIGTERM; anything else is 'crash (...)'."""
+    if killed and returncode == -signal.SIGKILL:
+        return KILLED
+    if terminated and returncode == 0:
+        return STOPPED
+    lost = LOST_LEASE in log_tail
+    if lost and returncode == 0:
+        return LOST
+    how = f"signal {-returncode}" if returncode < 0 else f"status {returncode}"
+    return f"{CRASH} ({how}{', after a lost lease' if lost else ''}" \
+           f"{', after our SIGTERM' if terminated else ''})"
+
+
+def is_crash(cause: str) -> bool:
+    return cause.startswith(CRASH)
+
+
+@dataclass
+class Life:
+    """One process of a slot: when it ran and how it ended."""
+
+    pid: int
+    started: float
+    ended: float | None = None
+    status: int | None = None
+    cause: str = ""
+    log_tail: str = ""
 
 
 class Replica:
@@ -56,7 +88,10 @@ class Replica:
         """pid -> (seconds, bytes) samples."""
         self.born: dict[int, float] = {}
         self.exits: Counter[str] = Counter()
-        """exit_cause -> how many of this slot's processes ended so (restarted after)."""
+        """exit_cause -> how many of this slot's processes ended so."""
+        self.lives: list[Life] = []
+        self.killed: set[int] = set()
+        """pids the fault schedule SIGKILLed (`kill`)."""
         self._log_from = 0
 
     @property
@@ -74,15 +109,34 @@ class Replica:
                                          env=env)
         checker.register(self.identity, self.lease)
         self.born[self.proc.pid] = time.time()
+        self.lives.append(Life(self.proc.pid, time.time()))
         self.starts += 1
 
-    def note_exit(self) -> None:
-        """Its process has ended: note how (before it is restarted)."""
-        if self.proc is None or self.proc.returncode is None:
-            return
+    def kill(self) -> int:
+        """The fault schedule's kill -9; returns the pid."""
+        assert self.proc is not None
+        self.killed.add(self.proc.pid)
+        self.proc.kill()
+        return self.proc.pid
+
+    def note_exit(self, terminated: bool = False) -> Life | None:
+        """Its process has ended: note how (before it is restarted); the Life, once."""
+        if self.proc is None or self.proc.returncode is None or not self.lives:
+            return None
+        life = self.lives[-1]
+        if life.pid != self.proc.pid or life.ended is not None:
+            return None
+        tail = b""
         with contextlib.suppress(OSError), open(self.log, "rb") as log:
             log.seek(self._log_from)
-            self.exits[exit_cause(self.proc.returncode, log.read())] += 1
+            tail = log.read()
+        life.ended, life.status = time.time(), self.proc.returncode
+        life.cause = exit_cause(self.proc.returncode, tail,
+                                killed=self.proc.pid in self.killed, terminated=terminated)
+        if is_crash(life.cause):
+            life.log_tail = tail[-LOG_TAIL:].decode(errors="replace")
+        self.exits[life.cause] += 1
+        return life
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -97,9 +151,13 @@ class Replica:
                     kb = int(line.split()[1])
                     self.rss.setdefault(self.proc.pid, []).append((now, kb * 1024))
 
-    def terminate(self) -> float:
-        if self.proc is None or self.proc.poll() is not None:
-            return 0.0
+    def terminate(self) -> tuple[float, Life | None]:
+        """SIGTERM at the end of the run: seconds it took to exit, and its Life (its exit
+        classified: status 0 is a clean stop; a hang past 30 s is SIGKILLed, a crash)."""
+        if self.proc is None:
+            return 0.0, None
+        if self.proc.poll() is not None:
+            return 0.0, self.note_exit()  # (ended since the supervisor last looked)
         if self.stopped:
             self.proc.send_signal(signal.SIGCONT)
         t0 = time.monotonic()
@@ -109,7 +167,7 @@ class Replica:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-        return time.monotonic() - t0
+        return time.monotonic() - t0, self.note_exit(terminated=True)
 
 
 def replica_argv(command: str, kubeconfig: Path, args: argparse.Namespace) -> list[str]:
