@@ -570,10 +570,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.ci:
         args.duration, args.fault_every = 300.0, 18.0
     result = Soak(args).run()
-    text = summary(result)
-    print(text)
-    if args.out:
+    if args.out:  # first: a summary that fails loses nothing
         args.out.write_text(json.dumps(result, indent=2, default=str))
+    print(summary(result))
     failed = sum(result["violations"].values()) > 0 or bool(result.get("fuzz_error"))
     if failed or args.keep_dir:
         print(f"replica logs and the audit log: {result['workdir']}")
