@@ -500,7 +500,8 @@ class Soak:
             "replica_lives": {r.name: [
                 {"pid": life.pid, "from_s": round(life.started - self.started, 1),
                  "to_s": round(life.ended - self.started, 1) if life.ended else None,
-                 "status": life.status, "cause": life.cause} for life in r.lives]
+                 "status": life.status, "cause": life.cause,
+                 **({"log_tail": life.log_tail} if life.log_tail else {})} for life in r.lives]
                 for r in self.replicas},
             "rss_samples_mb": {r.name: {str(pid): [(round(t - self.started), round(b / 1e6, 1))
                                                    for t, b in samples]

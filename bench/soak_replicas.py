@@ -36,7 +36,7 @@ LOST: Final = "lost lease"
 STOPPED: Final = "stopped at the end"
 CRASH: Final = "crash"
 """The prefix of every other cause (`is_crash`)."""
-LOG_TAIL: Final = 1200
+LOG_TAIL: Final = 6000
 """Bytes of a crashed process's log kept for the violation's detail."""
 
 

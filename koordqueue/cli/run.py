@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -72,10 +73,26 @@ def configure_logging(fmt: str, level: str) -> None:
     logging.getLogger("urllib3").setLevel("WARNING")
 
 
+STOP_DEADLINE: Final = 10.0
+"""Seconds the graceful stop after a lost lease may take before the process exits anyway."""
+STOP_HUNG: Final = "graceful stop did not finish in time; exiting; every thread's stack follows"
+
+
 def exit_after_losing_the_lease() -> None:
     """client-go's components exit when they lose the lease; so do we (writes are fenced)."""
-    threading.Timer(10.0, os._exit, (1,)).start()  # if the graceful stop hangs
+    timer = threading.Timer(STOP_DEADLINE, stop_hung)  # if the graceful stop hangs
+    timer.daemon = True
+    timer.start()
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stop_hung() -> None:
+    """Exit with status 1, saying where every thread was: a hung stop is a defect to find
+    (bench/soak.py counts such an exit as a crash), and the stacks are its only trace."""
+    structlog.get_logger("koordqueue").error(STOP_HUNG, deadline_s=STOP_DEADLINE)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
+    os._exit(1)
 
 
 @dataclass(frozen=True, slots=True)
