@@ -61,6 +61,7 @@ from bench.soak_checker import (  # noqa: E402
     Checker,
     parse_time,
     per_interval,
+    pooled_rss_slope,
     rss_slope,
 )
 from bench.soak_churn import NAMESPACE, Churn  # noqa: E402
@@ -89,8 +90,14 @@ FAULTS: Final = (
     "dropped", "half-open", "never-ending-watch", "etcd-restart", "clock-step",
 )
 RSS_MIN_LIFE: Final = 600.0
-"""Seconds of samples a process needs before its RSS slope is judged (a shorter life is
+"""Seconds of samples a process needs before its own RSS slope is judged (a shorter life is
 mostly start-up growth: caches, pools, imports); shorter ones are reported, not judged."""
+RSS_WARMUP: Final = 120.0
+"""Seconds of each process's life left out of its slot's pooled RSS slope (start-up growth)."""
+RSS_MIN_COVER: Final = 600.0
+"""Seconds of samples past the warm-up a slot's processes need, together, before the slot's
+pooled slope is judged (soak_checker.pooled_rss_slope: the faults leave no process alive
+for 10 minutes, so the slot, not the process, is what lives long enough to judge)."""
 WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 AUDIT_POLICY: Final = """\
 apiVersion: audit.k8s.io/v1
@@ -384,6 +391,13 @@ class Soak:
                             f"{replica.name} (pid {pid})", samples, now)
                     elif lived >= 120:
                         slopes[key + " not judged"] = rss_slope(samples)
+                pooled, covered = pooled_rss_slope(
+                    ((replica.born[pid], samples) for pid, samples in replica.rss.items()),
+                    RSS_WARMUP)
+                judged = self.checker.check_pooled_rss(
+                    f"{replica.name} (all its processes)", pooled, covered, RSS_MIN_COVER, now)
+                slopes[f"{replica.name} pooled over {covered / 60:.0f} min"
+                       f"{'' if judged else ' not judged'}"] = pooled
         result = self._result(faults, churn, exits, slopes, audit.events, proxy)
         result["fuzz"] = dict(fuzzer.outcomes)
         result["fuzz_error"] = repr(fuzzer.error) if fuzzer.error else None
@@ -467,9 +481,9 @@ class Soak:
     def _progress(self, elapsed: float, churn: Churn) -> None:
         with self.lock:
             admitted = len(self.checker.admissions)
-            bad = sum(self.checker.counts().values())
+            bad = {k: n for k, n in self.checker.counts().items() if n}
         alive = sum(r.alive() for r in self.replicas)
-        print(f"  [{elapsed:6.0f} s] admissions {admitted}, violations {bad}, replicas alive "
+        print(f"  [{elapsed:6.0f} s] admissions {admitted}, violations {bad or 0}, replicas alive "
               f"{alive}/4, churn {dict(churn.done)}", flush=True)
 
     def _result(  # noqa: PLR0917 (what the run gathered, once)
@@ -536,7 +550,8 @@ def summary(result: dict[str, Any]) -> str:
               f"replica starts: {result['replica_starts']}; exit on SIGTERM (s): "
               f"{result['exit_s']}",
               f"replica exits by cause (crashes are violations): {result.get('replica_exits')}",
-              "RSS slope (MB/h, second half of each long-lived process): " + ", ".join(
+              "RSS slope (MB/h; per slot: pooled past each process's first "
+              f"{RSS_WARMUP:.0f} s; per process: second half of its life): " + ", ".join(
                   f"{k} {v:+.1f}" if v is not None else f"{k} -"
                   for k, v in result["rss_mb_per_hour"].items())]
     lines.append(f"bad input (bench/soak_fuzz.py): {result.get('fuzz')}")

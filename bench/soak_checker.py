@@ -137,6 +137,36 @@ def rss_slope(samples: list[tuple[float, int]]) -> float | None:
     return slope * 3600 / 1e6
 
 
+def pooled_rss_slope(
+    lives: Iterable[tuple[float, list[tuple[float, int]]]], warmup: float
+) -> tuple[float | None, float]:
+    """MB per hour of one least-squares slope through every process's (seconds, bytes)
+    samples from `warmup` seconds after its start (`lives`: (start, samples)), each process
+    with a level of its own; and the seconds of samples it rests on (None: under 4 samples).
+
+    Why pooled: under the soak's faults no process lives long (a leader is killed or loses
+    its Lease every few minutes), so no single life is long enough to judge; but a leak
+    raises every life at the same rate, however short, while a restart only drops the level
+    back (the per-process levels absorb that drop, which one line through the slot's
+    samples would read as flat or falling). The warm-up cuts start-up growth (imports,
+    first listings, caches filling), which is not a leak and is over in every life."""
+    sums = [0.0, 0.0]  # sum of (t - mean_t) * (r - mean_r), sum of (t - mean_t) ** 2
+    count, covered = 0, 0.0
+    for start, samples in lives:
+        kept = [(t, r) for t, r in samples if t - start >= warmup]
+        if len(kept) < 2:
+            continue
+        mean_t = sum(t for t, _ in kept) / len(kept)
+        mean_r = sum(r for _, r in kept) / len(kept)
+        sums[0] += sum((t - mean_t) * (r - mean_r) for t, r in kept)
+        sums[1] += sum((t - mean_t) ** 2 for t, _ in kept)
+        count += len(kept)
+        covered += kept[-1][0] - kept[0][0]
+    if count < 4 or sums[1] == 0:
+        return None, covered
+    return sums[0] / sums[1] * 3600 / 1e6, covered
+
+
 @dataclass
 class _Unit:
     quota: str
@@ -482,6 +512,17 @@ class Checker:
         if slope is not None and slope > self.rss_limit_mb_per_hour:
             self._violate("rss-growth", now, f"{name}: RSS +{slope:.0f} MB/h", key=name)
         return slope
+
+    def check_pooled_rss(self, name: str, slope: float | None, covered: float,
+                         min_cover: float, now: float) -> bool:
+        """Judge a slot's pooled slope (`pooled_rss_slope`) once its samples cover
+        `min_cover` seconds; True when judged."""
+        if slope is None or covered < min_cover:
+            return False
+        if slope > self.rss_limit_mb_per_hour:
+            self._violate("rss-growth", now, f"{name}: RSS +{slope:.0f} MB/h over "
+                          f"{covered / 60:.0f} min of its processes' lives", key=name)
+        return True
 
     def counts(self) -> dict[str, int]:
         found = {kind: 0 for kind in INVARIANTS}

@@ -13,7 +13,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from bench.soak_checker import Checker, per_interval, rss_slope
+from bench.soak_checker import Checker, per_interval, pooled_rss_slope, rss_slope
 from koordqueue.domain.names import QUEUE_USED_ANNOTATION, QUOTA_NAME_LABEL, QUOTA_PARENT_LABEL
 
 T0 = 1_800_000_000.0
@@ -321,6 +321,43 @@ def test_rss_slope_judges_the_second_half_of_a_life() -> None:
     c = Checker(rss_limit_mb_per_hour=20)
     c.check_rss("controller-1", leaking, T0)
     c.check_rss("controller-2", warm_then_flat, T0)
+    assert kinds(c) == ["rss-growth"]
+
+
+def lives(
+    leak_per_s: float, count: int = 6, life: int = 240
+) -> list[tuple[float, list[tuple[float, int]]]]:
+    """`count` processes of `life` seconds back to back: 60 s of start-up growth (20 MB),
+    then `leak_per_s` bytes a second; each restart starts again from 100 MB."""
+    out = []
+    for i in range(count):
+        start = float(i * life)
+        out.append((start, [(start + a, int(100e6 + min(a, 60) * 20e6 / 60 + max(a - 60, 0)
+                                              * leak_per_s)) for a in range(0, life, 10)]))
+    return out
+
+
+def test_pooled_rss_slope_judges_many_short_lives() -> None:
+    """Four-minute lives (what the soak's faults leave), six of them: the pooled slope past
+    the warm-up finds a 10 kB/s leak (36 MB/h) and no growth in flat ones; without the
+    warm-up, start-up growth alone reads as a leak."""
+    leaking, flat = lives(10_000), lives(0)
+    slope, covered = pooled_rss_slope(leaking, warmup=60)
+    assert slope is not None and abs(slope - 36.0) < 0.01
+    assert covered == 6 * 170
+    assert pooled_rss_slope(flat, warmup=60)[0] == 0
+    start_up_only, _ = pooled_rss_slope(flat, warmup=0)
+    assert start_up_only is not None and start_up_only > 36  # why the warm-up is cut
+    assert pooled_rss_slope(lives(0, count=1, life=70), warmup=60) == (None, 0.0)
+
+
+def test_a_pooled_slope_is_judged_once_it_covers_enough() -> None:
+    c = Checker(rss_limit_mb_per_hour=20)
+    slope, covered = pooled_rss_slope(lives(10_000), warmup=60)
+    assert not c.check_pooled_rss("controller-0", slope, covered, covered + 1, T0)
+    assert c.check_pooled_rss("controller-0", slope, covered, covered, T0)
+    flat, flat_cover = pooled_rss_slope(lives(0), warmup=60)
+    assert c.check_pooled_rss("controller-1", flat, flat_cover, flat_cover, T0)
     assert kinds(c) == ["rss-growth"]
 
 
