@@ -3,11 +3,12 @@ restarted a second after its process exits, as a Deployment would; what each pro
 did and how each one ended.
 
 How each process ended is classified (`exit_cause`): killed by the fault schedule (a
-SIGKILL the schedule sent to that pid), lost its Lease (its log says so and it then stopped
-cleanly, status 0: client-go's components exit then, and so do ours: run.py SIGTERMs itself),
-stopped by the soak at its end (SIGTERM, status 0), or anything else: a crash, which
-bench/soak.py reports as the `replica-crashed` violation. A lost Lease followed by a non-zero
-status is a crash too: run.py's 10 s `os._exit(1)` means the graceful stop hung.
+SIGKILL the schedule sent to that pid), lost its Lease (its log says so and it then exited
+with status 0: client-go's components exit then, and so do ours, run.py
+exit_after_losing_the_lease), stopped by the soak at its end (SIGTERM, status 0), or anything
+else: a crash, which bench/soak.py reports as the `replica-crashed` violation. A lost Lease
+followed by a non-zero status is a crash too (run.py used to stop gracefully with a 10 s
+`os._exit(1)` deadline, which a stop waiting on requests in flight overran).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def test_expected_exits() -> None:
 
 def test_every_other_exit_is_a_crash() -> None:
     """A SIGKILL the schedule did not send (the OOM killer's), a traceback, a lost Lease whose
-    graceful stop hung (run.py's os._exit(1) 10 s later), a non-zero status on our SIGTERM,
+    graceful stop hung (run.py's old os._exit(1) 10 s later), a non-zero status on our SIGTERM,
     and a status-0 exit nobody asked for (a thread that ended the process quietly)."""
     cases = {
         "crash (signal 9)": exit_cause(-signal.SIGKILL, b""),
