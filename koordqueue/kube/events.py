@@ -12,14 +12,15 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
 
 import structlog
 from cachetools import TTLCache
 from prometheus_client import Counter
 
 from koordqueue.kube.api import EVENT, ApiError, ObjectApi, now_rfc3339
+from koordqueue.kube.api_errors import with_retries
 from koordqueue.kube.event_correlator import EventCorrelator
 from koordqueue.kube.metrics import REGISTRY
 
@@ -28,7 +29,14 @@ EVENT_LINGER: Final = 0.05
 """Seconds the asynchronous writer waits, once it has emptied its queue, before it sleeps
 until the next event: events arriving meanwhile are written in one wake-up. Why: waking an
 idle writer thread for each event (a bind's `Scheduled`) cost more CPU than recording it."""
+EVENT_ATTEMPTS: Final = 4
+EVENT_RETRY_DELAY: Final = 1.0
+"""An Event write refused for a passing reason (429, 5xx, a lost connection) is tried again,
+after 1, 2 and 4 s, as client-go's recorder retries its sink (12 tries, 10 s apart) rather
+than dropping the Event: bench/soak.py's fuzzer waited 25 minutes for a QuotaCycle Event whose
+one POST met the api-500 fault. Shorter than client-go's, as a retry holds a writer thread."""
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 EVENTS: Final = Counter(
     "koordqueue_events_total",
     "Events handed to an asynchronous recorder, by outcome: written, failed (API refused), "
@@ -83,8 +91,12 @@ def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
 class EventRecorder:
     """Creates and aggregates Events; never raises (an event is not worth a failed reconcile)."""
 
-    def __init__(self, api: ObjectApi, ttl: float = 3600.0, maxsize: int = 20_000) -> None:
+    def __init__(
+        self, api: ObjectApi, ttl: float = 3600.0, maxsize: int = 20_000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._api = api
+        self._sleep = sleep
         self._seen: TTLCache[tuple[str, str, str, str], tuple[str, str, int]] = TTLCache(
             maxsize=maxsize, ttl=ttl
         )
@@ -114,7 +126,7 @@ class EventRecorder:
                 if same != message:
                     patch["message"] = message[:1024]
                 try:
-                    self._api.merge_patch(EVENT, name, patch, ns)
+                    self._retried(lambda: self._api.merge_patch(EVENT, name, patch, ns))
                     with self._lock:
                         self._seen[key] = (name, ns, count + 1)
                     return True
@@ -137,20 +149,25 @@ class EventRecorder:
                 "count": 1,
             }
             try:
-                created = self._api.create(EVENT, body, namespace)
+                created = self._retried(lambda: self._api.create(EVENT, body, namespace))
             except ApiError as exc:
                 if not exc.conflict:
                     raise
                 # another process named one the same: let the server draw a name instead
                 body["metadata"] = {"generateName": f"{ref['name'][:200]}.",
                                     "namespace": namespace}
-                created = self._api.create(EVENT, body, namespace)
+                created = self._retried(lambda: self._api.create(EVENT, body, namespace))
             with self._lock:
                 self._seen[key] = (created["metadata"]["name"], namespace, 1)
             return True
         except ApiError as exc:
             log.warning("event not recorded", reason=reason, object=ref["name"], error=str(exc))
             return False
+
+    def _retried(self, call: Callable[[], T]) -> T:
+        """`call`, tried again on a passing refusal (EVENT_ATTEMPTS); a conflict goes up."""
+        return with_retries(call, EVENT_ATTEMPTS, EVENT_RETRY_DELAY, retry_conflicts=False,
+                            sleep=self._sleep)
 
 
 class AsyncEventRecorder:
