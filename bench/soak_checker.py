@@ -212,6 +212,8 @@ class Checker:
         self.last_fault = float("-inf")
         self.faults_active = 0
         self._usage_seen: dict[str, tuple[dict[str, int], float]] = {}
+        self._annotated_at: dict[str, float] = {}
+        """When each Queue's usage annotation last changed (for a violation's detail)."""
         self._reported: set[tuple[str, str]] = set()
 
     # --- recording -----------------------------------------------------------------------
@@ -276,7 +278,10 @@ class Checker:
             values = json.loads(raw) if raw else {}
         except ValueError:
             values = {"<unreadable>": -1}
-        self.queue_used[name] = {str(k): int(v) for k, v in values.items() if v}
+        used = {str(k): int(v) for k, v in values.items() if v}
+        if used != self.queue_used.get(name):
+            self._annotated_at[name] = now
+        self.queue_used[name] = used
 
     @staticmethod
     def _chain(quota: str, tree: Mapping[str, Quota]) -> list[str] | None:
@@ -485,9 +490,11 @@ class Checker:
             if now - max(since, quiet_since) < self.settle or name not in self.queue_used:
                 continue
             if self.queue_used[name] != whole:
+                written = now - self._annotated_at.get(name, now)
                 self._violate("usage-annotation", now,
-                              f"Queue {name}: {self.queue_used[name]} != recount {whole}",
-                              key=f"{name}@{since}")
+                              f"Queue {name}: {self.queue_used[name]} != recount {whole} "
+                              f"(the recount unchanged for {now - since:.0f} s, the "
+                              f"annotation for {written:.0f} s)", key=f"{name}@{since}")
         for uid, unit in self.units.items():
             fits = self._waiting_fits(unit, used, tree)
             if not fits:

@@ -17,12 +17,16 @@ are single-flight: the ones due meanwhile were no-ops).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from typing import Final
+
+import structlog
 
 from koordqueue.domain.quota_tree import QuotaUsage, changed_usage_annotations, queue_usage_values
 from koordqueue.kube.api import QUEUE, ApiError, KubeApi, ObjectApi
 
+log = structlog.get_logger(__name__)
 USAGE_WRITE_TIMEOUT: Final = 5.0
 """Seconds one usage patch may take (the API's default is 30). Short, as a patch that fails
 loses nothing: the next sync, one usage cadence later, writes the annotations again."""
@@ -49,6 +53,8 @@ class QueueUsageWriter:
         """
         if not self._busy.acquire(blocking=False):
             return 0
+        started = time.monotonic()
+        at = "(the list of Queues)"
         try:
             known = self._known
             if known is None:
@@ -66,6 +72,7 @@ class QueueUsageWriter:
                 if not changed:
                     continue
                 patch = {"metadata": {"annotations": changed}}
+                at = row.name
                 try:
                     self._patch_api.merge_patch(QUEUE, row.name, patch, self._namespace)
                 except ApiError as exc:
@@ -80,4 +87,7 @@ class QueueUsageWriter:
                 raise refused
             return written
         finally:
+            took = time.monotonic() - started
+            if took > USAGE_WRITE_TIMEOUT:  # every sync due meanwhile was skipped
+                log.warning("queue usage sync was slow", seconds=round(took, 1), last=at)
             self._busy.release()
