@@ -234,15 +234,22 @@ class AdmissionRounds:
             if obj is not None and unit.uid in state.unit_objects:
                 state.remember_unit(unit.uid, obj, effect.message)
 
+    def sync_usage(self) -> None:
+        """The per-quota usage split (issue 18, item 8) to the metrics and the Queues'
+        annotations, at most once per cadence: after each round, and by the owner loop while
+        rounds wait for a round's writes (one write without an answer held them for the
+        client's 30 s timeout, and the annotations with them: bench/soak.py)."""
+        if self.usage_cadence.due():
+            usage = self.state.engine.tree.report()
+            metrics.QUOTA_USAGE.export(usage)
+            self.state.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))
+
     def _export_metrics(self, result: RoundResult) -> None:
         state = self.state
         for queue, (pending, admitted) in state.engine.count_changes().items():
             metrics.UNITS_PENDING.labels(queue).set(pending)
             metrics.UNITS_ADMITTED.labels(queue).set(admitted)
-        if self.usage_cadence.due():  # per-quota usage split (issue 18, item 8), throttled
-            usage = state.engine.tree.report()
-            metrics.QUOTA_USAGE.export(usage)
-            state.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))
+        self.sync_usage()
         reasons: dict[str, int] = {}
         for _, unresolved in result.unmapped:
             reasons[unresolved.reason.value] = reasons.get(unresolved.reason.value, 0) + 1

@@ -151,6 +151,7 @@ class OwnerLoop:
                 state.round_writes_pending = False
             if state.round_writes_pending:
                 deadline = time.monotonic() + settings.admission_period  # until they land
+                controller.sync_usage()  # (the annotations follow the units meanwhile)
             else:
                 earliest = max(round_end, state.round_writes_done_at) + MIN_ROUND_INTERVAL
                 periodic = round_start + settings.admission_period

@@ -84,6 +84,10 @@ class Controller:
     def admission_round(self) -> RoundResult:
         return self.rounds.admission_round()
 
+    def sync_usage(self) -> None:
+        """The Queues' usage annotations when due, without a round (admission.py)."""
+        self.rounds.sync_usage()
+
     def quota_object(self, name: str) -> dict[str, Any] | None:
         """The object of the quota in force called `name`."""
         return self.quotas.quota_object(name)
