@@ -62,11 +62,18 @@ from bench.soak_checker import (  # noqa: E402
     parse_time,
     per_interval,
     pooled_rss_slope,
+    role_segments,
     rss_slope,
 )
 from bench.soak_churn import NAMESPACE, Churn  # noqa: E402
 from bench.soak_fuzz import Fuzzer, ignored  # noqa: E402
-from bench.soak_replicas import Life, Replica, is_crash, replica_argv  # noqa: E402
+from bench.soak_replicas import (  # noqa: E402
+    Life,
+    Replica,
+    identity_of,
+    is_crash,
+    replica_argv,
+)
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
     NODE,
@@ -92,8 +99,10 @@ FAULTS: Final = (
 RSS_MIN_LIFE: Final = 600.0
 """Seconds of samples a process needs before its own RSS slope is judged (a shorter life is
 mostly start-up growth: caches, pools, imports); shorter ones are reported, not judged."""
-RSS_WARMUP: Final = 120.0
-"""Seconds of each process's life left out of its slot's pooled RSS slope (start-up growth)."""
+RSS_WARMUP: Final = 60.0
+"""Seconds left out of the slot's pooled RSS slope at the start of each process and of each
+takeover (soak_checker.role_segments): start-up growth, over within a minute in long2's data
+(bench/HISTORY.md)."""
 RSS_MIN_COVER: Final = 600.0
 """Seconds of samples past the warm-up a slot's processes need, together, before the slot's
 pooled slope is judged (soak_checker.pooled_rss_slope: the faults leave no process alive
@@ -391,9 +400,11 @@ class Soak:
                             f"{replica.name} (pid {pid})", samples, now)
                     elif lived >= 120:
                         slopes[key + " not judged"] = rss_slope(samples)
-                pooled, covered = pooled_rss_slope(
-                    ((replica.born[pid], samples) for pid, samples in replica.rss.items()),
-                    RSS_WARMUP)
+                segments = [
+                    segment for pid, samples in replica.rss.items()
+                    for segment in role_segments(replica.born[pid], samples,
+                                                 self.checker.led_from(identity_of(pid)))]
+                pooled, covered = pooled_rss_slope(segments, RSS_WARMUP)
                 judged = self.checker.check_pooled_rss(
                     f"{replica.name} (all its processes)", pooled, covered, RSS_MIN_COVER, now)
                 slopes[f"{replica.name} pooled over {covered / 60:.0f} min"
@@ -550,8 +561,9 @@ def summary(result: dict[str, Any]) -> str:
               f"replica starts: {result['replica_starts']}; exit on SIGTERM (s): "
               f"{result['exit_s']}",
               f"replica exits by cause (crashes are violations): {result.get('replica_exits')}",
-              "RSS slope (MB/h; per slot: pooled past each process's first "
-              f"{RSS_WARMUP:.0f} s; per process: second half of its life): " + ", ".join(
+              "RSS slope (MB/h; per slot: pooled over its processes' lives as standby and as "
+              f"leader, each past its first {RSS_WARMUP:.0f} s; per process: second half of "
+              "its life): " + ", ".join(
                   f"{k} {v:+.1f}" if v is not None else f"{k} -"
                   for k, v in result["rss_mb_per_hour"].items())]
     lines.append(f"bad input (bench/soak_fuzz.py): {result.get('fuzz')}")

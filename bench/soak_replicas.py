@@ -41,6 +41,11 @@ LOG_TAIL: Final = 6000
 """Bytes of a crashed process's log kept for the violation's detail."""
 
 
+def identity_of(pid: int) -> str:
+    """The leader-election identity of a replica process (leader.py: host_pid)."""
+    return f"{socket.gethostname()}_{pid}"
+
+
 def exit_cause(returncode: int, log_tail: bytes, *, killed: bool = False,
                terminated: bool = False) -> str:
     """How a replica's process ended. `killed`: the fault schedule SIGKILLed this pid;
@@ -98,7 +103,7 @@ class Replica:
     @property
     def identity(self) -> str:
         assert self.proc is not None
-        return f"{socket.gethostname()}_{self.proc.pid}"
+        return identity_of(self.proc.pid)
 
     def start(self, checker: Checker) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1",

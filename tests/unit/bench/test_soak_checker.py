@@ -13,7 +13,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from bench.soak_checker import Checker, per_interval, pooled_rss_slope, rss_slope
+from bench.soak_checker import Checker, per_interval, pooled_rss_slope, role_segments, rss_slope
 from koordqueue.domain.names import QUEUE_USED_ANNOTATION, QUOTA_NAME_LABEL, QUOTA_PARENT_LABEL
 
 T0 = 1_800_000_000.0
@@ -359,6 +359,26 @@ def test_a_pooled_slope_is_judged_once_it_covers_enough() -> None:
     flat, flat_cover = pooled_rss_slope(lives(0), warmup=60)
     assert c.check_pooled_rss("controller-1", flat, flat_cover, flat_cover, T0)
     assert kinds(c) == ["rss-growth"]
+
+
+def test_a_takeover_is_a_start_up_of_its_own() -> None:
+    """A standby flat at 100 MB takes the Lease at 300 s and steps to 108 MB within a minute,
+    then stays flat: split at the takeover, no growth; one line through the life past its
+    warm-up reads the step as 44 MB/h."""
+    agent = "koordqueue/0.1.0 ({})"
+    c = Checker()
+    c.register("h_7", "koord-queue")
+    c.on_audit(audit(T0 + 300, "update", "leases", agent.format("h_7"), 200, "koord-queue",
+                     holder="h_7"))
+    assert c.led_from("h_7") == T0 + 300.001 and c.led_from("h_8") is None
+    samples = [(T0 + t, int(100e6 + (8e6 * min(max(t - 300, 0), 40) / 40)))
+               for t in range(0, 900, 10)]
+    split = role_segments(T0, samples, c.led_from("h_7"))
+    assert [len(seg) for _, seg in split] == [31, 59]  # (the Lease write lands at 300.001 s)
+    assert abs(pooled_rss_slope(split, warmup=60)[0] or 0) < 0.01
+    whole = pooled_rss_slope([(T0, samples)], warmup=60)[0]
+    assert whole is not None and whole > 40
+    assert role_segments(T0, samples, None) == [(T0, samples)]
 
 
 def test_per_interval_rates() -> None:
