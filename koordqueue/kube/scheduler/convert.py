@@ -17,7 +17,7 @@ from koordqueue.domain.job_extension import InvalidJobError, pod_requests
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
 from koordqueue.kube.scheduler import names
-from koordqueue.kube.scheduler.hypernodes import network_topology
+from koordqueue.kube.scheduler.hypernodes import network_topology, preemptable
 from koordqueue.scheduler.api import (
     HostPort,
     JobInfo,
@@ -367,6 +367,7 @@ def task_info(pod: Obj) -> TaskInfo:
         priority_class_name=str(spec.get("priorityClassName") or ""),
         creation=timestamp(m.get("creationTimestamp")),
         preempt_never=spec.get("preemptionPolicy") == PREEMPT_NEVER,
+        preemptable=preemptable(pod),
         labels=labels,
         pod_affinity=pod_affinity(spec, namespace),
         spread=spread_constraints(spec, labels),
@@ -519,6 +520,7 @@ def job_info(group: Obj, priorities: PriorityClasses | None = None) -> JobInfo:
         phase=phase,
         creation=timestamp(m.get("creationTimestamp")),
         network_topology=network_topology(group),
+        preemptable=preemptable(group),
     )
 
 

@@ -1,5 +1,5 @@
-"""HyperNodes (topology.volcano.sh/v1alpha1, Volcano's own CRD) and a PodGroup's
-networkTopology, converted for the scheduler core.
+"""HyperNodes (topology.volcano.sh/v1alpha1, Volcano's own CRD), a PodGroup's
+networkTopology and the `volcano.sh/preemptable` key, converted for the scheduler core.
 
 The CRD's schema and CEL rules already refuse most bad shapes at `kubectl apply` (a member
 without a selector, two selectors, a negative tier). What can still be wrong, a member type
@@ -30,6 +30,8 @@ log = structlog.get_logger(__name__)
 
 Obj = Mapping[str, Any]
 BAD_MEMBER_WARNING: Final = "HyperNode {name}: spec.members[{index}] ignored: {detail}"
+PREEMPTABLE_KEY: Final = "volcano.sh/preemptable"
+BAD_PREEMPTABLE_WARNING: Final = "{key}: volcano.sh/preemptable={value!r} is not a boolean; false"
 BAD_MODE_WARNING: Final = (
     "PodGroup {key}: spec.networkTopology.mode {mode!r} is neither hard nor soft; hard is used"
 )
@@ -90,6 +92,25 @@ def hyper_nodes(raws: Iterable[Obj]) -> tuple[HyperNode, ...]:
     return tuple(sorted((hyper_node(raw) for raw in raws), key=lambda h: h.name))
 
 
+def preemptable(obj: Obj, *, default: bool = True) -> bool:
+    """`volcano.sh/preemptable` of a pod or PodGroup: the annotation, else the label, else
+    `default`; a value that is not a boolean reads as false, with a warning (Volcano's
+    GetPodPreemptable / extractPreemptable). Gang eviction reads a PodGroup without the key
+    as preemptable (IsJobPreemptableForGangEviction), preempt and reclaim a pod likewise."""
+    meta = obj.get("metadata") or {}
+    for where in ("annotations", "labels"):
+        values = meta.get(where) or {}
+        if PREEMPTABLE_KEY in values:
+            value = str(values[PREEMPTABLE_KEY]).strip().lower()
+            if value in ("true", "1", "t"):
+                return True
+            if value not in ("false", "0", "f"):
+                log.warning(BAD_PREEMPTABLE_WARNING.format(
+                    key=f"{meta.get('namespace', '')}/{meta.get('name', '')}", value=value))
+            return False
+    return default
+
+
 def network_topology(group: Obj) -> NetworkTopology | None:
     """A PodGroup's `spec.networkTopology` (None when it has none). The CRD defaults the
     mode to hard; an unknown mode is read as hard, with a warning."""
@@ -107,4 +128,4 @@ def network_topology(group: Obj) -> NetworkTopology | None:
     return NetworkTopology(mode, allowed, str(raw.get("highestTierName") or ""))
 
 
-__all__ = ["hyper_node", "hyper_nodes", "network_topology"]
+__all__ = ["hyper_node", "hyper_nodes", "network_topology", "preemptable"]

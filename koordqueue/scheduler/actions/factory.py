@@ -9,6 +9,7 @@ from __future__ import annotations
 from koordqueue.scheduler.actions.allocate import AllocateAction
 from koordqueue.scheduler.actions.backfill import BackfillAction
 from koordqueue.scheduler.actions.enqueue import EnqueueAction
+from koordqueue.scheduler.actions.gang_actions import GangPreemptAction, GangReclaimAction
 from koordqueue.scheduler.actions.preempt import PreemptAction
 from koordqueue.scheduler.actions.reclaim import ReclaimAction
 from koordqueue.scheduler.actions.shuffle import ShuffleAction
@@ -21,6 +22,8 @@ BUILTIN_ACTIONS: tuple[Action, ...] = (
     BackfillAction(),
     PreemptAction(),
     ReclaimAction(),
+    GangPreemptAction(),
+    GangReclaimAction(),
     ShuffleAction(),
 )
 

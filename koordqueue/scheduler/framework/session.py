@@ -28,6 +28,7 @@ from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.queue_info import QueueInfo
 from koordqueue.scheduler.api.resource import sum_resources
 from koordqueue.scheduler.api.task_info import TaskInfo, TaskStatus
+from koordqueue.scheduler.framework.callbacks import EventHandler, EvictableFn
 from koordqueue.scheduler.framework.config import SchedulerConfig
 from koordqueue.scheduler.framework.indexed import (
     IndexedSnapshot,
@@ -50,15 +51,10 @@ from koordqueue.scheduler.framework.result import (
     Reservation,
     SessionResult,
 )
-from koordqueue.scheduler.framework.session_plugins import (
-    EventHandler,
-    EvictableFn,
-    JobQueue,
-    KeyedJobQueue,
-    SessionPlugins,
-)
+from koordqueue.scheduler.framework.session_plugins import SessionPlugins
 from koordqueue.scheduler.framework.skips import GANG_NOT_READY, SkipRecord
 from koordqueue.scheduler.framework.topology import SessionTopology
+from koordqueue.scheduler.framework.util import JobQueue, KeyedJobQueue
 from koordqueue.scheduler.framework.views import JobView, NodeView
 
 __all__ = [
@@ -72,8 +68,8 @@ __all__ = [
     "run_actions",
     "run_session",
 ]
-# (EventHandler, EvictableFn, JobQueue and KeyedJobQueue are session_plugins' names,
-# re-exported: plugins and actions import everything of the session from here)
+# (EventHandler and EvictableFn are callbacks.py's names, JobQueue and KeyedJobQueue
+# util.py's, re-exported: plugins and actions import everything of the session from here)
 
 _BEST_NODE: Final = ExtensionPoint.BEST_NODE
 _ALLOCATED: Final = TaskStatus.ALLOCATED

@@ -3,30 +3,46 @@ resolution by tiers and switches, and the dispatchers that apply the tier rules 
 
 Plugins register callbacks in `on_session_open` (`add_*_fn`); actions ask the dispatchers.
 `Session` (session.py) is a `SessionPlugins` with the state the callbacks read and write.
-About 600 lines on purpose: one registration and one dispatcher per extension point (23 of
-them), each a few lines of the same tier rule; split, a reader would follow one rule across
-files (Volcano keeps them in one session_plugins.go as well).
+The callbacks' signatures live in callbacks.py, the job queues in util.py.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, Final, TypeVar
 
 from koordqueue.scheduler.api.job_info import JobInfo
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.queue_info import QueueInfo
 from koordqueue.scheduler.api.task_info import TaskInfo
-from koordqueue.scheduler.framework.config import PluginOption, SchedulerConfig
-from koordqueue.scheduler.framework.interface import (
-    ExtensionPoint,
-    Plugin,
-    ValidateResult,
-    Vote,
+from koordqueue.scheduler.framework.callbacks import (
+    PURPOSE_ALLOCATE,
+    AllocatableFn,
+    BestNodeFn,
+    EventHandler,
+    EvictableFn,
+    HyperNodeGradientFn,
+    HyperNodeOrderFn,
+    JobEnqueuedFn,
+    JobOrderFn,
+    JobOrderKey,
+    JobReadyFn,
+    JobStarvingFn,
+    JobValidFn,
+    OverusedFn,
+    PreemptiveFn,
+    PrePredicateFn,
+    QueueOrderFn,
+    TaskEventFn,
+    TaskOrderFn,
+    TaskOrderKey,
+    VictimQueueOrderFn,
+    VictimTasksFn,
+    VoteFn,
 )
+from koordqueue.scheduler.framework.config import PluginOption, SchedulerConfig
+from koordqueue.scheduler.framework.interface import ExtensionPoint, Plugin, ValidateResult
 from koordqueue.scheduler.framework.placement import (
     BatchNodeOrderFn,
     BatchPredicateFn,
@@ -35,39 +51,8 @@ from koordqueue.scheduler.framework.placement import (
     PredicateFn,
 )
 from koordqueue.scheduler.framework.quiet import CloseCondition
-from koordqueue.scheduler.framework.util import PriorityQueue
-
-JobOrderFn = Callable[[JobInfo, JobInfo], int]
-QueueOrderFn = Callable[[QueueInfo, QueueInfo], int]
-TaskOrderFn = Callable[[TaskInfo, TaskInfo], int]
-TaskOrderKey = Callable[[TaskInfo], Any]
-JobOrderKey = Callable[[JobInfo], Any]
-"""A sort key that orders jobs exactly like a plugin's job order function and changes only
-when the job's own tasks change status."""
-"""A sort key that orders tasks exactly like a plugin's task order function."""
-PrePredicateFn = Callable[[TaskInfo], str | None]
-BestNodeFn = Callable[[TaskInfo, list[tuple[NodeInfo, float]]], NodeInfo | None]
-JobReadyFn = Callable[[JobInfo], bool]
-JobValidFn = Callable[[JobInfo], ValidateResult | None]
-VoteFn = Callable[[JobInfo], Vote]
-JobEnqueuedFn = Callable[[JobInfo], None]
-EvictableFn = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo] | None]
-"""(preemptor, candidates) -> victims, or None to abstain."""
-AllocatableFn = Callable[[QueueInfo, TaskInfo], bool]
-OverusedFn = Callable[[QueueInfo], bool]
-PreemptiveFn = Callable[[QueueInfo, list[TaskInfo]], bool]
-"""May the queue reclaim for these tasks (its own capability and deserved)."""
-VictimQueueOrderFn = Callable[[QueueInfo, QueueInfo, QueueInfo], int]
-"""(left, right, preemptor's queue) -> negative when left's tasks are evicted first."""
-JobStarvingFn = Callable[[JobInfo], bool]
-TaskEventFn = Callable[[TaskInfo], None]
-HyperNodeOrderFn = Callable[[JobInfo, list[str]], Mapping[str, float]]
-"""(job, candidate HyperNodes) -> score per HyperNode; summed over plugins."""
-HyperNodeGradientFn = Callable[[JobInfo, str, str], list[list[str]]]
-"""(job, HyperNode to search under, purpose) -> HyperNodes to try, in groups tried in order."""
-PURPOSE_ALLOCATE: Final = "allocate"
-PURPOSE_EVICT: Final = "evict"
-"""Why gradients are asked: to place a job, or to find where evictions could make room."""
+from koordqueue.scheduler.framework.session_victims import VictimDispatch
+from koordqueue.scheduler.framework.util import JobQueue, KeyedJobQueue, PriorityQueue
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,51 +66,7 @@ _JOB_READY: Final = ExtensionPoint.JOB_READY
 _ALLOCATABLE: Final = ExtensionPoint.ALLOCATABLE
 
 
-@dataclass(frozen=True, slots=True)
-class EventHandler:
-    """Callbacks fired when a task takes (allocate) or gives back (deallocate) resources."""
-
-    allocate: TaskEventFn | None = None
-    deallocate: TaskEventFn | None = None
-
-
-class KeyedJobQueue:
-    """A job queue ordered by keys taken at push time (`Session.job_order_key`).
-
-    Why: a heap of comparisons asks every job order plugin twice per comparison, ~16
-    comparisons per pop; a key is computed once per push. The same pops as the session's
-    comparisons while a queued job's tasks keep their statuses (enqueue changes only the
-    phase of the job it popped, allocate only the tasks of the job it popped, which it
-    pushes again with a fresh key); the keys end with creation time and uid, a total
-    order, so the minimum is unique.
-    """
-
-    __slots__ = ("_count", "_heap", "_key")
-
-    def __init__(self, key: Callable[[JobInfo], tuple[Any, ...]]) -> None:
-        self._key = key
-        self._heap: list[tuple[tuple[Any, ...], int, JobInfo]] = []
-        self._count = 0  # a tie-break that never reaches the job (uids make keys unique)
-
-    def push(self, job: JobInfo) -> None:
-        """Insert a job under its current key."""
-        self._count += 1
-        heapq.heappush(self._heap, (self._key(job), self._count, job))
-
-    def pop(self) -> JobInfo:
-        """Remove and return the first job."""
-        return heapq.heappop(self._heap)[2]
-
-    def empty(self) -> bool:
-        """True when nothing is queued."""
-        return not self._heap
-
-
-JobQueue = PriorityQueue[JobInfo] | KeyedJobQueue
-"""A queue of jobs in the session's job order (`Session.job_queue`)."""
-
-
-class SessionPlugins:
+class SessionPlugins(VictimDispatch):
     """The callbacks registered by a session's plugins and the dispatchers over them.
 
     The state the dispatchers read (`config`, `jobs`, `queues`, `placement`) is the
@@ -138,6 +79,7 @@ class SessionPlugins:
     placement: PlacementEngine
 
     def __init__(self, config: SchedulerConfig, *, profile_callbacks: bool) -> None:
+        super().__init__()
         self.config = config
         self.profile_callbacks = profile_callbacks
         self.plugins: dict[str, Plugin] = {}
@@ -279,9 +221,7 @@ class SessionPlugins:
         """Which candidates of other queues the reclaimer may evict (None abstains)."""
         self._add(ExtensionPoint.RECLAIMABLE, plugin, fn)
 
-    def add_victim_tasks_fn(
-        self, plugin: str, fn: Callable[[list[TaskInfo]], list[TaskInfo] | None]
-    ) -> None:
+    def add_victim_tasks_fn(self, plugin: str, fn: VictimTasksFn) -> None:
         """Tasks a plugin wants evicted regardless of a preemptor (None abstains)."""
         self._add(ExtensionPoint.VICTIM_TASKS, plugin, fn)
 
@@ -562,49 +502,6 @@ class SessionPlugins:
                 continue
             return all(fn(job) for _name, fn in tier)
         return False
-
-    def _victims(
-        self, point: ExtensionPoint, preemptor: TaskInfo, candidates: list[TaskInfo]
-    ) -> list[TaskInfo]:
-        for tier in self._tiers(point):
-            chosen: list[TaskInfo] | None = None
-            for _name, fn in tier:
-                answer: list[TaskInfo] | None = fn(preemptor, candidates)
-                if answer is None:
-                    continue
-                if not answer:
-                    chosen = []
-                    break
-                if chosen is None:
-                    chosen = list(answer)
-                else:
-                    keep = {t.uid for t in answer}
-                    chosen = [t for t in chosen if t.uid in keep]
-            if chosen is not None:
-                return chosen
-        return []
-
-    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Victims: intersected within the first tier whose plugins answer."""
-        return self._victims(ExtensionPoint.PREEMPTABLE, preemptor, candidates)
-
-    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Victims for reclaim: intersected within the first tier whose plugins answer."""
-        return self._victims(ExtensionPoint.RECLAIMABLE, reclaimer, candidates)
-
-    def victim_tasks(self, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Tasks plugins want evicted: intersected within the first tier that answers."""
-        for tier in self._tiers(ExtensionPoint.VICTIM_TASKS):
-            chosen: list[TaskInfo] | None = None
-            for _name, fn in tier:
-                answer: list[TaskInfo] | None = fn(candidates)
-                if answer is None:
-                    continue
-                keep = {t.uid for t in answer}
-                chosen = list(answer) if chosen is None else [t for t in chosen if t.uid in keep]
-            if chosen is not None:
-                return chosen
-        return []
 
     def hypernode_scores(self, job: JobInfo, hypernodes: list[str]) -> dict[str, float]:
         """Every HyperNode's summed score for `job` (0 when no plugin scores it)."""

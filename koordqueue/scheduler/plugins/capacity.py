@@ -39,6 +39,7 @@ from koordqueue.scheduler.api.resource import (
     sum_resources,
     volcano_empty,
 )
+from koordqueue.scheduler.framework.callbacks import GANG_RECLAIM, EvictionContext
 from koordqueue.scheduler.framework.interface import Plugin, Vote
 from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.gates.reservation import (
@@ -312,6 +313,35 @@ class CapacityPlugin(Plugin):
                 victims.append(candidate)
             return victims
 
+        def gang_evictable(
+            context: EvictionContext, candidates: list[TaskInfo]
+        ) -> list[TaskInfo] | None:
+            """Gang eviction (Volcano's UnifiedEvictableFn): every candidate for gangpreempt;
+            for gangreclaim, in the order given, a candidate keeps its queue at or above its
+            guarantee and holds nothing its deserved names or the queue exceeds its deserved
+            on a dimension it holds (no shouldSkipReclaimee, as in Volcano)."""
+            if context.kind != GANG_RECLAIM:
+                return list(candidates)
+            if not ready:
+                return []
+            victims: list[TaskInfo] = []
+            allocations: dict[str, Resources] = {}
+            for candidate in candidates:
+                job = session.jobs.get(candidate.job)
+                if job is None or job.queue not in attrs:
+                    continue
+                attr = attrs[job.queue]
+                allocated = allocations.setdefault(job.queue, attr.allocated)
+                if not less_equal(attr.guarantee, subtract(allocated, candidate.resreq)):
+                    continue
+                if intersection(candidate.resreq, attr.deserved) and not (
+                    greater_partly_in_relevant_dims(allocated, attr.deserved, candidate.resreq)
+                ):
+                    continue
+                allocations[job.queue] = subtract(allocated, candidate.resreq)
+                victims.append(candidate)
+            return victims
+
         def on_change(task: TaskInfo, sign: int) -> None:
             job = session.jobs.get(task.job)
             if job is None or job.queue not in attrs:
@@ -340,6 +370,7 @@ class CapacityPlugin(Plugin):
         session.add_job_enqueued_fn(self.name, enqueued)
         session.add_preemptive_fn(self.name, preemptive)
         session.add_reclaimable_fn(self.name, reclaimable)
+        session.add_unified_evictable_fn(self.name, gang_evictable)
         session.add_event_handler(
             self.name, EventHandler(lambda t: on_change(t, 1), lambda t: on_change(t, -1))
         )

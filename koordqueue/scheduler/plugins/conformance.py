@@ -27,3 +27,6 @@ class ConformancePlugin(Plugin):
 
         session.add_preemptable_fn(self.name, evictable)
         session.add_reclaimable_fn(self.name, evictable)
+        session.add_unified_evictable_fn(
+            self.name, lambda _context, candidates: [c for c in candidates if not is_critical(c)]
+        )

@@ -53,6 +53,8 @@ class GangPlugin(Plugin):
         )
         session.add_preemptable_fn(self.name, evictable)
         session.add_reclaimable_fn(self.name, evictable)
+        # gang eviction keeps gangs whole through its bundles: every candidate is allowed
+        session.add_unified_evictable_fn(self.name, lambda _ctx, candidates: list(candidates))
         session.add_job_close_condition_fn(self.name, unready_condition)
 
     def on_session_close(self, session: Session) -> None:

@@ -39,10 +39,10 @@ from koordqueue.domain.resources import CPU, MEMORY, Resources
 from koordqueue.scheduler.api import JobInfo, TaskInfo
 from koordqueue.scheduler.api import topology_names as tn
 from koordqueue.scheduler.api.resource import EPSILON_MILLI
+from koordqueue.scheduler.framework.callbacks import PURPOSE_EVICT
 from koordqueue.scheduler.framework.interface import Arguments, ExtensionPoint, Plugin
 from koordqueue.scheduler.framework.placement import FloatArray, Scorer
 from koordqueue.scheduler.framework.session import EventHandler, Session
-from koordqueue.scheduler.framework.session_plugins import PURPOSE_EVICT
 from koordqueue.scheduler.framework.topology import CLUSTER_TOP, SessionTopology
 from koordqueue.scheduler.interpod import plugin_enabled
 

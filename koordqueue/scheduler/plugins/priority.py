@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from koordqueue.scheduler.api import JobInfo, TaskInfo
+from koordqueue.scheduler.framework.callbacks import GANG_RECLAIM, EvictionContext
 from koordqueue.scheduler.framework.interface import Plugin
 from koordqueue.scheduler.framework.session import Session
 
@@ -42,6 +43,14 @@ class PriorityPlugin(Plugin):
             return victims
 
         session.add_preemptable_fn(self.name, preemptable)
+
+        def gang_evictable(context: EvictionContext, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            # gangreclaim is fairness between queues: priority does not gate it (Volcano)
+            if context.kind == GANG_RECLAIM:
+                return list(candidates)
+            return [c for c in candidates if session.jobs[c.job].priority < context.job.priority]
+
+        session.add_unified_evictable_fn(self.name, gang_evictable)
 
         def starving(job: JobInfo) -> bool:
             return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
