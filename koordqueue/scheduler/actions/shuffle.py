@@ -1,12 +1,11 @@
 """shuffle: evict the running tasks the victim-tasks plugins choose (Volcano's actions/shuffle).
 
 The one caller of `Session.victim_tasks`, as in Volcano: every Running task of the session's
-jobs is offered (in job, then task order); the first tier whose victim-tasks plugins answer
-chooses (intersected within the tier: a filter such as pdb's narrows what a choosing plugin
-picks; Volcano unites them); each victim is evicted at once. It runs only when the
-configuration names it. No built-in plugin chooses victims by itself (pdb's function only
-filters), so with pdb alone it evicts every running task the budgets allow: pair it with a
-plugin that chooses (docs/plugins.md).
+jobs is offered (in job, then task order); the first tier whose victim-tasks plugins name a
+victim chooses (their answers united, as Volcano's VictimTasks); each victim is evicted at
+once. It runs only when the configuration names it. pdb's function answers every running
+task its budgets allow, so pdb with `enableVictim` on makes shuffle evict all of those, in
+its tier as in Volcano (docs/plugins.md).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 Reclaimable, VictimTasks and v1.15's UnifiedEvictable): which of the candidates the plugins
 let an action evict. A base of `SessionPlugins`, which resolves the tiers they walk.
 
-Each intersects the answers within the first tier that answers (any plugin may veto a
-victim).
+Two tier rules: preemptable, reclaimable and unified evictable intersect the answers within
+the first tier that answers (any plugin may veto a victim); victim tasks unite them within
+the first tier that names a victim (any plugin may ask for one), as Volcano does.
 """
 
 from __future__ import annotations
@@ -68,17 +69,17 @@ class VictimDispatch:
         return self._victims(ExtensionPoint.RECLAIMABLE, reclaimer, candidates)
 
     def victim_tasks(self, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Tasks plugins want evicted: intersected within the first tier that answers."""
+        """Tasks plugins want evicted (Volcano's VictimTasks, which shuffle evicts): the
+        union of a tier's answers, in the candidates' order; the first tier with a victim
+        decides. A filter such as pdb's nominates every task it allows, so beside another
+        plugin in its tier it widens that plugin's choice rather than narrowing it."""
         for tier in self._tiers(ExtensionPoint.VICTIM_TASKS):
-            chosen: list[TaskInfo] | None = None
+            chosen: set[str] = set()
             for _name, fn in tier:
                 answer: list[TaskInfo] | None = fn(candidates)
-                if answer is None:
-                    continue
-                keep = {t.uid for t in answer}
-                chosen = list(answer) if chosen is None else [t for t in chosen if t.uid in keep]
-            if chosen is not None:
-                return chosen
+                chosen.update(task.uid for task in answer or ())
+            if chosen:
+                return [task for task in candidates if task.uid in chosen]
         return []
 
     def unified_evictable(

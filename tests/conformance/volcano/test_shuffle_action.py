@@ -1,5 +1,9 @@
 """shuffle action: the case of volcano-sh/volcano pkg/scheduler/actions/shuffle/shuffle_test.go
-(TestShuffle), and what the victim-tasks switch and a pdb filter in the same tier change.
+(TestShuffle), and what the victim-tasks switch and a pdb beside the choosing plugin change
+(Volcano's tier rule for victim tasks: union within a tier, the first tier with a victim
+decides; volcano-sh/volcano framework/session_plugins.go VictimTasks, the same in v1.14.1
+and v1.15.1). Volcano's shuffle_test.go has that one case; pdb_test.go's VictimTasks cases
+are in test_pdb_plugin.py.
 
 The shuffle action is the one caller of `Session.victim_tasks` (issue 25 part 6: the pdb
 plugin registered a victim-tasks function nothing called). Without the action (before it was
@@ -27,6 +31,7 @@ RUNNING = PodGroupPhase.RUNNING
 PODS = {"pods": "10"}
 LOW, HIGH = 10, 100
 CHOOSER = "low-priority-victims"
+ALL_PODS = ("pod1-1", "pod1-2", "pod1-3", "pod2-1", "pod2-2", "pod3-1", "pod3-2")
 LABEL = "app"
 
 
@@ -75,8 +80,17 @@ def _cluster(pdbs: tuple[Mapping[str, Any], ...] = ()) -> ClusterSnapshot:
     return dataclasses.replace(snapshot, pdbs=tuple(pod_disruption_budget(p) for p in pdbs))
 
 
-def _shuffle(snapshot: ClusterSnapshot, *plugins: tuple[str, set[str]]) -> Outcome:
-    return run(snapshot, tiers(*plugins), "shuffle")
+def _shuffle(
+    snapshot: ClusterSnapshot,
+    *plugins: tuple[str, set[str]],
+    separate: tuple[str, set[str]] | None = None,
+) -> Outcome:
+    """shuffle with `plugins` in one tier and `separate`, when given, alone in a second."""
+    config = tiers(*plugins)
+    if separate is not None:
+        second = tiers(separate)
+        config = dataclasses.replace(config, tiers=(*config.tiers, *second.tiers))
+    return run(snapshot, config, "shuffle")
 
 
 def test_shuffle_evicts_the_victims_the_plugin_chooses() -> None:
@@ -96,14 +110,37 @@ def test_shuffle_evicts_nothing_when_the_victim_switch_is_off() -> None:
     assert _shuffle(_cluster(), (CHOOSER, set())).evicted == []
 
 
-def test_a_pdb_in_the_same_tier_keeps_the_victims_its_budget_protects() -> None:
-    """pdb's victim-tasks function filters: a budget allowing no disruption of pod2-1
-    keeps it (within a tier the answers are intersected; Volcano unites them, which would
-    evict every running pod the budgets allow)."""
-    budget = {
-        "metadata": {"name": "keep-pod2-1", "namespace": "test"},
-        "spec": {"selector": {"matchLabels": {LABEL: "pod2-1"}}},
-        "status": {"disruptionsAllowed": 0},
+def _budget(name: str, selector: Mapping[str, Any], allowed: int) -> Mapping[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "test"},
+        "spec": {"selector": selector},
+        "status": {"disruptionsAllowed": allowed},
     }
-    out = _shuffle(_cluster((budget,)), (CHOOSER, {"Victim"}), ("pdb", {"Victim"}))
-    assert out.evicted == ["test/pod1-1", "test/pod3-1"]
+
+
+KEEP_POD2_1 = _budget("keep-pod2-1", {"matchLabels": {LABEL: "pod2-1"}}, 0)
+KEEP_ALL = _budget("keep-all", {"matchExpressions": [{"key": LABEL, "operator": "Exists"}]}, 0)
+
+
+def test_a_pdb_in_the_same_tier_widens_the_choice() -> None:
+    """Volcano's VictimTasks unites a tier's answers (v1.14.1 and v1.15.1 alike): pdb's
+    function answers every running pod its budgets allow (all but pod2-1), so beside the
+    chooser every pod goes, pod2-1 because the chooser names it. Until issue 34 part 2 the
+    answers were intersected and this evicted pod1-1 and pod3-1 only (fails so)."""
+    out = _shuffle(_cluster((KEEP_POD2_1,)), (CHOOSER, {"Victim"}), ("pdb", {"Victim"}))
+    assert out.evicted == [f"test/{name}" for name in ALL_PODS]
+
+
+def test_the_first_tier_with_a_victim_decides() -> None:
+    """The chooser's tier comes first and names victims: pdb's later tier is not asked, so
+    pod2-1 goes although its budget allows no disruption."""
+    out = _shuffle(_cluster((KEEP_POD2_1,)), (CHOOSER, {"Victim"}), separate=("pdb", {"Victim"}))
+    assert out.evicted == ["test/pod1-1", "test/pod2-1", "test/pod3-1"]
+
+
+def test_a_tier_that_names_no_victim_leaves_the_choice_to_the_next() -> None:
+    """pdb first, its budget allowing no disruption of any pod: it names none, so the
+    chooser's tier decides (an answering tier with no victim decided nothing-to-evict
+    before issue 34 part 2: fails so, evicting none)."""
+    out = _shuffle(_cluster((KEEP_ALL,)), ("pdb", {"Victim"}), separate=(CHOOSER, {"Victim"}))
+    assert out.evicted == ["test/pod1-1", "test/pod2-1", "test/pod3-1"]
