@@ -36,7 +36,7 @@ from koordqueue.scheduler.framework.statement import Statement
 from koordqueue.scheduler.framework.util import PriorityQueue
 
 from . import gang_eviction as ge
-from .preempt import PREEMPTABLE_STATUSES
+from .preempt_nodes import PREEMPTABLE_STATUSES
 
 
 def parse(session: Session, name: str) -> tuple[int, bool]:

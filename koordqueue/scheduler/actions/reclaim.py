@@ -17,7 +17,7 @@ pipelining; here the filters must pass too (docs/plugins.md).
 
 from __future__ import annotations
 
-from koordqueue.scheduler.actions.preempt import candidate_nodes, node_fits, victims_cover
+from koordqueue.scheduler.actions.preempt_nodes import candidate_nodes, node_fits, victims_cover
 from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus, names
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.framework.interface import Action

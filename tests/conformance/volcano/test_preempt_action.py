@@ -6,8 +6,8 @@ order; priority classes high-priority = 100000, low-priority = 10).
 
 Pods built without a priority have task priority 1, as Volcano's TaskInfo defaults it.
 Also TestNormalPreemptRechecksPredicateAfterEviction (its test plugin's predicate, here a
-plain per-node predicate of a test plugin). Not transcribed: TestTopologyAwarePreempt
-(topology-aware preemption, which koordqueue does not have: docs/concepts.md)."""
+plain per-node predicate of a test plugin). TestTopologyAwarePreempt is in
+test_preempt_topology_aware.py."""
 
 from __future__ import annotations
 

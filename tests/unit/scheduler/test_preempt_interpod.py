@@ -5,7 +5,7 @@ back, and a node is taken only once its filters pass."""
 from __future__ import annotations
 
 from koordqueue.scheduler import parse_config, run_session
-from koordqueue.scheduler.actions.preempt import filters_pass
+from koordqueue.scheduler.actions.preempt_nodes import filters_pass
 from koordqueue.scheduler.api import NodeInfo, QueueInfo, TaskInfo
 from koordqueue.scheduler.api.selectors import LabelSelector
 from koordqueue.scheduler.api.task_info import (
