@@ -1,22 +1,21 @@
 """preempt's topology-aware path (Volcano's `enableTopologyAwarePreemption`, an argument of
 the preempt action): kube-scheduler's way of choosing victims, aware of pod topology
-(inter-pod affinity, spread), not of HyperNodes.
+(inter-pod affinity, spread), not of HyperNodes. As in Volcano v1.15.1 (v1.14.1 reprieved
+the least important first, against kube-scheduler's intent).
 
 Normal preemption (preempt.py) takes the first node, best score first, where evicting in
 victim order makes room. This path dry-runs every candidate node up to a number of
 candidates: on each, the plugins' victims are evicted in victim order until the preemptor
-fits, then each is reprieved in turn if the preemptor still fits without evicting it
-(SelectVictimsOnNode); of the nodes with victims, the one whose most important victim has
-the lowest priority wins, then the lowest sum of priorities, the fewest victims, the latest
-start of the most important victims, the first in node order (pickOneNodeForPreemption).
-Its victims are evicted and the preemptor pipelined there.
+fits, then each, the most important first, is reprieved if the preemptor still fits
+without evicting it (SelectVictimsOnNode); of the nodes with victims, the one whose most
+important victim has the lowest priority wins, then the lowest sum of priorities, the
+fewest victims, the latest start of the most important victims, the first in node order
+(pickOneNodeForPreemption). Its victims are evicted and the preemptor pipelined there.
 
 Differences from Volcano, for reproducible sessions: the candidate nodes are walked from the
 best-scored one, not from a random offset, one at a time (`topologyAwarePreemptWorkerNum`
 is read and not needed); a victim's start time is its creation time (koordqueue keeps no
-pod status.startTime); the most important victim is the highest-priority one, where Volcano
-reads the first of its list (kube-scheduler's lists are sorted so; Volcano's are in eviction
-order).
+pod status.startTime).
 """
 
 from __future__ import annotations
@@ -101,6 +100,8 @@ def select_victims_on_node(
             break
     else:
         return []
+    # the most important first (the last evicted): v1.15's order, kube-scheduler's intent
+    potential.reverse()
     victims: list[TaskInfo] = []
     for i, task in enumerate(potential):
         if not _fits_without(session, preemptor, queue, index, victims + potential[i + 1 :]):

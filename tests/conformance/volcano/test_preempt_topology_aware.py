@@ -1,6 +1,8 @@
 """preempt's topology-aware path: volcano-sh/volcano v1.14.1 pkg/scheduler/actions/preempt/
-preempt_test.go TestTopologyAwarePreempt (the same in v1.15.1), and what a networkTopology
-does to preempt.
+preempt_test.go TestTopologyAwarePreempt, v1.15.1's added case (capacity's queue order,
+"preemption with priority queues"), and what a networkTopology does to preempt. v1.15.1
+also reverses the reprieve order (the most important victim first, as kube-scheduler);
+koordqueue follows v1.15.1 there (no case of either version tells them apart).
 
 TestTopologyAwarePreempt runs TestPreempt's first ten cases with the action argument
 `enableTopologyAwarePreemption: true` and the predicates plugin added (and proportion's
@@ -28,7 +30,7 @@ import pytest
 
 from koordqueue.scheduler import SchedulerConfig
 from koordqueue.scheduler.actions.preempt_topology import TopologyAwareOptions, pick_node
-from koordqueue.scheduler.api import NodeInfo, QueueInfo, TaskInfo
+from koordqueue.scheduler.api import NodeInfo, PodGroupPhase, QueueInfo, TaskInfo
 from koordqueue.scheduler.api import topology_names as tn
 from koordqueue.scheduler.api.hypernode import NetworkTopology
 from koordqueue.scheduler.framework.interface import Arguments
@@ -36,13 +38,14 @@ from koordqueue.scheduler.framework.interface import Arguments
 from .harness import Outcome, Pod, PodGroup, build, node, pg, pod, queue, rl, run, tiers
 from .test_preempt_action import HIGH, INQUEUE, LOW, ONE, PODS, p
 
-TIERS = tiers(
+TIERS_CASES: tuple[tuple[str, set[str]], ...] = (
     ("conformance", {"Preemptable"}),
     ("gang", {"Preemptable", "JobPipelined", "JobStarving"}),
     ("priority", {"TaskOrder", "JobOrder", "Preemptable", "JobPipelined", "JobStarving"}),
     ("proportion", {"Overused", "Allocatable", "QueueOrder", "Predicate"}),
     ("predicates", {"Preemptable", "Predicate"}),
 )
+TIERS = tiers(*TIERS_CASES)
 
 
 def _config(enabled: bool) -> SchedulerConfig:
@@ -261,3 +264,23 @@ def test_a_job_with_a_network_topology_does_not_preempt(
             job.network_topology = topology
     assert run(snapshot, config, "preempt").evicted == []
 
+
+def test_preemption_with_priority_queues() -> None:
+    """TestTopologyAwarePreempt v1.15.1, "preemption with priority queues" (its tiers add
+    capacity with queue order): q2 (priority 10) runs preemptee2 of a high-priority job, q1
+    (priority 1) preemptee1 of a low one; n1 is full; q1's high-priority preemptor evicts
+    preemptee1, in its own queue."""
+    config = dataclasses.replace(
+        tiers(*TIERS_CASES, ("capacity", {"QueueOrder"})), configurations=AWARE.configurations
+    )
+    running = PodGroupPhase.RUNNING
+    snapshot = build(
+        [node("n1", rl("2", "2Gi", {"pods": "2"}))],
+        [p("preemptee2", "n1", ONE, "pg3"), p("preemptee1", "n1", ONE, "pg1"),
+         p("preemptor1", "", ONE, "pg2")],
+        [pg("pg3", "q2", 1, running, priority=HIGH), pg("pg1", "q1", 0, running, priority=LOW),
+         pg("pg2", "q1", 1, INQUEUE, priority=HIGH)],
+        [queue("q1", ONE, ONE, priority=1), queue("q2", ONE, ONE, priority=10)],
+        namespace="c1",
+    )  # fmt: skip
+    assert run(snapshot, config, "preempt").evicted == ["c1/preemptee1"]
