@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from koordqueue.domain.features import KNOWN, FeatureGateError, parse_feature_gates
 from koordqueue.domain.integrations import integration_names
 from koordqueue.kube.settings import ControllerSettings, SchedulerSettings
 
@@ -68,6 +69,15 @@ def _integrations(value: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return ",".join(chosen)
+
+
+def _feature_gates(value: str) -> str:
+    """Known gates, boolean values, dependencies satisfied: else a CLI error at start-up."""
+    try:
+        parse_feature_gates(value)
+    except FeatureGateError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.entry!r}: {exc.reason}") from None
+    return value
 
 
 def _positive_int(value: str) -> int:
@@ -237,8 +247,13 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--feature-gates",
         "feature_gates",
-        "comma-separated Name=true|false (known: SchedulingGatesQueueAdmission, default false)",
+        "comma-separated Name=true|false: "
+        + ", ".join(f"{name} ({spec.stage.lower()}, default {str(spec.default).lower()})"
+                    for name, spec in KNOWN.items())
+        + "; MaximumExecutionTime needs QueueUnitActive and QueueUnitConditions, "
+        "QueueUnitRequeueState needs QueueUnitConditions",
         _DEFAULTS.feature_gates,
+        _feature_gates,
     ),
     Flag(
         "--gate-removal-worker-num",

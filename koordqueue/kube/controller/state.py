@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordqueue.domain.engine import AdmissionEngine
+from koordqueue.domain.features import FeatureGates, parse_feature_gates
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.kube.api import ObjectApi
 from koordqueue.kube.controller.consumers import ConsumerReconciler
@@ -53,6 +54,8 @@ class ControllerState:
     ) -> None:
         self.api = api
         self.settings = settings or ControllerSettings()
+        self.features: FeatureGates = parse_feature_gates(self.settings.feature_gates)
+        """The process's one gate set (the flag was checked at start-up)."""
         self.recorder = recorder or EventRecorder(api)
         self.clock = clock
         self.writers = writers or self.settings.api_writers

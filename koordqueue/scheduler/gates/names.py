@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-FEATURE_GATE: Final = "SchedulingGatesQueueAdmission"
+from koordqueue.domain.features import SCHEDULING_GATES_QUEUE_ADMISSION
+
+FEATURE_GATE: Final = SCHEDULING_GATES_QUEUE_ADMISSION
 GATE_NAME: Final = "scheduling.volcano.sh/queue-allocation-gate"
 """The scheduling gate the webhook adds and the gate manager removes."""
 OPT_IN_ANNOTATION: Final = "scheduling.volcano.sh/queue-allocation-gate"

@@ -49,8 +49,8 @@ def test_with_the_feature_gate_off_nothing_is_sorted() -> None:
 
 
 def test_feature_gates_default_off_and_parse_the_kubernetes_format() -> None:
-    assert parse_feature_gates("") == {FEATURE_GATE: False}
-    assert parse_feature_gates(f"{FEATURE_GATE}=true") == {FEATURE_GATE: True}
+    assert parse_feature_gates("")[FEATURE_GATE] is False
+    assert parse_feature_gates(f"{FEATURE_GATE}=true")[FEATURE_GATE] is True
 
 
 def test_unknown_feature_gates_are_refused() -> None:
