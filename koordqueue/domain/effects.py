@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from koordqueue.domain import conditions
 from koordqueue.domain.admission import Admitted
 from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.integrations import INTEGRATIONS
@@ -58,6 +59,8 @@ class SetUnitStatus:
     message: str
     phase: Phase | None = None
     admission: Admitted | None = None
+    evicted: str | None = None
+    """The eviction's cause (domain/conditions.py reasons): Evicted=True, Admitted=False."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,7 @@ def outcome_effects(outcome: Outcome, reported: Mapping[str, str]) -> list[Effec
         # a workload's unit says what its reconciler writes once the workload is suspended
         status = MSG_ENQUEUED_AFTER_PREEMPTED if unit.consumer_kind in WORKLOAD_KINDS else message
         return [
-            SetUnitStatus(unit, status, Phase.ENQUEUED),
+            SetUnitStatus(unit, status, Phase.ENQUEUED, evicted=conditions.REASON_PREEMPTED),
             SuspendConsumer(unit),
             UnitEvent(unit, EVENT_WARNING, REASON_PREEMPTED, message, outcome),
         ]

@@ -76,6 +76,8 @@ class EffectChain:
     workload: Mapping[int, Write[Any] | None]
     """Effect index -> the resume/suspend write of the unit's workload (None: none)."""
     now: str
+    conditions: bool = True
+    """The QueueUnitConditions gate: status writes keep status.conditions in line."""
 
     def run(self, apis: Apis) -> ChainOutcome:
         written: Mapping[str, Any] | None = None
@@ -104,10 +106,27 @@ class EffectChain:
     def _status(self, effect: SetUnitStatus, apis: Apis) -> dict[str, Any] | None:
         unit = effect.unit
         if effect.admission is not None:
-            return AdmitUnit(unit, self.current or {}, effect.message, self.now).run(apis)
-        patch = unit_status_patch(effect.message, effect.phase, now=self.now)
+            admit = AdmitUnit(
+                unit, self.current or {}, effect.message, self.now, conditions=self.conditions
+            )
+            return admit.run(apis)
+        seen = _conditions(self.current) if self.conditions else None
+        # a message-only write gives a unit that has none (a bare unit) its first conditions
+        mirror = unit.phase if effect.phase is None and seen == [] else None
+        patch = unit_status_patch(
+            effect.message,
+            effect.phase,
+            now=self.now,
+            conditions=seen,
+            mirror=mirror,
+            evicted=effect.evicted,
+        )
         operation = "patch unit status" if effect.phase is None else "preempt"
         return PatchUnitStatus(unit.namespace, unit.name, patch, operation=operation).run(apis)
+
+
+def _conditions(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return list(((obj or {}).get("status") or {}).get("conditions") or [])
 
 
 def _planned_unit(group: list[Effect]) -> tuple[str, bool]:
@@ -187,7 +206,9 @@ class AdmissionRounds:
                 for effect in group:
                     if isinstance(effect, SetUnitStatus) and effect.phase is None:
                         state.reported[uid] = effect.message  # once per change, even in flight
-                chain = EffectChain(tuple(group), current, workload, now_string())
+                chain = EffectChain(
+                    tuple(group), current, workload, now_string(), state.features.conditions
+                )
                 state.writer.submit(chain, taken_in, uid)
             except Exception:
                 # this chain and those after it were never handed to the writer

@@ -19,7 +19,7 @@ from koordqueue.domain.round import Admit
 from koordqueue.kube.api import Kind
 from koordqueue.kube.controller.base import ADDED, meta
 from koordqueue.kube.controller.state import ControllerState
-from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.status import seen_conditions, unit_status_patch
 from koordqueue.kube.controller.workload_writes import InitialUnitStatus, UnitCreated
 
 OnUnit = Callable[[str | None, dict[str, Any]], None]
@@ -64,6 +64,7 @@ def first_status(
         CREATED_STATUS.phase,
         initial=True,
         resource_version=m.get("resourceVersion"),
+        conditions=seen_conditions(state.features, created),
     )
     mark = None
     if outcome.mark:

@@ -8,9 +8,11 @@ it was decided on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from koordqueue.domain import conditions as cond
+from koordqueue.domain.features import FeatureGates
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
 from koordqueue.kube.api import now_rfc3339
 
@@ -35,15 +37,29 @@ def unit_status_patch(
     admitted: Mapping[str, Any] | None = None,
     resource_version: str | None = None,
     initial: bool = False,
+    conditions: Sequence[Mapping[str, Any]] | None = None,
+    mirror: Phase | None = None,
+    evicted: str | None = None,
 ) -> dict[str, Any]:
     """A merge patch of status: `message`, and `phase` unless None.
 
     `admitted`: the unit object being admitted (phase Dequeued): adds admissionTime and its
     pod sets. `initial`: the first status of a new unit (nothing to clear). `resource_version`
-    guards the write against a newer status.
+    guards the write against a newer status. `conditions`: the unit's status.conditions as
+    last seen (None: the QueueUnitConditions gate is off, conditions are not written); they
+    are brought in line with `phase` (or `mirror`, the phase a message-only write leaves),
+    and `evicted` names the precise cause of an eviction (domain/conditions.py).
     """
     stamp = now or now_string()
     status: dict[str, Any] = {"message": message, "lastUpdateTime": stamp}
+    target = phase or mirror
+    if conditions is not None and target is not None:
+        old = cond.from_objects(conditions)
+        new = cond.sync(old, target, message, stamp)
+        if evicted is not None:
+            new = cond.evict(new, evicted, message, stamp)
+        if new != old:
+            status["conditions"] = cond.to_objects(new)
     if phase is not None:
         status["phase"] = phase.value
     if attempts is not None:
@@ -57,3 +73,12 @@ def unit_status_patch(
     if resource_version:
         patch["metadata"] = {"resourceVersion": resource_version}
     return patch
+
+
+def seen_conditions(
+    features: FeatureGates, unit_obj: Mapping[str, Any] | None
+) -> list[Mapping[str, Any]] | None:
+    """The conditions a status write starts from: the unit's, or None with the gate off."""
+    if not features.conditions:
+        return None
+    return list(((unit_obj or {}).get("status") or {}).get("conditions") or [])

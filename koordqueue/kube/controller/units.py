@@ -19,7 +19,7 @@ from koordqueue.domain.queue_unit import (
 )
 from koordqueue.kube.controller.base import DELETED, WARNING, meta, newer, object_key
 from koordqueue.kube.controller.state import ControllerState
-from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.status import seen_conditions, unit_status_patch
 from koordqueue.kube.controller.writes import PatchUnitStatus, RecordEvent
 
 
@@ -99,7 +99,12 @@ class UnitHandlers:
         state.engine.requeue(unit.uid, state.clock() + delay)
         state.unit_objects[unit.uid] = obj
         message = names.MSG_SCHED_FAILED_BACKOFF.format(attempts=attempts, delay=delay)
-        patch = unit_status_patch(message, Phase.BACKOFF, attempts=attempts)
+        patch = unit_status_patch(
+            message,
+            Phase.BACKOFF,
+            attempts=attempts,
+            conditions=seen_conditions(state.features, obj),
+        )
 
         def written(updated: dict[str, Any] | None) -> None:
             if updated is not None:
@@ -119,7 +124,8 @@ class UnitHandlers:
         """Write the phase (retried), then record it in the engine; `then(False)` (and nothing
         recorded) if the API refused, so the quota stays held as long as the API says it is."""
         state = self.state
-        patch = unit_status_patch(message, phase)
+        seen = seen_conditions(state.features, state.unit_objects.get(unit.uid))
+        patch = unit_status_patch(message, phase, conditions=seen)
 
         def written(updated: dict[str, Any] | None) -> None:
             if updated is not None:

@@ -169,13 +169,21 @@ class AdmitUnit:
     message: str
     now: str
     attempts: int = 3
+    conditions: bool = True
+    """The QueueUnitConditions gate: Admitted and QuotaReserved go True with the phase."""
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
         unit, api, current = self.unit, apis.api, self.current
         for _ in range(self.attempts):
             rv = (current.get("metadata") or {}).get("resourceVersion")
+            seen = (current.get("status") or {}).get("conditions") or []
             patch = unit_status_patch(
-                self.message, Phase.DEQUEUED, now=self.now, admitted=current, resource_version=rv
+                self.message,
+                Phase.DEQUEUED,
+                now=self.now,
+                admitted=current,
+                resource_version=rv,
+                conditions=list(seen) if self.conditions else None,
             )
             try:
                 return api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")

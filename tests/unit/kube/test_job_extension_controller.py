@@ -121,11 +121,17 @@ def test_waiting_unit_starts_with_message_enqueued(api: MemoryApi) -> None:
     c, _ = make(api)
     submit(c, api, "first")
     submit(c, api, "second")  # the queue is not idle any more: no fast path
-    assert unit(api, "second")["status"] == {
+    status = dict(unit(api, "second")["status"])
+    conditions = status.pop("conditions")  # QueueUnitConditions is on by default
+    assert status == {
         "phase": "Enqueued",
         "message": "Enqueued",
-        "lastUpdateTime": unit(api, "second")["status"]["lastUpdateTime"],
+        "lastUpdateTime": status["lastUpdateTime"],
     }
+    assert [(x["type"], x["status"], x["reason"]) for x in conditions] == [
+        ("QuotaReserved", "False", "Pending"),
+        ("Admitted", "False", "Pending"),
+    ]
     c.close()
 
 
