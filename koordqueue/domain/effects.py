@@ -22,11 +22,15 @@ from koordqueue.domain.integrations import INTEGRATIONS
 from koordqueue.domain.names import (
     EVENT_NORMAL,
     EVENT_WARNING,
+    MSG_DEACTIVATED,
+    MSG_DEACTIVATED_EVENT,
     MSG_ENQUEUED_AFTER_PREEMPTED,
+    MSG_INACTIVE,
     MSG_PREEMPTED,
     MSG_UNIT_ENQUEUED,
     REASON_ADD_QUEUE_FAIL,
     REASON_ADMITTED,
+    REASON_DEACTIVATED,
     REASON_FAILED_SCHEDULING,
     REASON_PREEMPTED,
     REASON_QUEUE_NOT_FOUND,
@@ -34,6 +38,8 @@ from koordqueue.domain.names import (
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.round import (
     Admit,
+    Deactivated,
+    Inactive,
     Outcome,
     Preempted,
     QueueNotFound,
@@ -61,6 +67,9 @@ class SetUnitStatus:
     admission: Admitted | None = None
     evicted: str | None = None
     """The eviction's cause (domain/conditions.py reasons): Evicted=True, Admitted=False."""
+    bank: bool = False
+    """Add the time run since PodsReady to status.accumulatedPastExecutionTimeSeconds
+    (MaximumExecutionTime on): an eviction that keeps the budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,8 @@ class UnitEvent:
     reason: str
     message: str
     cause: Outcome | None = field(default=None, compare=False)
+    on_workload: bool = False
+    """Recorded on the unit's workload (spec.consumerRef) instead, when it has one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +172,23 @@ def outcome_effects(outcome: Outcome, reported: Mapping[str, str]) -> list[Effec
             SuspendConsumer(unit),
             UnitEvent(unit, EVENT_WARNING, REASON_PREEMPTED, message, outcome),
         ]
+    if isinstance(outcome, Deactivated):
+        if outcome.reclaiming:
+            return []
+        kind = unit.consumer_kind or "QueueUnit"
+        return [
+            SetUnitStatus(
+                unit, MSG_DEACTIVATED, Phase.ENQUEUED, evicted=conditions.REASON_DEACTIVATED,
+                bank=True,
+            ),
+            SuspendConsumer(unit),
+            UnitEvent(
+                unit, EVENT_NORMAL, REASON_DEACTIVATED, MSG_DEACTIVATED_EVENT.format(kind=kind),
+                outcome, on_workload=True,
+            ),
+        ]
+    if isinstance(outcome, Inactive):
+        return _report(unit, MSG_INACTIVE, reported, None, outcome)
     if isinstance(outcome, Reject):
         return _report(
             unit, outcome.decision.message, reported, REASON_FAILED_SCHEDULING, outcome

@@ -69,6 +69,7 @@ class AdmissionEngine:
         clock: Callable[[], float] | None = None,
         *,
         skip_unchanged: bool = True,
+        honour_inactive: bool = True,
     ) -> None:
         """`skip_unchanged=False` runs every round as a full scan that offers every waiting
         unit to CheckUsage again: the reference the incremental rounds are proved against
@@ -84,6 +85,9 @@ class AdmissionEngine:
         self._queues: dict[str, ServedQueue] = {}
         self._first_attempt: dict[str, float] = {}
         self._not_before: dict[str, float] = {}
+        self._honour_inactive = honour_inactive
+        """The QueueUnitActive gate: spec.active=false keeps a unit out (and evicts it)."""
+        self._inactive: dict[str, None] = {}
         # --- incremental rounds (see the module docstring) ---
         self._skip_unchanged = skip_unchanged
         self._seq: dict[str, int] = {}
@@ -100,6 +104,7 @@ class AdmissionEngine:
             index=self._index, rejections=self._rejections, reindex=self._reindex,
             released=self._released, held=self._held,
             count_admitted=self._count_admitted, memos=self._memos, seen_usage={}, seen_shapes={},
+            inactive=self._inactive, deactivate=self._deactivate,
         )
 
     # --- quotas and queues ----------------------------------------------------------------
@@ -187,6 +192,10 @@ class AdmissionEngine:
             self._next_seq += 1
         self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
+        if self._honour_inactive and not unit.active and unit.phase not in FINISHED_PHASES:
+            self._inactive[unit.uid] = None
+        else:
+            self._inactive.pop(unit.uid, None)
         self._first_attempt.setdefault(unit.uid, unit.created)
         moved = False
         if previous is not None and _label_key(previous) != _label_key(unit):
@@ -218,6 +227,7 @@ class AdmissionEngine:
         unit = self._units.pop(uid, None)
         self.tree.release(uid)
         self._uncounted.pop(uid, None)
+        self._inactive.pop(uid, None)
         self._first_attempt.pop(uid, None)
         self._not_before.pop(uid, None)
         if unit is not None:
@@ -268,6 +278,20 @@ class AdmissionEngine:
         if unit is not None and unit.phase in ADMITTED_PHASES:
             self._units[uid] = replace(unit, phase=Phase.ENQUEUED)
         self._reindex(uid)
+
+    def _deactivate(self, uid: str) -> None:
+        """A round evicts an admitted unit whose spec.active turned false: its quota back,
+        its policy told, the unit waiting (inactive) in its place."""
+        self.tree.release(uid)
+        self._uncounted.pop(uid, None)
+        unit = self._units.get(uid)
+        if unit is not None:
+            self._units[uid] = replace(unit, phase=Phase.ENQUEUED)
+            self._tell_policy(unit, added=False)
+        self._reindex(uid)
+
+    def is_inactive(self, uid: str) -> bool:
+        return uid in self._inactive
 
     def unit(self, uid: str) -> QueueUnit | None:
         return self._units.get(uid)
@@ -338,6 +362,8 @@ class AdmissionEngine:
         """
         unit = self._units.get(uid)
         if unit is None or self._held(uid) or self._not_before.get(uid, 0.0) > now:
+            return None
+        if uid in self._inactive:
             return None
         resolution = queue_name_for(unit.labels)
         if not isinstance(resolution, QuotaName):

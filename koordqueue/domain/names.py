@@ -173,6 +173,23 @@ MSG_ENQUEUED_AFTER_PREEMPTED: Final = "Enqueued after preempted"
 MSG_ENQUEUED_AFTER_BACKOFF: Final = "Enqueued because backoff timeout"
 MSG_RUNNING_TIMEOUT: Final = "Backoff due to running timeout"
 
+# --- QueueUnit lifecycle (issue 35; Koord-Queue pkg/jobext/framework/activation.go) ----------
+ACTIVE_ANNOTATION: Final = "scheduling.x-k8s.io/active"
+"""On a workload: sets its unit's spec.active when present and a boolean (strconv.ParseBool's
+spellings); absent changes nothing, so a deactivation by the budget is not undone."""
+MAX_EXEC_TIME_ANNOTATION: Final = "scheduling.x-k8s.io/max-exec-time-seconds"
+"""On a workload: its unit's spec.maximumExecutionTimeSeconds (a positive int32)."""
+KUEUE_MAX_EXEC_TIME_LABEL: Final = "kueue.x-k8s.io/max-exec-time-seconds"
+"""Kueue's label for the same budget, read when the annotation is absent (beyond Koord-Queue)."""
+REASON_DEACTIVATED: Final = "Deactivated"
+"""Normal event on the workload (on the unit when it has none) when deactivation evicts it."""
+MSG_DEACTIVATED: Final = "Evicted because the queue unit is deactivated"
+MSG_DEACTIVATED_EVENT: Final = (
+    "{kind} is suspended and its resources are reclaimed because the queue unit is deactivated"
+)
+MSG_INACTIVE: Final = "inactive (spec.active is false): never admitted until it is activated"
+MSG_BEING_RECLAIMED: Final = "deactivated, waits for its preemption's reclaim to finish"
+
 # --- Job integrations beyond batch/v1 Job (issue 13; koordqueue/domain/integrations) ---------
 INTEGRATION_SUSPEND_ANNOTATION: Final = "scheduling.x-k8s.io/suspend"
 """Kubeflow jobs: "true" while the queue holds the job (Koord-Queue handles.QueueAnnotation)."""

@@ -17,6 +17,7 @@ from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.round import (
     BackingOff,
+    Inactive,
     Outcome,
     QueueNotFound,
     QueueUnserved,
@@ -25,7 +26,7 @@ from koordqueue.domain.round import (
 )
 from koordqueue.domain.verdict import Reason, verdict_message, verdict_of
 
-NOT_TRIED = (BackingOff, QueueNotFound, QueueUnserved, Unmapped)
+NOT_TRIED = (BackingOff, Inactive, QueueNotFound, QueueUnserved, Unmapped)
 """Outcomes of pending units the next round does not offer to CheckUsage."""
 
 

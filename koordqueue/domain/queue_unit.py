@@ -78,6 +78,11 @@ class QueueUnit:
     """Creation time (epoch seconds): the first-attempt tie breaker until a unit is tried."""
     consumer_kind: str | None = None
     """spec.consumerRef.kind (e.g. Job): the workload that follows the unit's admission."""
+    active: bool = True
+    """spec.active (unset: True). False: never admitted, evicted if admitted (QueueUnitActive)."""
+    reclaiming: bool = False
+    """Some status.admissions[].reclaimState.replicas > 0: a preemption is taking pods back
+    (a deactivation waits for it)."""
 
     @property
     def key(self) -> str:
@@ -125,6 +130,9 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         phase = Phase(raw_phase)
     except ValueError as exc:
         raise InvalidQueueUnitError(key, "status.phase", f"unknown phase {raw_phase!r}") from exc
+    active = spec.get("active")
+    if active is not None and not isinstance(active, bool):
+        raise InvalidQueueUnitError(key, "spec.active", f"must be a boolean, got {active!r}")
     consumer = (spec.get("consumerRef") or {}).get("kind")
     labels = {k: v for k, v in (metadata.get("labels") or {}).items()}
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()}
@@ -139,4 +147,17 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         phase=phase,
         created=_epoch(metadata.get("creationTimestamp")),
         consumer_kind=consumer if isinstance(consumer, str) and consumer else None,
+        active=active is not False,
+        reclaiming=_reclaiming(status.get("admissions")),
     )
+
+
+def _reclaiming(admissions: object) -> bool:
+    if not isinstance(admissions, list):
+        return False
+    for admission in admissions:
+        state = admission.get("reclaimState") if isinstance(admission, Mapping) else None
+        replicas = state.get("replicas") if isinstance(state, Mapping) else None
+        if isinstance(replicas, int) and replicas > 0:
+            return True
+    return False

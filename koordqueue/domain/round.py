@@ -121,6 +121,23 @@ class BackingOff:
 
 
 @dataclass(slots=True)
+class Inactive:
+    """spec.active is false: the unit keeps its place in its queue and is never offered."""
+
+    unit: QueueUnit
+
+
+@dataclass(slots=True)
+class Deactivated:
+    """An admitted unit whose spec.active turned false: this round took its admission back
+    (`unit` is as it was, admitted). `reclaiming`: a preemption still takes its pods back,
+    so nothing was taken yet; a later round deactivates it."""
+
+    unit: QueueUnit
+    reclaiming: bool = False
+
+
+@dataclass(slots=True)
 class Finished:
     """The unit finished (Succeed/Failed): its quota is released and no round offers it.
     Recorded by a dry round only (the controller has nothing to write for it)."""
@@ -157,6 +174,8 @@ Outcome = (
     | QueueHeld
     | WaitingForPodsRunning
     | BackingOff
+    | Inactive
+    | Deactivated
     | Finished
     | Holding
     | Skip

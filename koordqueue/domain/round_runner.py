@@ -22,6 +22,8 @@ from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.round import (
     Admit,
     BackingOff,
+    Deactivated,
+    Inactive,
     Outcome,
     Preempted,
     Preemption,
@@ -43,7 +45,7 @@ from koordqueue.domain.round_memo import (
     levels_read,
     reuse_tail,
 )
-from koordqueue.domain.unit_index import WAITING, Order, UnitIndex
+from koordqueue.domain.unit_index import ADMITTED, WAITING, Order, UnitIndex
 
 
 @dataclass(slots=True)
@@ -83,6 +85,17 @@ class RoundRunner:
     memos: dict[str, Memo]
     seen_usage: dict[str, UsagePrefix]
     seen_shapes: dict[str, ChainShape]
+    inactive: dict[str, None]
+    """uids of units whose spec.active is false (QueueUnitActive on), in arrival order."""
+    deactivate: Callable[[str], None]
+    """Takes an admitted unit's admission back (the engine's, bound: see `released`)."""
+
+    def _deactivated(self, unit: QueueUnit) -> Deactivated:
+        """An admitted, inactive unit: evicted now, unless a preemption still reclaims it."""
+        if unit.reclaiming:
+            return Deactivated(unit, reclaiming=True)
+        self.deactivate(unit.uid)
+        return Deactivated(unit)
 
     def run_full(self, now: float) -> RoundResult:
         """The reference round: classify every unit, sort every queue, check every candidate."""
@@ -100,7 +113,13 @@ class RoundRunner:
                     outcomes.append(Unmapped(unit, resolution))
                 continue
             if self.held(unit.uid):
+                if unit.uid in self.inactive:
+                    outcomes.append(self._deactivated(unit))
+                    continue
                 admitted_by_queue.setdefault(resolution.name, []).append(unit)
+                continue
+            if unit.uid in self.inactive:
+                outcomes.append(Inactive(unit))
                 continue
             until = self.not_before.get(unit.uid, 0.0)
             if until > now:
@@ -150,8 +169,19 @@ class RoundRunner:
             assert isinstance(resolution, Unresolved)
             first.append((seq[uid], Unmapped(unit, resolution)))
         backing: dict[str, set[str]] = {}
+        for uid in list(self.inactive):
+            place = where.get(uid)
+            if place is None:
+                continue
+            if place[0] == ADMITTED:
+                first.append((seq[uid], self._deactivated(units[uid])))
+                # waiting now (unless reclaimed first), but not offered until the next round
+                backing.setdefault(place[1], set()).add(uid)
+            elif place[0] == WAITING:
+                first.append((seq[uid], Inactive(units[uid])))
+                backing.setdefault(place[1], set()).add(uid)
         for uid, until in self.not_before.items():
-            if until > now:
+            if until > now and uid not in self.inactive:
                 place = where.get(uid)
                 if place is not None and place[0] == WAITING:
                     first.append((seq[uid], BackingOff(units[uid], until)))

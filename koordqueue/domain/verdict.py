@@ -21,14 +21,18 @@ from koordqueue.domain.admission import (
 from koordqueue.domain.mapping import UnresolvedReason
 from koordqueue.domain.names import (
     MSG_BACKING_OFF,
+    MSG_BEING_RECLAIMED,
     MSG_BEYOND_MAX_DEPTH,
     MSG_BLOCKED_BY_HEAD,
+    MSG_DEACTIVATED,
     MSG_HIGH_PRIORITY_WAITING,
+    MSG_INACTIVE,
     MSG_NOT_OFFERED,
     MSG_QUEUE_HELD,
     MSG_WAITING_FOR_PODS_RUNNING,
     REASON_ADD_QUEUE_FAIL,
     REASON_ADMITTED,
+    REASON_DEACTIVATED,
     REASON_QUEUE_NOT_FOUND,
 )
 from koordqueue.domain.round import (
@@ -36,9 +40,11 @@ from koordqueue.domain.round import (
     BackingOff,
     BeyondMaxDepth,
     BlockedByHead,
+    Deactivated,
     Finished,
     HighPriorityWaiting,
     Holding,
+    Inactive,
     NotOffered,
     Outcome,
     Preempted,
@@ -71,6 +77,8 @@ class Reason(StrEnum):
     BEYOND_MAX_DEPTH = "BeyondMaxDepth"
     WAITING_FOR_PODS_RUNNING = "WaitingForPodsRunning"
     BACKOFF = "Backoff"
+    INACTIVE = "Inactive"
+    DEACTIVATED = REASON_DEACTIVATED
     FITS = "Fits"
     INVALID_QUEUE_UNIT = "InvalidQueueUnit"
     NO_QUEUE_UNIT = "NoQueueUnit"
@@ -105,6 +113,10 @@ def verdict_of(outcome: Outcome | None) -> Reason:
             return Reason.BLOCKED_BY_HEAD
         case BackingOff():
             return Reason.BACKOFF
+        case Inactive():
+            return Reason.INACTIVE
+        case Deactivated():
+            return Reason.DEACTIVATED
     raise AssertionError(f"no reason for {outcome!r}")  # pragma: no cover (union exhausted)
 
 
@@ -149,4 +161,8 @@ def verdict_message(outcome: Outcome) -> str:
             return MSG_WAITING_FOR_PODS_RUNNING.format(units=", ".join(sorted(not_running)))
         case BackingOff(until=until):
             return MSG_BACKING_OFF.format(until=until)
+        case Inactive():
+            return MSG_INACTIVE
+        case Deactivated(reclaiming=reclaiming):
+            return MSG_BEING_RECLAIMED if reclaiming else MSG_DEACTIVATED
     return MSG_NOT_OFFERED

@@ -40,9 +40,11 @@ from koordqueue.domain.round import (
     BackingOff,
     BeyondMaxDepth,
     BlockedByHead,
+    Deactivated,
     Finished,
     HighPriorityWaiting,
     Holding,
+    Inactive,
     Outcome,
     Preempted,
     QueueHeld,
@@ -443,6 +445,19 @@ def _explain_outcome(
         case BackingOff(until=until):
             ex.summary = (f"the unit failed before and is backing off; it is retried at "
                           f"t={until:g}")
+        case Inactive():
+            ex.message = verdict_message(outcome)
+            ex.summary = ("spec.active is false: it keeps its place in the queue and holds no "
+                          "quota; set spec.active (or the workload's annotation "
+                          "scheduling.x-k8s.io/active) to true to let it be admitted")
+        case Deactivated(reclaiming=reclaiming):
+            ex.message = verdict_message(outcome)
+            ex.summary = (
+                "spec.active turned false while it was admitted: "
+                + ("a preemption still takes its pods back; it is evicted once that is done"
+                   if reclaiming else
+                   "the next round evicts it (workload suspended, quota released)")
+            )
         case Admit():
             ex.summary = "it fits at current usage; the next admission round admits it"
         case _:

@@ -33,7 +33,13 @@ from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
 from koordqueue.kube.controller.base import log, queue_label
 from koordqueue.kube.controller.state import ControllerState
-from koordqueue.kube.controller.status import now_string, unit_status_patch
+from koordqueue.kube.controller.status import (
+    ACCUMULATED_FIELD,
+    banked_seconds,
+    now_string,
+    unit_status_patch,
+    workload_reference,
+)
 from koordqueue.kube.controller.writes import (
     AdmitUnit,
     Apis,
@@ -78,6 +84,8 @@ class EffectChain:
     now: str
     conditions: bool = True
     """The QueueUnitConditions gate: status writes keep status.conditions in line."""
+    bank: bool = False
+    """The MaximumExecutionTime gate: an eviction banks the time run."""
 
     def run(self, apis: Apis) -> ChainOutcome:
         written: Mapping[str, Any] | None = None
@@ -92,6 +100,8 @@ class EffectChain:
                     return out
             elif isinstance(effect, UnitEvent):
                 target = written or self.current
+                if effect.on_workload and target is not None:
+                    target = workload_reference(target) or target
                 if target is not None:
                     _count_rejection(effect)
                     event = RecordEvent(target, effect.type, effect.reason, effect.message)
@@ -121,6 +131,10 @@ class EffectChain:
             mirror=mirror,
             evicted=effect.evicted,
         )
+        if effect.bank and self.bank:
+            banked = banked_seconds(self.current, self.now)
+            if banked is not None:
+                patch["status"][ACCUMULATED_FIELD] = banked
         operation = "patch unit status" if effect.phase is None else "preempt"
         return PatchUnitStatus(unit.namespace, unit.name, patch, operation=operation).run(apis)
 
@@ -207,7 +221,8 @@ class AdmissionRounds:
                     if isinstance(effect, SetUnitStatus) and effect.phase is None:
                         state.reported[uid] = effect.message  # once per change, even in flight
                 chain = EffectChain(
-                    tuple(group), current, workload, now_string(), state.features.conditions
+                    tuple(group), current, workload, now_string(), state.features.conditions,
+                    state.features.maximum_execution_time,
                 )
                 state.writer.submit(chain, taken_in, uid)
             except Exception:

@@ -61,7 +61,9 @@ class ControllerState:
         self.writers = writers or self.settings.api_writers
         """Threads of the writer's pool once an owner loop runs the controller."""
         self.writer = Writer(Apis(api, self.recorder))
-        self.engine = AdmissionEngine(self.settings.oversell_rate, on_duplicate_quota)
+        self.engine = AdmissionEngine(
+            self.settings.oversell_rate, on_duplicate_quota, honour_inactive=self.features.active
+        )
         self.ready = threading.Event()
         """Set once the start-up resync has folded everything in (resync.py)."""
         self.wake = threading.Event()

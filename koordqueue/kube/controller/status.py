@@ -15,6 +15,7 @@ from koordqueue.domain import conditions as cond
 from koordqueue.domain.features import FeatureGates
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
 from koordqueue.kube.api import now_rfc3339
+from koordqueue.kube.controller.base import epoch
 
 
 def now_string() -> str:
@@ -82,3 +83,33 @@ def seen_conditions(
     if not features.conditions:
         return None
     return list(((unit_obj or {}).get("status") or {}).get("conditions") or [])
+
+
+ACCUMULATED_FIELD = "accumulatedPastExecutionTimeSeconds"
+
+
+def banked_seconds(unit_obj: Mapping[str, Any] | None, now: str) -> int | None:
+    """status.accumulatedPastExecutionTimeSeconds after an eviction at `now`: the time run
+    since PodsReady turned True added (None: its pods were not running, nothing to bank)."""
+    status = (unit_obj or {}).get("status") or {}
+    ready = cond.find(cond.from_objects(status.get("conditions")), cond.PODS_READY)
+    if ready is None or not ready.status:
+        return None
+    started, ended = epoch(ready.last_transition_time), epoch(now)
+    if started is None or ended is None or ended <= started:
+        return None
+    before = status.get(ACCUMULATED_FIELD)
+    return (before if isinstance(before, int) else 0) + int(ended - started)
+
+
+def workload_reference(unit_obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An object an event can name from the unit's spec.consumerRef (None: it has none)."""
+    ref = (unit_obj.get("spec") or {}).get("consumerRef") or {}
+    if not ref.get("kind") or not ref.get("name"):
+        return None
+    namespace = ref.get("namespace") or (unit_obj.get("metadata") or {}).get("namespace")
+    return {
+        "apiVersion": ref.get("apiVersion", ""),
+        "kind": ref["kind"],
+        "metadata": {"name": ref["name"], "namespace": namespace, "uid": ref.get("uid", "")},
+    }

@@ -83,8 +83,8 @@ class UnitHandlers:
             state.engine.requeue(uid, math.inf)
         state.unit_objects[uid] = obj
         state.unit_by_key[key] = uid
-        if known is None or unit.phase in FINISHED_PHASES:
-            state.wake.set()
+        if known is None or unit.phase in FINISHED_PHASES or known.active != unit.active:
+            state.wake.set()  # (spec.active flipped: admit it, or evict it)
         if unit.phase is Phase.SCHED_SUCCEED and (known is None or known.phase != unit.phase):
             consumer = state.consumer_of(obj)
             if consumer is not None:

@@ -15,7 +15,10 @@ from typing import Any, ClassVar, Final
 
 from cachetools import TTLCache
 
+from koordqueue.domain import activation
 from koordqueue.domain.backoff import Backoff
+from koordqueue.domain.features import DEFAULT as DEFAULT_GATES
+from koordqueue.domain.features import FeatureGates
 from koordqueue.domain.integrations import (
     DeleteWorkload,
     Integration,
@@ -200,6 +203,7 @@ class CreateUnit:
     integration: Integration
     members: Sequence[Mapping[str, Any]]
     priorities: PriorityClasses
+    features: FeatureGates = DEFAULT_GATES
     priority: ClassVar[Priority] = Priority.START  # after the writes of workloads started
 
     def run(self, apis: Apis) -> CreateOutcome:
@@ -208,6 +212,12 @@ class CreateUnit:
             body = queue_unit_for(integration, self.members, self.priorities.value)
         except InvalidJobError as exc:
             return WorkloadInvalid(exc)
+        own = meta(self.members[0])
+        body["spec"].update(
+            activation.spec_fields(
+                own.get("annotations") or {}, own.get("labels") or {}, self.features
+            )
+        )  # born inactive, or with a budget (issue 35)
         plan = plan_enqueue(integration, self.members, go_time_string(), now_rfc3339())
         for index, patch in plan.before:
             member = self.members[index]

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from cachetools import TTLCache
 
-from koordqueue.domain import names
+from koordqueue.domain import activation, names
 from koordqueue.domain.integrations import Integration, InvalidJobError
 from koordqueue.domain.integrations.reconcile import (
     Target,
@@ -38,7 +38,7 @@ from koordqueue.domain.integrations.reconcile import (
     target_of_unit,
 )
 from koordqueue.domain.integrations.workload_gate import outside_quota, unit_label_patch
-from koordqueue.domain.job_extension import reconcile_job
+from koordqueue.domain.job_extension import JobAction, reconcile_job
 from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
     Phase,
@@ -263,14 +263,18 @@ class WorkloadReconciler:
     def _sync_labels(self, uid: str, unit_obj: Mapping[str, Any], members: Members) -> None:
         """The workload's labels onto its unit (issue 33: a Job labelled after it was made
         never reached its unit, which copies the labels only when it is made); the quota
-        label only while the unit waits (workload_gate.unit_label_patch)."""
+        label only while the unit waits (workload_gate.unit_label_patch); and its
+        annotations' say on spec.active and the execution budget (domain/activation.py)."""
         labels, _ = self.integration.copied_metadata(members)
-        patch = unit_label_patch(labels, unit_obj)
-        if patch is None:
+        patch = unit_label_patch(labels, unit_obj) or {}
+        spec = activation.unit_spec_patch(members[0], unit_obj, self.state.features)
+        if spec is not None:  # spec.active / maximumExecutionTimeSeconds (issue 35)
+            patch["spec"] = spec
+        if not patch:
             return
         m = meta(unit_obj)
         write = MergePatch(
-            QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), patch, "patch unit labels"
+            QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), patch, "patch unit"
         )
 
         def patched(obj: dict[str, Any] | None) -> None:
@@ -339,6 +343,8 @@ class WorkloadReconciler:
         action = reconcile_job(
             status, unit.phase, since, settings.job_running_timeout, settings.job_backoff_time
         )
+        if action.phase is Phase.RUNNING and not admitted and state.engine.is_inactive(uid):
+            action = JobAction()  # deactivated, its pods going: parked until activated
         target = target_of(integration, members[0])
 
         def after_phase(written: bool) -> None:
@@ -410,7 +416,9 @@ class WorkloadReconciler:
             return
         self.creating[key] = True
         state.units_being_created.setdefault(key, None)  # its watch event waits (units.py)
-        create = CreateUnit(self.kind, self.integration, members, self.priorities)
+        create = CreateUnit(
+            self.kind, self.integration, members, self.priorities, state.features
+        )
         state.writer.submit(create, lambda outcome: self._created(key, members, outcome), key)
 
     def _invalid(self, obj: Mapping[str, Any], error: InvalidJobError) -> None:

@@ -103,6 +103,9 @@ def unit_op(draw: st.DrawFn, uniform: bool = False) -> tuple[Any, ...]:
             annotations=annotations,
             phase=phase,
             created=float(draw(st.integers(0, 3))),
+            # issue 35: inactive units keep their place unoffered, admitted ones are evicted
+            active=draw(st.integers(0, 4)) != 0,
+            reclaiming=draw(st.integers(0, 6)) == 0,
         ),
     )
 
