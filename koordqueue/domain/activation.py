@@ -19,6 +19,7 @@ from koordqueue.domain.names import (
     KUEUE_MAX_EXEC_TIME_LABEL,
     MAX_EXEC_TIME_ANNOTATION,
 )
+from koordqueue.domain.queue_unit import QueueUnit
 
 ACTIVE_FIELD: Final = "active"
 MAX_EXEC_FIELD: Final = "maximumExecutionTimeSeconds"
@@ -97,3 +98,13 @@ def unit_spec_patch(
     return spec_patch(
         own.get("annotations") or {}, own.get("labels") or {}, unit.get("spec") or {}, gates
     )
+
+
+def budget_left(unit: QueueUnit, now: float) -> float | None:
+    """Seconds of execution budget the unit has left at `now` (None: no budget running).
+
+    The clock runs from PodsReady's lastTransitionTime while it is True, on top of what
+    earlier admissions banked; waiting for admission or for pods to start is free."""
+    if unit.max_exec_seconds is None or not unit.active or unit.pods_ready_since is None:
+        return None
+    return unit.max_exec_seconds - unit.accumulated_seconds - (now - unit.pods_ready_since)

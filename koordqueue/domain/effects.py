@@ -26,18 +26,22 @@ from koordqueue.domain.names import (
     MSG_DEACTIVATED_EVENT,
     MSG_ENQUEUED_AFTER_PREEMPTED,
     MSG_INACTIVE,
+    MSG_MAX_EXEC_TIME_EVENT,
+    MSG_MAX_EXEC_TIME_EXCEEDED,
     MSG_PREEMPTED,
     MSG_UNIT_ENQUEUED,
     REASON_ADD_QUEUE_FAIL,
     REASON_ADMITTED,
     REASON_DEACTIVATED,
     REASON_FAILED_SCHEDULING,
+    REASON_MAX_EXEC_TIME_EXCEEDED,
     REASON_PREEMPTED,
     REASON_QUEUE_NOT_FOUND,
 )
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.round import (
     Admit,
+    BudgetSpent,
     Deactivated,
     Inactive,
     Outcome,
@@ -70,6 +74,9 @@ class SetUnitStatus:
     bank: bool = False
     """Add the time run since PodsReady to status.accumulatedPastExecutionTimeSeconds
     (MaximumExecutionTime on): an eviction that keeps the budget."""
+    spent: bool = False
+    """The budget is spent: the banked time is reset and PodsReady goes False (the clock
+    stops), so the eviction that follows banks nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +116,16 @@ class SuspendConsumer:
     unit: QueueUnit
 
 
-Effect = SetUnitStatus | UnitEvent | QueueEvent | ResumeConsumer | SuspendConsumer
+@dataclass(frozen=True, slots=True)
+class DeactivateUnit:
+    """Write spec.active=false on the unit (its budget is spent)."""
+
+    unit: QueueUnit
+
+
+Effect = (
+    SetUnitStatus | UnitEvent | QueueEvent | ResumeConsumer | SuspendConsumer | DeactivateUnit
+)
 
 
 class UnitStatus(NamedTuple):
@@ -185,6 +201,19 @@ def outcome_effects(outcome: Outcome, reported: Mapping[str, str]) -> list[Effec
             UnitEvent(
                 unit, EVENT_NORMAL, REASON_DEACTIVATED, MSG_DEACTIVATED_EVENT.format(kind=kind),
                 outcome, on_workload=True,
+            ),
+        ]
+    if isinstance(outcome, BudgetSpent):
+        event = MSG_MAX_EXEC_TIME_EVENT.format(budget=outcome.budget)
+        return [
+            DeactivateUnit(unit),
+            SetUnitStatus(
+                unit, MSG_MAX_EXEC_TIME_EXCEEDED,
+                evicted=conditions.REASON_MAXIMUM_EXECUTION_TIME_EXCEEDED, spent=True,
+            ),
+            UnitEvent(
+                unit, EVENT_WARNING, REASON_MAX_EXEC_TIME_EXCEEDED, event, outcome,
+                on_workload=True,
             ),
         ]
     if isinstance(outcome, Inactive):

@@ -70,6 +70,7 @@ class AdmissionEngine:
         *,
         skip_unchanged: bool = True,
         honour_inactive: bool = True,
+        honour_budget: bool = True,
     ) -> None:
         """`skip_unchanged=False` runs every round as a full scan that offers every waiting
         unit to CheckUsage again: the reference the incremental rounds are proved against
@@ -88,6 +89,9 @@ class AdmissionEngine:
         self._honour_inactive = honour_inactive
         """The QueueUnitActive gate: spec.active=false keeps a unit out (and evicts it)."""
         self._inactive: dict[str, None] = {}
+        self._honour_budget = honour_budget
+        """The MaximumExecutionTime gate: a unit that ran its budget is deactivated."""
+        self._budgeted: dict[str, None] = {}
         # --- incremental rounds (see the module docstring) ---
         self._skip_unchanged = skip_unchanged
         self._seq: dict[str, int] = {}
@@ -105,6 +109,7 @@ class AdmissionEngine:
             released=self._released, held=self._held,
             count_admitted=self._count_admitted, memos=self._memos, seen_usage={}, seen_shapes={},
             inactive=self._inactive, deactivate=self._deactivate,
+            budgeted=self._budgeted, spend=self._spend,
         )
 
     # --- quotas and queues ----------------------------------------------------------------
@@ -192,10 +197,15 @@ class AdmissionEngine:
             self._next_seq += 1
         self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
-        if self._honour_inactive and not unit.active and unit.phase not in FINISHED_PHASES:
+        live = unit.phase not in FINISHED_PHASES
+        if self._honour_inactive and not unit.active and live:
             self._inactive[unit.uid] = None
         else:
             self._inactive.pop(unit.uid, None)
+        if self._honour_budget and unit.max_exec_seconds is not None and unit.active and live:
+            self._budgeted[unit.uid] = None
+        else:
+            self._budgeted.pop(unit.uid, None)
         self._first_attempt.setdefault(unit.uid, unit.created)
         moved = False
         if previous is not None and _label_key(previous) != _label_key(unit):
@@ -228,6 +238,7 @@ class AdmissionEngine:
         self.tree.release(uid)
         self._uncounted.pop(uid, None)
         self._inactive.pop(uid, None)
+        self._budgeted.pop(uid, None)
         self._first_attempt.pop(uid, None)
         self._not_before.pop(uid, None)
         if unit is not None:
@@ -289,6 +300,14 @@ class AdmissionEngine:
             self._units[uid] = replace(unit, phase=Phase.ENQUEUED)
             self._tell_policy(unit, added=False)
         self._reindex(uid)
+
+    def _spend(self, uid: str) -> None:
+        """Its budget is spent: inactive from now (its spec.active=false write follows)."""
+        self._budgeted.pop(uid, None)
+        self._inactive[uid] = None
+        unit = self._units.get(uid)
+        if unit is not None:
+            self._units[uid] = replace(unit, active=False)
 
     def is_inactive(self, uid: str) -> bool:
         return uid in self._inactive

@@ -188,6 +188,10 @@ MSG_DEACTIVATED_EVENT: Final = (
     "{kind} is suspended and its resources are reclaimed because the queue unit is deactivated"
 )
 MSG_INACTIVE: Final = "inactive (spec.active is false): never admitted until it is activated"
+REASON_MAX_EXEC_TIME_EXCEEDED: Final = "MaximumExecutionTimeExceeded"
+"""Warning event on the workload (on the unit when it has none) when its budget is spent."""
+MSG_MAX_EXEC_TIME_EXCEEDED: Final = "Evicted because the maximum execution time was exceeded"
+MSG_MAX_EXEC_TIME_EVENT: Final = "The maximum execution time ({budget}s) was exceeded"
 MSG_BEING_RECLAIMED: Final = "deactivated, waits for its preemption's reclaim to finish"
 
 # --- Job integrations beyond batch/v1 Job (issue 13; koordqueue/domain/integrations) ---------

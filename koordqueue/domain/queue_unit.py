@@ -83,6 +83,12 @@ class QueueUnit:
     reclaiming: bool = False
     """Some status.admissions[].reclaimState.replicas > 0: a preemption is taking pods back
     (a deactivation waits for it)."""
+    max_exec_seconds: int | None = None
+    """spec.maximumExecutionTimeSeconds: the execution budget (MaximumExecutionTime)."""
+    pods_ready_since: float | None = None
+    """When condition PodsReady last turned True (epoch seconds); None unless it is True."""
+    accumulated_seconds: int = 0
+    """status.accumulatedPastExecutionTimeSeconds: run time banked by earlier admissions."""
 
     @property
     def key(self) -> str:
@@ -133,6 +139,12 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
     active = spec.get("active")
     if active is not None and not isinstance(active, bool):
         raise InvalidQueueUnitError(key, "spec.active", f"must be a boolean, got {active!r}")
+    budget = spec.get("maximumExecutionTimeSeconds")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
+        raise InvalidQueueUnitError(
+            key, "spec.maximumExecutionTimeSeconds", f"must be an integer, got {budget!r}"
+        )
+    banked = status.get("accumulatedPastExecutionTimeSeconds")
     consumer = (spec.get("consumerRef") or {}).get("kind")
     labels = {k: v for k, v in (metadata.get("labels") or {}).items()}
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()}
@@ -149,7 +161,19 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         consumer_kind=consumer if isinstance(consumer, str) and consumer else None,
         active=active is not False,
         reclaiming=_reclaiming(status.get("admissions")),
+        max_exec_seconds=budget if budget is not None and budget > 0 else None,
+        pods_ready_since=_pods_ready_since(status.get("conditions")),
+        accumulated_seconds=banked if isinstance(banked, int) and banked > 0 else 0,
     )
+
+
+def _pods_ready_since(conditions: object) -> float | None:
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodsReady":
+            if condition.get("status") != "True":
+                return None
+            return _epoch(condition.get("lastTransitionTime")) or None
+    return None
 
 
 def _reclaiming(admissions: object) -> bool:

@@ -138,6 +138,15 @@ class Deactivated:
 
 
 @dataclass(slots=True)
+class BudgetSpent:
+    """An admitted unit ran spec.maximumExecutionTimeSeconds: this round deactivates it
+    (spec.active false); the next round evicts it (`Deactivated`)."""
+
+    unit: QueueUnit
+    budget: int
+
+
+@dataclass(slots=True)
 class Finished:
     """The unit finished (Succeed/Failed): its quota is released and no round offers it.
     Recorded by a dry round only (the controller has nothing to write for it)."""
@@ -176,6 +185,7 @@ Outcome = (
     | BackingOff
     | Inactive
     | Deactivated
+    | BudgetSpent
     | Finished
     | Holding
     | Skip

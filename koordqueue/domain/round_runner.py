@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
 
+from koordqueue.domain.activation import budget_left
 from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
 from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
 from koordqueue.domain.policies import QueuePolicy, QueueSettings, order_key
@@ -22,6 +23,7 @@ from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.round import (
     Admit,
     BackingOff,
+    BudgetSpent,
     Deactivated,
     Inactive,
     Outcome,
@@ -89,6 +91,17 @@ class RoundRunner:
     """uids of units whose spec.active is false (QueueUnitActive on), in arrival order."""
     deactivate: Callable[[str], None]
     """Takes an admitted unit's admission back (the engine's, bound: see `released`)."""
+    budgeted: dict[str, None]
+    """uids of active units with an execution budget (MaximumExecutionTime on)."""
+    spend: Callable[[str], None]
+    """Marks a unit whose budget is spent inactive (the engine's, bound)."""
+
+    def _spent(self, unit: QueueUnit, now: float) -> BudgetSpent | None:
+        left = budget_left(unit, now)
+        if left is None or left > 0 or unit.max_exec_seconds is None:
+            return None
+        self.spend(unit.uid)
+        return BudgetSpent(unit, unit.max_exec_seconds)
 
     def _deactivated(self, unit: QueueUnit) -> Deactivated:
         """An admitted, inactive unit: evicted now, unless a preemption still reclaims it."""
@@ -115,6 +128,9 @@ class RoundRunner:
             if self.held(unit.uid):
                 if unit.uid in self.inactive:
                     outcomes.append(self._deactivated(unit))
+                    continue
+                if unit.uid in self.budgeted and (spent := self._spent(unit, now)) is not None:
+                    outcomes.append(spent)  # deactivated now, evicted by the next round
                     continue
                 admitted_by_queue.setdefault(resolution.name, []).append(unit)
                 continue
@@ -180,6 +196,12 @@ class RoundRunner:
             elif place[0] == WAITING:
                 first.append((seq[uid], Inactive(units[uid])))
                 backing.setdefault(place[1], set()).add(uid)
+        for uid in list(self.budgeted):
+            place = where.get(uid)
+            if place is not None and place[0] == ADMITTED:
+                spent = self._spent(units[uid], now)
+                if spent is not None:
+                    first.append((seq[uid], spent))
         for uid, until in self.not_before.items():
             if until > now and uid not in self.inactive:
                 place = where.get(uid)

@@ -27,6 +27,7 @@ from koordqueue.domain.names import (
     MSG_DEACTIVATED,
     MSG_HIGH_PRIORITY_WAITING,
     MSG_INACTIVE,
+    MSG_MAX_EXEC_TIME_EXCEEDED,
     MSG_NOT_OFFERED,
     MSG_QUEUE_HELD,
     MSG_WAITING_FOR_PODS_RUNNING,
@@ -40,6 +41,7 @@ from koordqueue.domain.round import (
     BackingOff,
     BeyondMaxDepth,
     BlockedByHead,
+    BudgetSpent,
     Deactivated,
     Finished,
     HighPriorityWaiting,
@@ -115,7 +117,7 @@ def verdict_of(outcome: Outcome | None) -> Reason:
             return Reason.BACKOFF
         case Inactive():
             return Reason.INACTIVE
-        case Deactivated():
+        case Deactivated() | BudgetSpent():
             return Reason.DEACTIVATED
     raise AssertionError(f"no reason for {outcome!r}")  # pragma: no cover (union exhausted)
 
@@ -165,4 +167,6 @@ def verdict_message(outcome: Outcome) -> str:
             return MSG_INACTIVE
         case Deactivated(reclaiming=reclaiming):
             return MSG_BEING_RECLAIMED if reclaiming else MSG_DEACTIVATED
+        case BudgetSpent():
+            return MSG_MAX_EXEC_TIME_EXCEEDED
     return MSG_NOT_OFFERED

@@ -40,6 +40,7 @@ from koordqueue.domain.round import (
     BackingOff,
     BeyondMaxDepth,
     BlockedByHead,
+    BudgetSpent,
     Deactivated,
     Finished,
     HighPriorityWaiting,
@@ -450,6 +451,11 @@ def _explain_outcome(
             ex.summary = ("spec.active is false: it keeps its place in the queue and holds no "
                           "quota; set spec.active (or the workload's annotation "
                           "scheduling.x-k8s.io/active) to true to let it be admitted")
+        case BudgetSpent(budget=budget):
+            ex.message = verdict_message(outcome)
+            ex.summary = (f"it ran its execution budget ({budget}s, "
+                          "spec.maximumExecutionTimeSeconds): it is deactivated now "
+                          "(spec.active false) and evicted by the next round")
         case Deactivated(reclaiming=reclaiming):
             ex.message = verdict_message(outcome)
             ex.summary = (

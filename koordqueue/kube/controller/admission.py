@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from koordqueue.domain.activation import ACTIVE_FIELD
 from koordqueue.domain.effects import (
+    DeactivateUnit,
     Effect,
     QueueEvent,
     ResumeConsumer,
@@ -31,6 +33,7 @@ from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import UnresolvedReason
 from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
+from koordqueue.kube.api import QUEUE_UNIT
 from koordqueue.kube.controller.base import log, queue_label
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import (
@@ -43,6 +46,7 @@ from koordqueue.kube.controller.status import (
 from koordqueue.kube.controller.writes import (
     AdmitUnit,
     Apis,
+    MergePatch,
     PatchUnitStatus,
     RecordEvent,
     SyncQueueUsage,
@@ -106,6 +110,12 @@ class EffectChain:
                     _count_rejection(effect)
                     event = RecordEvent(target, effect.type, effect.reason, effect.message)
                     out.events.append(event)
+            elif isinstance(effect, DeactivateUnit):
+                unit = effect.unit
+                spec = {"spec": {ACTIVE_FIELD: False}}
+                patch = MergePatch(QUEUE_UNIT, unit.name, unit.namespace, spec, "deactivate unit")
+                if patch.run(apis) is None:
+                    return out  # not persisted: no eviction of a unit still active
             elif isinstance(effect, ResumeConsumer | SuspendConsumer):
                 write = self.workload.get(index)
                 if write is not None and (isinstance(effect, SuspendConsumer) or written):
@@ -130,7 +140,10 @@ class EffectChain:
             conditions=seen,
             mirror=mirror,
             evicted=effect.evicted,
+            stop_clock=effect.spent,
         )
+        if effect.spent:
+            patch["status"][ACCUMULATED_FIELD] = None  # a fresh budget once reactivated
         if effect.bank and self.bank:
             banked = banked_seconds(self.current, self.now)
             if banked is not None:

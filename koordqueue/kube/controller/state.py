@@ -62,7 +62,10 @@ class ControllerState:
         """Threads of the writer's pool once an owner loop runs the controller."""
         self.writer = Writer(Apis(api, self.recorder))
         self.engine = AdmissionEngine(
-            self.settings.oversell_rate, on_duplicate_quota, honour_inactive=self.features.active
+            self.settings.oversell_rate,
+            on_duplicate_quota,
+            honour_inactive=self.features.active,
+            honour_budget=self.features.maximum_execution_time,
         )
         self.ready = threading.Event()
         """Set once the start-up resync has folded everything in (resync.py)."""

@@ -41,6 +41,7 @@ def unit_status_patch(
     conditions: Sequence[Mapping[str, Any]] | None = None,
     mirror: Phase | None = None,
     evicted: str | None = None,
+    stop_clock: bool = False,
 ) -> dict[str, Any]:
     """A merge patch of status: `message`, and `phase` unless None.
 
@@ -49,14 +50,17 @@ def unit_status_patch(
     guards the write against a newer status. `conditions`: the unit's status.conditions as
     last seen (None: the QueueUnitConditions gate is off, conditions are not written); they
     are brought in line with `phase` (or `mirror`, the phase a message-only write leaves),
-    and `evicted` names the precise cause of an eviction (domain/conditions.py).
+    `evicted` names the precise cause of an eviction (domain/conditions.py), `stop_clock`
+    turns PodsReady False (the execution clock stops).
     """
     stamp = now or now_string()
     status: dict[str, Any] = {"message": message, "lastUpdateTime": stamp}
     target = phase or mirror
-    if conditions is not None and target is not None:
+    if conditions is not None and (target is not None or evicted is not None or stop_clock):
         old = cond.from_objects(conditions)
-        new = cond.sync(old, target, message, stamp)
+        new = old if target is None else cond.sync(old, target, message, stamp)
+        if stop_clock:
+            new = cond.stop_execution_clock(new, stamp)
         if evicted is not None:
             new = cond.evict(new, evicted, message, stamp)
         if new != old:

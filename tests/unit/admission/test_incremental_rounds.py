@@ -106,6 +106,9 @@ def unit_op(draw: st.DrawFn, uniform: bool = False) -> tuple[Any, ...]:
             # issue 35: inactive units keep their place unoffered, admitted ones are evicted
             active=draw(st.integers(0, 4)) != 0,
             reclaiming=draw(st.integers(0, 6)) == 0,
+            max_exec_seconds=draw(st.sampled_from((None, None, None, 1, 5))),
+            pods_ready_since=draw(st.sampled_from((None, 0.0, 3.0))),
+            accumulated_seconds=draw(st.sampled_from((0, 0, 2))),
         ),
     )
 
