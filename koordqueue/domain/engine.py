@@ -197,6 +197,9 @@ class AdmissionEngine:
             self._next_seq += 1
         self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
+        if previous is None and unit.phase is Phase.BACKOFF and unit.requeue_at is not None:
+            # first seen backing off (a restart, explain): status.requeueState says until when
+            self._not_before[unit.uid] = max(self._not_before.get(unit.uid, 0.0), unit.requeue_at)
         live = unit.phase not in FINISHED_PHASES
         if self._honour_inactive and not unit.active and live:
             self._inactive[unit.uid] = None

@@ -89,6 +89,10 @@ class QueueUnit:
     """When condition PodsReady last turned True (epoch seconds); None unless it is True."""
     accumulated_seconds: int = 0
     """status.accumulatedPastExecutionTimeSeconds: run time banked by earlier admissions."""
+    requeue_count: int = 0
+    """status.requeueState.count: back-offs since it last ran (QueueUnitRequeueState)."""
+    requeue_at: float | None = None
+    """status.requeueState.requeueAt (epoch seconds): when its back-off ends."""
 
     @property
     def key(self) -> str:
@@ -145,6 +149,9 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
             key, "spec.maximumExecutionTimeSeconds", f"must be an integer, got {budget!r}"
         )
     banked = status.get("accumulatedPastExecutionTimeSeconds")
+    raw_requeue = status.get("requeueState")
+    requeue: Mapping[str, Any] = raw_requeue if isinstance(raw_requeue, Mapping) else {}
+    count = requeue.get("count")
     consumer = (spec.get("consumerRef") or {}).get("kind")
     labels = {k: v for k, v in (metadata.get("labels") or {}).items()}
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()}
@@ -164,6 +171,8 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         max_exec_seconds=budget if budget is not None and budget > 0 else None,
         pods_ready_since=_pods_ready_since(status.get("conditions")),
         accumulated_seconds=banked if isinstance(banked, int) and banked > 0 else 0,
+        requeue_count=count if isinstance(count, int) and count > 0 else 0,
+        requeue_at=_epoch(requeue.get("requeueAt")) or None,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from koordqueue.domain.admission import (
@@ -443,6 +444,10 @@ def _explain_outcome(
                           f"{depth}: the policy scans only the first units")
         case BlockedByHead() | HighPriorityWaiting():
             _explain_block(view, unit, outcome, record, ex)
+        case BackingOff(until=until) if unit.requeue_at is not None:
+            at = datetime.fromtimestamp(unit.requeue_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            ex.summary = (f"the unit is backing off (status.requeueState: back-off "
+                          f"{unit.requeue_count}); it is retried from requeueAt {at}")
         case BackingOff(until=until):
             ex.summary = (f"the unit failed before and is backing off; it is retried at "
                           f"t={until:g}")

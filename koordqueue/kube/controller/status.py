@@ -9,11 +9,13 @@ it was decided on.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from koordqueue.domain import conditions as cond
 from koordqueue.domain.features import FeatureGates
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
+from koordqueue.domain.requeue import RequeueState
 from koordqueue.kube.api import now_rfc3339
 from koordqueue.kube.controller.base import epoch
 
@@ -117,3 +119,25 @@ def workload_reference(unit_obj: Mapping[str, Any]) -> dict[str, Any] | None:
         "kind": ref["kind"],
         "metadata": {"name": ref["name"], "namespace": namespace, "uid": ref.get("uid", "")},
     }
+
+
+REQUEUE_FIELD = "requeueState"
+
+
+def requeue_object(state: RequeueState) -> dict[str, Any]:
+    """status.requeueState as the API stores it."""
+    at = datetime.fromtimestamp(state.requeue_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"count": state.count, "requeueAt": at}
+
+
+def backoff_after(unit_obj: Mapping[str, Any], flat: float, structured: bool) -> float:
+    """The job extension's back-off time for a unit: the flat one, or with the
+    QueueUnitRequeueState gate and a recorded state, requeueAt - lastUpdateTime (so
+    "since the last update > back-off" means "requeueAt has passed")."""
+    status = unit_obj.get("status") or {}
+    state = status.get(REQUEUE_FIELD) if structured else None
+    at = epoch(state.get("requeueAt")) if isinstance(state, Mapping) else None
+    updated = epoch(status.get("lastUpdateTime"))
+    if at is None or updated is None:
+        return flat
+    return at - updated

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from koordqueue.domain import names
+from koordqueue.domain import names, requeue
 from koordqueue.domain.job_extension import backoff_delay
 from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
@@ -19,7 +19,12 @@ from koordqueue.domain.queue_unit import (
 )
 from koordqueue.kube.controller.base import DELETED, WARNING, meta, newer, object_key
 from koordqueue.kube.controller.state import ControllerState
-from koordqueue.kube.controller.status import seen_conditions, unit_status_patch
+from koordqueue.kube.controller.status import (
+    REQUEUE_FIELD,
+    requeue_object,
+    seen_conditions,
+    unit_status_patch,
+)
 from koordqueue.kube.controller.writes import PatchUnitStatus, RecordEvent
 
 
@@ -94,17 +99,24 @@ class UnitHandlers:
         """SchedFailed: release the quota, suspend the workload, retry after a back-off."""
         state = self.state
         attempts = int((obj.get("status") or {}).get("attempts") or 0) + 1
-        delay = backoff_delay(attempts)
+        now = state.clock()
+        structured = None
+        if state.features.requeue_state:  # counted from status.requeueState, not attempts
+            previous = requeue.state_of(unit.requeue_count, unit.requeue_at)
+            structured = requeue.record(previous, requeue.DEFAULT_BASE, now)
+        until = structured.requeue_at if structured else now + backoff_delay(attempts)
         state.engine.upsert_unit(replace(unit, phase=Phase.BACKOFF))
-        state.engine.requeue(unit.uid, state.clock() + delay)
+        state.engine.requeue(unit.uid, until)
         state.unit_objects[unit.uid] = obj
-        message = names.MSG_SCHED_FAILED_BACKOFF.format(attempts=attempts, delay=delay)
+        message = names.MSG_SCHED_FAILED_BACKOFF.format(attempts=attempts, delay=until - now)
         patch = unit_status_patch(
             message,
             Phase.BACKOFF,
             attempts=attempts,
             conditions=seen_conditions(state.features, obj),
         )
+        if structured is not None:
+            patch["status"][REQUEUE_FIELD] = requeue_object(structured)
 
         def written(updated: dict[str, Any] | None) -> None:
             if updated is not None:
@@ -126,6 +138,12 @@ class UnitHandlers:
         state = self.state
         seen = seen_conditions(state.features, state.unit_objects.get(unit.uid))
         patch = unit_status_patch(message, phase, conditions=seen)
+        if state.features.requeue_state and phase is Phase.RUNNING:
+            patch["status"][REQUEUE_FIELD] = None  # it ran: a later failure starts over
+        elif state.features.requeue_state and phase is Phase.BACKOFF:  # the running timeout
+            previous = requeue.state_of(unit.requeue_count, unit.requeue_at)
+            structured = requeue.record(previous, state.settings.job_backoff_time, state.clock())
+            patch["status"][REQUEUE_FIELD] = requeue_object(structured)
 
         def written(updated: dict[str, Any] | None) -> None:
             if updated is not None:

@@ -58,6 +58,7 @@ from koordqueue.kube.controller.base import (
 )
 from koordqueue.kube.controller.new_unit import Execute, OnUnit, first_status
 from koordqueue.kube.controller.state import ControllerState
+from koordqueue.kube.controller.status import backoff_after
 from koordqueue.kube.controller.workload_writes import (
     RETRY,
     CreateOutcome,
@@ -340,9 +341,8 @@ class WorkloadReconciler:
         now = state.clock()
         since = now - updated if updated is not None else 0.0
         settings = state.settings
-        action = reconcile_job(
-            status, unit.phase, since, settings.job_running_timeout, settings.job_backoff_time
-        )
+        backoff = backoff_after(unit_obj, settings.job_backoff_time, state.features.requeue_state)
+        action = reconcile_job(status, unit.phase, since, settings.job_running_timeout, backoff)
         if action.phase is Phase.RUNNING and not admitted and state.engine.is_inactive(uid):
             action = JobAction()  # deactivated, its pods going: parked until activated
         target = target_of(integration, members[0])
