@@ -46,7 +46,9 @@ def record(
 ) -> RequeueState:
     """The state after one more back-off at `now` (`base`: the caller's back-off time)."""
     attempt = 1 if previous is None else previous.count + 1
-    return RequeueState(attempt, float(math.ceil(now + delay(base, attempt, rng))))
+    # rounded up, and at least the second after `now`'s: after the lastUpdateTime written with it
+    at = max(math.ceil(now + delay(base, attempt, rng)), math.floor(now) + 1)
+    return RequeueState(attempt, float(at))
 
 
 def remaining(
