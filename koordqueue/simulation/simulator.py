@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from koordqueue.domain.activation import active_from
 from koordqueue.domain.effects import (
     Effect,
     QueueEvent,
@@ -162,6 +163,8 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                     annotations=dict(u.annotations),
                     created=float(u.arrive),
                     consumer_kind=u.consumer_kind,
+                    # the annotation a Job carries (issue 35): born inactive, never admitted
+                    active=active_from(u.annotations) is not False,
                 )
                 engine.upsert_unit(arrived)
                 # a workload's unit says what its creator writes before any round (Enqueued)
