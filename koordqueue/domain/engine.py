@@ -201,10 +201,14 @@ class AdmissionEngine:
             # first seen backing off (a restart, explain): status.requeueState says until when
             self._not_before[unit.uid] = max(self._not_before.get(unit.uid, 0.0), unit.requeue_at)
         live = unit.phase not in FINISHED_PHASES
+        was_inactive = unit.uid in self._inactive
         if self._honour_inactive and not unit.active and live:
             self._inactive[unit.uid] = None
         else:
             self._inactive.pop(unit.uid, None)
+        if was_inactive != (unit.uid in self._inactive) and not self._held(unit.uid):
+            # a waiting unit left the offer (a Block head lets its quota go) or came back
+            self._tell_policy(unit, added=was_inactive)
         if self._honour_budget and unit.max_exec_seconds is not None and unit.active and live:
             self._budgeted[unit.uid] = None
         else:

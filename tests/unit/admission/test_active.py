@@ -192,3 +192,18 @@ def test_with_the_budget_gate_on_an_absent_annotation_clears_the_field() -> None
         "maximumExecutionTimeSeconds": None
     }
     assert activation.spec_patch({}, {}, {"maximumExecutionTimeSeconds": 30}, ON) is None
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_a_block_head_made_inactive_lets_its_quota_go_to_the_next_unit(full: bool) -> None:
+    e = AdmissionEngine(skip_unchanged=not full)
+    e.upsert_quota(QuotaSpec("active-quota", max=Resources.of(cpu="2")))
+    e.upsert_queue("active-quota", "Block", None)
+    e.upsert_unit(replace(unit("head", "3"), priority=20))  # never fits: blocks the quota
+    e.upsert_unit(unit("next", "1"))
+    e.run_round(0.0)
+    assert not e.is_admitted("next")
+    e.upsert_unit(replace(unit("head", "3", active=False), priority=20))
+    result = e.run_round(1.0)
+    assert isinstance(outcome_of(result.outcomes, "head"), Inactive)
+    assert isinstance(outcome_of(result.outcomes, "next"), Admit)
