@@ -13,7 +13,15 @@ from typing import Any
 
 import yaml
 
-from koordqueue.domain.integrations import INTEGRATIONS, InvalidJobError, by_kind, queue_unit_for
+from koordqueue.domain.integrations import (
+    INTEGRATIONS,
+    Integration,
+    InvalidJobError,
+    Reference,
+    by_kind,
+    queue_unit_for,
+)
+from koordqueue.domain.integrations.base import Obj
 from koordqueue.domain.names import (
     DEFAULT_POLICY,
     QUEUE_POLICY_KEY,
@@ -233,6 +241,7 @@ _UNIT_KEYS = {
     "pods",
     "nodeSelector",
     "workload",
+    "references",
 }
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
@@ -247,6 +256,34 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _resolved(
+    source: str, u: Mapping[str, Any], where: str, integration: Integration, obj: Obj
+) -> Integration:
+    """The integration reading the workload's references (a TrainJob's runtime) from the
+    unit's `references:` list, matched by apiVersion, kind, name and (when namespaced)
+    namespace, as the controller reads them from the API; one not listed is not there."""
+    raw = u.get("references", [])
+    if not isinstance(raw, list) or not all(isinstance(r, Mapping) for r in raw):
+        line, field_ = _line(u, "references"), f"{where}.references"
+        raise ScenarioError(source, line, field_, "must be a list of objects")
+    given = [_plain(r) for r in raw]
+    found: dict[Reference, Obj | None] = {
+        ref: next((r for r in given if _names(r, ref)), None)
+        for ref in integration.references(obj)
+    }
+    return integration.resolved(found)
+
+
+def _names(obj: Mapping[str, Any], ref: Reference) -> bool:
+    """`obj` is the object `ref` names (a namespaced one without a namespace: default)."""
+    m = obj.get("metadata") or {}
+    return (
+        (obj.get("apiVersion"), obj.get("kind")) == (ref.kind.api_version, ref.kind.kind)
+        and m.get("name") == ref.name
+        and (ref.namespace is None or m.get("namespace", "default") == ref.namespace)
+    )
 
 
 def _workload_unit(source: str, u: Mapping[str, Any], where: str) -> UnitDef:
@@ -281,6 +318,7 @@ def _workload_unit(source: str, u: Mapping[str, Any], where: str) -> UnitDef:
     for member in members:
         member.setdefault("metadata", {}).setdefault("namespace", "default")
         member["metadata"].setdefault("uid", f"scenario-{member['metadata'].get('name')}")
+    integration = _resolved(source, u, where, integration, members[0])
     try:
         expected = integration.expected_members(members)
         body = queue_unit_for(integration, members)

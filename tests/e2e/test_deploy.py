@@ -76,6 +76,9 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("patch", "paddlejobs.kubeflow.org/status"),
         ("patch", "jaxjobs.kubeflow.org"),
         ("watch", "hypernodes.topology.volcano.sh"),
+        ("patch", "trainjobs.trainer.kubeflow.org"),
+        ("get", "clustertrainingruntimes.trainer.kubeflow.org"),
+        ("get", "trainingruntimes.trainer.kubeflow.org"),
     ]
     refused = [
         ("update", "elasticquotas.scheduling.sigs.k8s.io"),
@@ -94,6 +97,10 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("create", "xgboostjobs.kubeflow.org"),
         ("delete", "jaxjobs.kubeflow.org"),
         ("create", "hypernodes.topology.volcano.sh"),
+        ("create", "trainjobs.trainer.kubeflow.org"),
+        ("patch", "trainjobs.trainer.kubeflow.org/status"),
+        ("list", "clustertrainingruntimes.trainer.kubeflow.org"),
+        ("patch", "trainingruntimes.trainer.kubeflow.org"),
     ]
     def can_i(verb: str, resource: str) -> str:
         """The API server's RBAC answer for `plural.group[/subresource]`, asked with a
@@ -195,6 +202,16 @@ NOT_EXERCISED_HERE: dict[deployed.Triple, str] = {
         (group, plural, verb): "--integrations off in deploy/ (test_integrations_kueue.py)"
         for group, plural in (("workload.codeflare.dev", "appwrappers"),)
         for verb in ("get", "list", "watch", "patch")
+    },
+    # Kubeflow Trainer's TrainJob (issue 26): test_integrations_trainjob.py runs it
+    **{
+        (group, plural, verb): "--integrations off in deploy/ (test_integrations_trainjob.py)"
+        for group, plural, verbs in (
+            ("trainer.kubeflow.org", "trainjobs", ("get", "list", "watch", "patch")),
+            ("trainer.kubeflow.org", "trainingruntimes", ("get",)),
+            ("trainer.kubeflow.org", "clustertrainingruntimes", ("get",)),
+        )
+        for verb in verbs
     },
     # Koord-Queue's further kinds (issue 26): test_koord_queue_kinds.py runs them
     **{

@@ -20,6 +20,7 @@ from koordqueue.domain.integrations.base import (
     ListSelector,
     Mutation,
     PodSet,
+    Reference,
     WorkloadKind,
     WorkloadPatch,
     queue_unit_for,
@@ -39,6 +40,7 @@ from koordqueue.domain.integrations.pod import Pod
 from koordqueue.domain.integrations.pod_parents import POD_PARENTS
 from koordqueue.domain.integrations.ray import RayCluster, RayJob
 from koordqueue.domain.integrations.spark import SparkApplication
+from koordqueue.domain.integrations.trainjob import TrainJob
 
 BATCH_JOB: Final = BatchJob()
 PYTORCH_JOB: Final = PyTorchJob()
@@ -55,6 +57,7 @@ MPI_JOB_V1ALPHA1: Final = MPIJobV1alpha1()
 XGBOOST_JOB: Final = XGBoostJob()
 PADDLE_JOB: Final = PaddleJob()
 JAX_JOB: Final = JAXJob()
+TRAIN_JOB: Final = TrainJob()
 
 INTEGRATIONS: Final[Mapping[str, Integration]] = {
     i.name: i
@@ -77,6 +80,8 @@ INTEGRATIONS: Final[Mapping[str, Integration]] = {
         XGBOOST_JOB,
         PADDLE_JOB,
         JAX_JOB,
+        # Kubeflow Trainer (issue 26)
+        TRAIN_JOB,
     )
 }
 """Every integration by its `--integrations` name. Where two serve the same kind at different
@@ -140,6 +145,7 @@ __all__ = [
     "RAY_JOB",
     "SPARK_APPLICATION",
     "TF_JOB",
+    "TRAIN_JOB",
     "XGBOOST_JOB",
     "DeleteWorkload",
     "Integration",
@@ -148,6 +154,7 @@ __all__ = [
     "ListSelector",
     "Mutation",
     "PodSet",
+    "Reference",
     "WorkloadKind",
     "WorkloadPatch",
     "by_kind",

@@ -108,6 +108,17 @@ EVERY_OBJECT = ListSelector()
 
 
 @dataclass(frozen=True, slots=True)
+class Reference:
+    """An object besides the workload that its pod sets are read from (a TrainJob's training
+    runtime). `namespace` None: cluster-scoped. The kube edge reads it and hands it back
+    through `Integration.resolved`, so the rules stay pure."""
+
+    kind: WorkloadKind
+    name: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteWorkload:
     """Delete the object (a started Pod cannot be gated again: stopping it means deleting it)."""
 
@@ -230,6 +241,15 @@ class Integration(ABC):
     @abstractmethod
     def pod_sets(self, members: Sequence[Obj]) -> tuple[PodSet, ...]:
         """Its pods by role, with counts and per-pod requests (raises InvalidJobError)."""
+
+    def references(self, obj: Obj) -> tuple[Reference, ...]:
+        """Objects the pod sets are read from besides the workload (none for most kinds)."""
+        return ()
+
+    def resolved(self, found: Mapping[Reference, Obj | None]) -> Integration:
+        """This integration reading its workload's `references` as `found` (None: the object
+        is not there); the one whose pod sets, resource and priority make the unit."""
+        return self
 
     def resource(self, members: Sequence[Obj]) -> Resources:
         """The unit's spec.resource: every pod set's count × per-pod request."""

@@ -24,6 +24,7 @@ from koordqueue.domain.integrations import (
     Integration,
     InvalidJobError,
     Mutation,
+    Reference,
     WorkloadPatch,
     queue_unit_for,
 )
@@ -189,6 +190,32 @@ class WorkloadInvalid:
 CreateOutcome = UnitCreated | CreateRefused | UnitExists | WorkloadInvalid
 
 
+def read_references(
+    api: ObjectApi, integration: Integration, obj: Mapping[str, Any]
+) -> Integration | CreateRefused:
+    """The integration bound to the objects its workload's pod sets are read from (a
+    TrainJob's runtime), each as the API has it now (None: not there; the integration then
+    refuses the workload, naming the reference); CreateRefused when a read fails."""
+    references = integration.references(obj)
+    if not references:
+        return integration
+    found: dict[Reference, Mapping[str, Any] | None] = {}
+    for ref in references:
+        w = ref.kind
+        kind = Kind(w.group, w.version, w.plural, w.kind, namespaced=ref.namespace is not None)
+
+        def get(kind: Kind = kind, ref: Reference = ref) -> dict[str, Any] | None:
+            return api.get(kind, ref.name, ref.namespace)
+
+        try:
+            found[ref] = with_retries(get)
+        except ApiError as exc:
+            metrics.API_ERRORS.labels("get reference").inc()
+            log.warning("could not read a workload's reference", ref=str(ref), error=str(exc))
+            return CreateRefused(str(exc) or "refused")
+    return integration.resolved(found)
+
+
 @dataclass(frozen=True, slots=True)
 class CreateUnit:
     """Create a held workload's QueueUnit, with its enqueue mark.
@@ -207,7 +234,10 @@ class CreateUnit:
     priority: ClassVar[Priority] = Priority.START  # after the writes of workloads started
 
     def run(self, apis: Apis) -> CreateOutcome:
-        integration, api = self.integration, apis.api
+        api = apis.api
+        integration = read_references(api, self.integration, self.members[0])
+        if isinstance(integration, CreateRefused):
+            return integration
         try:
             body = queue_unit_for(integration, self.members, self.priorities.value)
         except InvalidJobError as exc:

@@ -36,6 +36,7 @@ def test_the_flag_names_are_kueues() -> None:
         "kubeflow.org/xgboostjob",
         "kubeflow.org/paddlejob",
         "kubeflow.org/jaxjob",
+        "trainer.kubeflow.org/trainjob",
     ]
     assert DEFAULT_INTEGRATIONS == ("batch/job",)
 
@@ -135,6 +136,7 @@ def test_unit_names_carry_koord_queues_per_kind_suffix() -> None:
         "kubeflow.org/xgboostjob": "train-xgb-qu",
         "kubeflow.org/paddlejob": "train-paddle-qu",
         "kubeflow.org/jaxjob": "train-jax-qu",
+        "trainer.kubeflow.org/trainjob": "train-tj-qu",
     }
     # the two MPIJob versions share a name: a cluster serves one of them
     served = {n: u for n, u in names.items() if n != "kubeflow.org/mpijob-v1alpha1"}
