@@ -469,6 +469,7 @@ def test_all_serves_every_installed_kind(served: RunningController) -> None:
     kinds = set(served.controller.consumers)
     assert {"Job", "Pod", "PyTorchJob", "MPIJob", "JobSet"} <= kinds  # installed before
     assert {k.consumer_kind for k in KINDS} <= kinds
+    assert "TrainJob" in kinds  # its CRD is among the vendored ones (test_integrations_trainjob)
     mpi = served.controller.consumers["MPIJob"]
     assert mpi.integration.name == "kubeflow.org/mpijob"  # v2beta1 is back
 

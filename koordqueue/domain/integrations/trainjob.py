@@ -166,7 +166,7 @@ def runtime_pod_sets(obj: Obj, runtime: Obj, ref: Reference) -> tuple[PodSet, ..
     num_nodes = pod_count(trainer.get("numNodes"), 0, key, "spec.trainer.numNodes", KIND)
     per_node = _resources_per_node(obj)
 
-    sets: list[tuple[str, int, int, dict[str, Any]]] = []  # name, replicas, count, template
+    pod_sets = []
     trainer_seen = False
     for i, raw in enumerate(jobs):
         job = _dict(raw)
@@ -194,11 +194,7 @@ def runtime_pod_sets(obj: Obj, runtime: Obj, ref: Reference) -> tuple[PodSet, ..
             replicas = pod_count(job.get("replicas"), 1, key, f"{field}.replicas", KIND)
         takes_per_node = is_trainer or (launcher_as_node and name == NODE)
         template = _pod_template(job, per_node if takes_per_node else None)
-        sets.append((name, replicas, count, template))
-
-    pod_sets = []
-    for i, (name, replicas, count, template) in enumerate(sets):
-        path = f"{where}[{i}].template.spec.template.spec"
+        path = f"{field}.template.spec.template.spec"
         request = pod_requests(_dict(template.get("spec")), key, path, KIND)
         pod_sets.append(PodSet(name, replicas * count, template, request))
     return tuple(pod_sets)
