@@ -1,9 +1,9 @@
 """Issue 26, Kubeflow Trainer's TrainJob on the real API server: what kubectl shows.
 
-The vendored TrainJob and ClusterTrainingRuntime CRDs (trainer v2.2.0) are installed and one
-controller runs with `--integrations batch/job,trainer.kubeflow.org/trainjob`. No trainer
-controller runs on this plane: the test writes the TrainJob's status as it would (through the
-status subresource), and nothing else.
+The vendored TrainJob and ClusterTrainingRuntime CRDs (trainer v2.2.0) are installed (with
+every vendored kind, once per session) and one controller runs with `--integrations
+batch/job,trainer.kubeflow.org/trainjob`. No trainer controller runs on this plane: the test
+writes the TrainJob's status as it would (through the status subresource), and nothing else.
 
 One lean test, one quota with room for one TrainJob: a TrainJob naming a runtime that does
 not exist gets an InvalidJob event naming spec.runtimeRef and no unit; one whose runtime
@@ -19,17 +19,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from koordqueue.domain import names
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from tests.e2e import kq
 from tests.e2e.running_controller import RunningController
 
-CRD_DIR = Path(__file__).resolve().parents[1] / "crds" / "integrations"
-CRDS = ("trainer.kubeflow.org_trainjobs.yaml", "trainer.kubeflow.org_clustertrainingruntimes.yaml")
 QU = "queueunits.scheduling.x-k8s.io"
 TJ = "trainjobs.trainer.kubeflow.org"
+RUNTIMES = "clustertrainingruntimes.trainer.kubeflow.org"
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 NOW = "2026-01-01T00:00:00Z"
 Obj = dict[str, Any]
@@ -92,13 +89,9 @@ def admitted(kubectl: Any, ns: str, unit: str, quota: str) -> None:
 
 
 def test_trainjob_held_admitted_released_followed_preempted_and_refused_without_runtime(
-    kubectl: Any, kubeconfig: Path
+    kubectl: Any, kubeconfig: Path, integration_crds: list[str]
 ) -> None:
-    for file in CRDS:
-        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_DIR / file))
-    crds = [f"crd/{yaml.safe_load((CRD_DIR / f).read_text())['metadata']['name']}" for f in CRDS]
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds)
-    kq.wait_for(lambda: kubectl("get", TJ, "-A", check=False).returncode == 0, what="served")
+    assert {TJ, RUNTIMES} <= set(integration_crds)  # installed once per session (conftest)
     runtime = kq.unique("torch")
     kubectl.create(cluster_runtime(runtime))
     ns = kq.namespace(kubectl, kq.unique("trainjob"))
