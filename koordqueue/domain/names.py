@@ -55,6 +55,12 @@ STOP_POLICY_ANNOTATION: Final = "koord-queue/stop-policy"
 """On a Queue (or synced from its quota): `Hold` admits nothing new from it; what was admitted
 keeps running (Kueue's LocalQueue stopPolicy Hold; `kubectl koordqueue stop queue`)."""
 STOP_POLICY_HOLD: Final = "Hold"
+QUEUE_ITEMS_REFRESH_INTERVAL_ANNOTATION: Final = "koord-queue/queue-items-refresh-interval"
+"""On a Queue: how often its status.queueItemDetails is refreshed (a Go duration, e.g. `30s`)."""
+DISABLE_SHOW_QUEUE_ITEMS_ANNOTATION: Final = "koord-queue/disable-show-queue-items"
+"""On a Queue: present (any value) stops the status.queueItemDetails refresh; the last stays."""
+QUEUE_ITEMS_KIND_ACTIVE: Final = "active"
+"""The one key of status.queueItemDetails Koord-Queue's policies write (every policy)."""
 
 # --- Defaults ------------------------------------------------------------------------------
 ROOT_QUOTA: Final = "koordinator-root-quota"
@@ -64,6 +70,8 @@ DEFAULT_POLICY: Final = "Priority"
 DEFAULT_MAX_DEPTH: Final = -1
 DEFAULT_PRIORITY_THRESHOLD: Final = 4
 DEFAULT_OVERSELL_RATE: Final = 1
+DEFAULT_QUEUE_ITEMS_REFRESH_SECONDS: Final = 15.0
+"""Koord-Queue refreshes each Queue's status.queueItemDetails every 15 s by default."""
 
 # Policies a quota may ask for (SPEC 2.2) and those the queue factory can serve (SPEC 2.3).
 KNOWN_POLICIES: Final = ("Priority", "Block", "Round", "Intelligent")

@@ -195,6 +195,7 @@ class AdmissionRounds:
             written()
             raise
         self.execute(planned, written)
+        self._publish_queue_items(result)
         self._export_metrics(result)
         metrics.ROUND_DURATION.observe(time.monotonic() - started)
         return result
@@ -292,6 +293,12 @@ class AdmissionRounds:
             usage = self.state.engine.tree.report()
             metrics.QUOTA_USAGE.export(usage)
             self.state.writer.submit(SyncQueueUsage(self.queue_usage, tuple(usage)))
+
+    def _publish_queue_items(self, result: RoundResult) -> None:
+        """The due Queues' status.queueItemDetails, from this round's record."""
+        publisher = self.state.queue_items
+        for write in publisher.plan(result, self.state.clock()):
+            self.state.writer.submit(write, publisher.taken_in(write.name))
 
     def _export_metrics(self, result: RoundResult) -> None:
         state = self.state

@@ -62,6 +62,7 @@ class QueueHandlers:
             return
         name = m.get("name", "")
         quota = self.quotas.quota_object(name)
+        state.queue_items.observe(obj, deleted=event_type == DELETED)
         if event_type == DELETED:
             self.folded.pop(name, None)
             if quota is not None:  # deleted by hand while its quota lives: put it back

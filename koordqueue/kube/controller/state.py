@@ -23,6 +23,7 @@ from koordqueue.domain.features import FeatureGates, parse_feature_gates
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.kube.api import ObjectApi
 from koordqueue.kube.controller.consumers import ConsumerReconciler
+from koordqueue.kube.controller.queue_items import QueueItemsPublisher
 from koordqueue.kube.controller.writes import Apis, Writer
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.settings import ControllerSettings
@@ -87,6 +88,9 @@ class ControllerState:
         self.round_writes_done_at = 0.0  # time.monotonic() when they were all taken in
         self.resync_window: ResyncWindow | None = None
         """Set while the periodic resync's lists are being read (resync.py)."""
+        self.queue_items = QueueItemsPublisher(self.settings.namespace)
+        """Queues' status.queueItemDetails: Queue events feed it (queues.py), rounds publish
+        from it (admission.py)."""
         self.consumers: dict[str, ConsumerReconciler] = {}
         """Reconcilers of the workloads that follow their units, by spec.consumerRef.kind
         (integrations.serve)."""
