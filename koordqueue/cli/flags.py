@@ -155,6 +155,21 @@ FLAGS: tuple[Flag, ...] = (
         _non_negative,
     ),
     Flag(
+        "--enableApiHandler",
+        "enable_api_handler",
+        "serve the read-only debug API (GET /apis/v1/elasticquota: each quota's min, max, "
+        "used and its split, and the units it holds) on --api-handler-port, Koord-Queue's flag",
+        _DEFAULTS.enable_api_handler,
+        _bool,
+    ),
+    Flag(
+        "--api-handler-port",
+        "api_handler_port",
+        "port of the debug API (--enableApiHandler; Koord-Queue's is 19876)",
+        _DEFAULTS.api_handler_port,
+        int,
+    ),
+    Flag(
         "--resync-period",
         "resync_period",
         "seconds between full re-lists (repairs missed events)",

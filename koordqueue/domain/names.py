@@ -40,6 +40,8 @@ PREEMPTIBLE_ANNOTATION: Final = "koord-queue/preemptible"
 ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION: Final = (
     "quota.scheduling.koordinator.sh/actual-quota-oversold-type"
 )
+QUOTA_OVERSOLD_TYPE_ANNOTATION: Final = "quota.scheduling.koordinator.sh/quota-oversold-type"
+"""The oversold type a unit asks for (Koord-Queue reports it; the actual one decides)."""
 QUOTA_OVERSOLD_TYPE_FORCE: Final = "ForceQuotaOverSold"
 QUOTA_OVERSOLD_TYPE_FORBIDDEN: Final = "ForbiddenQuotaOverSold"
 # Usage Koord-Queue's queue controller writes on each quota's Queue (JSON maps of whole units).

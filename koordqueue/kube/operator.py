@@ -18,11 +18,13 @@ import kopf
 import structlog
 
 from koordqueue.domain import names
+from koordqueue.domain.quota_debug import quota_view
 from koordqueue.kube import kopf_support
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, KubeApi, Listing
 from koordqueue.kube.controller import Controller, OwnerLoop
 from koordqueue.kube.controller.base import DELETED, meta, object_key
 from koordqueue.kube.controller.integrations import register_integrations
+from koordqueue.kube.debug_api import DebugApi, on_owner
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
 
@@ -144,7 +146,24 @@ def build_registry(
     queue_events = route(QUEUE, owner.handler(names.QUEUE_PLURAL, controller.on_queue), False)
     informers.append(Informer(api, QUEUE, queue_events, workers=INFORMER_WORKERS))
 
+    debug_api: list[DebugApi] = []
+
+    def serve_debug_api() -> None:
+        """--enableApiHandler: once leading, as Koord-Queue starts its handler."""
+        if settings.enable_api_handler and not debug_api:
+            try:
+                server = DebugApi(
+                    settings.api_handler_port,
+                    lambda: on_owner(owner.post, lambda: quota_view(controller.engine)),
+                )
+            except OSError as exc:  # a diagnosis aid: its port taken must not stop admission
+                log.error("debug api not served", port=settings.api_handler_port, error=str(exc))
+                return
+            server.start()
+            debug_api.append(server)
+
     async def start_controller() -> None:
+        serve_debug_api()
         if standby is not None:  # warm: the watches run already; fold what they hold
             for informer in informers:
                 await kopf_support.wait_set(informer.synced)
@@ -165,6 +184,8 @@ def build_registry(
         await start_when_leading(leadership, start_controller, state)
 
     def close() -> None:
+        for server in debug_api:
+            server.stop()
         for informer in informers:
             informer.stop()
         owner.stop()

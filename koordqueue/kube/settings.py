@@ -105,6 +105,10 @@ class ControllerSettings(SchedulerSettings):
     job_backoff_time: float = 0.0
     """Seconds a unit backed off by the running timeout waits before it is Enqueued again
     (Koord-Queue's Job handle uses 0)."""
+    enable_api_handler: bool = False
+    """Koord-Queue's `--enableApiHandler`: serve the read-only debug API (kube/debug_api.py)
+    on `api_handler_port` once this process leads."""
+    api_handler_port: int = 19876
 
     @property
     def api_connections(self) -> int:

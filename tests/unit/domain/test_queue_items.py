@@ -26,7 +26,7 @@ from koordqueue.domain.resources import Resources
     [("15s", 15.0), ("30s", 30.0), ("2m", 120.0), ("1m30s", 90.0), ("1.5h", 5400.0),
      ("500ms", 0.5), ("0", 0.0), ("-1s", -1.0), ("1h0m0s", 3600.0)],
 )
-def test_go_durations_parse_as_time_ParseDuration_reads_them(text: str, seconds: float) -> None:
+def test_go_durations_parse_as_go_parse_duration_reads_them(text: str, seconds: float) -> None:
     assert parse_go_duration(text) == pytest.approx(seconds)
 
 
@@ -58,7 +58,8 @@ def test_the_disable_annotation_counts_by_presence_not_value() -> None:
 def test_an_unusable_interval_keeps_the_default_and_says_why(raw: str) -> None:
     setting = refresh_setting({names.QUEUE_ITEMS_REFRESH_INTERVAL_ANNOTATION: raw})
     assert setting.interval == 15.0 and not setting.disabled
-    assert setting.error is not None and names.QUEUE_ITEMS_REFRESH_INTERVAL_ANNOTATION in setting.error
+    assert setting.error is not None
+    assert names.QUEUE_ITEMS_REFRESH_INTERVAL_ANNOTATION in setting.error
 
 
 def test_each_queue_publishes_at_once_then_on_its_own_interval() -> None:
@@ -108,7 +109,7 @@ def _engine(policy: str = "Priority") -> AdmissionEngine:
 
 def test_details_list_the_waiting_units_of_each_queue_in_the_rounds_order() -> None:
     """Koord-Queue's SortedList: priority first, then arrival, positions 1..n per queue;
-    `high` (priority 5) was admitted and is gone; priority 0 is omitted as Go's omitempty omits it."""
+    `high` (priority 5) was admitted and is gone; priority 0 is omitted (Go's omitempty)."""
     engine = _engine()
     for unit in (
         _unit("first", 0, "q", 1.0), _unit("low", 0, "q", 2.0), _unit("high", 5, "q", 3.0),
