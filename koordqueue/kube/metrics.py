@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from typing import Final
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -149,7 +150,9 @@ class QuotaUsageExporter:
 QUOTA_USAGE: Final = QuotaUsageExporter()
 
 
-def serve(port: int) -> None:
-    """Expose /metrics on `port` (0 disables)."""
-    if port:
-        start_http_server(port, registry=REGISTRY)
+def serve(port: int, addr: str = "0.0.0.0") -> WSGIServer | None:
+    """Expose /metrics on `port` (0 disables); the server, so a test can shut it down."""
+    if not port:
+        return None
+    server, _ = start_http_server(port, addr, registry=REGISTRY)
+    return server
