@@ -1,0 +1,117 @@
+"""Issue 35 points 8 and 6 on the real API server, as an operator sees them: a Queue's
+status.queueItemDetails in order (kubectl), the debug endpoint's JSON, a live /metrics that
+carries every dashboard panel's metrics, and a quota getting its share back as pods finish."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from koordqueue.domain import names
+from koordqueue.kube import metrics
+from tests.e2e import kq
+from tests.e2e.running_controller import RunningController
+from tests.unit.kube.test_dashboard import DASHBOARD, exported_samples, named_metrics, panel_queries
+
+Q = "queues.scheduling.x-k8s.io"
+QU = "queueunits.scheduling.x-k8s.io"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def debugged(kubeconfig: Path) -> Iterator[RunningController]:
+    """One controller for the file, with the debug API on (off by default)."""
+    with RunningController(
+        kubeconfig, enable_api_handler=True, api_handler_port=_free_port()
+    ) as rc:
+        yield rc
+
+
+def _items(kubectl: Any, queue: str) -> list[dict[str, Any]] | None:
+    out = kubectl(
+        "get", Q, queue, "-n", "koord-queue", "-o", "jsonpath={.status.queueItemDetails}"
+    ).stdout
+    if not out.strip():
+        return None
+    details: dict[str, list[dict[str, Any]]] = json.loads(out)
+    return details.get("active")
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_queue_status_debug_api_and_metrics(kubectl: Any, debugged: RunningController) -> None:
+    ns = kq.namespace(kubectl, kq.unique("obs"))
+    quota = kq.unique("obs")
+    pc = kq.unique("obs-pc")
+    kubectl.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                   "metadata": {"name": pc}, "value": 100})
+    kubectl.apply(kq.quota(quota, max_={"cpu": "1", "memory": "4Gi"}, annotations={
+        names.QUEUE_ITEMS_REFRESH_INTERVAL_ANNOTATION: "1s"}))
+    kq.wait_for(lambda: kq.get(kubectl, Q, quota, "koord-queue"), what="queue")
+    kubectl.apply(kq.job("holder", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "holder") == "Dequeued", what="holder admitted")
+    for name in ("b", "c"):
+        kubectl.apply(kq.job(name, ns, quota, cpu="1"))
+        kq.wait_for(lambda n=name: kq.phase(kubectl, ns, n) == "Enqueued", what=f"{name} waits")
+    kubectl.apply(kq.job("d", ns, quota, cpu="1", priority_class=pc))
+
+    # the Queue lists its waiting units in the round's order: priority first, then arrival
+    want = [
+        {"name": "d", "namespace": ns, "priority": 100, "position": 1},
+        {"name": "b", "namespace": ns, "position": 2},
+        {"name": "c", "namespace": ns, "position": 3},
+    ]
+    kq.wait_for(lambda: _items(kubectl, quota) == want, timeout=20,
+                what="queueItemDetails", state=lambda: _items(kubectl, quota))
+
+    # the debug endpoint: what CheckUsage holds, per quota, in milli-units
+    port = debugged.settings.api_handler_port
+    view = _get_json(f"http://127.0.0.1:{port}/apis/v1/elasticquota")[quota]
+    assert view["Count"] == 1
+    assert view["Max"] == {"cpu": 1000, "memory": 4 * 1024**3 * 1000}
+    assert view["Used"]["cpu"] == 1000 and view["SelfUsed"]["cpu"] == 1000
+    assert view["ChildrenUsed"] == {} and view["OverSoldUsed"] == {}
+    assert view["GuaranteedUsed"]["cpu"] == 1000
+    assert list(view["Items"]) == [f"{ns}/holder"]
+    assert view["Items"][f"{ns}/holder"]["Resource"]["cpu"] == "1"
+
+    # a live /metrics carries every metric the dashboard's panels query
+    server = metrics.serve(_free_port(), "127.0.0.1")
+    assert server is not None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics") as page:
+            exported = exported_samples(page.read().decode())
+    finally:
+        server.shutdown()
+        server.server_close()
+    queries = panel_queries(json.loads(DASHBOARD.read_text()))
+    missing = {n for exprs in queries.values() for e in exprs for n in named_metrics(e)}
+    assert missing - exported == set()
+
+    # disabled: the list is no longer refreshed and keeps its last value; enabled: refreshed
+    kubectl("annotate", Q, quota, "-n", "koord-queue",
+            f"{names.DISABLE_SHOW_QUEUE_ITEMS_ANNOTATION}=true")
+    time.sleep(0.5)  # the annotation reaches the controller before b goes
+    kubectl("delete", "job", "b", "-n", ns)
+    kq.wait_for(lambda: kq.get(kubectl, QU, "b", ns) is None, what="b's unit deleted")
+    time.sleep(2.5)  # more than two refresh intervals
+    assert [i["name"] for i in _items(kubectl, quota) or []] == ["d", "b", "c"]
+    kubectl("annotate", Q, quota, "-n", "koord-queue",
+            f"{names.DISABLE_SHOW_QUEUE_ITEMS_ANNOTATION}-")
+    kq.wait_for(lambda: [i["name"] for i in _items(kubectl, quota) or []] == ["d", "c"],
+                timeout=15, what="refreshed again", state=lambda: _items(kubectl, quota))
