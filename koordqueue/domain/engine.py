@@ -230,6 +230,8 @@ class AdmissionEngine:
                 self._count_admitted(unit, resolution.name)
         elif (previous is None or moved) and not self.tree.is_admitted(unit.uid):
             self._tell_policy(unit, added=True)
+        elif previous is not None and unit.resource != previous.resource:
+            self._give_back(unit)
         if (
             previous is not None
             and previous.phase in NOT_YET_RUNNING
@@ -238,6 +240,19 @@ class AdmissionEngine:
         ):
             policy.unit_started(unit)
         self._reindex(unit.uid)
+
+    def _give_back(self, unit: QueueUnit) -> None:
+        """An admitted unit now needs less (its reclaimable pods, reclaimable.py): it holds
+        only that, and its policy hears of the freed room (a Block quota unblocks). A unit
+        that asks for more keeps what it holds: more would need CheckUsage."""
+        tree = self.tree
+        quota, held = tree.reserved_quota(unit.uid), tree.reserved_request(unit.uid)
+        if quota is None or held is None or not unit.resource.less_equal(held):
+            return
+        oversold = tree.is_oversold(unit.uid)
+        tree.release(unit.uid)
+        tree.admit(unit.uid, quota, unit.resource, oversold=oversold, unit=unit.key)
+        self._tell_policy(unit, added=False)
 
     def remove_unit(self, uid: str) -> QueueUnit | None:
         """The unit (or its Job) is gone: release its quota and forget it."""

@@ -10,7 +10,9 @@ from typing import Any, Final
 
 from koordqueue.domain.names import PREEMPTIBLE_ANNOTATION
 from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.reclaimable import InvalidReclaimablePodsError
 from koordqueue.domain.resources import Resources
+from koordqueue.domain.unit_share import held_request
 
 
 class Phase(StrEnum):
@@ -132,6 +134,10 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         resource = Resources.parse(spec.get("resource"), "spec.resource")
     except InvalidQuantityError as exc:
         raise InvalidQueueUnitError(key, exc.field, f"{exc.value!r}: {exc.reason}") from exc
+    try:
+        resource = held_request(spec, status, resource)
+    except InvalidReclaimablePodsError as exc:
+        raise InvalidQueueUnitError(key, exc.field, exc.reason) from exc
     priority = spec.get("priority") or 0
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise InvalidQueueUnitError(key, "spec.priority", f"must be an integer, got {priority!r}")

@@ -599,6 +599,11 @@ class QuotaTree:
         adm = self._units.get(uid)
         return None if adm is None else adm.quota
 
+    def reserved_request(self, uid: str) -> Resources | None:
+        """What `uid` holds (its request when admitted), or None."""
+        adm = self._units.get(uid)
+        return None if adm is None else adm.request
+
     def is_oversold(self, uid: str) -> bool:
         """Whether `uid`'s admission counts as oversold (False if it is not admitted)."""
         adm = self._units.get(uid)

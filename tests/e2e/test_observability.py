@@ -9,6 +9,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,43 @@ def test_queue_status_debug_api_and_metrics(kubectl: Any, debugged: RunningContr
             f"{names.DISABLE_SHOW_QUEUE_ITEMS_ANNOTATION}-")
     kq.wait_for(lambda: [i["name"] for i in _items(kubectl, quota) or []] == ["d", "c"],
                 timeout=15, what="refreshed again", state=lambda: _items(kubectl, quota))
+
+
+def _job_progress(kubectl: Any, ns: str, name: str, active: int, succeeded: int) -> None:
+    """The Job controller's stand-in: pods running and pods succeeded."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {"status": {"startTime": now, "active": active, "ready": active,
+                         "succeeded": succeeded}}
+    kubectl("patch", "job", name, "-n", ns, "--subresource=status", "--type=merge",
+            "-p", json.dumps(status))
+
+
+def test_finished_pods_give_their_share_back(kubectl: Any, debugged: RunningController) -> None:
+    """A Job of 4 completions, 2 at a time, fills its 2-cpu quota; once 3 succeeded only one
+    pod remains: its unit shows one reclaimable pod, the quota holds 1 cpu for it, and the
+    waiting Job gets the freed cpu (Kueue's reclaimablePods; Koord-Queue has only the field)."""
+    ns = kq.namespace(kubectl, kq.unique("reclaim"))
+    quota = kq.unique("reclaim")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "2", "memory": "8Gi"}))
+    kq.wait_for(lambda: kq.get(kubectl, Q, quota, "koord-queue"), what="queue")
+    wide = kq.job("wide", ns, quota, cpu="1", parallelism=2)
+    wide["spec"]["completions"] = 4
+    kubectl.apply(wide)
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "wide") == "Dequeued", what="wide admitted")
+    kubectl.apply(kq.job("next", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.events_for(kubectl, ns, "next", "FailedScheduling"), what="next held")
+
+    _job_progress(kubectl, ns, "wide", active=2, succeeded=2)  # 2 remain: all still needed
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "wide") == "Running", what="wide running")
+    assert "reclaimablePods" not in ((kq.get(kubectl, QU, "wide", ns) or {})["status"])
+    _job_progress(kubectl, ns, "wide", active=1, succeeded=3)
+    reclaimable = kq.wait_for(
+        lambda: (kq.get(kubectl, QU, "wide", ns) or {}).get("status", {}).get("reclaimablePods"),
+        what="wide's reclaimable pods")
+    assert reclaimable == [{"name": "wide", "count": 1}]
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "next") == "Dequeued", what="next admitted")
+    port = debugged.settings.api_handler_port
+    view = _get_json(f"http://127.0.0.1:{port}/apis/v1/elasticquota")[quota]
+    assert view["Used"]["cpu"] == 2000 and view["Count"] == 2
+    held = {key: item["Resource"]["cpu"] for key, item in view["Items"].items()}
+    assert held == {f"{ns}/wide": "1", f"{ns}/next": "1"}

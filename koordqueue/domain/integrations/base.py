@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from koordqueue.domain.names import (
     JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
@@ -29,6 +29,9 @@ from koordqueue.domain.names import (
 )
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
+
+if TYPE_CHECKING:
+    from koordqueue.domain.reclaimable import ReclaimablePod
 
 Obj = Mapping[str, Any]
 
@@ -337,6 +340,11 @@ class Integration(ABC):
         return None
 
     # --- where it stands ------------------------------------------------------------------
+    def reclaimable_pods(self, members: Sequence[Obj]) -> tuple[ReclaimablePod, ...]:
+        """Pods that finished and are no longer needed, per pod set (Kueue's
+        ReclaimablePods): their share goes back to the quota. None unless the kind says."""
+        return ()
+
     def pod_running(self, members: Sequence[Obj]) -> bool | None:
         """Whether one of its pods runs, when its status says; None: the caller lists pods."""
         return False

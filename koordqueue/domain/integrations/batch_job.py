@@ -27,6 +27,7 @@ from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     JOB_HAS_ENQUEUED_ANNOTATION,
 )
+from koordqueue.domain.reclaimable import ReclaimablePod, job_reclaimable_pods
 from koordqueue.domain.resources import Resources
 
 CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
@@ -149,6 +150,16 @@ class BatchJob(Integration):
 
     def suspend_unread(self) -> tuple[Mutation, ...]:
         return self.suspend(None)
+
+    def reclaimable_pods(self, members: Sequence[Obj]) -> tuple[ReclaimablePod, ...]:
+        """Kueue's rule (reclaimable.job_reclaimable_pods), on the Job's one pod set."""
+        job = members[0]
+        spec, status = job.get("spec") or {}, job.get("status") or {}
+        completions = spec.get("completions")
+        return job_reclaimable_pods(
+            str(meta(job).get("name")), _parallelism(spec),
+            None if completions is None else int(completions), int(status.get("succeeded") or 0),
+        )
 
     def pod_running(self, members: Sequence[Obj]) -> bool | None:
         """status.ready answers without a call; with active pods none ready, list them."""

@@ -57,6 +57,7 @@ from koordqueue.kube.controller.base import (
     object_key,
 )
 from koordqueue.kube.controller.new_unit import Execute, OnUnit, first_status
+from koordqueue.kube.controller.reclaim import sync_reclaimable
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import backoff_after
 from koordqueue.kube.controller.workload_writes import (
@@ -257,6 +258,8 @@ class WorkloadReconciler:
         elif through_unit or owned_by(unit_obj, members, self.integration):
             if owned_by(unit_obj, members, self.integration):
                 self._sync_labels(uid, unit_obj, members)
+                sync_reclaimable(self.state, self.integration, members, uid, unit_obj,
+                                 on_unit=self.reactions.on_unit)
             self._reconcile(key, members, uid)
         else:
             self._end(key)  # a unit of the same name belongs to another object
