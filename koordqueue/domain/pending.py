@@ -58,13 +58,19 @@ def last_outcomes(record: Iterable[Outcome]) -> dict[str, Outcome]:
     return {outcome.unit.uid: outcome for outcome in record}
 
 
+def queue_order(result: RoundResult, queue: str) -> list[tuple[int, QueueUnit]]:
+    """One queue's waiting units with their 1-based positions in it, as the round left them
+    (what `pending_units` numbers `position_in_queue`; a Queue's status reads it alone)."""
+    return list(enumerate(result.waiting.get(queue, ()), start=1))
+
+
 def pending_units(result: RoundResult) -> list[PendingUnit]:
     """Every pending unit of the round's record: the ordered ones, then those not tried."""
     last = last_outcomes(result.outcomes)
     out: list[PendingUnit] = []
     position = 0
-    for queue, waiting in result.waiting.items():
-        for index, unit in enumerate(waiting, start=1):
+    for queue in result.waiting:
+        for index, unit in queue_order(result, queue):
             position += 1
             outcome = last.get(unit.uid)
             reason = verdict_of(outcome)

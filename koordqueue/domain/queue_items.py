@@ -6,7 +6,8 @@ Queue's `koord-queue/queue-items-refresh-interval` (a Go duration) says otherwis
 of `koord-queue/disable-show-queue-items` stops the refresh and leaves the last value in place.
 Every policy publishes one kind, `active`.
 
-The order is the admission round's (`pending.pending_units`): nothing here sorts units. Units
+The order is the admission round's (`pending.queue_order`, which `pending.pending_units`
+numbers its units by): nothing here sorts units. Units
 no round offers (backing off, queue not served) are not listed, as Koord-Queue lists only
 what its queue holds in order.
 """
@@ -24,7 +25,9 @@ from koordqueue.domain.names import (
     QUEUE_ITEMS_KIND_ACTIVE,
     QUEUE_ITEMS_REFRESH_INTERVAL_ANNOTATION,
 )
-from koordqueue.domain.pending import PendingUnit
+from koordqueue.domain.pending import queue_order
+from koordqueue.domain.queue_unit import QueueUnit
+from koordqueue.domain.round import RoundResult
 
 _GO_UNITS: Final = {
     "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
@@ -84,9 +87,8 @@ def refresh_setting(annotations: Mapping[str, str]) -> RefreshSetting:
     return RefreshSetting(interval=seconds)
 
 
-def item_detail(entry: PendingUnit, position: int) -> dict[str, Any]:
+def item_detail(unit: QueueUnit, position: int) -> dict[str, Any]:
     """One item as Koord-Queue's QueueItemDetail serialises (priority 0 omitted)."""
-    unit = entry.unit
     item: dict[str, Any] = {"name": unit.name, "namespace": unit.namespace}
     if unit.priority:
         item["priority"] = unit.priority
@@ -94,16 +96,17 @@ def item_detail(entry: PendingUnit, position: int) -> dict[str, Any]:
     return item
 
 
-def queue_item_details(pending: Iterable[PendingUnit], queues: Iterable[str]) -> dict[str, Details]:
-    """queue -> its status.queueItemDetails, for each of `queues` (empty list when none wait),
-    positions as the round's record has them within the queue."""
-    out: dict[str, Details] = {name: {QUEUE_ITEMS_KIND_ACTIVE: []} for name in queues}
-    for entry in pending:
-        details = out.get(entry.queue)
-        if details is None or entry.position_in_queue is None:
-            continue
-        details[QUEUE_ITEMS_KIND_ACTIVE].append(item_detail(entry, entry.position_in_queue))
-    return out
+def queue_item_details(result: RoundResult, queues: Iterable[str]) -> dict[str, Details]:
+    """queue -> its status.queueItemDetails, for each of `queues` (an empty list when none
+    wait), positions as the round's record has them (`pending.queue_order`)."""
+    return {
+        name: {
+            QUEUE_ITEMS_KIND_ACTIVE: [
+                item_detail(unit, position) for position, unit in queue_order(result, name)
+            ]
+        }
+        for name in queues
+    }
 
 
 @dataclass(slots=True)

@@ -1,11 +1,12 @@
 """Each Queue's `status.queueItemDetails` written from the admission round's record.
 
 The owner thread asks after each round which Queues are due (domain/queue_items.py), builds
-their lists from the round's pending order (`pending.pending_units`, the one reader of the
-record that lists pending units), and hands a status merge patch to the writer for each Queue
-whose list differs from what the API server holds (seen on the Queue's watch events, or last
-written). An unchanged Queue costs no API call, so a thousand idle Queues cost nothing; a
-Queue deleted and made again is written afresh, as its events carry its (empty) status.
+their lists from the round's order (`pending.queue_order`, the one reader of a queue's order
+in the record, by which `pending.pending_units` numbers its units too), and hands a status
+merge patch to the writer for each Queue whose list differs from what the API server holds
+(seen on the Queue's watch events, or last written). An unchanged Queue costs no API call, so
+a thousand idle Queues cost nothing; a Queue deleted and made again is written afresh, as its
+events carry its (empty) status.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any, ClassVar
 import structlog
 
 from koordqueue.domain.engine import RoundResult
-from koordqueue.domain.pending import pending_units
 from koordqueue.domain.queue_items import Details, QueueItemsSchedule, queue_item_details
 from koordqueue.kube.api import QUEUE, ApiError
 from koordqueue.kube.controller.writes import Apis, Priority
@@ -78,7 +78,7 @@ class QueueItemsPublisher:
             return []
         for name in due:
             self.schedule.done(name, now)
-        wanted = queue_item_details(pending_units(result), due)
+        wanted = queue_item_details(result, due)
         return [
             PatchQueueItems(name, self.namespace, details)
             for name, details in wanted.items()

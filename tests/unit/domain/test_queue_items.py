@@ -117,7 +117,7 @@ def test_details_list_the_waiting_units_of_each_queue_in_the_rounds_order() -> N
     ):
         engine.upsert_unit(unit)
     result = engine.run_round(10.0)
-    details = queue_item_details(pending_units(result), ["q", "r", "idle"])
+    details = queue_item_details(result, ["q", "r", "idle"])
     assert details["q"] == {
         "active": [
             {"name": "first", "namespace": "ns", "position": 1},
@@ -129,14 +129,15 @@ def test_details_list_the_waiting_units_of_each_queue_in_the_rounds_order() -> N
 
 
 def test_positions_are_the_records_positions_in_queue() -> None:
-    """No second sort: each item's position is the PendingUnit's position_in_queue."""
+    """No second sort: each item's position is the PendingUnit's position_in_queue, the
+    order every reader of the record (explain, the visibility API) sees."""
     engine = _engine()
     engine.upsert_unit(_unit("big", 0, "q", 1.0, cpu="3"))
     for i in range(4):
         engine.upsert_unit(_unit(f"u{i}", i, "q", 2.0 + i, cpu="3"))
-    pending = pending_units(engine.run_round(10.0))
-    details = queue_item_details(pending, ["q"])["q"]["active"]
-    expected = [(p.unit.name, p.position_in_queue) for p in pending if p.queue == "q"]
+    result = engine.run_round(10.0)
+    details = queue_item_details(result, ["q"])["q"]["active"]
+    expected = [(p.unit.name, p.position_in_queue) for p in pending_units(result) if p.queue == "q"]
     assert [(d["name"], d["position"]) for d in details] == expected
     assert [d["name"] for d in details] == ["u3", "u2", "u1", "big", "u0"]
     assert [d.get("priority", 0) for d in details] == [3, 2, 1, 0, 0]
