@@ -3,7 +3,8 @@ longer needed, their share goes back to the quota.
 
 Koord-Queue has the field (`QueueUnit.status.reclaimablePods`, `[{name, count}]` per pod set,
 "only increases while the queue unit holds a reservation") and no behaviour; the rules here
-are Kueue's. A batch/v1 Job (Kueue's `Job.ReclaimablePods`): nothing while parallelism is 1
+are Kueue's. A JobSet: each replicated Job's succeeded child Jobs times its pods per replica.
+A batch/v1 Job (Kueue's `Job.ReclaimablePods`): nothing while parallelism is 1
 or nothing succeeded; else, with `remaining = completions - succeeded` (completions defaults
 to parallelism), `parallelism - remaining` pods once fewer remain than run at once. A unit
 then holds each pod set's `count - reclaimable` pods (Kueue's workload usage), never less than
@@ -49,6 +50,18 @@ def job_reclaimable_pods(
     if remaining >= parallelism:
         return ()
     return (ReclaimablePod(pod_set, parallelism - remaining),)
+
+
+def jobset_reclaimable_pods(
+    replicated: Iterable[tuple[str, int, int, int]],
+) -> tuple[ReclaimablePod, ...]:
+    """Kueue's rule for a JobSet: per replicated Job (name, replicas, pods per replica,
+    succeeded child Jobs), `succeeded x pods per replica` once 0 < succeeded <= replicas."""
+    return tuple(
+        ReclaimablePod(name, succeeded * per_replica)
+        for name, replicas, per_replica, succeeded in replicated
+        if 0 < succeeded <= replicas
+    )
 
 
 def parse_reclaimable_pods(raw: object) -> tuple[ReclaimablePod, ...]:

@@ -29,6 +29,7 @@ from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     JOB_HAS_ENQUEUED_ANNOTATION,
 )
+from koordqueue.domain.reclaimable import ReclaimablePod, jobset_reclaimable_pods
 
 
 def pods_per_replica(replicated_job: Mapping[str, Any]) -> int:
@@ -98,6 +99,19 @@ class JobSet(SpecSuspendWorkload):
     @staticmethod
     def _replicated_status(obj: Obj) -> list[Mapping[str, Any]]:
         return list(((obj.get("status") or {}).get("replicatedJobsStatus")) or [])
+
+    def reclaimable_pods(self, members: Sequence[Obj]) -> tuple[ReclaimablePod, ...]:
+        """Kueue's rule (reclaimable.jobset_reclaimable_pods), per replicated Job."""
+        obj = members[0]
+        succeeded = {
+            str(s.get("name", "")): int(s.get("succeeded") or 0)
+            for s in self._replicated_status(obj)
+        }
+        return jobset_reclaimable_pods(
+            (str(rj.get("name", "")), _replicas(rj), pods_per_replica(rj),
+             succeeded.get(str(rj.get("name", "")), 0))
+            for rj in self.replicated_jobs(obj)
+        )
 
     def pod_running(self, members: Sequence[Obj]) -> bool | None:
         """A replicated Job with ready Jobs (status counts child Jobs whose pods are ready)."""

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from koordqueue.domain.engine import AdmissionEngine
-from koordqueue.domain.integrations import BatchJob
+from koordqueue.domain.integrations import BatchJob, JobSet
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import (
     InvalidQueueUnitError,
@@ -54,6 +54,29 @@ def test_the_job_integration_names_the_jobs_pod_set() -> None:
     job = {"metadata": {"name": "train"}, "spec": {"parallelism": 4, "completions": 6},
            "status": {"succeeded": 3}}
     assert BatchJob().reclaimable_pods([job]) == (ReclaimablePod("train", 1),)
+
+
+def _jobset(status: list[dict[str, object]]) -> dict[str, object]:
+    def replicated(name: str, replicas: int, parallelism: int, completions: int) -> object:
+        return {"name": name, "replicas": replicas, "template": {"spec": {
+            "parallelism": parallelism, "completions": completions, "template": {}}}}
+
+    return {"metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [replicated("driver", 1, 1, 1),
+                                        replicated("workers", 3, 4, 2)]},
+            "status": {"replicatedJobsStatus": status}}
+
+
+def test_a_jobsets_reclaimable_pods_follow_kueues_rule() -> None:
+    """Kueue's jobset ReclaimablePods: per replicated Job, succeeded child Jobs x pods per
+    replica (min(parallelism, completions)), once 0 < succeeded <= replicas."""
+    assert JobSet().reclaimable_pods([_jobset([])]) == ()
+    assert JobSet().reclaimable_pods([_jobset([
+        {"name": "driver", "succeeded": 0}, {"name": "workers", "succeeded": 2},
+    ])]) == (ReclaimablePod("workers", 4),)
+    assert JobSet().reclaimable_pods([_jobset([
+        {"name": "driver", "succeeded": 1}, {"name": "workers", "succeeded": 4},
+    ])]) == (ReclaimablePod("driver", 1),)  # 4 > 3 replicas: not counted
 
 
 def test_counts_only_grow_while_held() -> None:
