@@ -82,7 +82,7 @@ def elastic_quota_debug_info(
             info[key] = milli_map(amounts)
         info["Items"] = {}
         out[row.name] = info
-    for unit, quota in held:
+    for unit, quota in sorted(held, key=lambda pair: pair[0].key):  # (Go sorts map keys)
         holder = out.get(quota)
         if holder is not None:
             holder["Items"][unit.key] = unit_item(unit)
