@@ -59,6 +59,7 @@ def test_service_account_may_do_exactly_what_the_controller_needs(kubectl: Any) 
         ("watch", "elasticquotas.scheduling.sigs.k8s.io"),
         ("patch", "elasticquotas.scheduling.sigs.k8s.io/status"),
         ("patch", "queues.scheduling.x-k8s.io"),
+        ("patch", "queues.scheduling.x-k8s.io/status"),
         ("create", "queueunits.scheduling.x-k8s.io"),
         ("patch", "queueunits.scheduling.x-k8s.io/status"),
         ("patch", "jobs.batch"),
