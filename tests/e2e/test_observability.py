@@ -91,18 +91,25 @@ def test_queue_status_debug_api_and_metrics(kubectl: Any, debugged: RunningContr
     assert list(view["Items"]) == [f"{ns}/holder"]
     assert view["Items"][f"{ns}/holder"]["Resource"]["cpu"] == "1"
 
-    # a live /metrics carries every metric the dashboard's panels query
+    # a live /metrics carries every metric the dashboard's panels query (quota usage is
+    # exported every 5 s: polled for that long)
+    queries = panel_queries(json.loads(DASHBOARD.read_text()))
+    wanted = {n for exprs in queries.values() for e in exprs for n in named_metrics(e)}
     server = metrics.serve(_free_port(), "127.0.0.1")
     assert server is not None
+    url = f"http://127.0.0.1:{server.server_port}/metrics"
+
+    def missing() -> set[str] | None:
+        with urllib.request.urlopen(url) as page:
+            absent = wanted - exported_samples(page.read().decode())
+        return None if absent else absent
+
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics") as page:
-            exported = exported_samples(page.read().decode())
+        kq.wait_for(lambda: missing() is None, timeout=12, what="every panel's metric",
+                    state=missing)
     finally:
         server.shutdown()
         server.server_close()
-    queries = panel_queries(json.loads(DASHBOARD.read_text()))
-    missing = {n for exprs in queries.values() for e in exprs for n in named_metrics(e)}
-    assert missing - exported == set()
 
     # disabled: the list is no longer refreshed and keeps its last value; enabled: refreshed
     kubectl("annotate", Q, quota, "-n", "koord-queue",
