@@ -13,6 +13,9 @@ status from new_unit.py (admitted at once on an idle queue, else Enqueued).
 Registering a kind is one `Integration` module and its entry in
 koordqueue.domain.integrations.INTEGRATIONS; `serve` (integrations.py) makes one of these per
 enabled kind. docs/integrations.md, "Wiring", says how.
+
+Just past 600 lines on purpose: every step of a workload's turn (look, read, decide, create,
+delete, resync) shares the turn's bookkeeping here; the pure rules already live elsewhere.
 """
 
 from __future__ import annotations
