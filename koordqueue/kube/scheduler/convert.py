@@ -17,6 +17,7 @@ from koordqueue.domain.job_extension import InvalidJobError, pod_requests
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
 from koordqueue.kube.scheduler import names
+from koordqueue.kube.scheduler.devices import device_annotations, node_devices, pod_devices
 from koordqueue.kube.scheduler.hypernodes import network_topology, preemptable
 from koordqueue.scheduler.api import (
     HostPort,
@@ -104,6 +105,7 @@ def node_info(node: Obj) -> NodeInfo:
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
         ready=node_ready(node),
+        devices=node_devices(node),
     )
 
 
@@ -371,6 +373,7 @@ def task_info(pod: Obj) -> TaskInfo:
         labels=labels,
         pod_affinity=pod_affinity(spec, namespace),
         spread=spread_constraints(spec, labels),
+        devices=pod_devices(pod, request),
     )
 
 
@@ -388,6 +391,8 @@ def same_but_placement(old: Obj, new: Obj) -> bool:
     for name in _TASK_METADATA:
         if old_meta.get(name) != new_meta.get(name):
             return False
+    if device_annotations(old_meta) != device_annotations(new_meta):
+        return False
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):
         return False

@@ -37,6 +37,9 @@ EVICT_MESSAGE: Final = "Evicted by the scheduler ({reason})"
 SCHEDULED_MESSAGE: Final = "Successfully assigned {namespace}/{name} to {node}"
 """kube-scheduler's and Volcano's wording, which `kubectl describe pod` readers know."""
 BIND_FAILED_MESSAGE: Final = "binding to node {node} rejected: {error}; the pod is placed again"
+ANNOTATE_FAILED_MESSAGE: Final = (
+    "device annotations for node {node} not written; the pod is placed again"
+)
 STANDALONE_JOB_PREFIX: Final = "pod/"
 """Job uid of a pod without PodGroup: the pod is its own job of minAvailable 1."""
 

@@ -44,6 +44,7 @@ from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp, report_expired
 from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.cache import SchedulerCache
+from koordqueue.kube.scheduler.devices import stamped
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.scheduler.gcfreeze import GcFreezer
 from koordqueue.kube.scheduler.podgroup_status import PodGroupStatusWriter, StatusWrite
@@ -305,7 +306,8 @@ class Scheduler:
         futures: list[tuple[object, Future[bool]]] = []
         for bind in result.binds:
             self.cache.assume(bind.task, bind.node)
-        for batch in bind_batches(result.binds, self._binders):
+        binds = self._annotate(built, result) if result.bind_annotations else result.binds
+        for batch in bind_batches(binds, self._binders):
             work = [(bind, built.pods.get(bind.task)) for bind in batch]
             sent = self._pool.submit(self._bind_batch, work)
             with self._inflight_lock:
@@ -366,6 +368,43 @@ class Scheduler:
         if convert.pod_status(pod).value != "Pending":
             return None
         return result.pod_cause(uid, job_of.get(uid))
+
+    def _annotate(self, built: Built, result: SessionResult) -> list[Bind]:
+        """Write the annotations binds carry (deviceshare's GPU ids, stamped with Volcano's
+        times) before the binds go out, as Volcano patches a pod before binding it. Awaited
+        (in parallel): the next session must read them from the cache, or it would give the
+        same GPU again. A pod whose patch fails is not bound; it is placed again."""
+        sent = {
+            bind.task: self._pool.submit(self._write_annotations, bind, annotations)
+            for bind in result.binds
+            if (annotations := result.bind_annotations.get(bind.task))
+        }
+        kept: list[Bind] = []
+        for bind in result.binds:
+            future = sent.get(bind.task)
+            if future is None or future.result():
+                kept.append(bind)
+                continue
+            pod = built.pods.get(bind.task)
+            if pod is not None:
+                self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING,
+                                   names.ANNOTATE_FAILED_MESSAGE.format(node=bind.node))
+        return kept
+
+    def _write_annotations(self, bind: Bind, annotations: Mapping[str, str]) -> bool:
+        patch = {"metadata": {"uid": bind.task, "annotations": stamped(annotations)}}
+        try:
+            pod = self.api.request(
+                "PATCH", POD.path(bind.namespace, bind.name), body=patch,
+                content_type="application/merge-patch+json",
+            )
+        except ApiError as exc:
+            self.cache.forget(bind.task)
+            log.warning("bind annotations not written", pod=f"{bind.namespace}/{bind.name}",
+                        error=str(exc))
+            return False
+        self.cache.on_event(CachedKind.POD, "MODIFIED", pod)
+        return True
 
     def _bind_done(self, future: Future[list[bool]]) -> None:
         with self._inflight_lock:

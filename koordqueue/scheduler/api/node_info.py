@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Final
 
 from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api.devices import NodeDeviceSource
 from koordqueue.scheduler.api.task_info import (
     TERMINATED_STATUSES,
     HostPort,
@@ -56,6 +57,7 @@ class NodeInfo:
         "_releasing",
         "_used",
         "allocatable",
+        "devices",
         "index",
         "labels",
         "name",
@@ -76,8 +78,11 @@ class NodeInfo:
         unschedulable: bool = False,
         ready: bool = True,
         tasks: Iterable[TaskInfo] = (),
+        devices: NodeDeviceSource | None = None,
     ) -> None:
         self.name = name
+        self.devices = devices
+        """What Volcano's device plugins wrote on the node (deviceshare), None if nothing."""
         self.allocatable = allocatable
         self.labels: dict[str, str] = dict(labels or {})
         self.taints: tuple[Taint, ...] = tuple(taints)
@@ -207,6 +212,7 @@ class NodeInfo:
         node.taints = self.taints
         node.unschedulable = self.unschedulable
         node.ready = self.ready
+        node.devices = self.devices
         node.index = -1
         node.tasks = {}
         node.ports = {}
@@ -227,6 +233,7 @@ class NodeInfo:
         node.taints = self.taints
         node.unschedulable = self.unschedulable
         node.ready = self.ready
+        node.devices = self.devices
         node.index = self.index
         node.tasks = dict(self.tasks)
         node.ports = dict(self.ports)

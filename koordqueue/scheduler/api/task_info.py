@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Final
 
 from koordqueue.domain.resources import ZERO, Resources
+from koordqueue.scheduler.api.devices import PodDevices
 from koordqueue.scheduler.api.selectors import LabelSelector, selector_matches
 
 
@@ -229,6 +230,8 @@ class TaskInfo:
     spread: tuple[TopologySpreadConstraint, ...] = ()
     """Topology spread constraints (hard and soft)."""
     _static_key: PlacementKey | None = field(default=None, repr=False)
+    devices: PodDevices | None = None
+    """Volcano's shared-device request (deviceshare), None for a pod that names no device."""
 
     def __post_init__(self) -> None:
         if self.init_resreq is None:
@@ -331,6 +334,7 @@ class TaskInfo:
             self.pod_affinity,
             self.spread,
             self._static_key,
+            self.devices,
         )
 
     def __repr__(self) -> str:

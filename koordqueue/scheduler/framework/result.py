@@ -129,6 +129,9 @@ class SessionResult:
     plugin_durations: Mapping[str, PluginTiming] = field(default_factory=dict)
     skips: SkipRecord = field(default_factory=SkipRecord)
     """Why the actions left each task unplaced, as they decided it (framework/skips.py)."""
+    bind_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Task uid -> annotations to write on the pod before its bind (deviceshare's GPU ids);
+    tasks placed but not bound may be here too: only a bind's are written."""
 
     def job_cause(self, job: str) -> str | None:
         """What the job's PodGroup condition and event say: its Unschedulable message, and,

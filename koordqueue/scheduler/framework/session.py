@@ -525,6 +525,7 @@ class Session(SessionPlugins):
             action_durations=dict(self.action_durations),
             plugin_durations=timings,
             skips=self.skips,
+            bind_annotations=self.bind_annotations,
         )
 
 

@@ -103,6 +103,9 @@ class SessionPlugins(VictimDispatch):
         self._plugin_time: dict[str, list[float]] = {}
         """Plugin name -> [open, close, callbacks] seconds."""
         self._close_conditions: list[CloseCondition] = []
+        self.bind_annotations: dict[str, dict[str, str]] = {}
+        """Task uid -> annotations a plugin wants written on the pod with its bind
+        (deviceshare's device ids); only the tasks bound reach the result."""
 
     # --- registration ------------------------------------------------------------------------
     def _timed(self, plugin: str, fn: F) -> F:

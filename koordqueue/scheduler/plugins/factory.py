@@ -14,6 +14,7 @@ from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
 from koordqueue.scheduler.plugins.binpack import BinpackPlugin
 from koordqueue.scheduler.plugins.capacity import CapacityPlugin
 from koordqueue.scheduler.plugins.conformance import ConformancePlugin
+from koordqueue.scheduler.plugins.deviceshare import DeviceSharePlugin
 from koordqueue.scheduler.plugins.drf import DrfPlugin
 from koordqueue.scheduler.plugins.gang import GangPlugin
 from koordqueue.scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
@@ -38,6 +39,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     PdbPlugin,
     QueueAllocationGatePlugin,
     NetworkTopologyAwarePlugin,
+    DeviceSharePlugin,
 )
 
 

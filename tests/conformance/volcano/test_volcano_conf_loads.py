@@ -31,7 +31,7 @@ BUILT_ACTIONS = (
     "shuffle",
 )
 BUILT_PLUGINS = (
-    "binpack", "capacity", "conformance", "drf", "gang", "network-topology-aware",
+    "binpack", "capacity", "conformance", "deviceshare", "drf", "gang", "network-topology-aware",
     "nodeorder", "overcommit", "pdb", "predicates", "priority", "proportion",
 )
 
