@@ -238,6 +238,13 @@ its unit is made with its first pod and holds the total count; a gated pod that 
 it is admitted (a restarted or rolled replica) is let go."""
 STATEFULSET_GROUP_PREFIX: Final = "statefulset-"
 """A StatefulSet's pods form the pod group statefulset-<name> (Kueue's workload name prefix)."""
+LWS_GROUP_PREFIX: Final = "leaderworkerset-"
+"""Each group of a LeaderWorkerSet's pods is the pod group leaderworkerset-<name>-<index>
+(Kueue's workload name, without its hash of the LeaderWorkerSet's uid)."""
+POD_GROUP_ROLE_ANNOTATION: Final = "koord-queue/pod-group-role"
+"""A LeaderWorkerSet's pods: the pod set a pod is counted in (leader, worker, or main when
+there is no leader template; Kueue's kueue.x-k8s.io/role-hash as its LWS pod reconciler sets
+it). Its group waits for all of its pods, as a plain group does."""
 REASON_RUNS_OUTSIDE_QUOTA: Final = "RunsOutsideQuota"
 """On a workload that names a quota but was created running (issue 33): it is not queued."""
 REASON_UNIT_CREATE_REFUSED: Final = "QueueUnitCreateRefused"

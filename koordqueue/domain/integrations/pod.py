@@ -18,7 +18,10 @@ A serving group (`koord-queue/pod-group-serving: "true"`, a StatefulSet's pods: 
 serving and fast-admission group annotations) has its unit made with its first pod, as one
 pod set "main" of the total count with that pod's template (Kueue's StatefulSet workload), is
 owned by the pods' controller as well (its pods are replaced, it stays), and lets go a gated
-pod that comes while it is admitted.
+pod that comes while it is admitted. A LeaderWorkerSet group's pods (`koord-queue/pod-group-
+role`: leader, worker or main) serve too, but their unit waits for all of the group's pods,
+as a plain group's does, and has Kueue's pod sets for it: leader 1 and worker size - 1, or
+main size (leaderworkerset.py).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from koordqueue.domain.names import (
     JOB_DEQUEUE_TIMESTAMP_ANNOTATION,
     POD_ADMISSION_GATE,
     POD_GROUP_NAME_LABEL,
+    POD_GROUP_ROLE_ANNOTATION,
     POD_GROUP_SERVING_ANNOTATION,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
     POD_RETRIABLE_IN_GROUP_ANNOTATION,
@@ -57,6 +61,22 @@ from koordqueue.domain.names import (
 DEFAULT_POD_SET: Final = "main"
 """Kueue's DefaultPodSetName: the pod set of a single pod."""
 ROLE_HASH_LENGTH: Final = 8
+ROLE_LEADER: Final = "leader"
+ROLE_WORKER: Final = "worker"
+ROLES: Final = (ROLE_LEADER, DEFAULT_POD_SET, ROLE_WORKER)
+"""A LeaderWorkerSet group's pod sets, in the order its unit lists them (Kueue's names)."""
+ROLE_FIELD: Final = f"metadata.annotations[{POD_GROUP_ROLE_ANNOTATION}]"
+MSG_UNKNOWN_ROLE: Final = "{role!r}: not one of " + ", ".join(ROLES)
+MSG_MIXED_ROLES: Final = (
+    "'main' (no leader template) and 'leader'/'worker' in one group: its pods come from "
+    "different versions of the LeaderWorkerSet"
+)
+MSG_NO_GROUP: Final = (
+    f"a LeaderWorkerSet pod without the {POD_GROUP_NAME_LABEL} label (its "
+    "leaderworkerset.sigs.k8s.io/name and group-index labels name its group)"
+)
+LABEL_VALUE_MAX: Final = 63
+GROUP_HASH_LENGTH: Final = 8
 TERMINATED: Final = frozenset({"Succeeded", "Failed"})
 UNBOUND_FIELD_SELECTOR: Final = "spec.nodeName="
 """Pods no node was chosen for (kube-scheduler's own selector of unassigned pods)."""
@@ -112,6 +132,27 @@ def spec_shape(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     return shape
 
 
+SHAPE_BRANCHES: Final = frozenset({"containers", "initContainers", "resources"})
+"""Where Kueue's spec shape nests (its map[string]any levels); anything else is one value."""
+
+
+def shape_changes(new: Any, old: Any, path: str, branch: bool = True) -> list[str]:
+    """Paths where two spec shapes differ, as Kueue's ValidateImmutablePodGroupPodSpec
+    names them (containers element by element when as many, resources by key)."""
+    if branch and isinstance(new, Mapping) and isinstance(old, Mapping):
+        out: list[str] = []
+        for key in sorted(set(new) | set(old)):
+            nested = key in SHAPE_BRANCHES
+            out += shape_changes(new.get(key), old.get(key), f"{path}.{key}", nested)
+        return out
+    if branch and isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        out = []
+        for i, (n, o) in enumerate(zip(new, old, strict=True)):
+            out += shape_changes(n, o, f"{path}[{i}]")
+        return out
+    return [] if new == old else [path]
+
+
 def role_hash(pod_spec: Mapping[str, Any]) -> str:
     """`spec_shape` hashed: pods with equal hashes share a role.
 
@@ -135,6 +176,51 @@ def group_total_count(pod: Obj) -> int:
     if count < 1:
         raise InvalidJobError(object_key(pod), field, f"{raw!r}: must be at least 1", "Pod")
     return count
+
+
+def label_value(whole: str) -> str:
+    """`whole` as a label value: cut, with a hash of the whole, to 63 characters."""
+    if len(whole) <= LABEL_VALUE_MAX:
+        return whole
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:GROUP_HASH_LENGTH]
+    return f"{whole[: LABEL_VALUE_MAX - GROUP_HASH_LENGTH - 1].rstrip('-.')}-{digest}"
+
+
+def role_of(pod: Obj) -> str | None:
+    """The pod set a LeaderWorkerSet's pod is counted in (None: not such a pod)."""
+    value = annotations_of(pod).get(POD_GROUP_ROLE_ANNOTATION)
+    return None if value is None else str(value)
+
+
+def role_count(role: str, total: int) -> int:
+    """Kueue's LeaderWorkerSet pod sets: one leader, size - 1 workers, or size when there
+    is no leader template ("main")."""
+    return 1 if role == ROLE_LEADER else total - 1 if role == ROLE_WORKER else total
+
+
+def role_pod_sets(members: Sequence[Obj], total: int) -> tuple[PodSet, ...]:
+    """A LeaderWorkerSet group's pod sets: one per role its pods carry, counted as Kueue
+    counts them (not as many pods as are here: a replaced pod does not shrink the unit),
+    each with the template of a pod of that role that can still run."""
+    by_role: dict[str, list[Obj]] = {}
+    for pod in _by_name(members):
+        role = role_of(pod) or ""
+        if role not in ROLES:
+            raise InvalidJobError(
+                object_key(pod), ROLE_FIELD, MSG_UNKNOWN_ROLE.format(role=role), "Pod"
+            )
+        by_role.setdefault(role, []).append(pod)
+    if DEFAULT_POD_SET in by_role and len(by_role) > 1:
+        first = by_role[DEFAULT_POD_SET][0]
+        raise InvalidJobError(object_key(first), ROLE_FIELD, MSG_MIXED_ROLES, "Pod")
+    out: list[PodSet] = []
+    for role in (r for r in ROLES if r in by_role):
+        pods = by_role[role]
+        pod = ([p for p in pods if runnable_or_succeeded(p)] or pods)[0]
+        spec = pod.get("spec") or {}
+        request = pod_requests(spec, object_key(pod), "spec", "Pod")
+        out.append(PodSet(role, role_count(role, total), {"spec": dict(spec)}, request))
+    return tuple(out)
 
 
 def is_serving(pod: Obj) -> bool:
@@ -169,14 +255,19 @@ class Pod(Integration):
         if self.group_name(first) is None:
             return 1
         total = group_total_count(first)
-        return 1 if is_serving(first) else total
+        return 1 if is_serving(first) and role_of(first) is None else total
 
     def pod_sets(self, members: Sequence[Obj]) -> tuple[PodSet, ...]:
         first = _by_name(members)[0]
         if self.group_name(first) is None:
+            if role_of(first) is not None:
+                field = f"metadata.labels[{POD_GROUP_NAME_LABEL}]"
+                raise InvalidJobError(object_key(first), field, MSG_NO_GROUP, "Pod")
             spec = first.get("spec") or {}
             request = pod_requests(spec, object_key(first), "spec", "Pod")
             return (PodSet(DEFAULT_POD_SET, 1, {"spec": dict(spec)}, request),)
+        if role_of(first) is not None:
+            return role_pod_sets(members, group_total_count(first))
         if is_serving(first):
             live = [pod for pod in _by_name(members) if runnable_or_succeeded(pod)] or [first]
             spec = live[0].get("spec") or {}
@@ -324,6 +415,7 @@ class Pod(Integration):
     def _serving_parent(self, members: Sequence[Obj]) -> Mapping[str, Any] | None:
         """The controller of a serving group's pods (their StatefulSet): the unit's owner
         too, so that it outlives the pods it was made with (rolled, restarted, replaced)."""
-        if not members or not is_serving(members[0]) or self.group_name(members[0]) is None:
+        first = _by_name(members)[0] if members else None
+        if first is None or not is_serving(first) or self.group_name(first) is None:
             return None
-        return controller_ref(members[0])
+        return controller_ref(first)  # (a LeaderWorkerSet group's: its leader's StatefulSet)

@@ -21,17 +21,19 @@ anything when down: failurePolicy Ignore): while replicas are ready the quota la
 change or go; a StatefulSet that names a quota scales only to and from 0 (its unit holds the
 admitted count), not up from 0 while pods of the scale-down remain, and the fields admission
 looks at in its pod spec do not change. An object whose controller is a workload of another
-enabled integration (an AppWrapper's StatefulSet) is left to that workload.
+enabled integration (an AppWrapper's StatefulSet) is left to that workload, and a
+LeaderWorkerSet's StatefulSets (labelled with its name) to the LeaderWorkerSet's path
+(leaderworkerset.py).
 Pure: objects are the API's JSON as dicts.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from koordqueue.domain.integrations import leaderworkerset as lws
 from koordqueue.domain.integrations.base import (
     Integration,
     InvalidJobError,
@@ -41,9 +43,16 @@ from koordqueue.domain.integrations.base import (
     object_key,
     pod_count,
 )
-from koordqueue.domain.integrations.pod import Pod, controller_ref, spec_shape
+from koordqueue.domain.integrations.pod import (
+    Pod,
+    controller_ref,
+    label_value,
+    shape_changes,
+    spec_shape,
+)
 from koordqueue.domain.integrations.pod_gate import SYSTEM_NAMESPACE
 from koordqueue.domain.names import (
+    LWS_GROUP_PREFIX,
     POD_GROUP_NAME_LABEL,
     POD_GROUP_SERVING_ANNOTATION,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
@@ -51,8 +60,6 @@ from koordqueue.domain.names import (
     STATEFULSET_GROUP_PREFIX,
 )
 
-LABEL_VALUE_MAX: Final = 63
-GROUP_HASH_LENGTH: Final = 8
 QUOTA_LABEL_FIELD: Final = f"metadata.labels[{QUOTA_NAME_LABEL}]"
 MSG_IMMUTABLE: Final = "{field}: field is immutable{why}"
 WHY_READY: Final = " while replicas are ready"
@@ -79,8 +86,13 @@ STATEFULSET: Final = PodParent(
     WorkloadKind("apps", "v1", "StatefulSet", "statefulsets"),
     STATEFULSET_GROUP_PREFIX,
 )
-POD_PARENTS: Final[Mapping[str, PodParent]] = {p.name: p for p in (DEPLOYMENT, STATEFULSET)}
-"""Every pod parent by its `--integrations` name (Kueue's: deployment, statefulset)."""
+LEADERWORKERSET: Final = PodParent(lws.LWS_INTEGRATION, lws.LWS_KIND, LWS_GROUP_PREFIX)
+"""Each of its groups is one pod group (leaderworkerset.py)."""
+POD_PARENTS: Final[Mapping[str, PodParent]] = {
+    p.name: p for p in (DEPLOYMENT, STATEFULSET, LEADERWORKERSET)
+}
+"""Every pod parent by its `--integrations` name (Kueue's: deployment, statefulset,
+leaderworkerset.x-k8s.io/leaderworkerset)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +140,7 @@ def group_name(parent: PodParent, obj: Mapping[str, Any]) -> str | None:
     """prefix + name; cut, with a hash of the whole, to a label value's 63 characters."""
     if parent.group_prefix is None:
         return None
-    whole = f"{parent.group_prefix}{meta(obj).get('name', '')}"
-    if len(whole) <= LABEL_VALUE_MAX:
-        return whole
-    digest = hashlib.sha256(whole.encode()).hexdigest()[:GROUP_HASH_LENGTH]
-    return f"{whole[: LABEL_VALUE_MAX - GROUP_HASH_LENGTH - 1].rstrip('-.')}-{digest}"
+    return label_value(f"{parent.group_prefix}{meta(obj).get('name', '')}")
 
 
 def _template_meta(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -152,6 +160,8 @@ def _governed(
     owner = controller_ref(obj) or {}
     if (owner.get("apiVersion"), owner.get("kind")) in parent_gating.owner_kinds:
         return None
+    if parent is STATEFULSET and lws.LWS_NAME_LABEL in (meta(obj).get("labels") or {}):
+        return None  # a LeaderWorkerSet's (its leader's or a group's): its pods are the LWS's
     return parent
 
 
@@ -186,27 +196,6 @@ def template_patch(parent: PodParent, obj: Mapping[str, Any]) -> WorkloadPatch |
     return WorkloadPatch({"spec": {"template": {"metadata": template_meta}}})
 
 
-SHAPE_BRANCHES: Final = frozenset({"containers", "initContainers", "resources"})
-"""Where Kueue's spec shape nests (its map[string]any levels); anything else is one value."""
-
-
-def _shape_changes(new: Any, old: Any, path: str, branch: bool = True) -> list[str]:
-    """Paths where two spec shapes differ, as Kueue's ValidateImmutablePodGroupPodSpec
-    names them (containers element by element when as many, resources by key)."""
-    if branch and isinstance(new, Mapping) and isinstance(old, Mapping):
-        out: list[str] = []
-        for key in sorted(set(new) | set(old)):
-            nested = key in SHAPE_BRANCHES
-            out += _shape_changes(new.get(key), old.get(key), f"{path}.{key}", nested)
-        return out
-    if branch and isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
-        out = []
-        for i, (n, o) in enumerate(zip(new, old, strict=True)):
-            out += _shape_changes(n, o, f"{path}[{i}]")
-        return out
-    return [] if new == old else [path]
-
-
 def _pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
 
@@ -225,7 +214,7 @@ def update_problems(parent: PodParent, old: Mapping[str, Any], new: Mapping[str,
         problems.append(MSG_IMMUTABLE.format(field=QUOTA_LABEL_FIELD, why=why))
     if parent.group_prefix is None or not new_quota:
         return problems
-    for path in _shape_changes(
+    for path in shape_changes(
         spec_shape(_pod_spec(new)), spec_shape(_pod_spec(old)), "spec.template.spec"
     ):
         problems.append(MSG_IMMUTABLE.format(field=path, why=""))
@@ -255,20 +244,27 @@ def review_parent(
     old: Mapping[str, Any] | None,
     namespace: str | None = None,
 ) -> ParentReview:
-    """The answer to a CREATE or UPDATE of a Deployment or StatefulSet."""
+    """The answer to a CREATE or UPDATE of a Deployment, StatefulSet or LeaderWorkerSet."""
     parent = _governed(gating, obj, namespace)
     if parent is None or operation not in ("CREATE", "UPDATE"):
         return ParentReview()
+    problems: list[str] = []
     if operation == "UPDATE" and old is not None:
-        problems = update_problems(parent, old, obj)
-        if problems:
-            message = MSG_REFUSED.format(
-                kind=parent.workload.kind,
-                name=meta(obj).get("name", ""),
-                problems="; ".join(problems),
-            )
-            return ParentReview(denied=message)
+        problems = (
+            lws.update_problems(old, obj)
+            if parent is LEADERWORKERSET
+            else update_problems(parent, old, obj)
+        )
+    elif parent is LEADERWORKERSET:
+        problems = lws.create_problems(obj)
+    if problems:
+        message = MSG_REFUSED.format(
+            kind=parent.workload.kind, name=meta(obj).get("name", ""), problems="; ".join(problems)
+        )
+        return ParentReview(denied=message)
     try:
+        if parent is LEADERWORKERSET:
+            return ParentReview(patch=lws.template_patch(obj))
         return ParentReview(patch=template_patch(parent, obj))
     except InvalidJobError as exc:
         return ParentReview(denied=str(exc))

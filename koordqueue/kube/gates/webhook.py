@@ -6,7 +6,8 @@ Two purposes, one review, one JSON patch:
   the feature gate SchedulingGatesQueueAdmission on;
 - the pod integration's admission gate `koord-queue/admission` (issue 13, Kueue's pod
   webhook) on pods that name a quota, when `--integrations` holds `pod`
-  (koordqueue/domain/integrations/pod_gate.py decides which).
+  (koordqueue/domain/integrations/pod_gate.py decides which), and on a LeaderWorkerSet's
+  pods the label naming their group (domain/integrations/leaderworkerset.py).
 
 Served by the process's one webhook server (koordqueue/kube/webhooks/server.py) with our
 own review function, because the JSON patch must be exactly `add /spec/schedulingGates/-`
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from koordqueue.domain.integrations import parse_integrations
+from koordqueue.domain.integrations.leaderworkerset import group_label_patch, with_group
+from koordqueue.domain.integrations.pod import is_gated
 from koordqueue.domain.integrations.pod_gate import (
     AdmissionGating,
     admission_gating,
@@ -89,12 +92,17 @@ def pod_patch(
     """(JSON patch ops, admission warnings) for a pod being created in `namespace`."""
     wanted: list[str] = []
     warnings: list[str] = []
-    if gating.admission is not None and wants_admission_gate(pod, gating.admission, namespace):
-        wanted.append(POD_ADMISSION_GATE)
-        warnings = group_warnings(pod)
+    labels: list[dict[str, Any]] = []
+    if gating.admission is not None:
+        gate = wants_admission_gate(pod, gating.admission, namespace)
+        if gate or is_gated(pod):  # (gated: a re-invocation after another webhook)
+            labels = group_label_patch(pod)  # a LeaderWorkerSet's pod: its group
+        if gate:
+            wanted.append(POD_ADMISSION_GATE)
+            warnings = group_warnings(with_group(pod))
     if gating.allocation_gate and opted_in((pod.get("metadata") or {}).get("annotations")):
         wanted.append(names.GATE_NAME)  # as before the pod integration: its own rules
-    return gates_patch(pod, wanted), warnings
+    return [*labels, *gates_patch(pod, wanted)], warnings
 
 
 def review(

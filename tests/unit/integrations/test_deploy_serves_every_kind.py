@@ -15,6 +15,7 @@ import yaml
 
 from koordqueue.domain.integrations import INTEGRATIONS
 from koordqueue.domain.integrations.pod import Pod
+from koordqueue.domain.integrations.pod_parents import POD_PARENTS
 from tests.unit.cli.helpers import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -67,3 +68,25 @@ def test_the_workload_webhook_holds_every_kind_at_creation() -> None:
             covered |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
     missing = _kinds() - covered
     assert missing == set(), f"deploy/webhook.yaml {WORKLOAD_WEBHOOK}: add rules: {missing}"
+
+
+def test_the_pod_parent_webhook_marks_every_pod_parent() -> None:
+    """Without the LeaderWorkerSet rule, a LeaderWorkerSet is never marked as deployed: its
+    pods are not queued (this failed naming it before the rule was added)."""
+    (config,) = [
+        d for d in _docs("webhook.yaml")
+        if d["kind"] == "MutatingWebhookConfiguration"
+        and d["metadata"]["name"] == "koordqueue-pod-parents"
+    ]
+    covered = {
+        (g, r, v)
+        for hook in config["webhooks"]
+        for rule in hook["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["apiVersions"]
+    }
+    wanted = {
+        (p.workload.group, p.workload.plural, p.workload.version) for p in POD_PARENTS.values()
+    }
+    assert wanted - covered == set()
