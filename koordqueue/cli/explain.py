@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from koordqueue.cli.explain_render import render_json, render_pod_table, render_table
-from koordqueue.domain.integrations import BATCH_JOB, INTEGRATIONS, Integration
+from koordqueue.domain.integrations import BATCH_JOB, INTEGRATIONS, POD, Integration
+from koordqueue.domain.integrations import leaderworkerset as lws
 from koordqueue.domain.names import (
     DEFAULT_OVERSELL_RATE,
     QUEUE_NAMESPACE,
@@ -54,7 +55,8 @@ def add_explain_parser(sub: Any) -> None:
             "controller makes for that object of a job integration, e.g. pytorchjob/train\n"
             "is the unit train-py-qu (KIND: job, pytorchjob, mpijob, jobset, their plurals\n"
             "or plural.group, the --integrations name; --kind pod for a pod's or a pod\n"
-            "group's unit). Scenario and cluster alike.\n"
+            "group's unit; lws/LEADER for a LeaderWorkerSet group's unit, LEADER being\n"
+            "the group's leader pod, <lws>-<group index>). Scenario and cluster alike.\n"
             "\n"
             "With pod/NAME (or --pod NAME), explain why a pod is pending instead (live\n"
             "cluster only): its scheduler name, scheduling gates, PodGroup and queue,\n"
@@ -71,6 +73,7 @@ def add_explain_parser(sub: Any) -> None:
             "  koordqueue explain -n team-a my-job\n"
             "  koordqueue explain -n team-a pytorchjob/train\n"
             "  koordqueue explain -n team-a --kind pod my-pod-group\n"
+            "  koordqueue explain -n team-a lws/infer-1\n"
             "  koordqueue explain -n team-a pod/my-job-0\n"
             "  koordqueue explain -n team-a --pod my-job-0 --scheduler-conf sched.yaml -o json"
         ),
@@ -162,6 +165,18 @@ def _kind_aliases() -> dict[str, Integration]:
 
 
 KIND_ALIASES: dict[str, Integration] = _kind_aliases()
+_LWS = lws.LWS_KIND
+LWS_ALIASES: frozenset[str] = frozenset(
+    {"lws", _LWS.kind.lower(), _LWS.plural, f"{_LWS.plural}.{_LWS.group}", lws.LWS_INTEGRATION}
+)
+"""A LeaderWorkerSet has a unit per group: lws/NAME names the group by its leader's name
+(<lws>-<group index>), and explains that group's pod-group unit."""
+
+
+def _lws_group(raw: str) -> str:
+    """[NAMESPACE/]LEADER -> [NAMESPACE/]the group's pod-group name."""
+    namespace, slash, leader = raw.rpartition("/")
+    return f"{namespace}{slash}{lws.leader_group(leader)}"
 
 
 def _workload_kind(args: argparse.Namespace) -> tuple[Integration, str] | str | None:
@@ -170,20 +185,23 @@ def _workload_kind(args: argparse.Namespace) -> tuple[Integration, str] | str | 
     (pod/NAME explains the pod itself)."""
     raw: str = args.unit or ""
     if args.kind is not None:
+        if str(args.kind).lower() in LWS_ALIASES:
+            return POD, _lws_group(raw)
         integration = KIND_ALIASES.get(str(args.kind).lower())
         if integration is None:
-            known = ", ".join(i.workload.kind.lower() for i in INTEGRATIONS.values())
+            known = ", ".join([*(i.workload.kind.lower() for i in INTEGRATIONS.values()), "lws"])
             return f"--kind {args.kind!r} is no queued kind (known: {known})"
         return integration, raw
     if raw.startswith(POD_PREFIXES):
         return None  # pod/NAME: the pod itself
     prefix, slash, rest = raw.partition("/")
-    integration = KIND_ALIASES.get(prefix.lower()) if slash else None
+    is_lws = bool(slash) and prefix.lower() in LWS_ALIASES
+    integration = POD if is_lws else KIND_ALIASES.get(prefix.lower()) if slash else None
     if integration is None:
         return None
     if not rest or "/" in rest:
         return f"{prefix}/NAME takes the workload's NAME (its namespace with -n), got {raw!r}"
-    return integration, rest
+    return integration, _lws_group(rest) if is_lws else rest
 
 
 def unit_key_of(

@@ -22,6 +22,7 @@ from koordqueue.domain.integrations import (
     queue_unit_for,
 )
 from koordqueue.domain.integrations.base import Obj
+from koordqueue.domain.integrations import leaderworkerset as lws
 from koordqueue.domain.names import (
     DEFAULT_POLICY,
     QUEUE_POLICY_KEY,
@@ -286,14 +287,32 @@ def _names(obj: Mapping[str, Any], ref: Reference) -> bool:
     )
 
 
-def _workload_unit(source: str, u: Mapping[str, Any], where: str) -> UnitDef:
+def _workload_units(source: str, u: Mapping[str, Any], where: str) -> list[UnitDef]:
+    """The units of a `workload:` manifest: one, or a LeaderWorkerSet's one per group (the
+    pods its controller makes, as the pod path queues them)."""
+    raw = u["workload"]
+    if not (isinstance(raw, Mapping) and raw.get("kind") == lws.LWS_KIND.kind):
+        return [_workload_unit(source, u, where)]
+    obj = _plain(raw)
+    field_ = f"{where}.workload"
+    try:
+        groups = [lws.group_pods(obj, g) for g in range(lws.replicas(obj))]
+    except InvalidJobError as exc:
+        raise ScenarioError(source, _line(u, "workload"), field_, str(exc)) from exc
+    return [_workload_unit(source, u, where, pods) for pods in groups]
+
+
+def _workload_unit(
+    source: str, u: Mapping[str, Any], where: str, group: list[dict[str, Any]] | None = None
+) -> UnitDef:
     """A unit given as a workload manifest of a job integration (issue 13, part 4).
 
     `workload:` is one object (Job, PyTorchJob, MPIJob, JobSet, Pod) or the list of a pod
-    group's Pods. The unit is what the controller would create for it: its name (with the
-    kind's suffix), namespace, resource (every pod set's count x per-pod request), priority
-    (the pods' spec.priority: no PriorityClasses in a scenario), pods (the pod sets' counts)
-    and the quota from the quota label, unless `quota:` overrides it.
+    group's Pods (`group`: a LeaderWorkerSet's group, made from it). The unit is what the
+    controller would create for it: its name (with the kind's suffix), namespace, resource
+    (every pod set's count x per-pod request), priority (the pods' spec.priority: no
+    PriorityClasses in a scenario), pods (the pod sets' counts) and the quota from the quota
+    label, unless `quota:` overrides it.
     """
     raw = u["workload"]
     line = _line(u, "workload")
@@ -303,7 +322,11 @@ def _workload_unit(source: str, u: Mapping[str, Any], where: str) -> UnitDef:
         raise ScenarioError(
             source, line, f"{where}.{given[0]}", "is decided by workload: leave it out"
         )
-    members = _plain(raw) if isinstance(raw, list) else [_plain(raw)]
+    members = (
+        group  # (a LeaderWorkerSet's)
+        if group is not None
+        else _plain(raw) if isinstance(raw, list) else [_plain(raw)]
+    )
     if not members or not all(isinstance(m, dict) for m in members):
         raise ScenarioError(source, line, field_, "must be an object or a list of Pods")
     kind, api_version = members[0].get("kind"), members[0].get("apiVersion")
@@ -397,7 +420,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     units: list[UnitDef] = []
     for where, u in _maps(source, doc, "units", units_raw, _UNIT_KEYS):
         if "workload" in u:
-            units.append(_workload_unit(source, u, where))
+            units.extend(_workload_units(source, u, where))
             continue
         quota = u.get("quota")
         if quota is not None and not isinstance(quota, str):

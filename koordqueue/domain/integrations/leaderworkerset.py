@@ -183,6 +183,11 @@ def group_index(pod: Mapping[str, Any]) -> str | None:
     return ordinal if INDEX.fullmatch(ordinal) else None
 
 
+def leader_group(leader: str) -> str:
+    """The pod group of the group whose leader pod is `leader` (<lws>-<group index>)."""
+    return label_value(f"{LWS_GROUP_PREFIX}{leader}")
+
+
 def pod_group(pod: Mapping[str, Any]) -> str | None:
     """The group label a new pod of a marked LWS must get (None: not such a pod, or it has
     its group already, or its group cannot be told: then it is left without, and its unit
@@ -196,7 +201,7 @@ def pod_group(pod: Mapping[str, Any]) -> str | None:
     index = group_index(pod)
     if index is None:
         return None
-    return label_value(f"{LWS_GROUP_PREFIX}{labels[LWS_NAME_LABEL]}-{index}")
+    return leader_group(f"{labels[LWS_NAME_LABEL]}-{index}")
 
 
 def group_label_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -218,3 +223,49 @@ def with_group(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     m = dict(meta(pod))
     m["labels"] = {**(m.get("labels") or {}), POD_GROUP_NAME_LABEL: group}
     return {**pod, "metadata": m}
+
+
+def replicas(obj: Mapping[str, Any]) -> int:
+    """spec.replicas: how many groups (1 when absent, as the CRD defaults it)."""
+    value = (obj.get("spec") or {}).get("replicas")
+    return pod_count(value, 1, object_key(obj), "spec.replicas", LWS_KIND.kind)
+
+
+def group_pods(obj: Mapping[str, Any], group: int) -> list[dict[str, Any]]:
+    """Group `group`'s pods as the LWS controller makes them from the templates as our
+    webhook marks them, labelled with their group as the pod webhook does (what `simulate`
+    queues for a LeaderWorkerSet manifest). Raises InvalidJobError for a bad size."""
+    m = meta(obj)
+    name, size = str(m.get("name") or ""), group_size(obj)
+    patch = template_patch(obj)
+    marks = patch.body["spec"]["leaderWorkerTemplate"] if patch is not None else {}
+    out: list[dict[str, Any]] = []
+    for worker in range(size):
+        field = LEADER_TEMPLATE if worker == 0 and len(roles(obj)) == 2 else WORKER_TEMPLATE
+        template = _templates_of(obj).get(field) or {}
+        have, mark = template.get("metadata") or {}, (marks.get(field) or {}).get("metadata") or {}
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-{group}" + (f"-{worker}" if worker else ""),
+                "namespace": m.get("namespace") or "default",
+                "labels": {
+                    **(have.get("labels") or {}),
+                    **(mark.get("labels") or {}),
+                    LWS_NAME_LABEL: name,
+                    LWS_GROUP_INDEX_LABEL: str(group),
+                    LWS_WORKER_INDEX_LABEL: str(worker),
+                },
+                "annotations": {
+                    **(have.get("annotations") or {}),
+                    **(mark.get("annotations") or {}),
+                },
+            },
+            "spec": dict(template.get("spec") or {}),
+        }
+        group_label = pod_group(pod)
+        if group_label is not None:
+            pod["metadata"]["labels"][POD_GROUP_NAME_LABEL] = group_label
+        out.append(pod)
+    return out

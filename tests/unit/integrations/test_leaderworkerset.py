@@ -50,6 +50,7 @@ from koordqueue.kube.gates.webhook import PodGating, pod_patch
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.kube.webhooks import pod_parents as webhook
 from koordqueue.kube.webhooks.routes import webhook_routes
+from tests.unit.cli.helpers import run
 from tests.unit.integrations.helpers import container
 from tests.unit.integrations.test_reconciler import Served
 
@@ -539,3 +540,56 @@ def test_a_groups_unit_is_the_sum_of_count_times_request(
     for pod_set in POD.pod_sets(members):
         total = total + pod_set.request * pod_set.count
     assert POD.resource(members) == total
+
+
+# --- simulate and explain take a LeaderWorkerSet ----------------------------------------------
+SCENARIO = """
+name: lws
+quotas:
+  - {name: team-a, max: {cpu: "4"}}
+units:
+  - workload:
+      apiVersion: leaderworkerset.x-k8s.io/v1
+      kind: LeaderWorkerSet
+      metadata:
+        name: infer
+        labels: {quota.scheduling.koordinator.sh/name: team-a}
+      spec:
+        replicas: 2
+        leaderWorkerTemplate:
+          size: SIZE
+          leaderTemplate:
+            spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]}
+          workerTemplate:
+            spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
+"""
+
+
+def test_simulate_queues_each_group_of_an_lws_manifest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One unit per group, as the controller makes them: room for one group of 4 cpu."""
+    path = tmp_path / "lws.yaml"
+    path.write_text(SCENARIO.replace("SIZE", "3"), encoding="utf-8")
+    result = run(capsys, "simulate", str(path))
+    assert result.code == 0, result.err
+    assert "default/leaderworkerset-infer-0-pod-qu   Dequeued" in result.out
+    assert "default/leaderworkerset-infer-1-pod-qu   Enqueued" in result.out
+    by_leader = run(capsys, "explain", "--scenario", str(path), "lws/infer-1", "-o", "json")
+    by_unit = run(
+        capsys, "explain", "--scenario", str(path), "leaderworkerset-infer-1-pod-qu", "-o", "json"
+    )
+    assert by_leader.code == 0, by_leader.err
+    assert by_leader.out == by_unit.out and '"QuotaExceeded"' in by_unit.out
+    by_flag = run(
+        capsys, "explain", "--scenario", str(path), "--kind", lws.LWS_INTEGRATION, "infer-0"
+    )
+    assert by_flag.code == 0 and "leaderworkerset-infer-0-pod-qu" in by_flag.out
+
+
+def test_simulate_names_a_bad_lws_size(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "lws.yaml"
+    path.write_text(SCENARIO.replace("SIZE", "0"), encoding="utf-8")
+    result = run(capsys, "simulate", str(path))
+    assert result.code == 2
+    assert "units[0].workload" in result.err and "spec.leaderWorkerTemplate.size" in result.err
