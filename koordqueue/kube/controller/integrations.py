@@ -14,7 +14,8 @@ from typing import Final, Protocol
 
 import structlog
 
-from koordqueue.domain.integrations import Integration, parse_integrations
+from koordqueue.domain.integrations import Integration, integration_names, parse_integrations
+from koordqueue.domain.integrations.pod_parents import parent_names
 from koordqueue.kube.api import ApiError, Kind, ObjectApi
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.workload_writes import PriorityClasses
@@ -35,6 +36,7 @@ __all__ = [
     "crd_installed",
     "enabled_integrations",
     "kind_of",
+    "missing_parent_crds",
     "register_integrations",
     "serve",
 ]
@@ -120,6 +122,24 @@ def serve(host: Host, integrations: Iterable[Integration]) -> None:
         consumers[kind] = WorkloadReconciler(state, integration, host.reactions, priorities)
 
 
+def missing_parent_crds(api: ObjectApi, names: str | Iterable[str]) -> list[str]:
+    """The named pod parents (a LeaderWorkerSet) whose CRD the cluster lacks; one log line
+    each. Nothing is skipped: their webhook and the pod path serve them once it is there."""
+    missing: list[str] = []
+    for parent in parent_names(integration_names(names)):
+        w = parent.workload
+        kind = Kind(w.group, w.version, w.plural, w.kind)
+        if not crd_installed(api, kind):
+            log.info(
+                "pod parent's CRD is not installed: its objects are queued once it is",
+                integration=parent.name,
+                crd=crd_name(kind),
+                version=kind.version,
+            )
+            missing.append(parent.name)
+    return missing
+
+
 def built_in(names: str | Iterable[str]) -> tuple[Integration, ...]:
     """The named integrations whose kinds every cluster serves (no CRD to look for)."""
     return tuple(i for i in parse_integrations(names) if kind_of(i).group in BUILT_IN_GROUPS)
@@ -129,6 +149,7 @@ def register_integrations(host: Host) -> tuple[Integration, ...]:
     """Serve the `--integrations` kinds this cluster has (a missing CRD: one log line), so
     the operator starts one informer for each. Returns the integrations served."""
     enabled = enabled_integrations(host.state.api, host.state.settings.integrations)
+    missing_parent_crds(host.state.api, host.state.settings.integrations)
     serve(host, enabled)
     log.info("integrations served", integrations=sorted(i.name for i in enabled))
     return enabled

@@ -14,14 +14,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import jsonpatch  # type: ignore[import-untyped]
 import pytest
+import structlog
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from koordqueue.domain.integrations import POD, integration_names, parse_integrations
 from koordqueue.domain.integrations import leaderworkerset as lws
@@ -46,18 +49,23 @@ from koordqueue.domain.queue_unit import Phase
 from koordqueue.domain.resources import Resources
 from koordqueue.kube.api import POD as POD_KIND
 from koordqueue.kube.api import QUEUE_UNIT
+from koordqueue.kube.controller import integrations as controller_integrations
+from koordqueue.kube.controller.integrations import CRD
 from koordqueue.kube.gates.webhook import PodGating, pod_patch
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.kube.webhooks import pod_parents as webhook
 from koordqueue.kube.webhooks.routes import webhook_routes
 from tests.unit.cli.helpers import run
 from tests.unit.integrations.helpers import container
-from tests.unit.integrations.test_reconciler import Served
+from tests.unit.integrations.test_reconciler import Served, crd
+from tests.unit.kube.memory_api import MemoryApi
 
 GATING = parent_gating("koord-queue", [LEADERWORKERSET, STATEFULSET], [POD])
 assert GATING is not None
-CRD = Path(__file__).resolve().parents[2] / "crds/integrations"
-CRD_FILE = CRD / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+CRD_FILE = (
+    Path(__file__).resolve().parents[2] / "crds/integrations"
+    / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+)
 
 
 def leader_worker_set(
@@ -593,3 +601,28 @@ def test_simulate_names_a_bad_lws_size(capsys: pytest.CaptureFixture[str], tmp_p
     result = run(capsys, "simulate", str(path))
     assert result.code == 2
     assert "units[0].workload" in result.err and "spec.leaderWorkerTemplate.size" in result.err
+
+
+def test_a_missing_lws_crd_is_one_log_line_and_the_pod_path_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--integrations ...,leaderworkerset.x-k8s.io/leaderworkerset` on a cluster without the
+    CRD: one log line naming it, no crash, the pod path served (LWS objects created after the
+    CRD is installed are marked by the webhook as usual)."""
+    old_config = structlog.get_config()
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        cache_logger_on_first_use=False,
+    )
+    monkeypatch.setattr(controller_integrations, "log", structlog.get_logger("t"))
+    names = f"batch/job,{lws.LWS_INTEGRATION}"
+    api = MemoryApi()
+    with capture_logs() as logs:
+        missing = controller_integrations.missing_parent_crds(api, names)
+        enabled = controller_integrations.enabled_integrations(api, names)
+    structlog.configure(**old_config)
+    assert missing == [lws.LWS_INTEGRATION] and POD in enabled
+    (line,) = [entry for entry in logs if "CRD is not installed" in entry["event"]]
+    assert line["crd"] == "leaderworkersets.leaderworkerset.x-k8s.io"
+    api.create(CRD, crd("leaderworkersets", "leaderworkerset.x-k8s.io", "v1"))
+    assert controller_integrations.missing_parent_crds(api, names) == []
