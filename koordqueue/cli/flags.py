@@ -290,7 +290,7 @@ FLAGS: tuple[Flag, ...] = (
         "--webhook-port",
         "webhook_port",
         "port of the admission webhooks (TLS; 0: off): ElasticQuota validation, workload "
-        "defaulting, Deployment/StatefulSet marking and the pod gates, at "
+        "defaulting, Deployment/StatefulSet/LeaderWorkerSet marking and the pod gates, at "
         "/validate-elasticquotas, /mutate-workloads, /mutate-pod-parents and /mutate-pods/gate",
         _DEFAULTS.webhook_port,
         int,

@@ -24,8 +24,9 @@ def webhook_routes(
 
     The pod webhook when a gate of this process needs it (the scheduler's queue-allocation
     gate, the pod integration's admission gate); the controller's ElasticQuota validation, its
-    workload defaulting and its Deployment/StatefulSet marking (when it manages workloads). A
-    process that runs the controller reads run's settings (ControllerSettings).
+    workload defaulting and its Deployment/StatefulSet/LeaderWorkerSet marking (when it
+    manages workloads). A process that runs the controller reads run's settings
+    (ControllerSettings).
     """
     routes: dict[str, Handler] = {}
     gating = pod_webhook.pod_gating(settings, allocation_gate=scheduler, controller=controller)
