@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from koordqueue.domain.integrations.base import Integration, InvalidJobError, meta
-from koordqueue.domain.integrations.pod import Pod, group_total_count, is_gated
+from koordqueue.domain.integrations.pod import Pod, group_total_count, is_gated, role_of
 from koordqueue.domain.names import (
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
@@ -47,6 +47,11 @@ WARN_GROUP_NAME_MISSING: Final = (
     f"both the '{POD_GROUP_TOTAL_COUNT_ANNOTATION}' annotation and the '{POD_GROUP_NAME_LABEL}' "
     f"label should be set: metadata.labels[{POD_GROUP_NAME_LABEL}] is missing; the pod is "
     "queued alone"
+)
+WARN_LWS_GROUP_MISSING: Final = (
+    f"metadata.labels[{POD_GROUP_NAME_LABEL}]: a LeaderWorkerSet pod whose group cannot be told "
+    "(no leaderworkerset.sigs.k8s.io/group-index label, and not a leader named "
+    "<lws>-<index>); it stays gated, with no QueueUnit"
 )
 WARN_GROUP_COUNT_INVALID: Final = (
     "metadata.annotations[{annotation}]: {reason}; the pod stays gated until its group is valid"
@@ -115,6 +120,8 @@ def group_warnings(pod: Mapping[str, Any]) -> list[str]:
     group = (m.get("labels") or {}).get(POD_GROUP_NAME_LABEL)
     has_count = POD_GROUP_TOTAL_COUNT_ANNOTATION in (m.get("annotations") or {})
     if not group:
+        if role_of(pod) is not None:
+            return [WARN_LWS_GROUP_MISSING]
         return [WARN_GROUP_NAME_MISSING] if has_count else []
     warnings: list[str] = []
     value = str(group)

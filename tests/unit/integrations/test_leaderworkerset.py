@@ -29,7 +29,7 @@ from structlog.testing import capture_logs
 from koordqueue.domain.integrations import POD, integration_names, parse_integrations
 from koordqueue.domain.integrations import leaderworkerset as lws
 from koordqueue.domain.integrations.base import InvalidJobError
-from koordqueue.domain.integrations.pod_gate import AdmissionGating
+from koordqueue.domain.integrations.pod_gate import WARN_LWS_GROUP_MISSING, AdmissionGating
 from koordqueue.domain.integrations.pod_parents import (
     LEADERWORKERSET,
     STATEFULSET,
@@ -346,6 +346,12 @@ def test_the_pod_webhook_gates_and_labels_in_one_patch_and_again_when_reinvoked(
     assert after["spec"]["schedulingGates"] == [{"name": POD_ADMISSION_GATE}]
     assert warnings == []
     assert pod_patch(after, gating, "ns") == ([], [])  # re-invoked: nothing twice
+    lost = pod(stored, 0, 1, gated=False)  # a worker without its group index
+    del lost["metadata"]["labels"][POD_GROUP_NAME_LABEL]
+    del lost["metadata"]["labels"][lws.LWS_GROUP_INDEX_LABEL]
+    ops, warnings = pod_patch(lost, gating, "ns")
+    assert jsonpatch.apply_patch(lost, ops)["spec"]["schedulingGates"]  # held all the same
+    assert warnings == [WARN_LWS_GROUP_MISSING]
 
 
 def test_an_lws_statefulset_is_left_to_the_lws_path() -> None:
