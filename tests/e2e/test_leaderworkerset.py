@@ -312,7 +312,7 @@ def test_each_group_is_queued_admitted_released_preempted_and_scaled_down(
     assert quota in events[0]["message"]
     for pod in groups[first]:
         kq.wait_for(lambda p=pod: live_gates(kubectl, ns, p) == [], what=f"{pod} ungated")
-    assert kq.phase(kubectl, ns, units[second]) == "Enqueued"
+    wait_phase(kubectl, ns, units[second], "Enqueued")
     assert all(live_gates(kubectl, ns, p) == [POD_ADMISSION_GATE] for p in groups[second])
 
     # its unit follows its pods: Running, then Succeed, which gives the quota back
