@@ -1,6 +1,7 @@
 """A LeaderWorkerSet queued group by group, on the real API server (issue 26).
 
-The LWS CRD (vendored from sigs.k8s.io/lws v0.8.0) is installed; the controller runs
+The LWS CRD (vendored from sigs.k8s.io/lws v0.8.0) is installed with the session's vendored
+CRDs; the controller runs
 in-process with `--integrations batch/job,leaderworkerset.x-k8s.io/leaderworkerset` and serves
 the pod and pod-parent webhooks, which the real kube-apiserver calls over loopback. No LWS
 controller (and no kube-controller-manager) runs here, so the test makes what the LWS
@@ -47,8 +48,6 @@ from tests.e2e.test_gates_admission import (
     register_webhook,
 )
 
-CRD = Path(__file__).resolve().parents[1] / "crds/integrations"
-CRD_FILE = CRD / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 QU = "queueunits.scheduling.x-k8s.io"
 LWS_RESOURCE = "leaderworkersets.leaderworkerset.x-k8s.io"
 Obj = dict[str, Any]
@@ -56,11 +55,14 @@ Obj = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def served(
-    kubectl: Any, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+    kubectl: Any,
+    kubeconfig: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    integration_crds: list[str],
 ) -> Iterator[str]:
-    """A namespace whose pods and LeaderWorkerSets go through our webhooks."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{LWS_RESOURCE}")
+    """A namespace whose pods and LeaderWorkerSets go through our webhooks (the LWS CRD is
+    one of the session's vendored CRDs, conftest.integration_crds)."""
+    assert LWS_RESOURCE in integration_crds
     kq.wait_for(
         lambda: kubectl("get", LWS_RESOURCE, "-A", check=False).returncode == 0,
         what="leaderworkersets served",
