@@ -128,7 +128,7 @@ def served(
 
 def _spec(cpu: str) -> Obj:
     return {
-        "restartPolicy": "Never",
+        "restartPolicy": "Always",  # (a StatefulSet's pods, as LWS makes them)
         "containers": [
             {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
         ],
