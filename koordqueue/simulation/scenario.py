@@ -21,8 +21,8 @@ from koordqueue.domain.integrations import (
     by_kind,
     queue_unit_for,
 )
-from koordqueue.domain.integrations.base import Obj
 from koordqueue.domain.integrations import leaderworkerset as lws
+from koordqueue.domain.integrations.base import Obj
 from koordqueue.domain.names import (
     DEFAULT_POLICY,
     QUEUE_POLICY_KEY,
