@@ -126,10 +126,13 @@ def test_queue_status_debug_api_and_metrics(kubectl: Any, debugged: RunningContr
 
 
 def _job_progress(kubectl: Any, ns: str, name: str, active: int, succeeded: int) -> None:
-    """The Job controller's stand-in: pods running and pods succeeded."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {"status": {"startTime": now, "active": active, "ready": active,
-                         "succeeded": succeeded}}
+    """The Job controller's stand-in: pods running and pods succeeded. startTime is set once
+    (immutable on an unsuspended Job once set: a later second's value is refused)."""
+    job = kubectl.json("get", "job", name, "-n", ns)
+    status: dict[str, Any] = {"status": {"active": active, "ready": active,
+                                         "succeeded": succeeded}}
+    if not (job.get("status") or {}).get("startTime"):
+        status["status"]["startTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     kubectl("patch", "job", name, "-n", ns, "--subresource=status", "--type=merge",
             "-p", json.dumps(status))
 
