@@ -96,7 +96,8 @@ class ControllerState:
         (integrations.serve)."""
 
     def close(self) -> None:
-        """Wait for the writes in flight."""
+        """Wait for the writes in flight (Events tried once each: we are stopping)."""
+        self.recorder.stop_retrying()
         self.writer.close()
 
     def consumer_of(self, unit_obj: Mapping[str, Any]) -> ConsumerReconciler | None:
