@@ -108,7 +108,6 @@ class KindCase:
     running: Obj
     succeeded: Obj
     failed: Obj
-    crds: tuple[str, ...]
     bad: Callable[[Obj], Obj]
     """The held manifest made invalid (a count, a path, a role the kind refuses)."""
     bad_field: str
@@ -125,7 +124,6 @@ KINDS: dict[str, KindCase] = {
         {"phase": "Running", "conditions": [_condition("PodsReady")]},
         {"phase": "Succeeded", "conditions": [_condition("PodsReady", "False")]},
         {"phase": "Failed", "conditions": [_condition("ResourcesDeployed", "False")]},
-        ("workload.codeflare.dev_appwrappers.yaml",),
         appwrapper_bad_path,
         "spec.components[0].podSets[0].path",
     ),

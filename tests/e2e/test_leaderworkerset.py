@@ -21,7 +21,6 @@ the LWS is refused naming the field.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,16 +35,11 @@ from koordqueue.domain.names import (
     POD_GROUP_ROLE_ANNOTATION,
     QUOTA_NAME_LABEL,
 )
-from koordqueue.kube.gates.certs import self_signed
-from koordqueue.kube.webhooks import pod_parents
 from tests.e2e import kq
-from tests.e2e.running_controller import RunningController
+from tests.e2e.pod_parent_webhooks import serving_pod_parents
 from tests.e2e.test_gates_admission import (
-    SCOPE_LABEL,
-    free_port,
     gates_of,
     live_gates,
-    register_webhook,
 )
 
 QU = "queueunits.scheduling.x-k8s.io"
@@ -61,69 +55,15 @@ def served(
     integration_crds: list[str],
 ) -> Iterator[str]:
     """A namespace whose pods and LeaderWorkerSets go through our webhooks (the LWS CRD is
-    one of the session's vendored CRDs, conftest.integration_crds)."""
+    one of the session's vendored CRDs, installed and served: conftest.integration_crds)."""
     assert LWS_RESOURCE in integration_crds
-    kq.wait_for(
-        lambda: kubectl("get", LWS_RESOURCE, "-A", check=False).returncode == 0,
-        what="leaderworkersets served",
-    )
-    scope = kq.unique("lws")
-    cert = self_signed(tmp_path_factory.mktemp("certs"), ["127.0.0.1"])
-    port = free_port()
-    pods_config, parents_config = f"kq-e2e-{scope}-pods", f"kq-e2e-{scope}-parents"
-    with RunningController(
-        kubeconfig,
-        integrations=f"batch/job,{lws.LWS_INTEGRATION}",
-        webhook_port=port,
-        webhook_cert=str(cert.certfile),
-        webhook_key=str(cert.keyfile),
-    ):
-        register_webhook(kubectl, pods_config, port, cert.ca_pem, scope)
-        kubectl.apply(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": parents_config},
-                "webhooks": [
-                    {
-                        "name": "pod-parents.koord-queue.io",
-                        "admissionReviewVersions": ["v1"],
-                        "sideEffects": "None",
-                        "failurePolicy": "Fail",  # the test must see a broken webhook
-                        "timeoutSeconds": 5,
-                        "rules": [
-                            {
-                                "apiGroups": [lws.LWS_KIND.group],
-                                "apiVersions": [lws.LWS_KIND.version],
-                                "resources": [lws.LWS_KIND.plural],
-                                "operations": ["CREATE", "UPDATE"],
-                            }
-                        ],
-                        "namespaceSelector": {"matchLabels": {SCOPE_LABEL: scope}},
-                        "objectSelector": {
-                            "matchExpressions": [{"key": QUOTA_NAME_LABEL, "operator": "Exists"}]
-                        },
-                        "clientConfig": {
-                            "url": f"https://127.0.0.1:{port}/{pod_parents.PATH}",
-                            "caBundle": base64.b64encode(cert.ca_pem).decode(),
-                        },
-                    }
-                ],
-            }
-        )
-        try:
-            ns = kq.unique("lws")
-            kubectl.apply(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Namespace",
-                    "metadata": {"name": ns, "labels": {SCOPE_LABEL: scope}},
-                }
-            )
-            yield ns
-        finally:
-            for name in (pods_config, parents_config):
-                kubectl("delete", "mutatingwebhookconfiguration", name, check=False)
+    rule = {"apiGroups": [lws.LWS_KIND.group], "apiVersions": [lws.LWS_KIND.version],
+            "resources": [lws.LWS_KIND.plural]}
+    with serving_pod_parents(
+        kubectl, kubeconfig, tmp_path_factory.mktemp("certs"), prefix="lws",
+        integrations=f"batch/job,{lws.LWS_INTEGRATION}", rule=rule,
+    ) as ns:
+        yield ns
 
 
 def _spec(cpu: str) -> Obj:
