@@ -229,14 +229,9 @@ class AppWrapper(SpecSuspendWorkload):
         except InvalidJobError:
             return []
 
-    def priority_class_name(self, obj: Obj) -> str:
-        """The first pod set whose template names a class (Kueue's default rule)."""
-        for spec in self._pod_specs(obj):
-            if spec.get("priorityClassName"):
-                return str(spec["priorityClassName"])
-        return ""
-
     def template_priority(self, obj: Obj) -> int | None:
+        """Only an int counts here (the shared rule converts any value): unchanged from
+        AppWrapper's first version."""
         for spec in self._pod_specs(obj):
             if isinstance(spec.get("priority"), int):
                 return int(spec["priority"])

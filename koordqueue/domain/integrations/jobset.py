@@ -75,19 +75,6 @@ class JobSet(SpecSuspendWorkload):
     def _pod_specs(self, obj: Obj) -> list[Mapping[str, Any]]:
         return [self._pod_template(rj).get("spec") or {} for rj in self.replicated_jobs(obj)]
 
-    def priority_class_name(self, obj: Obj) -> str:
-        """The first replicated Job's pod template that names a class."""
-        for spec in self._pod_specs(obj):
-            if spec.get("priorityClassName"):
-                return str(spec["priorityClassName"])
-        return ""
-
-    def template_priority(self, obj: Obj) -> int | None:
-        for spec in self._pod_specs(obj):
-            if spec.get("priority") is not None:
-                return int(spec["priority"])
-        return None
-
     def started(self, obj: Obj) -> bool:
         """Any replicated Job ever active, ready or finished."""
         return any(

@@ -4,12 +4,14 @@ AppWrapper and TrainJob hold their pods with `spec.suspend` as a JobSet does, an
 has no handle for them, so the queue's markers are its batch/v1 Job handle's: the
 job-has-enqueued / enqueue timestamp annotations (the default `Integration.enqueue`) and the
 dequeue timestamp written with the release. One place for that shape: each kind says how it
-is read (pod sets, priority, state); holding and releasing are the same. JobSet is held and
+is read (pod sets, state, and which pod templates its priority comes from); holding,
+releasing and the priority rule (the first template naming one) are the same. JobSet is held and
 marked the same way and shares this class, saying only when it has started.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from koordqueue.domain.integrations.base import (
@@ -36,6 +38,23 @@ class SpecSuspendWorkload(Integration):
 
     def is_suspended(self, obj: Obj) -> bool:
         return bool(spec_of(obj).get("suspend"))
+
+    def _pod_specs(self, obj: Obj) -> list[Mapping[str, Any]]:
+        """Its pod templates' specs, in the order its priority is looked for (Kueue's rule
+        for these kinds: the first template that names one)."""
+        return []
+
+    def priority_class_name(self, obj: Obj) -> str:
+        for spec in self._pod_specs(obj):
+            if spec.get("priorityClassName"):
+                return str(spec["priorityClassName"])
+        return ""
+
+    def template_priority(self, obj: Obj) -> int | None:
+        for spec in self._pod_specs(obj):
+            if spec.get("priority") is not None:
+                return int(spec["priority"])
+        return None
 
     def started(self, obj: Obj) -> bool:
         """Whether its operator ever ran it (then it is not the queue's unless enqueued)."""

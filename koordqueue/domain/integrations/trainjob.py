@@ -238,19 +238,6 @@ class TrainJob(SpecSuspendWorkload):
         except InvalidJobError:
             return []
 
-    def priority_class_name(self, obj: Obj) -> str:
-        """The first replicated Job's pod template that names a class (as JobSet)."""
-        for spec in self._pod_specs(obj):
-            if spec.get("priorityClassName"):
-                return str(spec["priorityClassName"])
-        return ""
-
-    def template_priority(self, obj: Obj) -> int | None:
-        for spec in self._pod_specs(obj):
-            if spec.get("priority") is not None:
-                return int(spec["priority"])
-        return None
-
     @staticmethod
     def _jobs_status(obj: Obj) -> list[Mapping[str, Any]]:
         return [_dict(s) for s in _dict(obj.get("status")).get("jobsStatus") or []]
