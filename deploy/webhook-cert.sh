@@ -1,6 +1,7 @@
 #!/bin/sh
 # The webhook's serving certificate without cert-manager (what deploy/cert-manager.yaml has
-# cert-manager do): a CA made here signs a certificate for the koordqueue-webhook Service; the
+# cert-manager do): a CA made here signs a certificate for the koordqueue-webhook Service
+# (and koordqueue-visibility, the visibility API's); the
 # pair goes into the Secret the Deployment mounts (koordqueue-webhook-tls), the CA into the
 # caBundle of every koordqueue webhook configuration. Run it after `kubectl apply -k deploy/`,
 # and again to renew (then `kubectl -n koord-queue rollout restart deploy/koordqueue-controller`).
@@ -12,7 +13,9 @@ set -eu
 ns=${NAMESPACE:-koord-queue}
 days=${DAYS:-365}
 service=koordqueue-webhook
+visibility=koordqueue-visibility
 sans="DNS:$service.$ns.svc,DNS:$service.$ns.svc.cluster.local"
+sans="$sans,DNS:$visibility.$ns.svc,DNS:$visibility.$ns.svc.cluster.local"
 for extra in "$@"; do sans="$sans,$extra"; done
 
 dir=$(mktemp -d)
@@ -43,4 +46,8 @@ for kind in mutatingwebhookconfigurations validatingwebhookconfigurations; do
         done
         kubectl patch "$config" --type=json -p "[${ops%,}]"
     done
+done
+# the visibility API's APIService (deploy/visibility.yaml) trusts the same CA
+for apiservice in $(kubectl get apiservices -l app.kubernetes.io/name=koordqueue -o name); do
+    kubectl patch "$apiservice" --type=merge -p "{\"spec\":{\"caBundle\":\"$ca\"}}"
 done

@@ -303,6 +303,18 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("--webhook-key", "webhook_key", "webhook serving private key (PEM)", None),
     Flag(
+        "--visibility-port",
+        "visibility_port",
+        "port of the visibility API (HTTPS, an aggregated API group registered by an "
+        "APIService: pending units in round order; 0: off; needs --visibility-cert/-key)",
+        _DEFAULTS.visibility_port,
+        int,
+    ),
+    Flag("--visibility-cert", "visibility_cert", "visibility API serving certificate (PEM)",
+         None),
+    Flag("--visibility-key", "visibility_key", "visibility API serving private key (PEM)",
+         None),
+    Flag(
         "--leader-elect",
         "leader_elect",
         "active/standby: act only while holding a coordination.k8s.io Lease (run 2 replicas)",

@@ -253,3 +253,17 @@ API refused: the controller tries again after a back-off."""
 MSG_UNIT_CREATE_REFUSED: Final = (
     "creating QueueUnit {unit} was refused ({error}); attempt {attempt}, next in {delay:.0f}s"
 )
+
+# --- Visibility API (issue 27: served by the controller, registered with an APIService) -----
+VISIBILITY_GROUP: Final = "visibility.koord-queue.io"
+VISIBILITY_VERSION: Final = "v1alpha1"
+VISIBILITY_QUEUES: Final = "queues"
+VISIBILITY_QUOTAS: Final = "elasticquotas"
+VISIBILITY_PENDING: Final = "pendingunits"
+VISIBILITY_SUBRESOURCE: Final = "queueunits"
+"""queues/NAME/queueunits, elasticquotas/NAME/queueunits: Koord-Queue's subresource name."""
+VISIBILITY_SUMMARY_KIND: Final = "PendingUnitsSummary"
+VISIBILITY_DEFAULT_LIMIT: Final = 1000
+"""Items per answer unless `limit` says otherwise (Koord-Queue's and Kueue's default)."""
+VISIBILITY_SERVICE: Final = "koordqueue-visibility"
+"""The Service the APIService names (deploy/visibility.yaml); its certificate's SAN."""

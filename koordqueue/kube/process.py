@@ -24,6 +24,7 @@ from koordqueue.kube.operator import build_registry
 from koordqueue.kube.scheduler.operator import register_scheduler
 from koordqueue.kube.scheduler.scheduler import Scheduler
 from koordqueue.kube.settings import SchedulerSettings, controller_settings
+from koordqueue.kube.visibility.serve import register_visibility
 from koordqueue.kube.webhooks.routes import webhook_routes
 from koordqueue.kube.webhooks.server import register_webhooks
 
@@ -69,6 +70,7 @@ def build_operator(
     if ctl_settings is not None:
         ctl = Controller(api, ctl_settings)
         build_registry(ctl, api, leadership, registry)
+        register_visibility(registry, ctl_settings, ctl.state.published, KubeApi(api_client))
     if settings.webhook_port:  # serving before the scheduler reports ready
         routes = webhook_routes(
             settings, api if controller else None, scheduler=scheduler, controller=controller

@@ -109,6 +109,10 @@ class ControllerSettings(SchedulerSettings):
     """Koord-Queue's `--enableApiHandler`: serve the read-only debug API (kube/debug_api.py)
     on `api_handler_port` once this process leads."""
     api_handler_port: int = 19876
+    visibility_port: int = 0
+    """Port of the visibility API (kube/visibility/; 0: off), TLS with the cert and key below."""
+    visibility_cert: str | None = None
+    visibility_key: str | None = None
 
     @property
     def api_connections(self) -> int:

@@ -8,9 +8,11 @@
 What :meth:`ControlPlane.start` does, in a fresh temp dir:
 
 * PKI with the ``openssl`` CLI: a CA; a serving cert for 127.0.0.1/localhost (and the in-cluster
-  names); an admin client cert (``O=system:masters``); a service-account key pair;
+  names); an admin client cert (``O=system:masters``); a service-account key pair; the
+  aggregation layer's front-proxy CA and the API server's proxy client cert (aggregated APIs);
 * etcd on free loopback ports (``--unsafe-no-fsync``), waits for ``GET /health``;
-* kube-apiserver (RBAC, ServiceAccount admission off, service-account issuer/keys, client CA),
+* kube-apiserver (RBAC, ServiceAccount admission off, service-account issuer/keys, client CA,
+  the front-proxy (requestheader) flags aggregated API servers authenticate it by),
   waits for ``GET /readyz``; writes an admin kubeconfig (``<dir>/kubeconfig``).
 
 Children run in their own process groups (``start_new_session``) with a parent-death signal, and

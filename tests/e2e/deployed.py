@@ -123,6 +123,11 @@ def apply_deploy(kubectl: Any, tmp: Path) -> Served:
     return Served(files["tls.crt"], files["tls.key"], files["ca.crt"].read_bytes(), port)
 
 
+def remove_apiservices(kubectl: Any) -> None:
+    """deploy/visibility.yaml's APIService (its Service has no endpoint in the test plane)."""
+    kubectl("delete", "apiservices", "-l", SELECTOR, "--ignore-not-found", check=False)
+
+
 def remove_webhooks(kubectl: Any) -> None:
     """The shipped webhooks select every namespace: never leave them to the other tests."""
     for kind in WEBHOOK_KINDS:

@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def _no_webhooks_left(kubectl: Any) -> Iterator[None]:
     yield
     deployed.remove_webhooks(kubectl)
+    # the shipped APIService names a Service no process here backs: gone, or every client's
+    # discovery of the other tests would report the group unavailable
+    deployed.remove_apiservices(kubectl)
 
 
 def test_deploy_applies_with_kustomize(kubectl: Any) -> None:
@@ -270,7 +273,9 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
         deployed.deployment_args(),
         kubeconfig=sa_config, metrics_port=deployed.free_port(), health_port=health,
         webhook_port=served.webhook_port, webhook_cert=served.certfile,
-        webhook_key=served.keyfile, log_format="console", admission_period=0.2,
+        webhook_key=served.keyfile, visibility_port=deployed.free_port(),
+        visibility_cert=served.certfile, visibility_key=served.keyfile,
+        log_format="console", admission_period=0.2,
         schedule_period=0.2,
         # the opt-in the Deployment's comment describes: the webhook then gates pods
         feature_gates="SchedulingGatesQueueAdmission=true",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from koordqueue.domain.names import QUOTA_NAME_LABEL
-from tests.e2e import kq
+from tests.e2e import deployed, kq
 from tests.e2e.deployed import ROOT
 from tests.e2e.deployed import sa_kubeconfig as _sa_kubeconfig
 from tests.e2e.running_controller import RunningController
@@ -43,6 +43,7 @@ def test_without_the_right_to_create_it_start_up_fails_naming_it(
     kubectl: Any, kubeconfig: Path, tmp_path: Path
 ) -> None:
     kubectl("apply", "-k", str(ROOT / "deploy"))  # the ServiceAccount and its shipped RBAC
+    deployed.remove_apiservices(kubectl)  # (its Service has no endpoint here)
     sa = _sa_kubeconfig(kubectl, kubeconfig, tmp_path / "sa.kubeconfig")
     missing = kq.unique("nowhere")
     proc = subprocess.run(

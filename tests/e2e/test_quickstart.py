@@ -108,7 +108,8 @@ def installed(kubectl: Any, kubeconfig: Path,
         deployed.deployment_args(),
         kubeconfig=sa_config, metrics_port=metrics, health_port=health,
         webhook_port=served.webhook_port, webhook_cert=served.certfile,
-        webhook_key=served.keyfile, log_format="console",
+        webhook_key=served.keyfile, visibility_port=deployed.free_port(),
+        visibility_cert=served.certfile, visibility_key=served.keyfile, log_format="console",
     )
     try:
         with deployed.running(args, tmp / "run.log", health) as run:
@@ -116,6 +117,7 @@ def installed(kubectl: Any, kubeconfig: Path,
         assert run.forbidden_lines() == [], run.log[-3000:]
     finally:
         deployed.remove_webhooks(kubectl)
+        deployed.remove_apiservices(kubectl)
         _forget_the_quickstart(kubectl)
 
 

@@ -180,7 +180,9 @@ class AdmissionRounds:
         state = self.state
         started = time.monotonic()
         self.before_round()
-        result = state.engine.run_round(state.clock())
+        now = state.clock()
+        result = state.engine.run_round(now)
+        state.published.publish(result, now)
         state.round_writes_pending = True
 
         def written() -> None:

@@ -27,6 +27,7 @@ from koordqueue.kube.controller.queue_items import QueueItemsPublisher
 from koordqueue.kube.controller.writes import Apis, Writer
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.visibility.view import Publication
 
 DuplicateQuota = Callable[[QuotaSpec, QuotaSpec], None]
 """Told (in force, ignored) when two ElasticQuotas share a name (quotas.py logs it)."""
@@ -91,6 +92,9 @@ class ControllerState:
         self.queue_items = QueueItemsPublisher(self.settings.namespace)
         """Queues' status.queueItemDetails: Queue events feed it (queues.py), rounds publish
         from it (admission.py)."""
+        self.published = Publication()
+        """The last admission round, for readers on other threads (the visibility API):
+        the one attribute they read, swapped by the owner thread after each round."""
         self.consumers: dict[str, ConsumerReconciler] = {}
         """Reconcilers of the workloads that follow their units, by spec.consumerRef.kind
         (integrations.serve)."""

@@ -1,0 +1,1 @@
+"""The visibility API: pending units in round order, served as an aggregated API group."""

@@ -1,0 +1,54 @@
+"""The visibility API for the operator's lifetime: started with kopf's start-up, stopped with
+its clean-up, on the controller's last published round."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+
+from koordqueue.kube import kopf_support
+from koordqueue.kube.api import KubeApi
+from koordqueue.kube.settings import ControllerSettings
+from koordqueue.kube.visibility.auth import Delegated, request_header_config
+from koordqueue.kube.visibility.server import Routes, VisibilityServer
+from koordqueue.kube.visibility.view import PendingView, Publication
+
+
+class VisibilityConfigError(ValueError):
+    """--visibility-port without a certificate and key."""
+
+
+def register_visibility(
+    registry: kopf.OperatorRegistry,
+    settings: ControllerSettings,
+    publication: Publication,
+    api: KubeApi,
+) -> None:
+    """Serve while the operator runs (nothing without --visibility-port). `api`: unfenced,
+    as a standby reviews tokens and access too (it then answers 503: it has no round)."""
+    if not settings.visibility_port:
+        return
+    if not (settings.visibility_cert and settings.visibility_key):
+        raise VisibilityConfigError(
+            "--visibility-port needs --visibility-cert and --visibility-key (the certificate "
+            "the APIService's caBundle trusts)"
+        )
+    cert, key = settings.visibility_cert, settings.visibility_key
+    servers: list[VisibilityServer] = []
+
+    @kopf.on.startup(registry=registry)
+    async def start_visibility(**_: Any) -> None:
+        def start() -> None:
+            auth = Delegated(api, request_header_config(api))
+            routes = Routes(PendingView(publication), auth)
+            servers.append(VisibilityServer(routes, settings.visibility_port, cert, key).start())
+
+        await asyncio.to_thread(start)
+
+    async def stop_visibility() -> None:
+        for server in servers:
+            await asyncio.to_thread(server.stop)
+
+    kopf_support.on_shutdown(registry, stop_visibility)

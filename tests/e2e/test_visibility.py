@@ -1,0 +1,111 @@
+"""Issue 27 part 1: the visibility API through the real kube-apiserver's aggregation layer.
+
+The controller serves `visibility.koord-queue.io` over HTTPS; an APIService registers it
+(caBundle: the CA of the controller's certificate, whose name is the Service's); the API
+server proxies `kubectl get --raw` to it with its front-proxy client certificate and the
+caller's identity in headers, which the controller trusts only on that connection and
+authorizes with SubjectAccessReviews. In the test plane the Service is an ExternalName for
+127.0.0.1, where the controller listens (no kube-proxy on loopback).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from koordqueue.domain import names
+from koordqueue.domain.pending import pending_units
+from tests.e2e import kq
+from tests.e2e.running_controller import RunningController
+from tests.e2e.visibility_served import BASE, queue_unit, serving
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def aggregated(kubectl: Any, kubeconfig: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningController]:
+    with serving(kubectl, kubeconfig, tmp_path_factory.mktemp("visibility")) as rc:
+        yield rc
+
+
+def _raw(kubectl: Any, path: str, *args: str) -> Any:
+    return json.loads(kubectl("get", "--raw", path, *args).stdout)
+
+
+def test_pending_units_through_the_api_server_in_the_controllers_round_order(
+    kubectl: Any, aggregated: RunningController
+) -> None:
+    ns = kq.namespace(kubectl, kq.unique("vis"))
+    parent, quota = kq.unique("vis-parent"), kq.unique("vis")
+    kubectl.apply(kq.quota(parent, max_={"cpu": "1"}, labels={
+        names.QUOTA_IS_PARENT_LABEL: "true"}))
+    kubectl.apply(kq.quota(quota, max_={"cpu": "1"}, parent=parent))
+    kubectl.apply(queue_unit("runs", ns, quota, "1", 0))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "runs") == "Dequeued", what="first admitted")
+    for name, priority in (("low", 1), ("high", 7), ("mid", 4)):
+        kubectl.apply(queue_unit(name, ns, quota, "1", priority))
+
+    def answer() -> dict[str, Any] | None:
+        body: dict[str, Any] = _raw(kubectl, f"{BASE}/queues/{quota}/queueunits")
+        return body if len(body["items"]) == 3 and all(i["message"] for i in body["items"]) \
+            else None
+
+    body = kq.wait_for(answer, what="three pending units served")
+    rows = [(i["metadata"]["name"], i["positionInQueue"], i["reason"]) for i in body["items"]]
+    assert rows == [("high", 1, "QuotaExceeded"), ("mid", 2, "QuotaExceeded"),
+                    ("low", 3, "QuotaExceeded")]
+    assert body["items"][0]["request"] == {"cpu": "1"} and body["items"][0]["priority"] == 7
+    assert body["items"][0]["message"] == f"limited quotaName:{quota}, limited resKey:cpu,"
+
+    # the controller's own round (the same record the API read) says the same
+    controller = aggregated.controller
+    assert controller is not None
+
+    def same_as_the_round() -> bool:
+        last = controller.state.published.last()
+        assert last is not None
+        ours = [(p.unit.name, p.position_in_queue, p.reason.value)
+                for p in pending_units(last.result) if p.queue == quota]
+        served = _raw(kubectl, f"{BASE}/queues/{quota}/queueunits")
+        theirs = [(i["metadata"]["name"], i["positionInQueue"], i["reason"])
+                  for i in served["items"]]
+        return ours == theirs == rows
+
+    kq.wait_for(same_as_the_round, what="the API's answer equals the controller's round")
+
+    # the parent quota counts its child's units; options page and filter them
+    in_parent = _raw(kubectl, f"{BASE}/elasticquotas/{parent}/queueunits")
+    assert [(i["metadata"]["name"], i["positionInQuota"]) for i in in_parent["items"]] == [
+        ("high", 1), ("mid", 2), ("low", 3)]
+    page = _raw(kubectl, f"{BASE}/pendingunits?namespace={ns}&offset=1&limit=1")
+    assert (page["total"], [i["metadata"]["name"] for i in page["items"]]) == (3, ["mid"])
+    assert _raw(kubectl, f"{BASE}/pendingunits?namespace={ns}&phase=Running")["items"] == []
+
+
+def test_callers_need_the_viewer_role(kubectl: Any, aggregated: RunningController) -> None:
+    """The caller's identity reaches the controller through the aggregator, which asks the
+    API server (SubjectAccessReview): no role, 403; deploy/'s viewer ClusterRole, allowed."""
+    user = kq.unique("viewer")
+    denied = kubectl("get", "--raw", f"{BASE}/pendingunits", "--as", user, check=False)
+    assert denied.returncode != 0
+    assert f'User "{user}" cannot list resource "pendingunits"' in denied.stderr
+    docs = yaml.safe_load_all((ROOT / "deploy" / "visibility.yaml").read_text())
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    kubectl.apply(role)
+    binding = kq.unique("viewer-binding")
+    kubectl("create", "clusterrolebinding", binding,
+            f"--clusterrole={role['metadata']['name']}", f"--user={user}")
+    try:
+        kq.wait_for(  # (the controller caches a denial for 10 s, as kube's authorizer)
+            lambda: kubectl("get", "--raw", f"{BASE}/pendingunits?limit=1", "--as", user,
+                            check=False).returncode == 0,
+            timeout=20.0, what="viewer allowed",
+        )
+    finally:
+        kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found", check=False)
