@@ -64,8 +64,27 @@ def queue_order(result: RoundResult, queue: str) -> list[tuple[int, QueueUnit]]:
     return list(enumerate(result.waiting.get(queue, ()), start=1))
 
 
-def pending_units(result: RoundResult) -> list[PendingUnit]:
-    """Every pending unit of the round's record: the ordered ones, then those not tried."""
+Verdicts = dict[str, tuple[Outcome, Reason, str]]
+"""uid -> (its last outcome, that outcome's reason and line): a reader's cache across rounds.
+An entry carried from an earlier round's record is the same object, so its line is not
+formatted again."""
+
+
+def _verdict(outcome: Outcome, cache: Verdicts | None) -> tuple[Reason, str]:
+    if cache is None:
+        return verdict_of(outcome), verdict_message(outcome)
+    hit = cache.get(outcome.unit.uid)
+    if hit is not None and hit[0] is outcome:
+        return hit[1], hit[2]
+    reason, message = verdict_of(outcome), verdict_message(outcome)
+    cache[outcome.unit.uid] = (outcome, reason, message)
+    return reason, message
+
+
+def pending_units(result: RoundResult, cache: Verdicts | None = None) -> list[PendingUnit]:
+    """Every pending unit of the round's record: the ordered ones, then those not tried.
+    `cache`: kept by a reader that asks every round (entries of units no longer pending are
+    dropped)."""
     last = last_outcomes(result.outcomes)
     out: list[PendingUnit] = []
     position = 0
@@ -73,18 +92,20 @@ def pending_units(result: RoundResult) -> list[PendingUnit]:
         for index, unit in queue_order(result, queue):
             position += 1
             outcome = last.get(unit.uid)
-            reason = verdict_of(outcome)
-            message = verdict_message(outcome) if outcome is not None else ""
+            if outcome is None:  # (every waiting unit has an entry; defensive)
+                reason, message = verdict_of(None), ""
+            else:
+                reason, message = _verdict(outcome, cache)
             out.append(PendingUnit(unit, queue, position, index, reason, message))
     for outcome in last.values():
         if isinstance(outcome, NOT_TRIED):
             unit = outcome.unit
-            out.append(
-                PendingUnit(
-                    unit, _queue_of(unit), None, None, verdict_of(outcome),
-                    verdict_message(outcome),
-                )
-            )
+            reason, message = _verdict(outcome, cache)
+            out.append(PendingUnit(unit, _queue_of(unit), None, None, reason, message))
+    if cache is not None and len(cache) > len(out):
+        keep = {entry.unit.uid for entry in out}
+        for uid in [uid for uid in cache if uid not in keep]:
+            del cache[uid]
     return out
 
 
