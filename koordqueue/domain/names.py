@@ -267,3 +267,10 @@ VISIBILITY_DEFAULT_LIMIT: Final = 1000
 """Items per answer unless `limit` says otherwise (Koord-Queue's and Kueue's default)."""
 VISIBILITY_SERVICE: Final = "koordqueue-visibility"
 """The Service the APIService names (deploy/visibility.yaml); its certificate's SAN."""
+VISIBILITY_SERVING_LABEL: Final = "koord-queue/visibility"
+"""On the controller pod that has an admission round to show (the leader): the visibility
+Service selects it, so the aggregator never reaches a standby."""
+VISIBILITY_SERVING: Final = "serving"
+POD_NAME_ENV: Final = "POD_NAME"
+POD_NAMESPACE_ENV: Final = "POD_NAMESPACE"
+"""The pod's own name and namespace (the Deployment's downward API), for the serving label."""

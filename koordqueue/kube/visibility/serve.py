@@ -13,6 +13,7 @@ from koordqueue.kube.api import KubeApi
 from koordqueue.kube.settings import ControllerSettings
 from koordqueue.kube.visibility.auth import Delegated, request_header_config
 from koordqueue.kube.visibility.server import Routes, VisibilityServer
+from koordqueue.kube.visibility.serving_label import ServingLabel
 from koordqueue.kube.visibility.view import PendingView, Publication
 
 
@@ -37,6 +38,7 @@ def register_visibility(
         )
     cert, key = settings.visibility_cert, settings.visibility_key
     servers: list[VisibilityServer] = []
+    label = ServingLabel.from_env(api)
 
     @kopf.on.startup(registry=registry)
     async def start_visibility(**_: Any) -> None:
@@ -44,10 +46,14 @@ def register_visibility(
             auth = Delegated(api, request_header_config(api))
             routes = Routes(PendingView(publication), auth)
             servers.append(VisibilityServer(routes, settings.visibility_port, cert, key).start())
+            if label is not None:  # the Service reaches this pod once it has a round
+                label.serve_once_published(publication)
 
         await asyncio.to_thread(start)
 
     async def stop_visibility() -> None:
+        if label is not None:
+            await asyncio.to_thread(label.stop)
         for server in servers:
             await asyncio.to_thread(server.stop)
 
