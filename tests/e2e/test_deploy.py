@@ -259,7 +259,8 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
     `koordqueue schedule` (another scheduler name), both as processes with the
     ServiceAccount's token: a quota, Jobs admitted and released, pods gated by the served
     webhook, un-gated, bound by either scheduler, one unschedulable, a PodGroup, a Job's
-    label added later reaching its unit (queueunits patch: missing before). Then no
+    label added later reaching its unit (queueunits patch: missing before), the visibility
+    API through the shipped APIService. Then no
     403 in their logs or in the audit log, and every verb deploy/ grants was asked for
     (or is listed above with the code that calls it). With the old ClusterRole (CRDs: get
     and list only) kopf's CRD watch was refused: `Forbidden` lines in the log and 403s in
@@ -269,11 +270,12 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
     # the scheduler creates its default queue when missing: let it
     kubectl("delete", "queues.scheduling.volcano.sh", "default", "--ignore-not-found")
     health, schedule_health = deployed.free_port(), deployed.free_port()
+    visibility_port = deployed.free_port()
     run_args = deployed.with_flags(
         deployed.deployment_args(),
         kubeconfig=sa_config, metrics_port=deployed.free_port(), health_port=health,
         webhook_port=served.webhook_port, webhook_cert=served.certfile,
-        webhook_key=served.keyfile, visibility_port=deployed.free_port(),
+        webhook_key=served.keyfile, visibility_port=visibility_port,
         visibility_cert=served.certfile, visibility_key=served.keyfile,
         log_format="console", admission_period=0.2,
         schedule_period=0.2,
@@ -302,6 +304,7 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
                 what="default scheduler queue created",
             )
             _admit_and_release(kubectl, ns, quota, pc)
+            _visibility_through_the_aggregator(kubectl, visibility_port, ns)
             _schedule(kubectl, ns, here, other)
             kubectl("delete", "elasticquotas.scheduling.sigs.k8s.io", quota, "-n", "default")
             kq.wait_for(
@@ -318,6 +321,26 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
     assert set(NOT_EXERCISED_HERE) <= granted, set(NOT_EXERCISED_HERE) - granted
     never_used = granted - used - set(NOT_EXERCISED_HERE)
     assert never_used == set(), f"deploy/rbac.yaml grants what nothing asked for: {never_used}"
+
+
+def _visibility_through_the_aggregator(kubectl: Any, port: int, ns: str) -> None:
+    """The shipped APIService (its caBundle from webhook-cert.sh, whose certificate names the
+    koordqueue-visibility Service) answered by the process: its Service made an ExternalName
+    for 127.0.0.1 (no kube-proxy here). The controller reviews the caller's access with the
+    ServiceAccount's token: the auth-delegator and authentication-reader bindings of
+    deploy/visibility.yaml are what it needs (a 403 would show in the audit log below)."""
+    kubectl("delete", "service", "koordqueue-visibility", "-n", "koord-queue")
+    kubectl.apply({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "koordqueue-visibility", "namespace": "koord-queue"},
+                   "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}})
+    apiservice = "v1alpha1.visibility.koord-queue.io"
+    kubectl("patch", "apiservice", apiservice, "--type=merge",
+            "-p", json.dumps({"spec": {"service": {"port": port}}}))
+    kubectl("wait", "--for=condition=Available", f"apiservice/{apiservice}", "--timeout=60s")
+    body = json.loads(kubectl(
+        "get", "--raw", f"/apis/visibility.koord-queue.io/v1alpha1/pendingunits?namespace={ns}"
+    ).stdout)
+    assert body["kind"] == "PendingUnitsSummary" and body["round"]["number"] > 0, body
 
 
 def _admit_and_release(kubectl: Any, ns: str, quota: str, pc: str) -> None:
