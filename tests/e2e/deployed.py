@@ -124,8 +124,12 @@ def apply_deploy(kubectl: Any, tmp: Path) -> Served:
 
 
 def remove_apiservices(kubectl: Any) -> None:
-    """deploy/visibility.yaml's APIService (its Service has no endpoint in the test plane)."""
+    """deploy/visibility.yaml's APIService (its Service has no endpoint in the test plane),
+    and its Service (test_deploy.py makes it an ExternalName, which a later apply of deploy/
+    could not turn back into a ClusterIP Service)."""
     kubectl("delete", "apiservices", "-l", SELECTOR, "--ignore-not-found", check=False)
+    kubectl("delete", "service", "koordqueue-visibility", "-n", "koord-queue",
+            "--ignore-not-found", check=False)
 
 
 def remove_webhooks(kubectl: Any) -> None:
