@@ -89,8 +89,9 @@ def test_pending_units_through_the_api_server_in_the_controllers_round_order(
 
 
 def test_callers_need_the_viewer_role(kubectl: Any, aggregated: RunningController) -> None:
-    """The caller's identity reaches the controller through the aggregator, which asks the
-    API server (SubjectAccessReview): no role, 403; deploy/'s viewer ClusterRole, allowed."""
+    """No role, 403 (the API server authorizes before it proxies; the controller authorizes
+    the identity the aggregator hands it again, by SubjectAccessReview: unit tests cover its
+    own refusal); deploy/'s viewer ClusterRole bound, allowed through both."""
     user = kq.unique("viewer")
     denied = kubectl("get", "--raw", f"{BASE}/pendingunits", "--as", user, check=False)
     assert denied.returncode != 0
@@ -102,7 +103,7 @@ def test_callers_need_the_viewer_role(kubectl: Any, aggregated: RunningControlle
     kubectl("create", "clusterrolebinding", binding,
             f"--clusterrole={role['metadata']['name']}", f"--user={user}")
     try:
-        kq.wait_for(  # (the controller caches a denial for 10 s, as kube's authorizer)
+        kq.wait_for(
             lambda: kubectl("get", "--raw", f"{BASE}/pendingunits?limit=1", "--as", user,
                             check=False).returncode == 0,
             timeout=20.0, what="viewer allowed",

@@ -23,7 +23,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
+from urllib.parse import unquote
 
 import orjson
 
@@ -107,8 +108,12 @@ def common_name(peer_cert: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-Headers = Callable[[str], list[str]]
-"""Every value of one request header (case-insensitive), in order."""
+class Headers(Protocol):
+    """A request's headers (`http.client.HTTPMessage` is one)."""
+
+    def get_all(self, name: str, failobj: Any = None) -> Any: ...
+
+    def items(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,18 +178,31 @@ class Delegated:
             user = self._from_headers(header)
             if user is not None:
                 return user
-        for value in header("Authorization"):
+        for value in header.get_all("Authorization") or []:
             scheme, _, token = value.partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return self._token_review(token.strip())
         return None
 
     def _from_headers(self, header: Headers) -> User | None:
-        name = next((v for h in self.config.username_headers for v in header(h) if v), "")
+        def values(names: tuple[str, ...]) -> list[str]:
+            return [v for h in names for v in (header.get_all(h) or []) if v]
+
+        name = next(iter(values(self.config.username_headers)), "")
         if not name:
             return None
-        groups = tuple(v for h in self.config.group_headers for v in header(h) if v)
-        return User(name, groups)
+        extra: dict[str, list[str]] = {}
+        prefixes = tuple(p.lower() for p in self.config.extra_prefixes)
+        for key, value in header.items():
+            lowered = key.lower()
+            prefix = next((p for p in prefixes if lowered.startswith(p)), None)
+            if prefix is not None and value:  # (k8s: keys lower-cased, then unescaped)
+                extra.setdefault(unquote(lowered[len(prefix):]), []).append(value)
+        return User(
+            name,
+            tuple(values(self.config.group_headers)),
+            tuple((k, tuple(v)) for k, v in sorted(extra.items())),
+        )
 
     def _token_review(self, token: str) -> User | None:
         now = self.clock()

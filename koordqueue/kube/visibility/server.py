@@ -26,7 +26,7 @@ import structlog
 
 from koordqueue.domain import names
 from koordqueue.kube.api import ApiError
-from koordqueue.kube.visibility.auth import Attributes, Delegated, User
+from koordqueue.kube.visibility.auth import Attributes, Delegated, Headers, User
 from koordqueue.kube.visibility.view import API_VERSION, BadQuery, PendingView, parse_query
 
 log = structlog.get_logger(__name__)
@@ -88,8 +88,7 @@ class Routes:
         self.auth = auth
 
     def handle(
-        self, method: str, target: str, peer_cert: Mapping[str, Any] | None,
-        header: Callable[[str], list[str]],
+        self, method: str, target: str, peer_cert: Mapping[str, Any] | None, header: Headers
     ) -> Answer:
         split = urlsplit(target)
         path = split.path.rstrip("/") or "/"
@@ -208,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
         peer = sock.getpeercert() if isinstance(sock, ssl.SSLSocket) else None
         try:
             code, body = self.server.routes.handle(
-                method, self.path, peer, lambda h: self.headers.get_all(h) or []
+                method, self.path, peer, self.headers
             )
         except Exception:
             log.exception("visibility request failed", path=self.path)

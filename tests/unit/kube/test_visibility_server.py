@@ -157,6 +157,11 @@ def test_the_aggregators_user_reads_pending_units_in_round_order(serving: Any, p
     assert body["round"]["number"] == 1
     sar = api.reviews[-1]["spec"]
     assert (sar["user"], sar["groups"]) == ("alice", ["devs"])
+    api.clock[0] += 11
+    headers = {**AGGREGATED, "X-Remote-Extra-Scopes": "view", "X-Remote-Extra-Acme.com%2fteam": "a"}
+    code, _ = get(pki, server.port, f"{PREFIX}/pendingunits", "proxy", headers)
+    assert code == 200
+    assert api.reviews[-1]["spec"]["extra"] == {"acme.com/team": ["a"], "scopes": ["view"]}
 
 
 def test_identity_headers_without_the_proxy_certificate_are_ignored(serving: Any, pki: Path
