@@ -1,20 +1,26 @@
 """The visibility API for the operator's lifetime: started with kopf's start-up, stopped with
-its clean-up, on the controller's last published round."""
+its clean-up, on the controller's last published round. A cluster whose API server has no
+front-proxy configuration (or a certificate that cannot be read) gets an error in the log and
+no visibility API; admission does not depend on it."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 import kopf
+import structlog
 
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import KubeApi
+from koordqueue.kube.api import ApiError, KubeApi
 from koordqueue.kube.settings import ControllerSettings
-from koordqueue.kube.visibility.auth import Delegated, request_header_config
+from koordqueue.kube.visibility.auth import AuthConfigError, Delegated, request_header_config
 from koordqueue.kube.visibility.server import Routes, VisibilityServer
 from koordqueue.kube.visibility.serving_label import ServingLabel
 from koordqueue.kube.visibility.view import PendingView, Publication
+
+log = structlog.get_logger(__name__)
 
 
 class VisibilityConfigError(ValueError):
@@ -43,9 +49,15 @@ def register_visibility(
     @kopf.on.startup(registry=registry)
     async def start_visibility(**_: Any) -> None:
         def start() -> None:
-            auth = Delegated(api, request_header_config(api))
-            routes = Routes(PendingView(publication), auth)
-            servers.append(VisibilityServer(routes, settings.visibility_port, cert, key).start())
+            try:
+                auth = Delegated(api, request_header_config(api))
+                routes = Routes(PendingView(publication), auth)
+                server = VisibilityServer(routes, settings.visibility_port, cert, key)
+            except (AuthConfigError, ApiError, OSError, ssl.SSLError) as exc:
+                # an optional read path: admission goes on without it, loudly
+                log.error("visibility API not served", error=str(exc))
+                return
+            servers.append(server.start())
             if label is not None:  # the Service reaches this pod once it has a round
                 label.serve_once_published(publication)
 

@@ -215,3 +215,31 @@ def test_discovery_and_errors(serving: Any, pki: Path) -> None:
     assert code == 404
     code, body = get(pki, server.port, "/healthz")
     assert code == 200
+
+
+def test_the_front_proxy_configuration_is_read_or_its_absence_named() -> None:
+    from koordqueue.kube.settings import ControllerSettings
+    from koordqueue.kube.visibility.auth import AuthConfigError, request_header_config
+    from koordqueue.kube.visibility.serve import VisibilityConfigError, register_visibility
+
+    class ConfigMaps:
+        def __init__(self, data: dict[str, str]) -> None:
+            self.data = data
+
+        def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+            assert (kind.plural, name, namespace) == (
+                "configmaps", "extension-apiserver-authentication", "kube-system")
+            return {"data": self.data}
+
+    config = request_header_config(ConfigMaps({  # type: ignore[arg-type]
+        "requestheader-client-ca-file": "PEM",
+        "requestheader-allowed-names": '["front-proxy-client"]',
+        "requestheader-username-headers": '["X-Remote-User"]',
+    }))
+    assert (config.client_ca, config.allowed_names) == ("PEM", ("front-proxy-client",))
+    assert config.group_headers == ("X-Remote-Group",)
+    with pytest.raises(AuthConfigError, match="--requestheader-client-ca-file"):
+        request_header_config(ConfigMaps({"client-ca-file": "PEM"}))  # type: ignore[arg-type]
+    with pytest.raises(VisibilityConfigError, match="--visibility-cert"):
+        register_visibility(None, ControllerSettings(visibility_port=8443), Publication(),
+                            None)  # type: ignore[arg-type]
