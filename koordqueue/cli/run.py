@@ -28,6 +28,7 @@ from koordqueue.kube.namespace import NamespaceMissingError
 from koordqueue.kube.process import build_operator
 from koordqueue.kube.scheduler_clash import busy_port, port_in_use, scheduler_clash
 from koordqueue.kube.settings import ControllerSettings, ProcessSettings, SchedulerSettings
+from koordqueue.kube.visibility.serve import VisibilityConfigError
 
 
 def configure_logging(fmt: str, level: str) -> None:
@@ -144,6 +145,9 @@ def run_command(command: Command, args: argparse.Namespace) -> int:
     except NamespaceMissingError as exc:
         print(f"koordqueue {command.name}: {exc}", file=sys.stderr)
         return 1
+    except VisibilityConfigError as exc:  # --visibility-port without its certificate
+        print(f"koordqueue {command.name}: {exc}", file=sys.stderr)
+        return 2
     if not _serve_metrics(settings, command.name):
         return 1
     log.info("starting", command=command.name, settings=repr(settings))
