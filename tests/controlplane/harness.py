@@ -46,6 +46,8 @@ from typing import Any
 
 from . import build
 
+FRONT_PROXY_CLIENT = "front-proxy-client"
+"""CN of the API server's proxy client certificate (--requestheader-allowed-names)."""
 KEEP_ENV = "KOORDQUEUE_CONTROLPLANE_KEEP"  # "1": keep the temp dir (certs, logs, data) after stop
 LOG_TAIL_LINES = 40
 
@@ -232,6 +234,24 @@ def make_pki(d: Path) -> dict[str, Path]:
         "extendedKeyUsage=clientAuth",
         cwd=d,
     )
+    # the aggregation layer's front proxy: its own CA and the client certificate the API
+    # server presents to aggregated API servers (--proxy-client-cert-file), as kubeadm does
+    _openssl(
+        "req", "-x509", *ec, "-keyout", "front-proxy-ca.key", "-out", "front-proxy-ca.crt",
+        "-days", "3650", "-subj", "/CN=koordqueue-e2e-front-proxy-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        cwd=d,
+    )
+    _openssl(
+        "req", "-x509", *ec, "-CA", "front-proxy-ca.crt", "-CAkey", "front-proxy-ca.key",
+        "-days", "365", "-keyout", "front-proxy-client.key", "-out", "front-proxy-client.crt",
+        "-subj", f"/CN={FRONT_PROXY_CLIENT}",
+        "-addext", "basicConstraints=critical,CA:FALSE",
+        "-addext", "keyUsage=critical,digitalSignature,keyEncipherment",
+        "-addext", "extendedKeyUsage=clientAuth",
+        cwd=d,
+    )
     _openssl(
         "genpkey",
         "-algorithm",
@@ -256,6 +276,9 @@ def make_pki(d: Path) -> dict[str, Path]:
             "admin.key",
             "sa.key",
             "sa.pub",
+            "front-proxy-ca.crt",
+            "front-proxy-client.crt",
+            "front-proxy-client.key",
         )
     }
 
@@ -575,6 +598,15 @@ class ControlPlane:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki['sa.pub']}",
                 f"--service-account-signing-key-file={pki['sa.key']}",
+                # the aggregation layer (APIServices: the visibility API, e2e
+                # test_visibility.py): the front proxy's CA and client certificate
+                f"--requestheader-client-ca-file={pki['front-proxy-ca.crt']}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki['front-proxy-client.crt']}",
+                f"--proxy-client-key-file={pki['front-proxy-client.key']}",
                 *self.extra_apiserver_flags,
             ],
         )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Any
+import threading
+import time
+from typing import Any, Final
 
 import kopf
 import structlog
@@ -21,6 +23,11 @@ from koordqueue.kube.visibility.serving_label import ServingLabel
 from koordqueue.kube.visibility.view import PendingView, Publication
 
 log = structlog.get_logger(__name__)
+
+RETRY_INTERVAL: Final = 2.0
+"""Seconds between looks for the front-proxy settings (or the certificate) while missing."""
+LOG_EVERY: Final = 60.0
+"""Seconds between error lines while the API cannot be served."""
 
 
 class VisibilityConfigError(ValueError):
@@ -46,24 +53,39 @@ def register_visibility(
     servers: list[VisibilityServer] = []
     label = ServingLabel.from_env(api)
 
-    @kopf.on.startup(registry=registry)
-    async def start_visibility(**_: Any) -> None:
-        def start() -> None:
+    stopping = threading.Event()
+
+    def serve() -> None:
+        """Until served or stopped: the API server may publish its front-proxy settings a
+        moment after it is ready, so a missing one is looked for again."""
+        logged = 0.0
+        while not stopping.is_set():
             try:
                 auth = Delegated(api, request_header_config(api))
                 routes = Routes(PendingView(publication), auth)
                 server = VisibilityServer(routes, settings.visibility_port, cert, key)
             except (AuthConfigError, ApiError, OSError, ssl.SSLError) as exc:
                 # an optional read path: admission goes on without it, loudly
-                log.error("visibility API not served", error=str(exc))
-                return
+                if time.monotonic() - logged > LOG_EVERY:
+                    log.error("visibility API not served yet", error=str(exc))
+                    logged = time.monotonic()
+                stopping.wait(RETRY_INTERVAL)
+                continue
             servers.append(server.start())
             if label is not None:  # the Service reaches this pod once it has a round
                 label.serve_once_published(publication)
+            return
 
-        await asyncio.to_thread(start)
+    thread = threading.Thread(target=serve, name="kq-visibility-start", daemon=True)
+
+    @kopf.on.startup(registry=registry)
+    async def start_visibility(**_: Any) -> None:
+        thread.start()
 
     async def stop_visibility() -> None:
+        stopping.set()
+        if thread.is_alive():
+            await asyncio.to_thread(thread.join, RETRY_INTERVAL + 5.0)
         if label is not None:
             await asyncio.to_thread(label.stop)
         for server in servers:
