@@ -10,6 +10,7 @@ quota label) follow the ordered ones, without positions, in record order.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -64,65 +65,119 @@ def queue_order(result: RoundResult, queue: str) -> list[tuple[int, QueueUnit]]:
     return list(enumerate(result.waiting.get(queue, ()), start=1))
 
 
-Verdicts = dict[str, tuple[Outcome, Reason, str]]
-"""uid -> (its last outcome, that outcome's reason and line): a reader's cache across rounds.
-An entry carried from an earlier round's record is the same object, so its line is not
-formatted again."""
+Verdict = tuple[Outcome | None, Reason, str]
+"""A unit's last outcome, and that outcome's reason and line."""
+Verdicts = dict[str, Verdict]
+"""uid -> its verdict: a reader's cache across rounds. An entry carried from an earlier
+round's record is the same object, so its line is not formatted again (and no new object is
+made for it)."""
 
 
-def _verdict(outcome: Outcome, cache: Verdicts | None) -> tuple[Reason, str]:
+def _verdict(outcome: Outcome, cache: Verdicts | None) -> Verdict:
     if cache is None:
-        return verdict_of(outcome), verdict_message(outcome)
+        return outcome, verdict_of(outcome), verdict_message(outcome)
     hit = cache.get(outcome.unit.uid)
     if hit is not None and hit[0] is outcome:
-        return hit[1], hit[2]
-    reason, message = verdict_of(outcome), verdict_message(outcome)
-    cache[outcome.unit.uid] = (outcome, reason, message)
-    return reason, message
+        return hit
+    verdict = cache[outcome.unit.uid] = (outcome, verdict_of(outcome), verdict_message(outcome))
+    return verdict
 
 
-def pending_units(result: RoundResult, cache: Verdicts | None = None) -> list[PendingUnit]:
+NO_VERDICT: Verdict = (None, verdict_of(None), "")
+
+
+@dataclass(slots=True)
+class PendingOrder:
+    """A round's pending units as columns, in order: `units[:tried]` are those the next
+    round tries (position = index + 1), the rest those it does not. Columns, not an object per
+    unit: a reader that asks every round keeps no per-unit objects alive between rounds (with
+    15,000 units, those objects made the collector's full passes stall admission)."""
+
+    units: list[QueueUnit]
+    queues: list[str]
+    in_queue: array[int]
+    """1-based position in its queue; 0: not tried."""
+    verdicts: list[Verdict]
+    tried: int
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def position(self, index: int) -> int | None:
+        return index + 1 if index < self.tried else None
+
+    def entry(self, index: int) -> PendingUnit:
+        _, reason, message = self.verdicts[index]
+        in_queue = self.in_queue[index]
+        return PendingUnit(self.units[index], self.queues[index], self.position(index),
+                           in_queue or None, reason, message)
+
+
+def pending_order(result: RoundResult, cache: Verdicts | None = None) -> PendingOrder:
     """Every pending unit of the round's record: the ordered ones, then those not tried.
     `cache`: kept by a reader that asks every round (entries of units no longer pending are
     dropped)."""
     last = last_outcomes(result.outcomes)
-    out: list[PendingUnit] = []
-    position = 0
-    for queue in result.waiting:
-        for index, unit in queue_order(result, queue):
-            position += 1
+    order = PendingOrder([], [], array("l"), [], 0)
+    units, queues, in_queue, verdicts = order.units, order.queues, order.in_queue, order.verdicts
+    for queue, waiting in result.waiting.items():
+        for index, unit in enumerate(waiting, start=1):
             outcome = last.get(unit.uid)
-            if outcome is None:  # (every waiting unit has an entry; defensive)
-                reason, message = verdict_of(None), ""
-            else:
-                reason, message = _verdict(outcome, cache)
-            out.append(PendingUnit(unit, queue, position, index, reason, message))
+            units.append(unit)
+            queues.append(queue)
+            in_queue.append(index)
+            # (every waiting unit has an entry; defensive)
+            verdicts.append(NO_VERDICT if outcome is None else _verdict(outcome, cache))
+    order.tried = len(units)
     for outcome in last.values():
         if isinstance(outcome, NOT_TRIED):
-            unit = outcome.unit
-            reason, message = _verdict(outcome, cache)
-            out.append(PendingUnit(unit, _queue_of(unit), None, None, reason, message))
-    if cache is not None and len(cache) > len(out):
-        keep = {entry.unit.uid for entry in out}
+            units.append(outcome.unit)
+            queues.append(_queue_of(outcome.unit))
+            in_queue.append(0)
+            verdicts.append(_verdict(outcome, cache))
+    if cache is not None and len(cache) > len(units):
+        keep = {unit.uid for unit in units}
         for uid in [uid for uid in cache if uid not in keep]:
             del cache[uid]
-    return out
+    return order
+
+
+def pending_units(result: RoundResult, cache: Verdicts | None = None) -> list[PendingUnit]:
+    """`pending_order` as one object per unit."""
+    order = pending_order(result, cache)
+    return [order.entry(i) for i in range(len(order))]
 
 
 def in_quota(
-    pending: Iterable[PendingUnit], quota: str, paths: Mapping[str, tuple[str, ...]]
-) -> list[tuple[int | None, PendingUnit]]:
-    """The units counted against `quota` (its own and its descendants'), each with its
-    position among them: the order in which they would claim the quota's room. `paths`:
-    queue -> its chain up to the root (`RoundResult.paths`)."""
-    out: list[tuple[int | None, PendingUnit]] = []
+    order: PendingOrder, quota: str, paths: Mapping[str, tuple[str, ...]]
+) -> tuple[array[int], array[int]]:
+    """The units counted against `quota` (its own and its descendants'): their indexes in
+    `order`, and each one's position among them (0: not tried), the order in which they would
+    claim the quota's room. `paths`: queue -> its chain up to the root (`RoundResult.paths`)."""
+    indexes, positions = array("l"), array("l")
     position = 0
-    for entry in pending:
-        if quota != entry.queue and quota not in paths.get(entry.queue, ()):
+    counted = {q for q, path in paths.items() if quota in path} | {quota}
+    for index, queue in enumerate(order.queues):
+        if queue not in counted:
             continue
-        if entry.position is None:
-            out.append((None, entry))
-        else:
+        indexes.append(index)
+        if index < order.tried:
             position += 1
-            out.append((position, entry))
+            positions.append(position)
+        else:
+            positions.append(0)
+    return indexes, positions
+
+
+def own_quota_positions(order: PendingOrder, paths: Mapping[str, tuple[str, ...]]) -> array[int]:
+    """Each unit's position among the units counted against its own quota (0: not tried)."""
+    counters: dict[str, int] = {}
+    out = array("l")
+    for index, queue in enumerate(order.queues):
+        if index >= order.tried:
+            out.append(0)
+            continue
+        for quota in paths.get(queue) or (queue,):
+            counters[quota] = counters.get(quota, 0) + 1
+        out.append(counters[queue])
     return out

@@ -77,7 +77,8 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
             "message": message, "reason": reason, "code": code}
 
 
-Answer = tuple[int, dict[str, Any]]
+Answer = tuple[int, dict[str, Any] | bytes]
+"""A status code and its body: a document, or JSON already serialised (view.py)."""
 
 
 class Routes:
@@ -212,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             log.exception("visibility request failed", path=self.path)
             code, body = 500, status(500, "InternalError", "internal error")
-        data = orjson.dumps(body)
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -6,7 +6,7 @@ import pytest
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL, STOP_POLICY_ANNOTATION, STOP_POLICY_HOLD
-from koordqueue.domain.pending import in_quota, pending_units
+from koordqueue.domain.pending import in_quota, pending_order, pending_units
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
@@ -82,12 +82,15 @@ def test_positions_in_a_parent_quota_count_its_childrens_units_in_round_order() 
               unit("s1", "solo", cpu="3")):
         engine.upsert_unit(u)
     result = engine.run_round(0.0)
-    pending = pending_units(result)
+    order = pending_order(result)
     assert result.paths["a"] == ("a", "parent")
-    rows = [(pos, p.unit.name) for pos, p in in_quota(pending, "parent", result.paths)]
-    assert rows == [(1, "a22"), (2, "b1")]  # a1 took the parent's 2 cpu
-    assert [(pos, p.unit.name) for pos, p in in_quota(pending, "b", result.paths)] == [
-        (1, "b1")]
+
+    def rows(quota: str) -> list[tuple[int, str]]:
+        indexes, positions = in_quota(order, quota, result.paths)
+        return [(p, order.units[i].name) for i, p in zip(indexes, positions, strict=True)]
+
+    assert rows("parent") == [(1, "a22"), (2, "b1")]  # a1 took the parent's 2 cpu
+    assert rows("b") == [(1, "b1")]
 
 
 @pytest.mark.parametrize("incremental", [True, False])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import orjson
+
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import QueueUnit
@@ -22,8 +24,8 @@ def engine_with_backlog() -> AdmissionEngine:
     return engine
 
 
-def names_of(answer: dict[str, object]) -> list[tuple[str, int]]:
-    items = answer["items"]
+def names_of(answer: bytes) -> list[tuple[str, int]]:
+    items = orjson.loads(answer)["items"]
     assert isinstance(items, list)
     return [(i["metadata"]["name"], i["priority"]) for i in items]
 
