@@ -97,7 +97,7 @@ def test_callers_need_the_viewer_role(kubectl: Any, aggregated: RunningControlle
     assert denied.returncode != 0
     assert f'User "{user}" cannot list resource "pendingunits"' in denied.stderr
     docs = yaml.safe_load_all((ROOT / "deploy" / "visibility.yaml").read_text())
-    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    role = next(d for d in docs if d["metadata"]["name"] == "koordqueue-visibility-viewer")
     kubectl.apply(role)
     binding = kq.unique("viewer-binding")
     kubectl("create", "clusterrolebinding", binding,
