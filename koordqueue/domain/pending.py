@@ -11,7 +11,7 @@ quota label) follow the ordered ones, without positions, in record order.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from koordqueue.domain.mapping import QuotaName, queue_name_for
@@ -113,11 +113,25 @@ class PendingOrder:
                            in_queue or None, reason, message)
 
 
-def pending_order(result: RoundResult, cache: Verdicts | None = None) -> PendingOrder:
+PAUSE_EVERY = 512
+"""Units between two calls of a reader's `pause`."""
+
+
+def pending_order(
+    result: RoundResult, cache: Verdicts | None = None, pause: Callable[[], object] | None = None
+) -> PendingOrder:
     """Every pending unit of the round's record: the ordered ones, then those not tried.
     `cache`: kept by a reader that asks every round (entries of units no longer pending are
-    dropped)."""
-    last = last_outcomes(result.outcomes)
+    dropped). `pause`: called every PAUSE_EVERY units, so a reader on another thread can hand
+    the interpreter to the admission loop (kube/visibility/view.py)."""
+    if pause is None:
+        last = last_outcomes(result.outcomes)
+    else:
+        last = {}
+        for n, entry in enumerate(result.outcomes, start=1):
+            last[entry.unit.uid] = entry
+            if n % PAUSE_EVERY == 0:
+                pause()
     order = PendingOrder([], [], array("l"), [], 0)
     units, queues, in_queue, verdicts = order.units, order.queues, order.in_queue, order.verdicts
     for queue, waiting in result.waiting.items():
@@ -128,6 +142,8 @@ def pending_order(result: RoundResult, cache: Verdicts | None = None) -> Pending
             in_queue.append(index)
             # (every waiting unit has an entry; defensive)
             verdicts.append(NO_VERDICT if outcome is None else _verdict(outcome, cache))
+            if pause is not None and len(units) % PAUSE_EVERY == 0:
+                pause()
     order.tried = len(units)
     for outcome in last.values():
         if isinstance(outcome, NOT_TRIED):
@@ -135,6 +151,8 @@ def pending_order(result: RoundResult, cache: Verdicts | None = None) -> Pending
             queues.append(_queue_of(outcome.unit))
             in_queue.append(0)
             verdicts.append(_verdict(outcome, cache))
+            if pause is not None and len(units) % PAUSE_EVERY == 0:
+                pause()
     if cache is not None and len(cache) > len(units):
         keep = {unit.uid for unit in units}
         for uid in [uid for uid in cache if uid not in keep]:
@@ -169,11 +187,18 @@ def in_quota(
     return indexes, positions
 
 
-def own_quota_positions(order: PendingOrder, paths: Mapping[str, tuple[str, ...]]) -> array[int]:
-    """Each unit's position among the units counted against its own quota (0: not tried)."""
+def own_quota_positions(
+    order: PendingOrder,
+    paths: Mapping[str, tuple[str, ...]],
+    pause: Callable[[], object] | None = None,
+) -> array[int]:
+    """Each unit's position among the units counted against its own quota (0: not tried).
+    `pause`: as `pending_order`'s."""
     counters: dict[str, int] = {}
     out = array("l")
     for index, queue in enumerate(order.queues):
+        if pause is not None and index % PAUSE_EVERY == PAUSE_EVERY - 1:
+            pause()
         if index >= order.tried:
             out.append(0)
             continue

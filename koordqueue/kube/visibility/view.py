@@ -10,6 +10,7 @@ round, and none when nobody asks.
 from __future__ import annotations
 
 import threading
+import time
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import orjson
 
 from koordqueue.domain import names
 from koordqueue.domain.pending import (
+    PAUSE_EVERY,
     PendingOrder,
     Verdict,
     Verdicts,
@@ -31,6 +33,17 @@ from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.round import RoundResult
 
 API_VERSION: Final = f"{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}"
+
+BREATHE_S: Final = 0.0001
+"""How long an answer being built lets go of the interpreter every PAUSE_EVERY units. CPython
+hands the GIL to a waiting thread only after 5 ms (sys.getswitchinterval), so an answer of
+15,000 units (~40 ms of Python) held the admission loop up to 5 ms at a time: admission p99
+3.7x the quiet one in bench/bench_visibility.py. A real sleep, not sleep(0): the waiting
+thread must win the GIL."""
+
+
+def _breathe() -> None:
+    time.sleep(BREATHE_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +155,7 @@ class PendingView:
         with self._lock:  # one reader builds it; the others wait and reuse it
             current = self._snapshot
             if current is None or current.round is not last:
-                order = pending_order(last.result, self._verdicts)
+                order = pending_order(last.result, self._verdicts, _breathe)
                 if len(self._static) > len(order) or len(self._lines) > len(order):
                     keep = {unit.uid for unit in order.units}
                     self._static = {k: v for k, v in self._static.items() if k in keep}
@@ -150,7 +163,7 @@ class PendingView:
                 queues: dict[str, int] = {}
                 for queue in order.queues:
                     queues[queue] = queues.get(queue, 0) + 1
-                positions = own_quota_positions(order, last.result.paths)
+                positions = own_quota_positions(order, last.result.paths, _breathe)
                 current = self._snapshot = Snapshot(last, order, positions, queues)
             return current
 
@@ -159,7 +172,12 @@ class PendingView:
         """pendingunits (every queue) or queues/NAME/queueunits (`name`: the queue)."""
         queue = name or query.queue
         order = snap.order
-        rows = array("l", (i for i in range(len(order)) if _matches(order, i, query, queue)))
+        rows = array("l")
+        for i in range(len(order)):
+            if _matches(order, i, query, queue):
+                rows.append(i)
+            if i % PAUSE_EVERY == PAUSE_EVERY - 1:
+                _breathe()
         return self._summary(snap, name, rows, snap.in_own_quota, query)
 
     def in_quota(self, snap: Snapshot, quota: str, query: Query) -> bytes:
@@ -191,7 +209,9 @@ class PendingView:
         order, static, lines = snap.order, self._static, self._lines
         out: list[bytes] = []
         with self._lock:
-            for index in page:
+            for n, index in enumerate(page, start=1):
+                if n % PAUSE_EVERY == 0:
+                    _breathe()
                 unit = order.units[index]
                 fixed = static.get(unit.uid)
                 if fixed is None or fixed[0] is not unit:

@@ -6,7 +6,13 @@ import pytest
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL, STOP_POLICY_ANNOTATION, STOP_POLICY_HOLD
-from koordqueue.domain.pending import in_quota, pending_order, pending_units
+from koordqueue.domain.pending import (
+    PAUSE_EVERY,
+    in_quota,
+    own_quota_positions,
+    pending_order,
+    pending_units,
+)
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
@@ -124,3 +130,26 @@ def test_a_held_queue_keeps_its_admitted_units() -> None:
                                  labels={QUOTA_NAME_LABEL: "solo"}, phase=Phase.RUNNING))
     engine.run_round(1.0)
     assert engine.is_admitted("early")
+
+
+def test_a_readers_pause_is_called_every_pause_every_units_and_changes_nothing() -> None:
+    """The visibility API hands the interpreter to the admission loop through `pause`
+    (kube/visibility/view.py); the order must not depend on it."""
+    engine = AdmissionEngine(oversell_rate="1")
+    engine.upsert_quota(QuotaSpec("a", max=Resources.of(cpu="1")))
+    engine.upsert_queue("a", "Priority", None)
+    units = 2 * PAUSE_EVERY + 10
+    for i in range(units):
+        engine.upsert_unit(unit(f"u{i}", "a", priority=i % 3))
+    result = engine.run_round(0.0)
+    calls: list[int] = []
+    paused = pending_order(result, {}, lambda: calls.append(1))
+    plain = pending_order(result)
+    assert paused.units == plain.units and paused.verdicts == plain.verdicts
+    assert list(paused.in_queue) == list(plain.in_queue) and paused.tried == plain.tried
+    # the record's entries (every unit, plus the admitted one's) and the pending units
+    assert len(calls) == len(result.outcomes) // PAUSE_EVERY + len(paused) // PAUSE_EVERY
+    positions = own_quota_positions(plain, result.paths)
+    calls.clear()
+    assert own_quota_positions(paused, result.paths, lambda: calls.append(1)) == positions
+    assert len(calls) == len(paused) // PAUSE_EVERY
