@@ -14,6 +14,7 @@ back-off deadlines; the output says so.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from koordqueue.domain.admission import (
     QuotaMissing,
     Rejection,
 )
-from koordqueue.domain.engine import AdmissionEngine, RoundResult
+from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import QuotaName, UnresolvedReason, queue_name_for
 from koordqueue.domain.names import (
     BLOCK_TIMEOUT_ANNOTATION,
@@ -35,6 +36,8 @@ from koordqueue.domain.names import (
 )
 from koordqueue.domain.policies import QueueSettings
 from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.quota import is_oversold
+from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.resources import Resources
 from koordqueue.domain.round import (
     Admit,
@@ -181,7 +184,32 @@ def fmt(resource: str, nanos: int) -> str:
 # --- the explanation ----------------------------------------------------------------------
 
 
-def _levels(engine: AdmissionEngine, quota: str, request: Resources) -> list[Level]:
+def _tree_as_tried(tree: QuotaTree, record: Sequence[Outcome], uid: str) -> QuotaTree:
+    """The quota tree as the round found it when it tried `uid`: what it admitted and
+    preempted before counted. Read before the round, the chain would show room the round had
+    already given to a unit ahead (hypothesis found "refused at a" with a shown to fit)."""
+    earlier: list[Admit | Preempted] = []
+    for outcome in record:
+        if outcome.unit.uid == uid:
+            break
+        if isinstance(outcome, Admit | Preempted):
+            earlier.append(outcome)
+    if not earlier:
+        return tree
+    callback = tree._on_duplicate
+    memo: dict[int, object] = {} if callback is None else {id(callback): callback}
+    twin: QuotaTree = copy.deepcopy(tree, memo)
+    for outcome in earlier:
+        unit = outcome.unit
+        if isinstance(outcome, Admit):
+            twin.try_admit(unit.uid, unit.key, outcome.decision.quota, unit.resource,
+                           oversold=is_oversold(unit.annotations))
+        else:
+            twin.release(unit.uid)
+    return twin
+
+
+def _levels(tree: QuotaTree, quota: str, request: Resources) -> list[Level]:
     """The unit's chain with CheckUsage's own verdict at every level (`QuotaTree.levels`)."""
     return [
         Level(
@@ -194,7 +222,7 @@ def _levels(engine: AdmissionEngine, quota: str, request: Resources) -> list[Lev
             empty_max=state.empty_max,
             fits=not state.refuses,
         )
-        for state in engine.tree.levels(quota, request)
+        for state in tree.levels(quota, request)
     ]
 
 
@@ -281,9 +309,10 @@ def explain(view: ClusterView, key: str) -> Explanation | None:
             ex.position, ex.queue_length = index + 1, len(waiting)
             ex.ahead = [u.key for u in waiting[:index]]
         if isinstance(outcome, Holding | Preempted):  # counted in USED already
-            ex.chain = _levels(engine, quota, Resources())
+            ex.chain = _levels(engine.tree, quota, Resources())
         elif not isinstance(outcome, Finished | QueueNotFound | QueueUnserved | None):
-            ex.chain = _levels(engine, quota, unit.resource)
+            tree = _tree_as_tried(engine.tree, round_.outcomes, unit.uid)
+            ex.chain = _levels(tree, quota, unit.resource)
     elif resolution.reason is UnresolvedReason.NO_LABEL:
         ex.resolution = f"no label {QUOTA_NAME_LABEL}"
     else:

@@ -164,3 +164,33 @@ def test_every_explanation_is_what_the_same_round_records(cluster: dict[str, Any
             assert [fits for _, fits in verdicts[:refused + 1]] == [True] * refused + [False]
         if isinstance(outcome, Admit):
             assert all(level.fits for level in ex.chain)
+
+
+def test_a_refused_units_chain_counts_what_the_round_admitted_before_it() -> None:
+    """The example hypothesis found: a (max 2 cpu) takes u0 (1 cpu) first, then refuses u1
+    (2 cpu) in the same round. Read before the round, the chain showed `a` with room (used 0);
+    it must show the usage the round refused u1 at. Fails with `_tree_as_tried` returning the
+    tree unchanged."""
+    def meta(name: str, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "namespace": "team", "labels": {}, **extra}
+
+    quotas = [{"metadata": meta("a"), "spec": {"max": {"cpu": "2"}}}]
+    queues = [{"metadata": {"name": "a", "namespace": "koord-queue", "annotations": {}},
+               "spec": {"queuePolicy": "Priority", "priority": 1000}}]
+    units = [
+        {"metadata": {"name": name, "namespace": "ns", "uid": name,
+                      "labels": {QUOTA_NAME_LABEL: "a"},
+                      "creationTimestamp": "2026-01-01T00:00:00Z"},
+         "spec": {"resource": {"cpu": cpu}, "priority": 0}, "status": {"phase": "Enqueued"}}
+        for name, cpu in (("u0", "1"), ("u1", "2"))
+    ]
+    view = ClusterView.from_objects(quotas, queues, units, now=100.0)
+    first, second = explain(view, "ns/u0"), explain(view, "ns/u1")
+    assert first is not None and second is not None
+    assert first.reason is Reason.FITS and [lv.fits for lv in first.chain] == [True]
+    assert second.reason is Reason.QUOTA_EXCEEDED
+    (level,) = second.chain
+    assert not level.fits
+    (check,) = level.checks
+    assert check.resource == "cpu" and not check.fits
+    assert 2 * check.used == check.request == check.limit  # u0's 1 cpu counted
