@@ -23,10 +23,14 @@ then the peer, with the same creators (`--clients` threads) and the same watch (
   cert made here with openssl, metrics off, client qps = burst = 5000 and VisibilityOnDemand off
   (its extension API server is not part of admission). Kueue reads a metrics cert from the fixed
   path /etc/kueue/metrics/certs even with metrics off; it is given one in a private mount
-  namespace (`unshare -m`), so nothing on the machine is written. Controller concurrency is
-  the shipped config's (Job and Workload: 5 workers each). Creation -> un-suspend p50/p99
+  namespace (`unshare -m`), so nothing on the machine is written. Kueue runs once per
+  `--kueue-profiles` entry, interleaved with koordqueue in every run (KUEUE_PROFILES: `shipped`,
+  qps 50 / burst 100 and 5 Job / 5 Workload workers as v0.17.0 ships it; `best`, qps 2000 /
+  burst 4000 and 50 / 50 workers, the best found on this box); each row names its profile.
+  Creation -> un-suspend p50/p99
   and controller CPU per admission; the controller's API writes per Job by verb and resource
-  (the API server's apiserver_request_total, less the benchmark's own Job creates).
+  (the API server's apiserver_request_total, less the benchmark's own Job creates), printed
+  for both under the table.
 
 Peers are built (then cached) by tests/controlplane/peers.py on first use. CPU is user + system
 time from /proc of the component's own process. Prints the calibration yardstick, one JSON
@@ -84,6 +88,26 @@ KUEUE_SHIPPED_CONCURRENCY = {
     "ClusterQueue.kueue.x-k8s.io": 1,
     "ResourceFlavor.kueue.x-k8s.io": 1,
 }
+
+KUEUE_PROFILES: dict[str, dict[str, Any]] = {
+    # config/components/manager/controller_manager_config.yaml as Kueue v0.17.0 ships it
+    "shipped": {"qps": 50, "burst": 100, "concurrency": dict(KUEUE_SHIPPED_CONCURRENCY)},
+    # the best found on this box (issue 36): above 20 workers and qps 500 it plateaus, and
+    # rate limiting off is no better
+    "best": {"qps": 2000, "burst": 4000, "concurrency": {
+        **KUEUE_SHIPPED_CONCURRENCY, "Job.batch": 50, "Workload.kueue.x-k8s.io": 50}},
+}
+"""Kueue configurations bench_peers runs (`--kueue-profiles`); every row names its own."""
+
+
+def kueue_profile_line(name: str) -> str:
+    """`best (qps 2000 / burst 4000, Job 50 / Workload 50 workers)`: what a row ran."""
+    profile = KUEUE_PROFILES[name]
+    workers = profile["concurrency"]
+    return (f"{name} (qps {profile['qps']} / burst {profile['burst']}, Job "
+            f"{workers['Job.batch']} / Workload {workers['Workload.kueue.x-k8s.io']} workers)")
+
+
 CLUSTER_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
 LOCAL_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVOR = Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
@@ -115,7 +139,13 @@ def scheduler_config(kubeconfig: str, qps: int = PEER_CLIENT_QPS) -> dict[str, A
 
 
 def kueue_config(
-    *, cert_dir: str, webhook_port: int, health_port: int, qps: int = PEER_CLIENT_QPS
+    *,
+    cert_dir: str,
+    webhook_port: int,
+    health_port: int,
+    qps: int = PEER_CLIENT_QPS,
+    burst: int | None = None,
+    concurrency: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Kueue's Configuration for a bare API server: no cert manager, no webhook config, Jobs only.
 
@@ -132,12 +162,12 @@ def kueue_config(
         "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": cert_dir},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        "clientConnection": {"qps": qps, "burst": qps},
+        "clientConnection": {"qps": qps, "burst": qps if burst is None else burst},
         "integrations": {"frameworks": ["batch/job"]},
         "featureGates": {"VisibilityOnDemand": False},
         # as Kueue's shipped config/components/manager/controller_manager_config.yaml (without
         # it controller-runtime runs one worker per controller)
-        "controller": {"groupKindConcurrency": dict(KUEUE_SHIPPED_CONCURRENCY)},
+        "controller": {"groupKindConcurrency": dict(concurrency or KUEUE_SHIPPED_CONCURRENCY)},
     }
 
 
@@ -425,7 +455,8 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
     from tests.e2e import kq
     from tests.e2e.conftest import Kubectl, install_crds
 
-    kueue = peers.ensure_peer(peers.KUEUE) if who == "kueue" else None
+    profile = who.removeprefix("kueue-") if who.startswith("kueue-") else None
+    kueue = peers.ensure_peer(peers.KUEUE) if profile is not None else None
     per_quota = -(-jobs // quotas)  # every Job fits: latency, not waiting, is measured
     cpu, memory = str(per_quota), f"{per_quota}Gi"
     with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
@@ -475,7 +506,8 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 kueue_job(kq.job(f"job{i:05d}", ns, None, cpu="1", memory="1Gi"), f"lq{i % quotas}")
                 for i in range(jobs)
             ]
-            with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v) as pid:
+            with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v,
+                               profile=profile) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
                 before = api_writes(api)
                 burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
@@ -489,11 +521,14 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
 
 
 @contextmanager
-def kueue_process(kueue: Any, kubeconfig: str, tmp: Path, log: str, peer_v: int) -> Iterator[int]:
+def kueue_process(
+    kueue: Any, kubeconfig: str, tmp: Path, log: str, peer_v: int, *, profile: str | None = None
+) -> Iterator[int]:
     """Kueue (`peers.ensure_peer(KUEUE)`) on the API server of `kubeconfig`; yields its pid.
 
     Its certs and config go in `tmp`; ready once /readyz answers. The caller waits for its
-    ClusterQueues to be Active (bench_scale.py shares this start-up).
+    ClusterQueues to be Active (bench_scale.py shares this start-up). `profile`: a name of
+    KUEUE_PROFILES (None: client qps = burst = PEER_CLIENT_QPS, the shipped concurrency).
     """
     from tests.controlplane.harness import free_port
 
@@ -501,8 +536,13 @@ def kueue_process(kueue: Any, kubeconfig: str, tmp: Path, log: str, peer_v: int)
     _openssl_cert(certs)
     health = free_port()
     config = tmp / "kueue.yaml"
+    tuned: dict[str, Any] = {}
+    if profile is not None:
+        chosen = KUEUE_PROFILES[profile]
+        tuned = {"qps": chosen["qps"], "burst": chosen["burst"],
+                 "concurrency": chosen["concurrency"]}  # fmt: skip
     config.write_text(json.dumps(kueue_config(
-        cert_dir=str(certs), webhook_port=free_port(), health_port=health)))  # fmt: skip
+        cert_dir=str(certs), webhook_port=free_port(), health_port=health, **tuned)))  # fmt: skip
     argv = [str(kueue.binary), f"--config={config}", f"--zap-log-level={kueue_level(peer_v)}"]
     if not Path(KUEUE_METRICS_CERT_DIR, "tls.crt").is_file():
         argv = metrics_cert_namespace(argv, certs)
@@ -562,6 +602,8 @@ def main() -> int:
     parser.add_argument(
         "--profile-s", type=int, default=0, help="py-spy koordqueue for S s (figures then skewed)"
     )
+    parser.add_argument("--kueue-profiles", default="shipped,best",
+                        help=f"admission: Kueue configurations to run, of {sorted(KUEUE_PROFILES)}")
     parser.add_argument("--volcano-scenarios", default="all",
                         help="with --what volcano: scenario names (bench/volcano_scenarios.py)")
     parser.add_argument("--settle-s", type=float, default=4.0,
@@ -581,35 +623,48 @@ def main() -> int:
     cal = calibrate()  # before any control plane starts: the yardstick of an idle box
     print(cal.line(), flush=True)
 
-    cases: list[tuple[str, str, Callable[[str], dict[str, Any]]]] = []
+    cases: list[tuple[str, list[str], Callable[[str], dict[str, Any]]]] = []
     if "placement" in what:
         for pods, nodes in parse_sizes(args.sizes):
-            cases.append(("placement", "kube-scheduler",
+            cases.append(("placement", ["kube-scheduler"],
                           lambda who, p=pods, n=nodes: placement(who, p, n, args)))  # fmt: skip
     if "admission" in what:
-        cases.append(
-            ("admission", "kueue", lambda who: admission(who, args.jobs, args.quotas, args))
-        )
+        profiles = [p.strip() for p in args.kueue_profiles.split(",") if p.strip()]
+        unknown = [p for p in profiles if p not in KUEUE_PROFILES]
+        if unknown or not profiles:
+            parser.error(f"--kueue-profiles: {unknown or 'none'}; known: {sorted(KUEUE_PROFILES)}")
+        cases.append(("admission", [f"kueue-{p}" for p in profiles],
+                      lambda who: admission(who, args.jobs, args.quotas, args)))  # fmt: skip
     rows = []
-    for workload, peer_name, measure in cases:
-        runs: dict[str, list[dict[str, Any]]] = {"koordqueue": [], peer_name: []}
+    for workload, peer_names, measure in cases:
+        runs: dict[str, list[dict[str, Any]]] = {"koordqueue": []}
+        runs.update({name: [] for name in peer_names})
         size = ""
         for _ in range(args.runs):
-            for who in ("koordqueue", peer_name):
+            for who, done in runs.items():  # interleaved: koordqueue, then each peer
                 result = measure(who)
                 size = result["size"]
                 print(json.dumps({k: v for k, v in result.items() if k != "stats"}), flush=True)
                 print(json.dumps({"stages_s": result["stats"]["stages_s"]}), flush=True)
                 if result["reached"] != result["of"]:
                     print(f"WARNING: {who} reached {result['reached']} of {result['of']}")
-                runs[who].append(result)
-        rows.append({
-            "workload": workload, "size": size, "peer_name": peer_name,
-            "ours": medians(runs["koordqueue"]), "peer": medians(runs[peer_name]),
-        })  # fmt: skip
+                done.append(result)
+        for peer_name in peer_names:
+            shown = (f"Kueue {kueue_profile_line(peer_name.removeprefix('kueue-'))}"
+                     if peer_name.startswith("kueue-") else peer_name)  # fmt: skip
+            rows.append({
+                "workload": workload, "size": size, "peer_name": shown,
+                "ours": medians(runs["koordqueue"]), "peer": medians(runs[peer_name]),
+                "writes": {who: runs[who][-1].get("writes_per_job") for who in
+                           ("koordqueue", peer_name)},
+            })  # fmt: skip
     print()
     print(cal.line())
     print(table(rows))
+    for row in rows:
+        if row.get("writes"):
+            print(f"API writes per Job by verb and resource, {row['workload']} {row['size']} "
+                  f"(last run): {json.dumps(row['writes'], sort_keys=True)}")
     for row in rows:
         if row["workload"] == "placement":
             print(

@@ -117,3 +117,24 @@ def test_placement_targets_compare_against_the_peer_in_the_same_run() -> None:
     }
     slower = {**peer, "p99": 0.6, "throughput": 199.0, "cpu_ms": 2.1}
     assert not any(bench_peers.placement_targets(slower, peer).values())
+
+
+def test_kueue_profiles_are_the_shipped_one_and_the_best_one_and_rows_say_which() -> None:
+    """Issue 36: Kueue is compared both as shipped (qps 50 / burst 100, 5 workers) and at its
+    best on this box (qps 2000 / burst 4000, 50 Job and Workload workers)."""
+    shipped, best = (bench_peers.KUEUE_PROFILES[n] for n in ("shipped", "best"))
+    config = bench_peers.kueue_config(cert_dir="/c", webhook_port=1, health_port=2,
+                                      qps=shipped["qps"], burst=shipped["burst"],
+                                      concurrency=shipped["concurrency"])
+    assert config["clientConnection"] == {"qps": 50, "burst": 100}
+    assert config["controller"]["groupKindConcurrency"]["Job.batch"] == 5
+    config = bench_peers.kueue_config(cert_dir="/c", webhook_port=1, health_port=2,
+                                      qps=best["qps"], burst=best["burst"],
+                                      concurrency=best["concurrency"])
+    workers = config["controller"]["groupKindConcurrency"]
+    assert config["clientConnection"] == {"qps": 2000, "burst": 4000}
+    assert workers["Job.batch"] == workers["Workload.kueue.x-k8s.io"] == 50
+    assert workers["ClusterQueue.kueue.x-k8s.io"] == 1  # the rest as shipped
+    assert bench_peers.kueue_profile_line("best") == (
+        "best (qps 2000 / burst 4000, Job 50 / Workload 50 workers)")
+    assert bench_peers.KUEUE_SHIPPED_CONCURRENCY["Job.batch"] == 5  # not changed by `best`
