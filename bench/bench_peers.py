@@ -15,6 +15,9 @@ then the peer, with the same creators (`--clients` threads) and the same watch (
   k8s.io/kubernetes (a KubeSchedulerConfiguration whose one profile is named `volcano`, client
   qps = burst = 5000, no leader election, the harness's admin kubeconfig). Creation -> bind
   (`spec.nodeName` seen on the watch) p50/p99, throughput and scheduler CPU per bound pod.
+  With `--floor` (the default) bench/binder.py runs too: it binds each pod to a fixed node as
+  it is created, deciding nothing; its p99 and the API server's CPU per pod are this API
+  server's floor on this box, and both schedulers are printed as multiples of it (issue 28).
 - admission: N suspended Jobs over Q quotas, every Job fits. koordqueue `run` with one
   ElasticQuota per quota (as bench_controller.py) vs Kueue v0.17.0 with one ClusterQueue +
   LocalQueue per quota (same nominal quota, one ResourceFlavor), Jobs created suspended with the
@@ -61,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_controller import api_writes, writes_per_job  # noqa: E402
 from bench.bench_scheduler import make_node, pod  # noqa: E402
-from bench.burst import Burst, component, run_burst, summary  # noqa: E402
+from bench.burst import Burst, component, cpu_seconds, run_burst, summary  # noqa: E402
 from bench.calibration import calibrate  # noqa: E402
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
@@ -262,8 +265,28 @@ def placement_targets(ours: dict[str, float], peer: dict[str, float]) -> dict[st
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
     """Median of each headline over repeated runs of one component at one size."""
-    keys = ("p50", "p99", "throughput", "cpu_ms")
-    return {k: round(statistics.median(r[k] for r in runs), 3) for k in keys}
+    keys = ("p50", "p99", "throughput", "cpu_ms", "apiserver_cpu_ms")
+    return {k: round(statistics.median(r[k] for r in runs), 3) for k in keys
+            if all(k in r for r in runs)}  # fmt: skip
+
+
+def floor_lines(size: str, figures: dict[str, dict[str, float]]) -> list[str]:
+    """Each scheduler's p99 and API server CPU per pod as multiples of the binder's (the floor:
+    binding with no decision) at one size."""
+    floor = figures.get("binder")
+    if not floor:
+        return []
+    lines = []
+    for who, f in figures.items():
+        if who == "binder":
+            continue
+        lines.append(
+            f"floor {size}: {who} p99 {f['p99']} s = {ratio(f['p99'], floor['p99'])} the "
+            f"binder's {floor['p99']} s; API server CPU per pod {f.get('apiserver_cpu_ms')} ms = "
+            f"{ratio(f.get('apiserver_cpu_ms', 0.0), floor.get('apiserver_cpu_ms', 0.0))} "
+            f"the binder's {floor.get('apiserver_cpu_ms')} ms"
+        )
+    return lines
 
 
 # --------------------------------------------------------------------------- processes
@@ -408,6 +431,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
 
     binary = peers.ensure_peer(peers.KUBE_SCHEDULER).binary if who == "kube-scheduler" else None
     with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        apiserver = cp.procs["kube-apiserver"].pid
         assert cp.kubeconfig is not None
         kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
         install_crds(kubectl)
@@ -418,7 +442,16 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
         bodies = [pod(f"pod{i:05d}", ns) for i in range(pods)]
         log = f"{args.log_dir}/placement-{who}-{pods}x{nodes}.log"
         bound = lambda p: bool((p.get("spec") or {}).get("nodeName"))  # noqa: E731
-        if binary is None:
+        apiserver_before = cpu_seconds(apiserver)
+        if who == "binder":
+            argv = [sys.executable, str(ROOT / "bench" / "binder.py"),
+                    f"--kubeconfig={cp.kubeconfig}", f"--namespace={ns}",
+                    f"--scheduler-name={SCHEDULER_NAME}"]  # fmt: skip
+            with peer_process(argv, log, env={"PYTHONPATH": str(ROOT)}) as pid:
+                burst = run_burst(
+                    api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
+                )
+        elif binary is None:
             run = [
                 "schedule",
                 f"--kubeconfig={cp.kubeconfig}",
@@ -439,9 +472,11 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
+        apiserver_s = cpu_seconds(apiserver) - apiserver_before
     dump = _dump(args, who, f"placement-{pods}x{nodes}")
     headline = _headline(burst, pods, "scheduler_to_bind", dump)
-    return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline}
+    return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline,
+            "apiserver_cpu_ms": round(1000 * apiserver_s / max(pods, 1), 3)}  # fmt: skip
 
 
 WRITES_SETTLE_S = 5.0
@@ -602,6 +637,8 @@ def main() -> int:
     parser.add_argument(
         "--profile-s", type=int, default=0, help="py-spy koordqueue for S s (figures then skewed)"
     )
+    parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                        help="placement: also run bench/binder.py (binds, decides nothing)")
     parser.add_argument("--kueue-profiles", default="shipped,best",
                         help=f"admission: Kueue configurations to run, of {sorted(KUEUE_PROFILES)}")
     parser.add_argument("--volcano-scenarios", default="all",
@@ -625,8 +662,9 @@ def main() -> int:
 
     cases: list[tuple[str, list[str], Callable[[str], dict[str, Any]]]] = []
     if "placement" in what:
+        placement_peers = ["kube-scheduler", "binder"] if args.floor else ["kube-scheduler"]
         for pods, nodes in parse_sizes(args.sizes):
-            cases.append(("placement", ["kube-scheduler"],
+            cases.append(("placement", placement_peers,
                           lambda who, p=pods, n=nodes: placement(who, p, n, args)))  # fmt: skip
     if "admission" in what:
         profiles = [p.strip() for p in args.kueue_profiles.split(",") if p.strip()]
@@ -636,6 +674,7 @@ def main() -> int:
         cases.append(("admission", [f"kueue-{p}" for p in profiles],
                       lambda who: admission(who, args.jobs, args.quotas, args)))  # fmt: skip
     rows = []
+    floors: list[str] = []
     for workload, peer_names, measure in cases:
         runs: dict[str, list[dict[str, Any]]] = {"koordqueue": []}
         runs.update({name: [] for name in peer_names})
@@ -649,7 +688,11 @@ def main() -> int:
                 if result["reached"] != result["of"]:
                     print(f"WARNING: {who} reached {result['reached']} of {result['of']}")
                 done.append(result)
+        if "binder" in runs:
+            floors += floor_lines(size, {who: medians(r) for who, r in runs.items()})
         for peer_name in peer_names:
+            if peer_name == "binder":
+                continue
             shown = (f"Kueue {kueue_profile_line(peer_name.removeprefix('kueue-'))}"
                      if peer_name.startswith("kueue-") else peer_name)  # fmt: skip
             rows.append({
@@ -661,6 +704,8 @@ def main() -> int:
     print()
     print(cal.line())
     print(table(rows))
+    for line in floors:
+        print(line)
     for row in rows:
         if row.get("writes"):
             print(f"API writes per Job by verb and resource, {row['workload']} {row['size']} "

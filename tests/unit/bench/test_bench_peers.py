@@ -138,3 +138,34 @@ def test_kueue_profiles_are_the_shipped_one_and_the_best_one_and_rows_say_which(
     assert bench_peers.kueue_profile_line("best") == (
         "best (qps 2000 / burst 4000, Job 50 / Workload 50 workers)")
     assert bench_peers.KUEUE_SHIPPED_CONCURRENCY["Job.batch"] == 5  # not changed by `best`
+
+
+def test_the_binder_binds_each_pending_pod_of_its_scheduler_to_a_fixed_node() -> None:
+    from bench import binder
+
+    nodes = [f"node{i}" for i in range(7)]
+    assert binder.node_for("pod00001", nodes) == binder.node_for("pod00001", nodes)
+    spread = {binder.node_for(f"pod{i:05d}", nodes) for i in range(200)}
+    assert spread == set(nodes)
+    pending = {"metadata": {"name": "p", "namespace": "bench", "uid": "u"},
+               "spec": {"schedulerName": "volcano"}}
+    assert binder.wants_binding(pending, "volcano")
+    assert not binder.wants_binding(pending, "default-scheduler")
+    assert not binder.wants_binding({**pending, "spec": {"schedulerName": "volcano",
+                                                          "nodeName": "n"}}, "volcano")
+    body = binder.binding(pending, "node3")
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node3"}
+    assert body["metadata"] == {"name": "p", "namespace": "bench", "uid": "u"}
+
+
+def test_floor_lines_give_each_scheduler_as_multiples_of_the_binder() -> None:
+    figures = {
+        "koordqueue": {"p99": 0.4, "apiserver_cpu_ms": 3.0},
+        "kube-scheduler": {"p99": 0.5, "apiserver_cpu_ms": 4.0},
+        "binder": {"p99": 0.2, "apiserver_cpu_ms": 2.0},
+    }
+    lines = bench_peers.floor_lines("2000/100", figures)
+    assert len(lines) == 2
+    assert "koordqueue p99 0.4 s = 2.00x the binder's 0.2 s" in lines[0]
+    assert "= 1.50x the binder's 2.0 ms" in lines[0]
+    assert bench_peers.floor_lines("2000/100", {"koordqueue": figures["koordqueue"]}) == []
