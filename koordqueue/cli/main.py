@@ -1,4 +1,4 @@
-"""The `koordqueue` command: run, simulate, explain, version.
+"""The `koordqueue` command: run, simulate, explain, dashboard, version.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (usage errors, bad scenario files).
 """
@@ -12,6 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from koordqueue import __version__
+from koordqueue.cli.dashboard import add_dashboard_parser
 from koordqueue.cli.explain import add_explain_parser
 from koordqueue.cli.render import simulation_json, simulation_table
 from koordqueue.simulation.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_cmd_simulate)
 
     add_explain_parser(sub)
+    add_dashboard_parser(sub)
 
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=_cmd_version)
