@@ -148,7 +148,10 @@ class UnitHandlers:
         def written(updated: dict[str, Any] | None) -> None:
             if updated is not None:
                 state.remember_unit(unit.uid, updated, message)
-                state.engine.upsert_unit(replace(unit, phase=phase))
+                try:  # the written object: its PodsReady time starts the budget's clock
+                    state.engine.upsert_unit(replace(queue_unit_from_object(updated), phase=phase))
+                except InvalidQueueUnitError:
+                    state.engine.upsert_unit(replace(unit, phase=phase))
             then(updated is not None)
 
         write = PatchUnitStatus(unit.namespace, unit.name, patch, retry=True)
