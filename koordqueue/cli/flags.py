@@ -155,6 +155,22 @@ FLAGS: tuple[Flag, ...] = (
         _non_negative,
     ),
     Flag(
+        "--reclaim-protect-time",
+        "reclaim_protect_time",
+        "seconds after a unit was given quota (status.lastAllocateTime) during which no "
+        "queue-level preemption reclaims it (Koord-Queue's defaultReclaimProtectTime; 0: none)",
+        _DEFAULTS.reclaim_protect_time,
+        _non_negative,
+    ),
+    Flag(
+        "--default-preemptible",
+        "default_preemptible",
+        "whether a unit without the label quota.scheduling.alibabacloud.com/preemptible may "
+        "be a queue-level preemption victim",
+        _DEFAULTS.default_preemptible,
+        _bool,
+    ),
+    Flag(
         "--enableApiHandler",
         "enable_api_handler",
         "serve the read-only debug API (GET /apis/v1/elasticquota: each quota's min, max, "

@@ -29,7 +29,9 @@ from koordqueue.domain.names import (
     MSG_MAX_EXEC_TIME_EVENT,
     MSG_MAX_EXEC_TIME_EXCEEDED,
     MSG_PREEMPTED,
+    MSG_RECLAIMED,
     MSG_UNIT_ENQUEUED,
+    MSG_WAITING_RECLAIM,
     REASON_ADD_QUEUE_FAIL,
     REASON_ADMITTED,
     REASON_DEACTIVATED,
@@ -37,8 +39,9 @@ from koordqueue.domain.names import (
     REASON_MAX_EXEC_TIME_EXCEEDED,
     REASON_PREEMPTED,
     REASON_QUEUE_NOT_FOUND,
+    REASON_RECLAIMED,
 )
-from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.queue_unit import AdmissionCount, Phase, QueueUnit
 from koordqueue.domain.round import (
     Admit,
     BudgetSpent,
@@ -47,6 +50,7 @@ from koordqueue.domain.round import (
     Outcome,
     Preempted,
     QueueNotFound,
+    Reclaimed,
     Reject,
     Unmapped,
 )
@@ -77,6 +81,9 @@ class SetUnitStatus:
     spent: bool = False
     """The budget is spent: the banked time is reset and PodsReady goes False (the clock
     stops), so the eviction that follows banks nothing."""
+    admissions: tuple[AdmissionCount, ...] | None = None
+    """status.admissions to write (a preemption's marks, what a partial reclaim leaves);
+    None: as the phase implies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,13 +187,35 @@ def outcome_effects(outcome: Outcome, reported: Mapping[str, str]) -> list[Effec
             UnitEvent(unit, EVENT_NORMAL, REASON_ADMITTED, message, outcome),
         ]
     if isinstance(outcome, Preempted):
-        message = preempted_message(outcome.by)
+        # marked: it keeps its quota until a later round reclaims it (`Reclaimed`)
+        return [
+            SetUnitStatus(unit, MSG_WAITING_RECLAIM, admissions=outcome.admissions),
+            UnitEvent(
+                unit, EVENT_WARNING, REASON_PREEMPTED, preempted_message(outcome.by), outcome
+            ),
+        ]
+    if isinstance(outcome, Reclaimed):
+        reclaimed = UnitEvent(
+            unit, EVENT_NORMAL, REASON_RECLAIMED,
+            MSG_RECLAIMED.format(replicas=outcome.replicas), outcome,
+        )
+        total = sum(a.replicas for a in unit.admissions)
+        if total and outcome.replicas < total:  # some pods run: it keeps their share
+            left = tuple(
+                AdmissionCount(a.name, a.replicas - a.reclaim, a.running)
+                for a in unit.admissions
+            )
+            return [SetUnitStatus(unit, MSG_RECLAIMED.format(replicas=outcome.replicas),
+                                  admissions=left), reclaimed]
         # a workload's unit says what its reconciler writes once the workload is suspended
-        status = MSG_ENQUEUED_AFTER_PREEMPTED if unit.consumer_kind in WORKLOAD_KINDS else message
+        status = (
+            MSG_ENQUEUED_AFTER_PREEMPTED if unit.consumer_kind in WORKLOAD_KINDS
+            else MSG_RECLAIMED.format(replicas=outcome.replicas)
+        )
         return [
             SetUnitStatus(unit, status, Phase.ENQUEUED, evicted=conditions.REASON_PREEMPTED),
             SuspendConsumer(unit),
-            UnitEvent(unit, EVENT_WARNING, REASON_PREEMPTED, message, outcome),
+            reclaimed,
         ]
     if isinstance(outcome, Deactivated):
         if outcome.reclaiming:

@@ -40,15 +40,18 @@ from koordqueue.domain.policies import (
     UnknownPolicyError,
     make_policy,
 )
+from koordqueue.domain.queue_preemption import VictimRules
 from koordqueue.domain.queue_unit import (
     ADMITTED_PHASES,
     FINISHED_PHASES,
     NOT_YET_RUNNING,
+    AdmissionCount,
     Phase,
     QueueUnit,
 )
 from koordqueue.domain.quota import QuotaSpec, is_oversold
 from koordqueue.domain.quota_tree import DuplicateCallback, QuotaTree
+from koordqueue.domain.resources import Resources
 from koordqueue.domain.round import Finished, Holding, Outcome, Preemption, Record, RoundResult
 from koordqueue.domain.round_memo import Memo, Rejections
 from koordqueue.domain.round_runner import RoundRunner, ServedQueue
@@ -71,6 +74,7 @@ class AdmissionEngine:
         skip_unchanged: bool = True,
         honour_inactive: bool = True,
         honour_budget: bool = True,
+        victim_rules: VictimRules | None = None,
     ) -> None:
         """`skip_unchanged=False` runs every round as a full scan that offers every waiting
         unit to CheckUsage again: the reference the incremental rounds are proved against
@@ -92,6 +96,8 @@ class AdmissionEngine:
         self._honour_budget = honour_budget
         """The MaximumExecutionTime gate: a unit that ran its budget is deactivated."""
         self._budgeted: dict[str, None] = {}
+        self._reclaiming: dict[str, None] = {}
+        """Admitted units a queue-level preemption marked (queue_preemption.py)."""
         # --- incremental rounds (see the module docstring) ---
         self._skip_unchanged = skip_unchanged
         self._seq: dict[str, int] = {}
@@ -110,6 +116,8 @@ class AdmissionEngine:
             count_admitted=self._count_admitted, memos=self._memos, seen_usage={}, seen_shapes={},
             inactive=self._inactive, deactivate=self._deactivate,
             budgeted=self._budgeted, spend=self._spend,
+            reclaiming=self._reclaiming, mark=self._mark, reclaim=self._reclaim,
+            victim_rules=victim_rules or VictimRules(),
         )
 
     # --- quotas and queues ----------------------------------------------------------------
@@ -209,6 +217,10 @@ class AdmissionEngine:
         if was_inactive != (unit.uid in self._inactive) and not self._held(unit.uid):
             # a waiting unit left the offer (a Block head lets its quota go) or came back
             self._tell_policy(unit, added=was_inactive)
+        if unit.reclaiming and unit.phase in ADMITTED_PHASES:
+            self._reclaiming[unit.uid] = None
+        else:
+            self._reclaiming.pop(unit.uid, None)
         if self._honour_budget and unit.max_exec_seconds is not None and unit.active and live:
             self._budgeted[unit.uid] = None
         else:
@@ -261,6 +273,7 @@ class AdmissionEngine:
         self._uncounted.pop(uid, None)
         self._inactive.pop(uid, None)
         self._budgeted.pop(uid, None)
+        self._reclaiming.pop(uid, None)
         self._first_attempt.pop(uid, None)
         self._not_before.pop(uid, None)
         if unit is not None:
@@ -322,6 +335,42 @@ class AdmissionEngine:
             self._units[uid] = replace(unit, phase=Phase.ENQUEUED)
             self._tell_policy(unit, added=False)
         self._reindex(uid)
+
+    def _mark(self, uid: str, admissions: tuple[AdmissionCount, ...]) -> None:
+        """A round marked the unit a preemption victim: it keeps its quota until reclaimed."""
+        unit = self._units.get(uid)
+        if unit is not None:
+            self._units[uid] = replace(unit, reclaiming=True, admissions=admissions)
+            self._reclaiming[uid] = None
+            self._reindex(uid)
+
+    def _reclaim(self, uid: str) -> int:
+        """A round takes a marked victim's replicas not running back (what Koord-Queue's job
+        extension does): none running, it leaves its quota and waits in its queue again;
+        some running, it keeps their share only. Returns the replicas taken back."""
+        self._reclaiming.pop(uid, None)
+        unit = self._units.get(uid)
+        if unit is None:
+            return 0
+        taken = sum(a.reclaim for a in unit.admissions)
+        total = sum(a.replicas for a in unit.admissions)
+        left = tuple(
+            AdmissionCount(a.name, a.replicas - a.reclaim, a.running) for a in unit.admissions
+        )
+        if total and taken < total:
+            share = Resources({k: v * (total - taken) // total for k, v in unit.resource.items()})
+            kept = replace(unit, reclaiming=False, admissions=left, resource=share)
+            self._units[uid] = kept
+            self._give_back(kept)
+        else:
+            self.tree.release(uid)
+            self._uncounted.pop(uid, None)
+            self._units[uid] = replace(
+                unit, phase=Phase.ENQUEUED, reclaiming=False, admissions=()
+            )
+            self._tell_policy(unit, added=False)
+        self._reindex(uid)
+        return taken
 
     def _spend(self, uid: str) -> None:
         """Its budget is spent: inactive from now (its spec.active=false write follows)."""

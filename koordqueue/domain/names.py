@@ -35,6 +35,9 @@ WAIT_FOR_PODS_RUNNING_ANNOTATION: Final = "koord-queue/wait-for-pods-running"
 ENABLE_PREEMPTION_ANNOTATION: Final = "koord-queue/enable-queueunit-preemption"
 PRIORITY_THRESHOLD_ANNOTATION: Final = "koord-queue/priority-threshold"
 PREEMPTIBLE_ANNOTATION: Final = "koord-queue/preemptible"
+PREEMPTIBLE_LABEL: Final = "quota.scheduling.alibabacloud.com/preemptible"
+"""A unit's label: "false" keeps it from being a queue-level preemption victim ("true" makes
+it one even with --default-preemptible=false)."""
 # A unit's actual oversold type (Koord-Queue utils/const.go): "ForceQuotaOverSold" counts its usage
 # as oversold, anything else (Forbidden, absent) as guaranteed. Accounting only, not CheckUsage.
 ACTUAL_QUOTA_OVERSOLD_TYPE_ANNOTATION: Final = (
@@ -99,6 +102,10 @@ CONDITION_ACTIVE: Final = "Active"
 """ElasticQuota status condition: the quota admits units (quota_health.py)."""
 REASON_INVALID_JOB: Final = "InvalidJob"
 REASON_PREEMPTED: Final = "Preempted"
+REASON_RECLAIMED: Final = "Reclaimed"
+"""Normal event on a preemption victim once its pods not running were taken back."""
+REASON_PREEMPTION_REFUSED: Final = "PreemptionRefused"
+"""Warning event on a unit whose Intelligent queue was asked to preempt."""
 REASON_BACKOFF: Final = "Backoff"
 """On a unit that failed downstream (SchedFailed) and waits out its back-off."""
 REASON_INVALID_QUEUE_UNIT: Final = "InvalidQueueUnit"
@@ -123,6 +130,12 @@ MSG_BACKING_OFF: Final = "backing off after a failure until t={until:.0f}"
 MSG_NOT_OFFERED: Final = "not offered by its policy this round"
 MSG_ADMITTED: Final = "admitted into quota {quota} (checked {path})"
 MSG_PREEMPTED: Final = "preempted by {unit}; back in queue"
+MSG_WAITING_RECLAIM: Final = "Waiting job extension to reclaim resources."
+"""A preemption victim's status message until its pods are reclaimed (Koord-Queue's words)."""
+MSG_RECLAIMED: Final = "reclaimed: {replicas} admitted replica(s) not running were taken back"
+MSG_PREEMPTION_REFUSED: Final = (
+    "queue {queue}: preemption refused, the Intelligent policy does not implement preemption"
+)
 """Preempted event on a victim (and its status message unless a Job backs it)."""
 MSG_SCHED_FAILED_BACKOFF: Final = "scheduling failed; retry {attempts} in {delay:.0f}s"
 MSG_DUPLICATE_QUOTA: Final = (

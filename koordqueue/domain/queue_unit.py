@@ -65,6 +65,17 @@ class InvalidQueueUnitError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionCount:
+    """One entry of status.admissions: a pod set's admitted replicas, how many run
+    (None: not reported), and reclaimState.replicas (0: none)."""
+
+    name: str
+    replicas: int
+    running: int | None = None
+    reclaim: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class QueueUnit:
     """What admission needs to know about a unit; built from the API object or a scenario."""
 
@@ -95,6 +106,11 @@ class QueueUnit:
     """status.requeueState.count: back-offs since it last ran (QueueUnitRequeueState)."""
     requeue_at: float | None = None
     """status.requeueState.requeueAt (epoch seconds): when its back-off ends."""
+    admissions: tuple[AdmissionCount, ...] = ()
+    """status.admissions as counts: what a queue-level preemption may reclaim."""
+    last_allocate: float | None = None
+    """status.lastAllocateTime (epoch seconds): when it was last given quota (the reclaim
+    protect time counts from it)."""
 
     @property
     def key(self) -> str:
@@ -179,7 +195,27 @@ def queue_unit_from_object(obj: Mapping[str, Any]) -> QueueUnit:
         accumulated_seconds=banked if isinstance(banked, int) and banked > 0 else 0,
         requeue_count=count if isinstance(count, int) and count > 0 else 0,
         requeue_at=_epoch(requeue.get("requeueAt")) or None,
+        admissions=_admission_counts(status.get("admissions")),
+        last_allocate=_epoch(status.get("lastAllocateTime")) or None,
     )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _admission_counts(admissions: object) -> tuple[AdmissionCount, ...]:
+    out: list[AdmissionCount] = []
+    for admission in admissions if isinstance(admissions, list) else ():
+        if not isinstance(admission, Mapping):
+            continue
+        state = admission.get("reclaimState")
+        reclaim = _count(state.get("replicas")) if isinstance(state, Mapping) else None
+        out.append(AdmissionCount(
+            str(admission.get("name") or ""), _count(admission.get("replicas")) or 0,
+            _count(admission.get("running")), reclaim or 0,
+        ))
+    return tuple(out)
 
 
 def _pods_ready_since(conditions: object) -> float | None:

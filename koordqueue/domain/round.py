@@ -16,7 +16,7 @@ from typing import overload
 from koordqueue.domain.admission import Admitted, Rejection
 from koordqueue.domain.mapping import Unresolved
 from koordqueue.domain.names import MSG_QUEUE_NOT_FOUND
-from koordqueue.domain.queue_unit import QueueUnit
+from koordqueue.domain.queue_unit import AdmissionCount, QueueUnit
 
 
 @dataclass(slots=True)
@@ -37,10 +37,22 @@ class Reject:
 
 @dataclass(slots=True)
 class Preempted:
-    """An admitted, not yet running unit lost its admission so that `by` fits."""
+    """An admitted unit whose pods are not all running was marked for reclaim so that `by`
+    gets in: `admissions` carry the reclaimState.replicas to write. It keeps its quota until
+    a later round reclaims it (`Reclaimed`)."""
 
     unit: QueueUnit
     by: QueueUnit
+    admissions: tuple[AdmissionCount, ...] = ()
+
+
+@dataclass(slots=True)
+class Reclaimed:
+    """A marked victim's pods not running were taken back this round: its quota is free and
+    it waits in its queue again (`unit` is as it was, admitted and marked)."""
+
+    unit: QueueUnit
+    replicas: int
 
 
 @dataclass(slots=True)
@@ -177,6 +189,7 @@ Outcome = (
     Admit
     | Reject
     | Preempted
+    | Reclaimed
     | QueueNotFound
     | Unmapped
     | QueueUnserved
@@ -349,7 +362,8 @@ class Record(Sequence[Outcome]):
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """`victims` lose their admission so that `unit` fits; they go back to the queue."""
+    """`victims` are marked for reclaim so that `unit` gets in (a later round); their pods
+    not running are taken back and they go back to the queue."""
 
     unit: QueueUnit
     victims: tuple[QueueUnit, ...]

@@ -9,15 +9,23 @@ runner holds the engine's own state (the same objects, shared), never a copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from koordqueue.domain.activation import budget_left
 from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
-from koordqueue.domain.mapping import QuotaName, Unresolved, queue_name_for
+from koordqueue.domain.mapping import Unresolved, queue_name_for
 from koordqueue.domain.policies import QueuePolicy, QueueSettings, order_key
-from koordqueue.domain.queue_unit import FINISHED_PHASES, NOT_YET_RUNNING, Phase, QueueUnit
+from koordqueue.domain.queue_preemption import (
+    Mark,
+    VictimRules,
+    fit_victims,
+    is_assumed,
+    released,
+    reserve_victims,
+)
+from koordqueue.domain.queue_unit import FINISHED_PHASES, AdmissionCount, Phase, QueueUnit
 from koordqueue.domain.quota import is_oversold
 from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.round import (
@@ -32,6 +40,7 @@ from koordqueue.domain.round import (
     QueueHeld,
     QueueNotFound,
     QueueUnserved,
+    Reclaimed,
     Reject,
     RoundResult,
     Unmapped,
@@ -95,6 +104,14 @@ class RoundRunner:
     """uids of active units with an execution budget (MaximumExecutionTime on)."""
     spend: Callable[[str], None]
     """Marks a unit whose budget is spent inactive (the engine's, bound)."""
+    reclaiming: dict[str, None]
+    """uids of admitted units marked by a queue-level preemption, in arrival order."""
+    mark: Callable[[str, tuple[AdmissionCount, ...]], None]
+    """Marks a victim for reclaim: it keeps its quota until reclaimed (the engine's, bound)."""
+    reclaim: Callable[[str], int]
+    """Takes a marked victim's pods not running back; returns how many (the engine's)."""
+    victim_rules: VictimRules
+    """The reclaim protect time and the default-preemptible switch."""
 
     def _spent(self, unit: QueueUnit, now: float) -> BudgetSpent | None:
         left = budget_left(unit, now)
@@ -102,6 +119,28 @@ class RoundRunner:
             return None
         self.spend(unit.uid)
         return BudgetSpent(unit, unit.max_exec_seconds)
+
+    def _reclaimed(self, unit: QueueUnit) -> Reclaimed:
+        """A victim marked by an earlier round: its pods not running are taken back now."""
+        return Reclaimed(unit, self.reclaim(unit.uid))
+
+    def _key(self, unit: QueueUnit) -> tuple[object, ...]:
+        return order_key(unit, self.first_attempt.get(unit.uid, unit.created))
+
+    def _mark(
+        self,
+        preemptor: QueueUnit,
+        marks: tuple[Mark, ...],
+        result: RoundResult,
+        touched: list[str] | None,
+    ) -> None:
+        """Record a preemption: the victims keep their quota until a later round reclaims them."""
+        for mark in marks:
+            self.mark(mark.unit.uid, mark.admissions)
+            result.outcomes.append(Preempted(mark.unit, preemptor, mark.admissions))
+            if touched is not None:
+                touched.append(mark.unit.uid)
+        result.preempted.append(Preemption(preemptor, tuple(m.unit for m in marks)))
 
     def _deactivated(self, unit: QueueUnit) -> Deactivated:
         """An admitted, inactive unit: evicted now, unless a preemption still reclaims it."""
@@ -126,6 +165,9 @@ class RoundRunner:
                     outcomes.append(Unmapped(unit, resolution))
                 continue
             if self.held(unit.uid):
+                if unit.uid in self.reclaiming:
+                    outcomes.append(self._reclaimed(unit))  # waits again from the next round
+                    continue
                 if unit.uid in self.inactive:
                     outcomes.append(self._deactivated(unit))
                     continue
@@ -161,16 +203,14 @@ class RoundRunner:
                 outcomes.extend(QueueHeld(u, queue_name) for u in ordered)
                 continue
             admitted_here = admitted_by_queue.get(queue_name, [])
-            not_running = tuple(u.key for u in admitted_here if u.phase in NOT_YET_RUNNING)
-            paused = queue.settings.wait_for_pods_running and bool(not_running)
-            if paused and not queue.settings.enable_preemption:
-                result.waiting[queue_name] = ordered
-                outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
+            assumed = [u for u in admitted_here if is_assumed(u)]
+            if queue.settings.wait_for_pods_running and assumed:
+                if not queue.settings.enable_preemption:
+                    self._serve_reserve_only(queue, ordered, assumed, now, result, touched=None)
+                    continue
+                self._serve(queue, ordered, assumed, now, result)
                 continue
-            self._serve(
-                queue, ordered, admitted_here, now, result,
-                not_running=not_running if paused else (),
-            )
+            self._serve(queue, ordered, [], now, result)
         return result
 
     def run_incremental(self, now: float) -> RoundResult:
@@ -185,9 +225,16 @@ class RoundRunner:
             assert isinstance(resolution, Unresolved)
             first.append((seq[uid], Unmapped(unit, resolution)))
         backing: dict[str, set[str]] = {}
+        reclaimed: set[str] = set()
+        for uid in list(self.reclaiming):
+            place = where.get(uid)
+            if place is not None and place[0] == ADMITTED:
+                first.append((seq[uid], self._reclaimed(units[uid])))
+                backing.setdefault(place[1], set()).add(uid)  # waits again from the next round
+                reclaimed.add(uid)
         for uid in list(self.inactive):
             place = where.get(uid)
-            if place is None:
+            if place is None or uid in reclaimed:
                 continue
             if place[0] == ADMITTED:
                 first.append((seq[uid], self._deactivated(units[uid])))
@@ -198,12 +245,12 @@ class RoundRunner:
                 backing.setdefault(place[1], set()).add(uid)
         for uid in list(self.budgeted):
             place = where.get(uid)
-            if place is not None and place[0] == ADMITTED:
+            if place is not None and place[0] == ADMITTED and uid not in reclaimed:
                 spent = self._spent(units[uid], now)
                 if spent is not None:
                     first.append((seq[uid], spent))
         for uid, until in self.not_before.items():
-            if until > now and uid not in self.inactive:
+            if until > now and uid not in self.inactive and uid not in reclaimed:
                 place = where.get(uid)
                 if place is not None and place[0] == WAITING:
                     first.append((seq[uid], BackingOff(units[uid], until)))
@@ -270,23 +317,23 @@ class RoundRunner:
             result.waiting[name] = list(ordered)
             outcomes.extend(QueueHeld(u, name) for u in ordered)
             return
-        admitted_here: list[QueueUnit] = []
-        not_running: tuple[str, ...] = ()
+        assumed: list[QueueUnit] = []
         if settings.wait_for_pods_running:
             members = self.index.admitted_in.get(name, {})
-            admitted_here = [self.units[uid] for uid in sorted(members, key=self.seq.__getitem__)]
-            not_running = tuple(u.key for u in admitted_here if u.phase in NOT_YET_RUNNING)
-        paused = settings.wait_for_pods_running and bool(not_running)
+            assumed = [
+                u for u in (self.units[uid] for uid in sorted(members, key=self.seq.__getitem__))
+                if is_assumed(u)
+            ]
+        paused = bool(assumed)
         if paused and not settings.enable_preemption:
             self.memos.pop(name, None)  # (as above)
-            result.waiting[name] = list(ordered)
-            outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
+            self._serve_reserve_only(queue, ordered, assumed, now, result, touched=touched)
             return
         memo = self.memos.get(name)
         if memo is None or memo.policy is not policy:
             memo = self.memos[name] = Memo(policy)
         usage = ChainUsage(self.tree, name, self.seen_usage, self.seen_shapes)
-        if policy.offers_in_order(ordered) and not settings.preemption:
+        if policy.offers_in_order(ordered) and not paused:
             memo.quiet_order = memo.quiet_key = None  # (kept by the other path only)
             self._serve_in_order(
                 queue, ordered, order=order if ordered is order.units else None,
@@ -301,10 +348,7 @@ class RoundRunner:
             result.waiting[name] = list(memo.quiet_waiting)
             return
         start = outcomes.mark()
-        tried = self._serve(
-            queue, ordered, admitted_here, now, result,
-            not_running=not_running if paused else (), usage=usage, touched=touched,
-        )
+        tried = self._serve(queue, ordered, assumed, now, result, usage=usage, touched=touched)
         if quiet is not None and not tried:
             memo.quiet_order, memo.quiet_key = order_id, quiet
             memo.quiet_outcomes = outcomes.since(start)
@@ -413,31 +457,57 @@ class RoundRunner:
         result.waiting[queue.name] = still_waiting + ordered[n:]
         outcomes.carry(memo.skipped)
 
+    def _serve_reserve_only(
+        self,
+        queue: ServedQueue,
+        ordered: list[QueueUnit],
+        assumed: list[QueueUnit],
+        now: float,
+        result: RoundResult,
+        *,
+        touched: list[str] | None,
+    ) -> None:
+        """A queue waiting for its admitted units' pods to run, without
+        enable-queueunit-preemption: nothing is admitted; the first unit in order that fits
+        marks the reclaimable assumed units after it (the reserve path), or the queue waits."""
+        not_running = tuple(u.key for u in assumed)
+        for unit in ordered:
+            if self.tree.check(unit.key, queue.name, unit.resource).admitted:
+                marks = reserve_victims(unit, assumed, self._key, self.victim_rules, now)
+                if marks:
+                    self._mark(unit, marks, result, touched)
+                break
+        result.waiting[queue.name] = list(ordered)
+        result.outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
+
     def _serve(
         self,
         queue: ServedQueue,
         ordered: list[QueueUnit],
-        admitted_here: list[QueueUnit],
+        assumed: list[QueueUnit],
         now: float,
         result: RoundResult,
         *,
-        not_running: Sequence[str] = (),
         usage: ChainUsage | None = None,
         touched: list[str] | None = None,
     ) -> set[str]:
         """Offer the queue's candidates to CheckUsage, and record why the others were skipped.
 
-        `not_running` non-empty (wait-for-pods-running with admitted units not running yet):
-        a unit that fits keeps waiting; only one that needs preemption may get in, by
-        preempting. With `usage` (incremental rounds), a rejection whose chain did not change
-        is reused instead of checked again, and the uids whose state changed are added to
-        `touched` (re-indexed after the queue's turn). Returns the uids offered.
+        `assumed` non-empty (wait-for-pods-running with admitted units not all running):
+        nothing is admitted. The first unit that fits marks the reclaimable assumed units
+        after it (the reserve path); a unit that does not fit marks them lowest first until
+        they would free its request (enable-queueunit-preemption). One preemption per queue
+        and round; the preemptor gets in once a later round has reclaimed its victims. With
+        `usage` (incremental rounds), a rejection whose chain did not change is reused
+        instead of checked again, and the uids whose state changed are added to `touched`
+        (re-indexed after the queue's turn). Returns the uids offered.
         """
         assert queue.policy is not None
         policy = queue.policy
         outcomes = result.outcomes
-        paused = bool(not_running)
-        preempted_this_round = False
+        paused = bool(assumed)
+        not_running = tuple(u.key for u in assumed)
+        preempted = False
         still_waiting: list[QueueUnit] = []
         tried: set[str] = set()
         # (the incremental engine's queues hold only units of the queue's own quota)
@@ -447,40 +517,36 @@ class RoundRunner:
                 decision = self.rejections.decide(
                     self.tree, unit, queue.name, usage, admit=not paused
                 )
-                if paused and decision.admitted:
-                    still_waiting.append(unit)  # room, but its queue waits for pods to run
-                    outcomes.append(WaitingForPodsRunning(unit, tuple(not_running)))
-                    continue
             elif paused:
                 decision = self.tree.check(unit.key, queue.name, unit.resource)
-                if decision.admitted:
-                    still_waiting.append(unit)  # room, but its queue waits for pods to run
-                    outcomes.append(WaitingForPodsRunning(unit, tuple(not_running)))
-                    continue
             else:
                 decision = self.tree.try_admit(
                     unit.uid, unit.key, queue.name, unit.resource,
                     oversold=is_oversold(unit.annotations),
                 )
+            if paused and decision.admitted:
+                if not preempted:  # the reserve path: only the first unit that fits
+                    preempted = True
+                    marks = reserve_victims(unit, assumed, self._key, self.victim_rules, now)
+                    if marks:
+                        self._mark(unit, marks, result, touched)
+                still_waiting.append(unit)  # room, but its queue waits for pods to run
+                outcomes.append(WaitingForPodsRunning(unit, not_running))
+                continue
             if (
-                not decision.admitted
+                paused
                 and isinstance(decision, QuotaExceeded)
                 and queue.settings.preemption
-                and not preempted_this_round
+                and not preempted
             ):
-                preemption = self._preempt_for(unit, admitted_here)
-                if usage is not None:
-                    usage.changed()
-                if preemption is not None:
-                    preempted_this_round = True
-                    result.preempted.append(preemption)
-                    outcomes.extend(Preempted(v, unit) for v in preemption.victims)
-                    if touched is not None:
-                        touched.extend(v.uid for v in preemption.victims)
-                    decision = self.tree.try_admit(
-                        unit.uid, unit.key, queue.name, unit.resource,
-                        oversold=is_oversold(unit.annotations),
-                    )
+                marks = fit_victims(unit, assumed, self._key, self.victim_rules, now)
+                # Koord-Queue marks what its dry run found even when that cannot make room;
+                # here only when the unit would fit once they are reclaimed (no reclaim that
+                # helps nobody, and no loop of re-admitting and reclaiming the same victims)
+                needs = (unit.resource - released(marks)).clamp_nonnegative()
+                if marks and self.tree.check(unit.key, queue.name, needs).admitted:
+                    preempted = True
+                    self._mark(unit, marks, result, touched)
             policy.feedback(unit, decision.admitted, now)
             if isinstance(decision, Admitted):
                 admitted = replace(unit, phase=Phase.DEQUEUED)
@@ -510,37 +576,3 @@ class RoundRunner:
         result.waiting[queue.name] = waiting
         outcomes.extend(policy.skipped(untried, waiting))
         return tried
-
-    def _preempt_for(self, unit: QueueUnit, admitted_here: list[QueueUnit]) -> Preemption | None:
-        """Free quota from admitted, not-yet-running units that sort after `unit`, lowest first."""
-        key = order_key(unit, self.first_attempt.get(unit.uid, unit.created))
-        candidates = sorted(
-            (
-                u
-                for u in admitted_here
-                if u.phase in NOT_YET_RUNNING
-                and self.tree.is_admitted(u.uid)
-                and order_key(u, self.first_attempt.get(u.uid, u.created)) > key
-            ),
-            key=lambda u: order_key(u, self.first_attempt.get(u.uid, u.created)),
-            reverse=True,
-        )
-        if not candidates:
-            return None
-        released: list[QueueUnit] = []
-        for victim in candidates:
-            self.tree.release(victim.uid)
-            released.append(victim)
-            quota = queue_name_for(unit.labels)
-            assert isinstance(quota, QuotaName)
-            if self.tree.check(unit.key, quota.name, unit.resource).admitted:
-                for v in released:
-                    self.units[v.uid] = replace(v, phase=Phase.ENQUEUED)
-                    admitted_here.remove(v)
-                    self.released(v)
-                return Preemption(unit, tuple(released))
-        for victim in released:  # not enough even with every victim gone: undo
-            victim_quota = queue_name_for(victim.labels)
-            assert isinstance(victim_quota, QuotaName)
-            self.count_admitted(victim, victim_quota.name)
-        return None

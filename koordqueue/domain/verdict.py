@@ -30,11 +30,14 @@ from koordqueue.domain.names import (
     MSG_MAX_EXEC_TIME_EXCEEDED,
     MSG_NOT_OFFERED,
     MSG_QUEUE_HELD,
+    MSG_RECLAIMED,
     MSG_WAITING_FOR_PODS_RUNNING,
+    MSG_WAITING_RECLAIM,
     REASON_ADD_QUEUE_FAIL,
     REASON_ADMITTED,
     REASON_DEACTIVATED,
     REASON_QUEUE_NOT_FOUND,
+    REASON_RECLAIMED,
 )
 from koordqueue.domain.round import (
     Admit,
@@ -53,6 +56,7 @@ from koordqueue.domain.round import (
     QueueHeld,
     QueueNotFound,
     QueueUnserved,
+    Reclaimed,
     Reject,
     RoundResult,
     Unmapped,
@@ -81,6 +85,9 @@ class Reason(StrEnum):
     BACKOFF = "Backoff"
     INACTIVE = "Inactive"
     DEACTIVATED = REASON_DEACTIVATED
+    BEING_RECLAIMED = "BeingReclaimed"
+    """A queue-level preemption marked it: it holds its quota until reclaimed."""
+    RECLAIMED = REASON_RECLAIMED
     FITS = "Fits"
     INVALID_QUEUE_UNIT = "InvalidQueueUnit"
     NO_QUEUE_UNIT = "NoQueueUnit"
@@ -91,8 +98,12 @@ def verdict_of(outcome: Outcome | None) -> Reason:
     match outcome:
         case Admit() | NotOffered() | None:
             return Reason.FITS
-        case Holding() | Preempted():
-            return Reason.ADMITTED  # a preempted unit is admitted until the round ends
+        case Holding():
+            return Reason.ADMITTED
+        case Preempted():
+            return Reason.BEING_RECLAIMED
+        case Reclaimed():
+            return Reason.RECLAIMED
         case Finished():
             return Reason.FINISHED
         case Unmapped(unresolved=unresolved):
@@ -169,4 +180,8 @@ def verdict_message(outcome: Outcome) -> str:
             return MSG_BEING_RECLAIMED if reclaiming else MSG_DEACTIVATED
         case BudgetSpent():
             return MSG_MAX_EXEC_TIME_EXCEEDED
+        case Preempted():
+            return MSG_WAITING_RECLAIM
+        case Reclaimed(replicas=replicas):
+            return MSG_RECLAIMED.format(replicas=replicas)
     return MSG_NOT_OFFERED

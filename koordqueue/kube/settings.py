@@ -105,6 +105,12 @@ class ControllerSettings(SchedulerSettings):
     job_backoff_time: float = 0.0
     """Seconds a unit backed off by the running timeout waits before it is Enqueued again
     (Koord-Queue's Job handle uses 0)."""
+    reclaim_protect_time: float = 0.0
+    """Koord-Queue's defaultReclaimProtectTime in seconds: a unit given quota less than this
+    long ago (status.lastAllocateTime) is no queue-level preemption victim; 0: none."""
+    default_preemptible: bool = True
+    """A unit without the label quota.scheduling.alibabacloud.com/preemptible may be a
+    queue-level preemption victim."""
     enable_api_handler: bool = False
     """Koord-Queue's `--enableApiHandler`: serve the read-only debug API (kube/debug_api.py)
     on `api_handler_port` once this process leads."""

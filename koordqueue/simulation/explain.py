@@ -55,6 +55,7 @@ from koordqueue.domain.round import (
     QueueHeld,
     QueueNotFound,
     QueueUnserved,
+    Reclaimed,
     Reject,
     Unmapped,
     WaitingForPodsRunning,
@@ -188,11 +189,11 @@ def _tree_as_tried(tree: QuotaTree, record: Sequence[Outcome], uid: str) -> Quot
     """The quota tree as the round found it when it tried `uid`: what it admitted and
     preempted before counted. Read before the round, the chain would show room the round had
     already given to a unit ahead (hypothesis found "refused at a" with a shown to fit)."""
-    earlier: list[Admit | Preempted] = []
+    earlier: list[Admit | Reclaimed] = []
     for outcome in record:
         if outcome.unit.uid == uid:
             break
-        if isinstance(outcome, Admit | Preempted):
+        if isinstance(outcome, Admit | Reclaimed):  # (a preemption's mark releases nothing)
             earlier.append(outcome)
     if not earlier:
         return tree
@@ -205,7 +206,14 @@ def _tree_as_tried(tree: QuotaTree, record: Sequence[Outcome], uid: str) -> Quot
             twin.try_admit(unit.uid, unit.key, outcome.decision.quota, unit.resource,
                            oversold=is_oversold(unit.annotations))
         else:
+            quota = twin.reserved_quota(unit.uid)
             twin.release(unit.uid)
+            total = sum(a.replicas for a in unit.admissions)
+            if quota is not None and total and outcome.replicas < total:  # keeps a share
+                kept = {k: v * (total - outcome.replicas) // total
+                        for k, v in unit.resource.items()}
+                twin.try_admit(unit.uid, unit.key, quota, Resources(kept),
+                               oversold=is_oversold(unit.annotations))
     return twin
 
 
@@ -430,7 +438,13 @@ def _explain_outcome(
             ex.summary = f"admitted (phase {unit.phase.value}) into quota {quota}"
             ex.notes.append("its request is already counted in USED at every level")
             ex.notes.append(
-                f"the next round preempts it for {by.key}: it goes back to the queue"
+                f"the next round marks it for {by.key} (reclaimState): its replicas not "
+                "running are reclaimed in the round after, then it goes back to the queue"
+            )
+        case Reclaimed(replicas=replicas):
+            ex.summary = (
+                f"marked by a queue-level preemption: the next round takes back its {replicas} "
+                "replica(s) not running and it goes back to the queue"
             )
         case Unmapped(unresolved=unresolved):
             ex.message = unresolved.message

@@ -35,7 +35,7 @@ from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import quota_from_object
 from koordqueue.domain.quota_tree import QuotaUsage
-from koordqueue.domain.round import Admit, Preempted
+from koordqueue.domain.round import Admit, Preempted, Reclaimed
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
@@ -178,9 +178,10 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                 admitted_at[decided.unit.uid] = step
                 record.admitted.append(decided.unit.key)
             elif isinstance(decided, Preempted):
+                record.preempted.append(decided.unit.key)
+            elif isinstance(decided, Reclaimed) and not engine.is_admitted(decided.unit.uid):
                 admitted_at.pop(decided.unit.uid, None)
                 placed.pop(decided.unit.uid, None)
-                record.preempted.append(decided.unit.key)
         if scenario.nodes:
             _place(scenario, engine, unit_defs, placed, record, scheduler_message)
         record.waiting = sorted(

@@ -141,6 +141,7 @@ class EffectChain:
             mirror=mirror,
             evicted=effect.evicted,
             stop_clock=effect.spent,
+            admissions=effect.admissions,
         )
         if effect.spent:
             patch["status"][ACCUMULATED_FIELD] = None  # a fresh budget once reactivated
@@ -197,6 +198,8 @@ class AdmissionRounds:
             written()
             raise
         self.execute(planned, written)
+        if result.preempted:
+            state.wake.set()  # the next round (once these writes land) reclaims the victims
         self._publish_queue_items(result)
         self._export_metrics(result)
         metrics.ROUND_DURATION.observe(time.monotonic() - started)

@@ -14,6 +14,7 @@ from typing import Any, Final
 from koordqueue.domain import names
 from koordqueue.domain.effects import queue_effects
 from koordqueue.domain.queue_derivation import derive_queue
+from koordqueue.domain.queue_preemption import refusal
 from koordqueue.kube.controller.base import DELETED, log, meta
 from koordqueue.kube.controller.quotas import QuotaHandlers
 from koordqueue.kube.controller.state import ControllerState
@@ -53,6 +54,8 @@ class QueueHandlers:
         self.folded: dict[str, tuple[object, dict[str, Any] | None]] = {}
         """Queue name -> (what of it was last folded, the quota object it was checked
         against): an event that changes neither is skipped."""
+        self.refused: set[str] = set()
+        """Queues told their policy refuses the preemption their annotations ask for."""
 
     def on_queue(self, event_type: str | None, obj: dict[str, Any]) -> None:
         state = self.state
@@ -103,3 +106,12 @@ class QueueHandlers:
         for effect in planned:
             log.warning("queue not served", queue=name, error=error)
             state.writer.submit(RecordEvent(obj, effect.type, effect.reason, effect.message))
+        refused = refusal(name, policy, annotations)
+        if refused is None:
+            self.refused.discard(name)
+        elif name not in self.refused:  # once per Queue edit that asks for it
+            self.refused.add(name)
+            log.warning("queue-level preemption refused", queue=name, policy=policy)
+            state.writer.submit(
+                RecordEvent(obj, names.EVENT_WARNING, names.REASON_PREEMPTION_REFUSED, refused)
+            )

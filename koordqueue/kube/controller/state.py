@@ -20,6 +20,7 @@ from typing import Any
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.features import FeatureGates, parse_feature_gates
+from koordqueue.domain.queue_preemption import VictimRules
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.kube.api import ObjectApi
 from koordqueue.kube.controller.consumers import ConsumerReconciler
@@ -68,6 +69,9 @@ class ControllerState:
             on_duplicate_quota,
             honour_inactive=self.features.active,
             honour_budget=self.features.maximum_execution_time,
+            victim_rules=VictimRules(
+                self.settings.reclaim_protect_time, self.settings.default_preemptible
+            ),
         )
         self.ready = threading.Event()
         """Set once the start-up resync has folded everything in (resync.py)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from koordqueue.domain import conditions as cond
 from koordqueue.domain.features import FeatureGates
-from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
+from koordqueue.domain.queue_unit import ADMITTED_PHASES, AdmissionCount, Phase
 from koordqueue.domain.requeue import RequeueState
 from koordqueue.kube.api import now_rfc3339
 from koordqueue.kube.controller.base import epoch
@@ -31,6 +31,19 @@ def admitted_pod_sets(unit_obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"name": ps.get("name"), "replicas": int(ps.get("count") or 0)} for ps in pod_sets]
 
 
+LAST_ALLOCATE_FIELD = "lastAllocateTime"
+
+
+def admission_object(admission: AdmissionCount) -> dict[str, Any]:
+    """One status.admissions entry; reclaimState only while a reclaim is asked for."""
+    out: dict[str, Any] = {"name": admission.name, "replicas": admission.replicas}
+    if admission.running is not None:
+        out["running"] = admission.running
+    if admission.reclaim:
+        out["reclaimState"] = {"replicas": admission.reclaim}
+    return out
+
+
 def unit_status_patch(
     message: str,
     phase: Phase | None = None,
@@ -44,6 +57,7 @@ def unit_status_patch(
     mirror: Phase | None = None,
     evicted: str | None = None,
     stop_clock: bool = False,
+    admissions: Sequence[AdmissionCount] | None = None,
 ) -> dict[str, Any]:
     """A merge patch of status: `message`, and `phase` unless None.
 
@@ -53,7 +67,8 @@ def unit_status_patch(
     last seen (None: the QueueUnitConditions gate is off, conditions are not written); they
     are brought in line with `phase` (or `mirror`, the phase a message-only write leaves),
     `evicted` names the precise cause of an eviction (domain/conditions.py), `stop_clock`
-    turns PodsReady False (the execution clock stops).
+    turns PodsReady False (the execution clock stops). `admissions`: status.admissions to
+    write as they are (a preemption's reclaimState marks, what a partial reclaim leaves).
     """
     stamp = now or now_string()
     status: dict[str, Any] = {"message": message, "lastUpdateTime": stamp}
@@ -73,7 +88,10 @@ def unit_status_patch(
         status["attempts"] = attempts
     if admitted is not None:
         status["admissionTime"] = stamp
+        status[LAST_ALLOCATE_FIELD] = stamp  # the reclaim protect time counts from it
         status["admissions"] = admitted_pod_sets(admitted)
+    elif admissions is not None:
+        status["admissions"] = [admission_object(a) for a in admissions]
     elif phase is not None and phase not in ADMITTED_PHASES and not initial:
         status["admissions"] = []  # finished or back in the queue: it holds nothing
     patch: dict[str, Any] = {"status": status}

@@ -240,7 +240,10 @@ def test_wait_for_pods_running_pauses_the_queue_until_admitted_units_run() -> No
     assert [u.name for u, _ in engine.run_round(2.0).admitted] == ["c"]
 
 
-def test_preemption_evicts_lower_not_yet_running_units_and_requeues_them() -> None:
+def test_preemption_marks_the_lowest_not_yet_running_unit_and_reclaims_it_next_round() -> None:
+    """Issue 35 point 7 (the older immediate eviction converged onto Koord-Queue's marks):
+    the victim keeps its quota until the next round reclaims it; the preemptor, which then
+    fits, meets low1 still not running and marks it in turn (the reserve path)."""
     engine = engine_with(
         QuotaSpec("q", max=Resources.of(cpu="2")),
         annotations={
@@ -253,13 +256,18 @@ def test_preemption_evicts_lower_not_yet_running_units_and_requeues_them() -> No
     engine.run_round(0.0)
     engine.upsert_unit(unit("urgent", "q", cpu="1", priority=9, created=2.0))
     result = engine.run_round(1.0)
-    assert [u.name for u, _ in result.admitted] == ["urgent"]
+    assert result.admitted == []
     assert [[v.name for v in p.victims] for p in result.preempted] == [
         ["low2"]
     ]  # the last in order
-    assert not engine.is_admitted("low2") and engine.is_admitted("low1")
+    assert engine.is_admitted("low2") and engine.is_admitted("low1")
+    result = engine.run_round(2.0)
+    assert not engine.is_admitted("low2")
     victim = engine.unit("low2")
     assert victim is not None and victim.phase is Phase.ENQUEUED
+    assert [[v.name for v in p.victims] for p in result.preempted] == [["low1"]]
+    # low1, reclaimed this round, is offered from the next one; low2 fits beside urgent
+    assert [u.name for u, _ in engine.run_round(3.0).admitted] == ["urgent", "low2"]
 
 
 def test_preemption_never_takes_running_units() -> None:
@@ -375,11 +383,14 @@ def test_with_preemption_on_a_paused_queue_still_holds_units_that_merely_fit() -
     engine.upsert_unit(unit("fits", "q", priority=1, created=1.0))
     result = engine.run_round(1.0)
     assert result.admitted == [] and result.rejected == []  # waits for first's pods to run
+    assert result.preempted == []  # first sorts before it: no victim
     assert [u.name for u in result.waiting["q"]] == ["fits"]
+    # urgent does not fit: first (1 cpu free + first's 1 cpu) is marked; urgent waits
     engine.upsert_unit(unit("urgent", "q", cpu="2", priority=9, created=2.0))
     result = engine.run_round(2.0)
-    assert [u.name for u, _ in result.admitted] == ["urgent"]
+    assert result.admitted == []
     assert [[v.name for v in p.victims] for p in result.preempted] == [["first"]]
+    assert [u.name for u, _ in engine.run_round(3.0).admitted] == ["urgent"]
 
 
 def test_fast_path_follows_a_unit_that_moved_to_another_queue() -> None:

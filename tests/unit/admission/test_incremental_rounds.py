@@ -30,7 +30,7 @@ from koordqueue.domain.names import (
     QUOTA_NAME_LABEL,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
-from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase, QueueUnit
+from koordqueue.domain.queue_unit import FINISHED_PHASES, AdmissionCount, Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
 from koordqueue.domain.round import BlockedByHead, Reject
@@ -109,6 +109,12 @@ def unit_op(draw: st.DrawFn, uniform: bool = False) -> tuple[Any, ...]:
             max_exec_seconds=draw(st.sampled_from((None, None, None, 1, 5))),
             pods_ready_since=draw(st.sampled_from((None, 0.0, 3.0))),
             accumulated_seconds=draw(st.sampled_from((0, 0, 2))),
+            # issue 35 point 7: pod sets with some replicas running, some marked; the label
+            admissions=draw(st.sampled_from((
+                (), (), (AdmissionCount(name, 2),), (AdmissionCount(name, 3, running=1),),
+                (AdmissionCount(name, 2, running=2),), (AdmissionCount(name, 2, 0, 2),),
+            ))),
+            last_allocate=draw(st.sampled_from((None, None, 0.0))),
         ),
     )
 

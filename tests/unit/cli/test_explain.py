@@ -136,10 +136,14 @@ def test_wait_for_pods_running_holds_the_queue() -> None:
     assert "web/api" in ex.summary
 
 
-def test_preempted_unit_is_back_in_the_queue() -> None:
+def test_preempted_unit_is_reclaimed_then_back_in_the_queue() -> None:
+    """Issue 35 point 7: marked at step 1 (still Dequeued, holding its quota), the next round
+    reclaims it (explain's dry round says so), then it waits in its queue."""
     before = _explain(PREEMPTION, "ml/batch", step=0)
-    after = _explain(PREEMPTION, "ml/batch", step=1)
+    marked = _explain(PREEMPTION, "ml/batch", step=1)
+    after = _explain(PREEMPTION, "ml/batch", step=2)
     assert before.reason is Reason.ADMITTED
+    assert marked.phase == "Dequeued" and marked.reason is Reason.RECLAIMED
     assert after.phase == "Enqueued" and after.reason is Reason.QUOTA_EXCEEDED
 
 

@@ -32,6 +32,7 @@ from koordqueue.domain.round import (
     Preempted,
     QueueNotFound,
     QueueUnserved,
+    Reclaimed,
     Reject,
     Unmapped,
     WaitingForPodsRunning,
@@ -175,29 +176,41 @@ def test_queue_not_found_event_uses_the_koord_queue_message() -> None:
     assert out[1].message == "queue nope not found for queueUnit ns/lost"
 
 
-def test_preemption_effects_name_the_preemptor_and_suspend_the_victim() -> None:
+def test_a_preemption_marks_then_the_next_round_reclaims_and_suspends() -> None:
+    """Issue 35 point 7: the round that preempts writes the victim's reclaimState and
+    Koord-Queue's message with a Warning Preempted naming the preemptor (no phase change,
+    the victim keeps its quota); the next round reclaims it: Enqueued, the Job suspended,
+    a Normal Reclaimed event."""
     e = engine(**{WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"})
     e.upsert_unit(unit("victim", cpu="2", priority=1, phase=Phase.DEQUEUED, consumer="Job"))
     e.upsert_unit(unit("urgent", cpu="2", priority=9))
     record = e.run_round(0.0)
-    assert [type(o) for o in record.outcomes] == [Preempted, Admit]
-    victim_effects = per_unit(effects(record))[0]
-    assert [type(x) for x in victim_effects] == [SetUnitStatus, SuspendConsumer, UnitEvent]
-    status, _, event = victim_effects
-    # a Job's unit says what the job extension writes; the event names the preemptor
-    assert isinstance(status, SetUnitStatus)
+    assert [type(o) for o in record.outcomes] == [Preempted, Reject]
+    mark, warning = per_unit(effects(record))[0]
+    assert isinstance(mark, SetUnitStatus) and mark.phase is None
+    assert mark.message == "Waiting job extension to reclaim resources."
+    assert mark.admissions is not None and [a.reclaim for a in mark.admissions] == [1]
+    assert isinstance(warning, UnitEvent) and warning.reason == names.REASON_PREEMPTED
+    assert (warning.type, warning.message) == ("Warning", "preempted by ns/urgent; back in queue")
+    record = e.run_round(1.0)
+    assert [type(o) for o in record.outcomes] == [Reclaimed, Admit]
+    status, suspend, normal = per_unit(effects(record))[0]
+    # a Job's unit says what the job extension writes
+    assert isinstance(status, SetUnitStatus) and status.phase is Phase.ENQUEUED
     assert status.message == names.MSG_ENQUEUED_AFTER_PREEMPTED
-    assert isinstance(event, UnitEvent) and event.reason == names.REASON_PREEMPTED
-    assert event.message == "preempted by ns/urgent; back in queue"
+    assert status.evicted == "Preempted"
+    assert isinstance(suspend, SuspendConsumer)
+    assert isinstance(normal, UnitEvent) and (normal.type, normal.reason) == ("Normal", "Reclaimed")
 
 
-def test_preempted_unit_without_a_job_shows_the_preemptor_in_its_status() -> None:
+def test_a_reclaimed_unit_without_a_job_says_what_was_reclaimed() -> None:
     e = engine(**{WAIT_FOR_PODS_RUNNING_ANNOTATION: "true", ENABLE_PREEMPTION_ANNOTATION: "true"})
     e.upsert_unit(unit("victim", cpu="2", priority=1, phase=Phase.DEQUEUED))
     e.upsert_unit(unit("urgent", cpu="2", priority=9))
-    status = effects(e.run_round(0.0))[0]
+    e.run_round(0.0)
+    status = effects(e.run_round(1.0))[0]
     assert isinstance(status, SetUnitStatus)
-    assert status.message == "preempted by ns/urgent; back in queue"
+    assert status.message == "reclaimed: 1 admitted replica(s) not running were taken back"
 
 
 def test_add_queue_fail_is_one_event_per_new_error() -> None:
