@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from koordqueue.domain.activation import ACTIVE_FIELD
@@ -33,7 +33,7 @@ from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import UnresolvedReason
 from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
-from koordqueue.kube.api import QUEUE_UNIT
+from koordqueue.kube.api import QUEUE_UNIT, ApiError
 from koordqueue.kube.controller.base import log, queue_label
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import (
@@ -63,6 +63,9 @@ class ChainOutcome:
 
     statuses: list[StatusOutcome]
     events: list[RecordEvent]
+    lost: list[SetUnitStatus] = field(default_factory=list)
+    """Message-only writes that met a transient failure (a dropped connection, 429, 5xx):
+    the owner plans them again (a 404 or 422 is not retried: the unit is gone or refuses)."""
 
 
 def _count_rejection(effect: UnitEvent | QueueEvent) -> None:
@@ -96,7 +99,7 @@ class EffectChain:
         out = ChainOutcome([], [])
         for index, effect in enumerate(self.effects):
             if isinstance(effect, SetUnitStatus):
-                result = self._status(effect, apis)
+                result = self._status(effect, apis, out)
                 out.statuses.append((effect, result))
                 # a message that could not be written leaves the unit as it was
                 written = result if result is not None or effect.phase else self.current
@@ -123,7 +126,9 @@ class EffectChain:
             # (QueueEvents come from on_queue, which records them on the Queue it holds)
         return out
 
-    def _status(self, effect: SetUnitStatus, apis: Apis) -> dict[str, Any] | None:
+    def _status(
+        self, effect: SetUnitStatus, apis: Apis, out: ChainOutcome
+    ) -> dict[str, Any] | None:
         unit = effect.unit
         if effect.admission is not None:
             admit = AdmitUnit(
@@ -150,7 +155,17 @@ class EffectChain:
             if banked is not None:
                 patch["status"][ACCUMULATED_FIELD] = banked
         operation = "patch unit status" if effect.phase is None else "preempt"
-        return PatchUnitStatus(unit.namespace, unit.name, patch, operation=operation).run(apis)
+        write = PatchUnitStatus(unit.namespace, unit.name, patch, operation=operation)
+        if effect.phase is not None:
+            return write.run(apis)
+        try:
+            return write.call(apis)
+        except ApiError as exc:
+            metrics.API_ERRORS.labels(operation).inc()
+            log.warning("api call failed", operation=operation, error=str(exc))
+            if exc.retryable:
+                out.lost.append(effect)
+            return None
 
 
 def _conditions(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
@@ -288,6 +303,13 @@ class AdmissionRounds:
                 log.warning("unit status not persisted", unit=unit.key)
             if obj is not None and unit.uid in state.unit_objects:
                 state.remember_unit(unit.uid, obj, effect.message)
+        for effect in outcome.lost:
+            # `execute` marked the message reported and the record carries its entry, so no
+            # later round would plan it again (bench/soak.py's fz-unit-3118): forget the
+            # mark, renew the entry; the next round writes it (the same patch: idempotent)
+            if state.reported.get(effect.unit.uid) == effect.message:
+                state.reported.pop(effect.unit.uid, None)
+            state.engine.renew(effect.unit.uid)
 
     def sync_usage(self) -> None:
         """The per-quota usage split (issue 18, item 8) to the metrics and the Queues'

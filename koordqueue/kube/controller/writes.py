@@ -148,11 +148,15 @@ class PatchUnitStatus:
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
         def call() -> dict[str, Any]:
-            return apis.api.merge_patch(
-                QUEUE_UNIT, self.name, dict(self.patch), self.namespace, "status"
-            )
+            return self.call(apis)
 
         return safely(self.operation, (lambda: with_retries(call)) if self.retry else call)
+
+    def call(self, apis: Apis) -> dict[str, Any]:
+        """One attempt; a refusal raises (for a caller that decides by its kind)."""
+        return apis.api.merge_patch(
+            QUEUE_UNIT, self.name, dict(self.patch), self.namespace, "status"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from koordqueue.kube.api import JOB, QUEUE_UNIT, ApiError, Kind
+from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, ApiError, Kind
 from tests.unit.kube.memory_api import MemoryApi
+from tests.unit.kube.test_controller_state import controller
+from tests.unit.kube.test_controller_state import quota as state_quota
+from tests.unit.kube.test_controller_state import unit as state_unit
 from tests.unit.kube.test_job_extension_controller import make, set_job_status, submit, unit
 
 
@@ -113,4 +116,87 @@ def test_an_admission_whose_answer_was_lost_but_which_landed_is_kept_and_resumes
     assert c.engine.is_admitted(unit(api, "j")["metadata"]["uid"])
     job = api.get(JOB, "j", "ns")
     assert job is not None and job["spec"]["suspend"] is False
+    c.close()
+
+
+class DroppedStatus(MemoryApi):
+    """Drops the next QueueUnit status patch before the API applies it (connection dropped)."""
+
+    drop_next = False
+
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        if self.drop_next and kind == QUEUE_UNIT and subresource == "status":
+            self.drop_next = False
+            raise ApiError(0, "ProtocolError", "connection aborted", "PATCH", kind.path())
+        return super().merge_patch(kind, name, patch, namespace, subresource)
+
+
+def _status(api: MemoryApi, name: str) -> Mapping[str, Any]:
+    return (api.get(QUEUE_UNIT, name, "ns") or {}).get("status") or {}
+
+
+def test_a_status_message_lost_to_a_dropped_connection_is_written_at_a_later_round() -> None:
+    """Found by bench/soak.py (fz-unit-3118, fz-unit-571: a unit left with no status for good):
+    the round marked the message as reported before writing it, and a message-only write
+    that failed undid neither the mark nor the round's record entry, so no later round
+    planned it again. Fails without the renew in `AdmissionRounds._took_in` (checked: the
+    unit keeps no status after three more rounds)."""
+    api = DroppedStatus()
+    api.create(ELASTIC_QUOTA, state_quota("q", cpu="1"), "default")
+    api.create(QUEUE_UNIT, state_unit("big", "q", cpu="2"), "ns")  # never fits: a message only
+    c = controller(api)
+    c.resync()
+    for obj in api.list_objects(QUEUE):
+        c.on_queue("ADDED", obj)
+    api.drop_next = True
+    c.admission_round()
+    assert not _status(api, "big").get("message"), "the write was dropped"
+    for _ in range(3):
+        c.admission_round()
+    assert "big" not in {u.name for u in c.engine.units() if c.engine.is_admitted(u.uid)}
+    assert _status(api, "big").get("message"), "the lost message is written again"
+    c.close()
+
+
+class GoneUnits(MemoryApi):
+    """Answers 404 to every QueueUnit status patch (the unit deleted, the watch not yet told),
+    and counts them."""
+
+    patches = 0
+
+    def merge_patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        if kind == QUEUE_UNIT and subresource == "status":
+            self.patches += 1
+            raise ApiError(404, "NotFound", "gone", "PATCH", kind.path())
+        return super().merge_patch(kind, name, patch, namespace, subresource)
+
+
+def test_a_status_message_refused_with_404_is_not_written_again_every_round() -> None:
+    """The retry above is for transient failures only: a leader whose cache still held two
+    deleted units (bench/soak.py, seed 3, after an etcd restart) patched them again in every
+    round, ten times a second, with the retry renewing on any failure."""
+    api = GoneUnits()
+    api.create(ELASTIC_QUOTA, state_quota("q", cpu="1"), "default")
+    api.create(QUEUE_UNIT, state_unit("big", "q", cpu="2"), "ns")
+    c = controller(api)
+    c.resync()
+    for obj in api.list_objects(QUEUE):
+        c.on_queue("ADDED", obj)
+    for _ in range(4):
+        c.admission_round()
+    assert api.patches == 1
     c.close()
