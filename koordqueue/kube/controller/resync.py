@@ -52,11 +52,16 @@ class Resync:
         Returns the QueueUnit listing and each served kind's whole listing, so that the
         watches started after the first resync continue from them instead of listing again
         (a kind listed narrowly, Pod, is left to its informer's own listing). `listings`:
-        those already at hand (a warm standby's watch caches), folded instead of listed.
+        those already at hand (a warm standby's watch caches), folded instead of listed;
+        the QueueUnits are listed again all the same: they hold every admission, and a
+        standby's unit watch can be behind (stalled until its idle deadline, or cut in an etcd
+        restart), so folding its cache admitted over a quota's max (bench/soak.py, seed 3).
         """
         self._resync_quotas_and_queues()
         if listings is None:
             listings = self.list_workloads(self.state.api, startup=True)
+        else:
+            listings = {**listings, QUEUE_UNIT: self.state.api.list_with_version(QUEUE_UNIT)}
         self._fold_workloads(listings, None)
         self.next_resync = self.state.clock() + self.state.settings.resync_period
         self.state.ready.set()
