@@ -11,7 +11,8 @@ does not rewrite them all.
 Each patch may take USAGE_WRITE_TIMEOUT seconds, and one that fails does not stop the others:
 bench/soak.py found every Queue's annotations stale for 30 s after a half-open-connection
 fault had ended, all held behind one patch that waited out the client's 30 s timeout (syncs
-are single-flight: the ones due meanwhile were no-ops).
+are single-flight: the ones due meanwhile were no-ops). The first sync's list of Queues has
+the same short timeout (a new leader's list went into a half-open connection: 30 s stale).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ class QueueUsageWriter:
     """Writes the usage annotations of every quota's Queue in `namespace` when they change."""
 
     def __init__(self, api: ObjectApi, namespace: str) -> None:
-        self._api = api
         self._patch_api = (
             api.with_timeout(USAGE_WRITE_TIMEOUT) if isinstance(api, KubeApi) else api
         )
@@ -60,7 +60,7 @@ class QueueUsageWriter:
             if known is None:
                 known = self._known = {
                     str(q["metadata"]["name"]): dict(q["metadata"].get("annotations") or {})
-                    for q in self._api.list_objects(QUEUE, self._namespace)
+                    for q in self._patch_api.list_objects(QUEUE, self._namespace)
                 }
             written = 0
             refused: ApiError | None = None

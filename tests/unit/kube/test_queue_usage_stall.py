@@ -29,6 +29,8 @@ from koordqueue.kube.api import ApiError, KubeApi
 from koordqueue.kube.quota_status import QueueUsageWriter
 
 NAMES = ("stuck", "b", "c")
+STALL_LISTS: list[bool] = []
+"""Each entry: one list of Queues the server takes and never answers."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -44,6 +46,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
+        if STALL_LISTS:
+            STALL_LISTS.pop()
+            self.release.wait(60)  # the first list: no answer (a half-open connection)
+            return
         items = [{"metadata": {"name": n, "namespace": "koord-queue"}} for n in NAMES]
         self._answer({"metadata": {"resourceVersion": "1"}, "items": items})
 
@@ -101,3 +107,26 @@ def test_a_patch_without_an_answer_stalls_the_sync_briefly_and_not_the_other_que
     with pytest.raises(ApiError):
         writer.sync(rows)
     assert set(patched) == {"stuck"}
+
+
+def test_a_new_leaders_first_list_of_queues_without_an_answer_stalls_the_sync_briefly(
+    server: tuple[KubeApi, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/soak.py, seed 3, after 07c1a71: a new leader's first sync lists the Queues, and
+    that list went into a half-open connection with the API's 30 s timeout (the patches had
+    the short one): every annotation stale for 30 s after the fault. Fails without the short
+    timeout on the list (checked: the sync takes the 30 s)."""
+    monkeypatch.setattr(quota_status, "USAGE_WRITE_TIMEOUT", 1.0)  # (5 s in production)
+    api, patched = server
+    STALL_LISTS[:] = [True]
+    tree = QuotaTree()
+    for name in NAMES:
+        tree.upsert(QuotaSpec(name=name, max=Resources.of(cpu=10)))
+        tree.admit(f"u-{name}", name, Resources.of(cpu=1))
+    writer = QueueUsageWriter(api, "koord-queue")
+    started = time.monotonic()
+    with pytest.raises(ApiError):  # (`stuck`'s patch)
+        writer.sync(tree.report())
+    assert time.monotonic() - started < 6  # the API's own timeout is 30 s
+    assert STALL_LISTS == []  # the list was asked again, answered, and the Queues written
+    assert sorted(set(patched)) == ["b", "c", "stuck"]
