@@ -19,6 +19,13 @@ from koordqueue.domain.resources import Resources
 from koordqueue.kube.scheduler import names
 from koordqueue.kube.scheduler.devices import device_annotations, node_devices, pod_devices
 from koordqueue.kube.scheduler.hypernodes import network_topology, preemptable
+from koordqueue.kube.scheduler.vc_fields import (
+    job_annotations,
+    node_group_affinity,
+    node_group_limits,
+    scheduled_at,
+    task_vc,
+)
 from koordqueue.scheduler.api import (
     HostPort,
     JobInfo,
@@ -374,11 +381,14 @@ def task_info(pod: Obj) -> TaskInfo:
         pod_affinity=pod_affinity(spec, namespace),
         spread=spread_constraints(spec, labels),
         devices=pod_devices(pod, request),
+        vc=task_vc(m),
+        scheduled_at=scheduled_at(pod),
     )
 
 
 _TASK_METADATA = ("uid", "name", "namespace", "labels", "creationTimestamp")
-"""The metadata fields `task_info` reads (besides deletionTimestamp, through the status)."""
+"""The metadata fields `task_info` reads (besides deletionTimestamp, through the status,
+and the annotations `device_annotations` and `task_vc` keep, compared on their own)."""
 _NODE_NAME = "nodeName"
 
 
@@ -392,6 +402,8 @@ def same_but_placement(old: Obj, new: Obj) -> bool:
         if old_meta.get(name) != new_meta.get(name):
             return False
     if device_annotations(old_meta) != device_annotations(new_meta):
+        return False
+    if task_vc(old_meta) != task_vc(new_meta):
         return False
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):
@@ -409,6 +421,7 @@ def placed_again(previous: TaskInfo, pod: Obj) -> TaskInfo:
     task = previous.clone()
     task.status = pod_status(pod)
     task.node_name = (pod.get("spec") or {}).get(_NODE_NAME) or None
+    task.scheduled_at = scheduled_at(pod)
     return task
 
 
@@ -526,6 +539,7 @@ def job_info(group: Obj, priorities: PriorityClasses | None = None) -> JobInfo:
         creation=timestamp(m.get("creationTimestamp")),
         network_topology=network_topology(group),
         preemptable=preemptable(group),
+        annotations=job_annotations(m),
     )
 
 
@@ -551,6 +565,8 @@ def queue_info(queue: Obj) -> QueueInfo:
         state=state,
         hierarchy=str(annotations.get(HIERARCHY_ANNOTATION) or ""),
         hierarchy_weights=str(annotations.get(HIERARCHY_WEIGHTS_ANNOTATION) or ""),
+        node_group_affinity=node_group_affinity(spec),
+        node_group_limits=node_group_limits(annotations),
     )
 
 

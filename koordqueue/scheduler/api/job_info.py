@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Final
 
 from koordqueue.domain.resources import Resources
@@ -18,6 +19,8 @@ from koordqueue.scheduler.api.task_info import (
     TaskInfo,
     TaskStatus,
 )
+
+_NO_ANNOTATIONS: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 class PodGroupPhase(StrEnum):
@@ -42,6 +45,7 @@ class JobInfo:
     __slots__ = (
         "_allocated",
         "_ready",
+        "annotations",
         "creation",
         "min_available",
         "min_resources",
@@ -74,6 +78,7 @@ class JobInfo:
         preemptable: bool = True,
         tasks: Iterable[TaskInfo] = (),
         network_topology: NetworkTopology | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         self.uid = uid
         self.name = name if name is not None else uid
@@ -88,6 +93,9 @@ class JobInfo:
         self.preemptable = preemptable
         self.network_topology = network_topology
         """The PodGroup's `spec.networkTopology` (network-topology-aware), or None."""
+        self.annotations: Mapping[str, str] = annotations or _NO_ANNOTATIONS
+        """The PodGroup annotations plugins read (sla's waiting time: `vc_names`), only
+        those: never written (shared by every clone)."""
         self.tasks: dict[str, TaskInfo] = {}
         self.task_status_index: dict[TaskStatus, dict[str, TaskInfo]] = {}
         self._allocated: dict[str, int] = {}
@@ -349,6 +357,7 @@ class JobInfo:
             creation=self.creation,
             preemptable=self.preemptable,
             network_topology=self.network_topology,
+            annotations=self.annotations,
         )
         # copy the counters instead of re-accounting every task: a session clones every job
         index = job.task_status_index

@@ -9,6 +9,17 @@ from koordqueue.scheduler.api.names import QUEUE_STATE_OPEN
 
 
 @dataclass(frozen=True, slots=True)
+class NodeGroupAffinity:
+    """A Queue's `spec.affinity` (nodegroup plugin): node groups required / preferred, and
+    refused (anti-affinity) required / preferred; preferred keeps its list order."""
+
+    required: frozenset[str] = frozenset()
+    preferred: tuple[str, ...] = ()
+    anti_required: frozenset[str] = frozenset()
+    anti_preferred: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     """Weight and limits of a queue.
 
@@ -32,6 +43,10 @@ class QueueInfo:
     state: str = QUEUE_STATE_OPEN
     hierarchy: str = ""
     hierarchy_weights: str = ""
+    node_group_affinity: NodeGroupAffinity | None = None
+    """`spec.affinity` (nodegroup), None when the queue has none."""
+    node_group_limits: str | None = None
+    """The raw `volcano.sh/nodegroup-resource-limits` annotation (nodegroup), None if absent."""
 
     @property
     def is_open(self) -> bool:

@@ -232,6 +232,11 @@ class TaskInfo:
     _static_key: PlacementKey | None = field(default=None, repr=False)
     devices: PodDevices | None = None
     """Volcano's shared-device request (deviceshare), None for a pod that names no device."""
+    vc: Mapping[str, str] = field(default_factory=lambda: NO_LABELS, repr=False)
+    """The pod labels / annotations Volcano's plugins read (cdp's cooldown time:
+    `vc_names.TASK_ANNOTATIONS`), labels first; shared, never written."""
+    scheduled_at: float | None = None
+    """When the pod's PodScheduled condition turned True (epoch seconds), or None (cdp)."""
 
     def __post_init__(self) -> None:
         if self.init_resreq is None:
@@ -335,6 +340,8 @@ class TaskInfo:
             self.spread,
             self._static_key,
             self.devices,
+            self.vc,
+            self.scheduled_at,
         )
 
     def __repr__(self) -> str:

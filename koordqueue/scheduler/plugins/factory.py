@@ -13,17 +13,20 @@ from koordqueue.scheduler.framework.registry import register_plugin_builder
 from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
 from koordqueue.scheduler.plugins.binpack import BinpackPlugin
 from koordqueue.scheduler.plugins.capacity import CapacityPlugin
+from koordqueue.scheduler.plugins.cdp import CdpPlugin
 from koordqueue.scheduler.plugins.conformance import ConformancePlugin
 from koordqueue.scheduler.plugins.deviceshare import DeviceSharePlugin
 from koordqueue.scheduler.plugins.drf import DrfPlugin
 from koordqueue.scheduler.plugins.gang import GangPlugin
 from koordqueue.scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
+from koordqueue.scheduler.plugins.nodegroup import NodeGroupPlugin
 from koordqueue.scheduler.plugins.nodeorder import NodeOrderPlugin
 from koordqueue.scheduler.plugins.overcommit import OvercommitPlugin
 from koordqueue.scheduler.plugins.pdb import PdbPlugin
 from koordqueue.scheduler.plugins.predicates import PredicatesPlugin
 from koordqueue.scheduler.plugins.priority import PriorityPlugin
 from koordqueue.scheduler.plugins.proportion import ProportionPlugin
+from koordqueue.scheduler.plugins.sla import SlaPlugin
 
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     PriorityPlugin,
@@ -40,6 +43,9 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     QueueAllocationGatePlugin,
     NetworkTopologyAwarePlugin,
     DeviceSharePlugin,
+    NodeGroupPlugin,
+    SlaPlugin,
+    CdpPlugin,
 )
 
 

@@ -31,14 +31,21 @@ BUILT_ACTIONS = (
     "shuffle",
 )
 BUILT_PLUGINS = (
-    "binpack", "capacity", "conformance", "deviceshare", "drf", "gang", "network-topology-aware",
-    "nodeorder", "overcommit", "pdb", "predicates", "priority", "proportion",
+    "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "gang",
+    "network-topology-aware", "nodegroup", "nodeorder", "overcommit", "pdb", "predicates",
+    "priority", "proportion", "sla",
 )
+ARGUMENTS = {"nodegroup": "strict: false"}
+"""nodegroup (strict by default, as in Volcano) refuses nodes without a group label: the
+gang's unlabelled nodes pass only with `strict: false` and a queue without affinity."""
 
 
 def _conf(actions: tuple[str, ...], plugins: tuple[str, ...]) -> str:
     lines = [f'actions: "{", ".join(actions)}"', "tiers:", "- plugins:"]
-    lines += [f"  - name: {name}" for name in plugins]
+    for name in plugins:
+        lines.append(f"  - name: {name}")
+        if name in ARGUMENTS:
+            lines += ["    arguments:", f"      {ARGUMENTS[name]}"]
     return "\n".join(lines) + "\n"
 
 

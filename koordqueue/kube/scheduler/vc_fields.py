@@ -1,0 +1,89 @@
+"""What Volcano's queue, SLA and protection plugins read off API objects (nodegroup, sla,
+cdp): a Queue's `spec.affinity` and limits annotation, the PodGroup annotations sla reads,
+a pod's cool-down label / annotation and when it was scheduled.
+
+Kept apart from convert.py so that those plugins' fields stay in one place; only the keys
+`vc_names` lists are kept, so tasks and jobs carry no copy of every annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from koordqueue.scheduler.api import vc_names as vn
+from koordqueue.scheduler.api.queue_info import NodeGroupAffinity
+from koordqueue.scheduler.api.task_info import NO_LABELS
+
+Obj = Mapping[str, Any]
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _names(raw: object) -> list[str]:
+    return [str(v) for v in raw] if isinstance(raw, list) else []
+
+
+def node_group_affinity(spec: Mapping[str, Any]) -> NodeGroupAffinity | None:
+    """A Queue's `spec.affinity` (nodeGroupAffinity / nodeGroupAntiAffinity), or None."""
+    affinity = spec.get("affinity")
+    if not isinstance(affinity, Mapping):
+        return None
+    pro = affinity.get("nodeGroupAffinity")
+    anti = affinity.get("nodeGroupAntiAffinity")
+    pro = pro if isinstance(pro, Mapping) else {}
+    anti = anti if isinstance(anti, Mapping) else {}
+    return NodeGroupAffinity(
+        required=frozenset(_names(pro.get(_REQUIRED))),
+        preferred=tuple(dict.fromkeys(_names(pro.get(_PREFERRED)))),
+        anti_required=frozenset(_names(anti.get(_REQUIRED))),
+        anti_preferred=frozenset(_names(anti.get(_PREFERRED))),
+    )
+
+
+def node_group_limits(annotations: Mapping[str, Any]) -> str | None:
+    """The raw `volcano.sh/nodegroup-resource-limits` annotation (parsed by the plugin,
+    which reports a bad one), or None."""
+    raw = annotations.get(vn.NODE_GROUP_LIMITS_ANNOTATION)
+    return None if raw is None else str(raw)
+
+
+def kept(sources: tuple[object, ...], keys: frozenset[str]) -> Mapping[str, str]:
+    """The `keys` found in the first of `sources` (label / annotation maps) naming them."""
+    found: dict[str, str] = {}
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        for key in keys:
+            if key not in found and key in source:
+                found[key] = str(source[key])
+    return found or NO_LABELS
+
+
+def job_annotations(metadata: Mapping[str, Any]) -> Mapping[str, str]:
+    """The PodGroup annotations sla reads."""
+    return kept((metadata.get("annotations"),), vn.JOB_ANNOTATIONS)
+
+
+def task_vc(metadata: Mapping[str, Any]) -> Mapping[str, str]:
+    """The pod labels / annotations cdp reads, labels first (Volcano's order)."""
+    return kept((metadata.get("labels"), metadata.get("annotations")), vn.TASK_ANNOTATIONS)
+
+
+def scheduled_at(pod: Obj) -> float | None:
+    """When the pod's PodScheduled condition turned True (epoch seconds), or None."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if not isinstance(condition, Mapping) or condition.get("type") != "PodScheduled":
+            continue
+        if condition.get("status") != "True":
+            return None
+        value = condition.get("lastTransitionTime")
+        if not isinstance(value, str) or not value:
+            return None
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None

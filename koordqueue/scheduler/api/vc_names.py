@@ -1,0 +1,46 @@
+"""Names of Volcano's queue, SLA and protection plugins (nodegroup, sla, cdp, ...): their
+arguments, the labels and annotations they read, and the refusals they give.
+
+Spelled as Volcano spells them (volcano.sh/apis scheduling/v1beta1 labels.go and
+pkg/scheduler/plugins/<name>), so a user's volcano-scheduler.conf, queues and pods work
+unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- nodegroup ---------------------------------------------------------------------------------
+NODEGROUP: Final = "nodegroup"
+NODE_GROUP_NAME_LABEL: Final = "volcano.sh/nodegroup-name"
+"""Node label: the node group the node belongs to."""
+NODE_GROUP_LIMITS_ANNOTATION: Final = "volcano.sh/nodegroup-resource-limits"
+"""Queue annotation: JSON {group: {resource: quantity}} capping the queue's use per group."""
+NODEGROUP_STRICT: Final = "strict"
+NODEGROUP_PREFERRED_ORDER: Final = "enablePreferredOrder"
+NODEGROUP_ROOT_QUEUE: Final = "root"
+NODEGROUP_BASE_SCORE: Final = 100.0
+ERR_NODE_GROUP_AFFINITY_NOT_FOUND: Final = "node group affinity not specified"
+ERR_NODE_GROUP_LABEL_NOT_FOUND: Final = "node group label not found"
+ERR_NODE_GROUP_UNSATISFIED: Final = "node does not satisfy the node group affinity"
+ERR_NODE_GROUP_LIMIT_INVALID: Final = "node group resource limit annotation invalid"
+ERR_NODE_GROUP_LIMIT_EXCEEDED: Final = "node group resource limit exceeded"
+NODE_GROUP_LIMITS_WARNING: Final = "queue {queue} has an invalid {key} annotation: {error}"
+
+# --- sla ---------------------------------------------------------------------------------------
+SLA: Final = "sla"
+SLA_WAITING_TIME: Final = "sla-waiting-time"
+"""The plugin argument (and the PodGroup annotation Volcano also reads, unprefixed)."""
+SLA_WAITING_TIME_ANNOTATION: Final = "volcano.sh/sla-waiting-time"
+"""PodGroup annotation, read before the unprefixed one."""
+SLA_ARGUMENT_WARNING: Final = "sla: invalid global waiting time {value!r} in plugin arguments"
+
+# --- cdp ---------------------------------------------------------------------------------------
+CDP: Final = "cdp"
+COOLDOWN_TIME: Final = "volcano.sh/cooldown-time"
+"""Pod label or annotation: how long after being scheduled a running pod may not be evicted."""
+
+TASK_ANNOTATIONS: Final = frozenset({COOLDOWN_TIME})
+"""Pod labels / annotations the adapter keeps on a task for these plugins (`TaskInfo.vc`)."""
+JOB_ANNOTATIONS: Final = frozenset({SLA_WAITING_TIME_ANNOTATION, SLA_WAITING_TIME})
+"""PodGroup annotations the adapter keeps on a job (`JobInfo.annotations`)."""

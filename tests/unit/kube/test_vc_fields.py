@@ -1,0 +1,65 @@
+"""The kube adapter reads what nodegroup, sla and cdp need off API objects."""
+
+from __future__ import annotations
+
+from koordqueue.kube.scheduler.convert import (
+    job_info,
+    placed_again,
+    queue_info,
+    same_but_placement,
+    task_info,
+)
+from koordqueue.scheduler.api import vc_names as vn
+from koordqueue.scheduler.api.queue_info import NodeGroupAffinity
+
+
+def test_queue_affinity_and_limits_annotation() -> None:
+    queue = queue_info({
+        "metadata": {"name": "q1", "annotations": {
+            vn.NODE_GROUP_LIMITS_ANNOTATION: '{"group1":{"cpu":"3"}}'}},
+        "spec": {"affinity": {
+            "nodeGroupAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": ["group1", "group3"],
+                "preferredDuringSchedulingIgnoredDuringExecution": ["group3", "group1"]},
+            "nodeGroupAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": ["group2"]}}},
+    })
+    assert queue.node_group_affinity == NodeGroupAffinity(
+        frozenset({"group1", "group3"}), ("group3", "group1"), frozenset({"group2"}))
+    assert queue.node_group_limits == '{"group1":{"cpu":"3"}}'
+    bare = queue_info({"metadata": {"name": "q2"}, "spec": {}})
+    assert bare.node_group_affinity is None and bare.node_group_limits is None
+
+
+def test_podgroup_keeps_only_the_sla_annotations() -> None:
+    job = job_info({"metadata": {"uid": "u", "name": "pg", "annotations": {
+        vn.SLA_WAITING_TIME_ANNOTATION: "1h", "other": "x"}}, "spec": {}})
+    assert dict(job.annotations) == {vn.SLA_WAITING_TIME_ANNOTATION: "1h"}
+    assert dict(job.clone().annotations) == {vn.SLA_WAITING_TIME_ANNOTATION: "1h"}
+
+
+def _pod(condition_time: str | None, cooldown: str = "10m") -> dict[str, object]:
+    status: dict[str, object] = {"phase": "Running"}
+    if condition_time is not None:
+        status["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                 "lastTransitionTime": condition_time}]
+    return {"metadata": {"uid": "p", "name": "p", "namespace": "ns",
+                         "annotations": {vn.COOLDOWN_TIME: cooldown, "other": "y"}},
+            "spec": {"containers": [{"name": "c"}], "nodeName": "n1"}, "status": status}
+
+
+def test_pod_cooldown_and_scheduled_time() -> None:
+    task = task_info(_pod("2026-01-01T00:00:00Z"))
+    assert dict(task.vc) == {vn.COOLDOWN_TIME: "10m"}
+    assert task.scheduled_at == 1767225600.0
+    assert task.clone().scheduled_at == 1767225600.0
+    assert task_info(_pod(None)).scheduled_at is None
+
+
+def test_a_new_cooldown_is_converted_again_and_a_new_condition_taken() -> None:
+    """same_but_placement compares the cool-down; placed_again takes the condition."""
+    old = _pod(None)
+    assert not same_but_placement(old, _pod(None, "1h"))
+    newer = _pod("2026-01-01T00:00:00Z")
+    assert same_but_placement(old, newer)
+    assert placed_again(task_info(old), newer).scheduled_at == 1767225600.0
