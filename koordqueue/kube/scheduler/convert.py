@@ -24,6 +24,7 @@ from koordqueue.kube.scheduler.vc_fields import (
     node_group_affinity,
     node_group_limits,
     scheduled_at,
+    task_role,
     task_vc,
 )
 from koordqueue.scheduler.api import (
@@ -382,13 +383,15 @@ def task_info(pod: Obj) -> TaskInfo:
         spread=spread_constraints(spec, labels),
         devices=pod_devices(pod, request),
         vc=task_vc(m),
+        role=task_role(m),
         scheduled_at=scheduled_at(pod),
     )
 
 
 _TASK_METADATA = ("uid", "name", "namespace", "labels", "creationTimestamp")
 """The metadata fields `task_info` reads (besides deletionTimestamp, through the status,
-and the annotations `device_annotations` and `task_vc` keep, compared on their own)."""
+and the annotations `device_annotations`, `task_vc` and `task_role` read, compared on their
+own)."""
 _NODE_NAME = "nodeName"
 
 
@@ -403,7 +406,7 @@ def same_but_placement(old: Obj, new: Obj) -> bool:
             return False
     if device_annotations(old_meta) != device_annotations(new_meta):
         return False
-    if task_vc(old_meta) != task_vc(new_meta):
+    if task_vc(old_meta) != task_vc(new_meta) or task_role(old_meta) != task_role(new_meta):
         return False
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):

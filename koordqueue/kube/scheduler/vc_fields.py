@@ -72,6 +72,14 @@ def task_vc(metadata: Mapping[str, Any]) -> Mapping[str, str]:
     return kept((metadata.get("labels"), metadata.get("annotations")), vn.TASK_ANNOTATIONS)
 
 
+def task_role(metadata: Mapping[str, Any]) -> str:
+    """Volcano's getTaskRole: the pod's `volcano.sh/task-spec` annotation, else label."""
+    for source in (metadata.get("annotations"), metadata.get("labels")):
+        if isinstance(source, Mapping) and source.get(vn.TASK_SPEC):
+            return str(source[vn.TASK_SPEC])
+    return ""
+
+
 def scheduled_at(pod: Obj) -> float | None:
     """When the pod's PodScheduled condition turned True (epoch seconds), or None."""
     for condition in (pod.get("status") or {}).get("conditions") or ():

@@ -20,11 +20,12 @@ NODEGROUP_STRICT: Final = "strict"
 NODEGROUP_PREFERRED_ORDER: Final = "enablePreferredOrder"
 NODEGROUP_ROOT_QUEUE: Final = "root"
 NODEGROUP_BASE_SCORE: Final = 100.0
-ERR_NODE_GROUP_AFFINITY_NOT_FOUND: Final = "node group affinity not specified"
-ERR_NODE_GROUP_LABEL_NOT_FOUND: Final = "node group label not found"
-ERR_NODE_GROUP_UNSATISFIED: Final = "node does not satisfy the node group affinity"
-ERR_NODE_GROUP_LIMIT_INVALID: Final = "node group resource limit annotation invalid"
-ERR_NODE_GROUP_LIMIT_EXCEEDED: Final = "node group resource limit exceeded"
+# refusals: Volcano's reasons, named by the plugin (as deviceshare's are) for explain and events
+ERR_NODE_GROUP_AFFINITY_NOT_FOUND: Final = "nodegroup: node group affinity not specified"
+ERR_NODE_GROUP_LABEL_NOT_FOUND: Final = "nodegroup: node group label not found"
+ERR_NODE_GROUP_UNSATISFIED: Final = "nodegroup: node does not satisfy the node group affinity"
+ERR_NODE_GROUP_LIMIT_INVALID: Final = "nodegroup: node group resource limit annotation invalid"
+ERR_NODE_GROUP_LIMIT_EXCEEDED: Final = "nodegroup: node group resource limit exceeded"
 NODE_GROUP_LIMITS_WARNING: Final = "queue {queue} has an invalid {key} annotation: {error}"
 
 # --- sla ---------------------------------------------------------------------------------------
@@ -40,7 +41,21 @@ CDP: Final = "cdp"
 COOLDOWN_TIME: Final = "volcano.sh/cooldown-time"
 """Pod label or annotation: how long after being scheduled a running pod may not be evicted."""
 
+# --- task-topology -----------------------------------------------------------------------------
+TASK_TOPOLOGY: Final = "task-topology"
+TASK_TOPOLOGY_WEIGHT: Final = "task-topology.weight"
+TASK_TOPOLOGY_AFFINITY: Final = "volcano.sh/task-topology-affinity"
+TASK_TOPOLOGY_ANTI_AFFINITY: Final = "volcano.sh/task-topology-anti-affinity"
+TASK_TOPOLOGY_TASK_ORDER: Final = "volcano.sh/task-topology-task-order"
+TASK_SPEC: Final = "volcano.sh/task-spec"
+"""Pod annotation (else label) naming the pod's task in its job (`TaskInfo.role`)."""
+TASK_TOPOLOGY_UNKNOWN_TASK: Final = "task {task} do not exist in job <{namespace}/{job}>"
+TASK_TOPOLOGY_DUPLICATE_TASK: Final = "task {task} is duplicate in job <{namespace}/{job}>"
+
 TASK_ANNOTATIONS: Final = frozenset({COOLDOWN_TIME})
 """Pod labels / annotations the adapter keeps on a task for these plugins (`TaskInfo.vc`)."""
-JOB_ANNOTATIONS: Final = frozenset({SLA_WAITING_TIME_ANNOTATION, SLA_WAITING_TIME})
+JOB_ANNOTATIONS: Final = frozenset({
+    SLA_WAITING_TIME_ANNOTATION, SLA_WAITING_TIME, TASK_TOPOLOGY_AFFINITY,
+    TASK_TOPOLOGY_ANTI_AFFINITY, TASK_TOPOLOGY_TASK_ORDER,
+})
 """PodGroup annotations the adapter keeps on a job (`JobInfo.annotations`)."""

@@ -27,6 +27,7 @@ from koordqueue.scheduler.plugins.predicates import PredicatesPlugin
 from koordqueue.scheduler.plugins.priority import PriorityPlugin
 from koordqueue.scheduler.plugins.proportion import ProportionPlugin
 from koordqueue.scheduler.plugins.sla import SlaPlugin
+from koordqueue.scheduler.plugins.task_topology import TaskTopologyPlugin
 
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     PriorityPlugin,
@@ -46,6 +47,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     NodeGroupPlugin,
     SlaPlugin,
     CdpPlugin,
+    TaskTopologyPlugin,
 )
 
 

@@ -159,13 +159,11 @@ def test_reclaim_leaves_a_pod_in_its_cooldown() -> None:
     assert _reclaim() == []
 
 
-def test_each_case_fails_with_cdp_off() -> None:
-    global _off
-    _off = True
-    try:
-        assert _parsed({vn.COOLDOWN_TIME: "600s"}) != 600.0
-        assert _preemptable() != ["task2", "task3"]
-        assert _preempt(60) != []
-        assert _reclaim() != []
-    finally:
-        _off = False
+def test_each_case_fails_with_cdp_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases above that can fail, with cdp left out (and its parse answering "not
+    set")."""
+    monkeypatch.setattr(__name__ + "._off", True)
+    assert _parsed({vn.COOLDOWN_TIME: "600s"}) != 600.0
+    assert _preemptable() != ["task2", "task3"]
+    assert _preempt(60) != []
+    assert _reclaim() != []

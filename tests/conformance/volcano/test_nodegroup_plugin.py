@@ -234,16 +234,12 @@ def test_node_group_resource_limit_allocation_event() -> None:
     assert _allocation_event() == (OK, EXCEEDED)
 
 
-def test_every_case_fails_with_nodegroup_off() -> None:
+def test_every_case_fails_with_nodegroup_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case above, with nodegroup left out of the configuration: none gives what it
     expects (nodes all pass and score 0)."""
-    global _off
-    _off = True
-    try:
-        for name, case in CASES.items():
-            assert _node_group_case(name) != case[5], name
-        for name, limit_case in LIMIT_CASES.items():
-            assert _limit_case(name) != limit_case[2], name
-        assert _allocation_event() != (OK, EXCEEDED)
-    finally:
-        _off = False
+    monkeypatch.setattr(__name__ + "._off", True)
+    for name, case in CASES.items():
+        assert _node_group_case(name) != case[5], name
+    for name, limit_case in LIMIT_CASES.items():
+        assert _limit_case(name) != limit_case[2], name
+    assert _allocation_event() != (OK, EXCEEDED)

@@ -164,14 +164,12 @@ def test_overdue_job_is_pipelined_over_a_rejecting_plugin(pipeline_rejecter: Non
     assert _pipelined_vote() == (True, False)
 
 
-def test_each_case_fails_with_sla_off(pipeline_rejecter: None) -> None:
+def test_each_case_fails_with_sla_off(
+    monkeypatch: pytest.MonkeyPatch, pipeline_rejecter: None
+) -> None:
     """The cases above that can fail, with sla left out of the configuration."""
-    global _off
-    _off = True
-    try:
-        assert _sla_case(SLA_CASES["sla normal placement"][0]) != (True, True)
-        assert _enqueue_overdue() != {"ns1/late": INQUEUE, "ns1/fresh": PENDING}
-        assert _allocate_by_deadline() != {"ns1/urgent-0": "n1"}
-        assert _pipelined_vote() != (True, False)
-    finally:
-        _off = False
+    monkeypatch.setattr(__name__ + "._off", True)
+    assert _sla_case(SLA_CASES["sla normal placement"][0]) != (True, True)
+    assert _enqueue_overdue() != {"ns1/late": INQUEUE, "ns1/fresh": PENDING}
+    assert _allocate_by_deadline() != {"ns1/urgent-0": "n1"}
+    assert _pipelined_vote() != (True, False)

@@ -63,3 +63,15 @@ def test_a_new_cooldown_is_converted_again_and_a_new_condition_taken() -> None:
     newer = _pod("2026-01-01T00:00:00Z")
     assert same_but_placement(old, newer)
     assert placed_again(task_info(old), newer).scheduled_at == 1767225600.0
+
+
+def test_task_spec_annotation_then_label_is_the_tasks_role() -> None:
+    """Volcano's getTaskRole: what task-topology and minTaskMember call the pod's task."""
+    def pod(annotations: dict[str, str], labels: dict[str, str]) -> dict[str, object]:
+        return {"metadata": {"uid": "p", "name": "p", "annotations": annotations,
+                             "labels": labels}, "spec": {"containers": [{"name": "c"}]}}
+
+    assert task_info(pod({vn.TASK_SPEC: "ps"}, {vn.TASK_SPEC: "worker"})).role == "ps"
+    assert task_info(pod({}, {vn.TASK_SPEC: "worker"})).role == "worker"
+    assert task_info(pod({}, {})).role == ""
+    assert not same_but_placement(pod({vn.TASK_SPEC: "ps"}, {}), pod({}, {}))
