@@ -154,6 +154,7 @@ POD_DISRUPTION_BUDGET: Final = Kind(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"
 )
 NAMESPACE: Final = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+RESOURCE_QUOTA: Final = Kind("", "v1", "resourcequotas", "ResourceQuota")
 PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 POD_GROUP: Final = Kind(
     names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup"

@@ -14,6 +14,7 @@ from koordqueue.kube.scheduler import convert
 from koordqueue.kube.scheduler.hypernodes import hyper_nodes
 from koordqueue.kube.scheduler.snapshot import Built, add_ours, labels_of, pdbs_in_order
 from koordqueue.kube.scheduler.store import CachedKind
+from koordqueue.kube.scheduler.vc_fields import resource_quotas
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework.indexed import IndexedSnapshot, SnapshotIndex, placed
@@ -97,6 +98,7 @@ def full_build(
         queues=[convert.queue_info(q) for q in objs[CachedKind.QUEUE]], index=index,
         pdbs=pdbs_in_order(objs.get(CachedKind.PDB, ())),
         hypernodes=hyper_nodes(objs.get(CachedKind.HYPER_NODE, ())),
+        resource_quotas=resource_quotas(objs.get(CachedKind.RESOURCE_QUOTA, ())),
         namespace_labels={
             str(convert.meta(ns).get("name", "")): labels_of(ns)
             for ns in objs.get(CachedKind.NAMESPACE, ())

@@ -29,6 +29,7 @@ from koordqueue.kube.api import (
     POD,
     POD_DISRUPTION_BUDGET,
     PRIORITY_CLASS,
+    RESOURCE_QUOTA,
     retry_transient,
 )
 from koordqueue.kube.informer import Informer
@@ -128,6 +129,15 @@ def register_scheduler(
     async def hyper_node_event(event: kopf.RawEvent, **_: Any) -> None:
         cache.on_event(
             CachedKind.HYPER_NODE, kopf_support.event_type(event),
+            kopf_support.event_object(event),
+        )
+
+    @kopf.on.event(
+        RESOURCE_QUOTA.group, RESOURCE_QUOTA.version, RESOURCE_QUOTA.plural, registry=registry,
+    )
+    async def resource_quota_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(
+            CachedKind.RESOURCE_QUOTA, kopf_support.event_type(event),
             kopf_support.event_object(event),
         )
 

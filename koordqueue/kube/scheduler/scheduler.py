@@ -33,6 +33,7 @@ from koordqueue.kube.api import (
     POD_DISRUPTION_BUDGET,
     POD_GROUP,
     PRIORITY_CLASS,
+    RESOURCE_QUOTA,
     VOLCANO_QUEUE,
     ApiError,
     Kind,
@@ -227,7 +228,8 @@ class Scheduler:
         listings: dict[Kind, Listing] = {}
         for kind in (
             CachedKind.NAMESPACE, CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP,
-            CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE, CachedKind.POD,
+            CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE,
+            CachedKind.RESOURCE_QUOTA, CachedKind.POD,
         ):
             rest = convert_kind(kind)
             try:
@@ -516,9 +518,12 @@ def snapshot_jobs(built: Built) -> Mapping[str, JobInfo]:
     return {job.uid: job for job in built.snapshot.jobs}
 
 
-OPTIONAL_KINDS = frozenset({CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE})
+OPTIONAL_KINDS = frozenset({
+    CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE, CachedKind.RESOURCE_QUOTA,
+})
 """Kinds a forbidden listing (403: an older ClusterRole) leaves empty instead of failing
-(HyperNodes feed only network-topology-aware; a cluster without Volcano's CRD serves none)."""
+(HyperNodes feed only network-topology-aware; a cluster without Volcano's CRD serves none;
+ResourceQuotas feed only resourcequota)."""
 
 
 def convert_kind(kind: CachedKind) -> Kind:
@@ -526,4 +531,5 @@ def convert_kind(kind: CachedKind) -> Kind:
     return {CachedKind.POD: POD, CachedKind.NODE: NODE, CachedKind.POD_GROUP: POD_GROUP,
             CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE,
             CachedKind.PDB: POD_DISRUPTION_BUDGET,
-            CachedKind.PRIORITY_CLASS: PRIORITY_CLASS, CachedKind.HYPER_NODE: HYPER_NODE}[kind]
+            CachedKind.PRIORITY_CLASS: PRIORITY_CLASS, CachedKind.HYPER_NODE: HYPER_NODE,
+            CachedKind.RESOURCE_QUOTA: RESOURCE_QUOTA}[kind]

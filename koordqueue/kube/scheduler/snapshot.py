@@ -27,11 +27,13 @@ from typing import Any, TypeVar
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.kube.scheduler.hypernodes import hyper_nodes
 from koordqueue.kube.scheduler.store import CachedKind, ObjectStore
+from koordqueue.kube.scheduler.vc_fields import resource_quotas
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.hypernode import HyperNode
 from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
+from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
 from koordqueue.scheduler.framework.indexed import (
     Epoch,
     IndexedSnapshot,
@@ -101,7 +103,7 @@ class _Derived:
         "bases", "candidates", "epoch", "foreign_on", "group_jobs", "groups", "hypernodes",
         "index", "job_pods", "jobs", "namespace_labels",
         "no_opt_in", "node_list", "nodes", "orphans", "ours_on", "pdbs", "pending", "pods",
-        "positions", "queues", "reserved",
+        "positions", "queues", "reserved", "resource_quotas",
     )
 
     def __init__(self) -> None:
@@ -131,6 +133,7 @@ class _Derived:
         self.pdbs: tuple[PodDisruptionBudget, ...] = ()
         """Every PDB, by namespace/name; replaced (not mutated) when one changes."""
         self.hypernodes: tuple[HyperNode, ...] = ()
+        self.resource_quotas: tuple[ResourceQuotaStatus, ...] = ()
         """Every HyperNode, by name; replaced (not mutated) when one changes."""
         self.namespace_labels: dict[str, dict[str, str]] = {}
         """Namespace name -> its labels; replaced (not mutated) when one changes."""
@@ -221,6 +224,7 @@ class SnapshotBuilder:
                 nodes=list(d.node_list), jobs=LiveJobs(d.jobs, d.epoch),
                 queues=list(d.queues.values()), index=d.index, pdbs=d.pdbs,
                 namespace_labels=d.namespace_labels, hypernodes=d.hypernodes,
+                resource_quotas=d.resource_quotas,
             ),
             pods=d.pods,
             groups=d.groups,
@@ -256,6 +260,9 @@ class SnapshotBuilder:
             d.pdbs = pdbs_in_order(self._store.objs[CachedKind.PDB].values())
         if dirty[CachedKind.HYPER_NODE]:
             d.hypernodes = hyper_nodes(self._store.objs[CachedKind.HYPER_NODE].values())
+        if dirty[CachedKind.RESOURCE_QUOTA]:
+            d.resource_quotas = resource_quotas(
+                self._store.objs[CachedKind.RESOURCE_QUOTA].values())
         for name in dirty[CachedKind.QUEUE]:
             raw = self._store.objs[CachedKind.QUEUE].get(name)
             if raw is None:

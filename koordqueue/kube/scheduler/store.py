@@ -30,6 +30,8 @@ class CachedKind(StrEnum):
     """scheduling.k8s.io/v1 PriorityClasses: a PodGroup job's priority is its class's."""
     HYPER_NODE = "hypernode"
     """topology.volcano.sh/v1alpha1 HyperNodes, for network-topology-aware."""
+    RESOURCE_QUOTA = "resourcequota"
+    """v1 ResourceQuotas (their status), for the resourcequota plugin."""
 
 
 def _node_shape(node: Mapping[str, Any]) -> tuple[object, ...]:

@@ -1,6 +1,7 @@
 """What Volcano's queue, SLA and protection plugins read off API objects (nodegroup, sla,
-cdp): a Queue's `spec.affinity` and limits annotation, the PodGroup annotations sla reads,
-a pod's cool-down label / annotation and when it was scheduled.
+cdp, task-topology, resourcequota): a Queue's `spec.affinity` and limits annotation, the
+PodGroup annotations sla and task-topology read, a pod's task name, cool-down label /
+annotation and when it was scheduled, and ResourceQuotas' status.
 
 Kept apart from convert.py so that those plugins' fields stay in one place; only the keys
 `vc_names` lists are kept, so tasks and jobs carry no copy of every annotation.
@@ -8,15 +9,21 @@ Kept apart from convert.py so that those plugins' fields stay in one place; only
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+import structlog
+
+from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import vc_names as vn
 from koordqueue.scheduler.api.queue_info import NodeGroupAffinity
+from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
 from koordqueue.scheduler.api.task_info import NO_LABELS
 
 Obj = Mapping[str, Any]
+log = structlog.get_logger(__name__)
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -95,3 +102,28 @@ def scheduled_at(pod: Obj) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def _quantities(raw: object, where: str) -> Resources:
+    """A resource list; one that does not parse counts as empty (and is logged)."""
+    if not isinstance(raw, Mapping):
+        return Resources()
+    try:
+        return Resources.parse(raw, where)
+    except InvalidQuantityError as exc:
+        log.warning("ignoring invalid ResourceQuota quantities", field=where, error=str(exc))
+        return Resources()
+
+
+def resource_quotas(raws: Iterable[Obj]) -> tuple[ResourceQuotaStatus, ...]:
+    """Every ResourceQuota's status (hard, used), ordered by namespace/name (the same from
+    either build): what the quota controller writes, as Volcano's cache keeps it."""
+    quotas = []
+    for raw in raws:
+        metadata = raw.get("metadata") or {}
+        status = raw.get("status") or {}
+        namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+        quotas.append(ResourceQuotaStatus(
+            namespace, name, _quantities(status.get("hard"), f"{namespace}/{name} status.hard"),
+            _quantities(status.get("used"), f"{namespace}/{name} status.used")))
+    return tuple(sorted(quotas, key=lambda q: (q.namespace, q.name)))

@@ -36,6 +36,6 @@ class EnqueueAction(Action):
             if job.min_resources is None or session.job_enqueueable(job):
                 session.job_enqueued(job)
                 job.phase = PodGroupPhase.INQUEUE
-            else:
+            elif job.uid not in session.skips.jobs:  # a plugin's own refusal says more
                 session.skips.job(job.uid, NOT_ENQUEUED)
             queues.push(queue)

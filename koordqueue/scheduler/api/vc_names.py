@@ -52,6 +52,13 @@ TASK_SPEC: Final = "volcano.sh/task-spec"
 TASK_TOPOLOGY_UNKNOWN_TASK: Final = "task {task} do not exist in job <{namespace}/{job}>"
 TASK_TOPOLOGY_DUPLICATE_TASK: Final = "task {task} is duplicate in job <{namespace}/{job}>"
 
+# --- resourcequota -----------------------------------------------------------------------------
+RESOURCEQUOTA: Final = "resourcequota"
+RESOURCE_QUOTA_INSUFFICIENT: Final = (
+    "resourcequota: resource quota insufficient, requested: {requested}, used: {used}, "
+    "limited: {hard} (ResourceQuota {namespace}/{name})"
+)
+
 TASK_ANNOTATIONS: Final = frozenset({COOLDOWN_TIME})
 """Pod labels / annotations the adapter keeps on a task for these plugins (`TaskInfo.vc`)."""
 JOB_ANNOTATIONS: Final = frozenset({

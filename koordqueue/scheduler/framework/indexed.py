@@ -398,7 +398,7 @@ def index_snapshot(snapshot: ClusterSnapshot) -> IndexedSnapshot:
     return IndexedSnapshot(
         nodes=nodes, jobs=jobs, queues=list(snapshot.queues),
         namespace_labels=snapshot.namespace_labels, pdbs=snapshot.pdbs, index=index,
-        hypernodes=snapshot.hypernodes,
+        hypernodes=snapshot.hypernodes, resource_quotas=snapshot.resource_quotas,
     )
 
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
 from koordqueue.scheduler.api.hypernode import HyperNode
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
+from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
 from koordqueue.scheduler.framework.skips import SkipRecord, cause_text
 
 
@@ -36,6 +37,8 @@ class ClusterSnapshot:
     """PodDisruptionBudgets, read only by the opt-in `pdb` plugin (preempt/reclaim victims)."""
     hypernodes: Sequence[HyperNode] = ()
     """topology.volcano.sh HyperNodes (network-topology-aware; `Session.topology`)."""
+    resource_quotas: Sequence[ResourceQuotaStatus] = ()
+    """Namespaces' ResourceQuotas (status hard and used), read only by resourcequota."""
 
 
 class Bind(NamedTuple):

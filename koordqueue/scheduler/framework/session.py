@@ -89,6 +89,7 @@ class Session(SessionPlugins):
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
         self.namespace_labels = snapshot.namespace_labels
         self.pdbs = snapshot.pdbs
+        self.resource_quotas = snapshot.resource_quotas
         self.hypernodes = snapshot.hypernodes
         self._index: SnapshotIndex | None = (
             snapshot.index if isinstance(snapshot, IndexedSnapshot) else None

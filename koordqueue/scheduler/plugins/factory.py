@@ -26,6 +26,7 @@ from koordqueue.scheduler.plugins.pdb import PdbPlugin
 from koordqueue.scheduler.plugins.predicates import PredicatesPlugin
 from koordqueue.scheduler.plugins.priority import PriorityPlugin
 from koordqueue.scheduler.plugins.proportion import ProportionPlugin
+from koordqueue.scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from koordqueue.scheduler.plugins.sla import SlaPlugin
 from koordqueue.scheduler.plugins.task_topology import TaskTopologyPlugin
 
@@ -48,6 +49,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     SlaPlugin,
     CdpPlugin,
     TaskTopologyPlugin,
+    ResourceQuotaPlugin,
 )
 
 

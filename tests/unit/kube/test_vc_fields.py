@@ -75,3 +75,20 @@ def test_task_spec_annotation_then_label_is_the_tasks_role() -> None:
     assert task_info(pod({}, {vn.TASK_SPEC: "worker"})).role == "worker"
     assert task_info(pod({}, {})).role == ""
     assert not same_but_placement(pod({vn.TASK_SPEC: "ps"}, {}), pod({}, {}))
+
+
+def test_resource_quotas_are_their_status_in_name_order() -> None:
+    from koordqueue.domain.resources import Resources
+    from koordqueue.kube.scheduler.vc_fields import resource_quotas
+
+    quotas = resource_quotas([
+        {"metadata": {"namespace": "b", "name": "q"},
+         "spec": {"hard": {"cpu": "9"}}, "status": {"hard": {"cpu": "2"}, "used": {"cpu": "1"}}},
+        {"metadata": {"namespace": "a", "name": "q"}, "spec": {"hard": {"cpu": "1"}}},
+        {"metadata": {"namespace": "c", "name": "bad"}, "status": {"hard": {"cpu": "x"}}},
+    ])
+    assert [(q.namespace, q.hard, q.used) for q in quotas] == [
+        ("a", Resources(), Resources()),  # no status yet: nothing to check (as Volcano)
+        ("b", Resources.of({"cpu": "2"}), Resources.of({"cpu": "1"})),
+        ("c", Resources(), Resources()),  # unparsable: logged, empty
+    ]
