@@ -70,13 +70,45 @@ def kept(sources: tuple[object, ...], keys: frozenset[str]) -> Mapping[str, str]
 
 
 def job_annotations(metadata: Mapping[str, Any]) -> Mapping[str, str]:
-    """The PodGroup annotations sla reads."""
-    return kept((metadata.get("annotations"),), vn.JOB_ANNOTATIONS)
+    """The PodGroup annotations sla, task-topology and tdm read (tdm's
+    `volcano.sh/preemptable`: the annotation, else the label, as Volcano's
+    extractPreemptable)."""
+    found = kept((metadata.get("annotations"),), vn.JOB_ANNOTATIONS)
+    if vn.PREEMPTABLE in found:
+        return found
+    label = kept((metadata.get("labels"),), frozenset({vn.PREEMPTABLE}))
+    return {**found, **label} if label else found
+
+
+def _truthy(value: object) -> bool | None:
+    """Go's strconv.ParseBool, None when it is not a boolean."""
+    text = str(value)
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    return None
+
+
+def revocable_zone(annotations: object) -> str:
+    """Volcano's GetPodRevocableZone: "*" when the `volcano.sh/revocable-zone` annotation
+    is "*", or when it is absent and `volcano.sh/preemptable` is true; else ""."""
+    if not isinstance(annotations, Mapping):
+        return ""
+    if vn.REVOCABLE_ZONE in annotations:
+        return "*" if annotations[vn.REVOCABLE_ZONE] == "*" else ""
+    if vn.PREEMPTABLE in annotations and _truthy(annotations[vn.PREEMPTABLE]):
+        return "*"
+    return ""
 
 
 def task_vc(metadata: Mapping[str, Any]) -> Mapping[str, str]:
-    """The pod labels / annotations cdp reads, labels first (Volcano's order)."""
-    return kept((metadata.get("labels"), metadata.get("annotations")), vn.TASK_ANNOTATIONS)
+    """The pod labels / annotations cdp reads, labels first (Volcano's order), and tdm's
+    revocable zone (under `volcano.sh/revocable-zone`, only when "*")."""
+    found = kept((metadata.get("labels"), metadata.get("annotations")), vn.TASK_ANNOTATIONS)
+    if revocable_zone(metadata.get("annotations")):
+        return {**found, vn.REVOCABLE_ZONE: "*"}
+    return found
 
 
 def task_role(metadata: Mapping[str, Any]) -> str:

@@ -59,10 +59,27 @@ RESOURCE_QUOTA_INSUFFICIENT: Final = (
     "limited: {hard} (ResourceQuota {namespace}/{name})"
 )
 
+# --- tdm ---------------------------------------------------------------------------------------
+TDM: Final = "tdm"
+TDM_ZONE_PREFIX: Final = "tdm.revocable-zone."
+"""Argument prefix: `tdm.revocable-zone.<zone>: "HH:MM-HH:MM"` (local time)."""
+TDM_EVICT_PERIOD: Final = "tdm.evict.period"
+TDM_DEFAULT_EVICT_PERIOD: Final = 60.0
+REVOCABLE_ZONE: Final = "volcano.sh/revocable-zone"
+"""Node label: the node's revocable zone; pod annotation "*": the pod may use any."""
+PREEMPTABLE: Final = "volcano.sh/preemptable"
+JDB_MIN_AVAILABLE: Final = "volcano.sh/jdb-min-available"
+JDB_MAX_UNAVAILABLE: Final = "volcano.sh/jdb-max-unavailable"
+ERR_TDM_ZONE_FORMAT: Final = "tdm: revocable zone {raw} format error"
+ERR_TDM_ZONE_UNKNOWN: Final = "tdm: revocable zone {zone} not support"
+ERR_TDM_WINDOW_CLOSED: Final = "tdm: current time beyond revocable zone {zone}:{raw}"
+ERR_TDM_NOT_REVOCABLE: Final = "tdm: not allow to dispatch to revocable node"
+
 TASK_ANNOTATIONS: Final = frozenset({COOLDOWN_TIME})
 """Pod labels / annotations the adapter keeps on a task for these plugins (`TaskInfo.vc`)."""
 JOB_ANNOTATIONS: Final = frozenset({
     SLA_WAITING_TIME_ANNOTATION, SLA_WAITING_TIME, TASK_TOPOLOGY_AFFINITY,
-    TASK_TOPOLOGY_ANTI_AFFINITY, TASK_TOPOLOGY_TASK_ORDER,
+    TASK_TOPOLOGY_ANTI_AFFINITY, TASK_TOPOLOGY_TASK_ORDER, JDB_MIN_AVAILABLE,
+    JDB_MAX_UNAVAILABLE, PREEMPTABLE,
 })
 """PodGroup annotations the adapter keeps on a job (`JobInfo.annotations`)."""

@@ -29,6 +29,7 @@ from koordqueue.scheduler.plugins.proportion import ProportionPlugin
 from koordqueue.scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from koordqueue.scheduler.plugins.sla import SlaPlugin
 from koordqueue.scheduler.plugins.task_topology import TaskTopologyPlugin
+from koordqueue.scheduler.plugins.tdm import TdmPlugin
 
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     PriorityPlugin,
@@ -50,6 +51,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     CdpPlugin,
     TaskTopologyPlugin,
     ResourceQuotaPlugin,
+    TdmPlugin,
 )
 
 

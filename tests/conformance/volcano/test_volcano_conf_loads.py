@@ -33,7 +33,7 @@ BUILT_ACTIONS = (
 BUILT_PLUGINS = (
     "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "gang",
     "network-topology-aware", "nodegroup", "nodeorder", "overcommit", "pdb", "predicates",
-    "priority", "proportion", "resourcequota", "sla", "task-topology",
+    "priority", "proportion", "resourcequota", "sla", "task-topology", "tdm",
 )
 ARGUMENTS = {"nodegroup": "strict: false"}
 """nodegroup (strict by default, as in Volcano) refuses nodes without a group label: the

@@ -92,3 +92,20 @@ def test_resource_quotas_are_their_status_in_name_order() -> None:
         ("b", Resources.of({"cpu": "2"}), Resources.of({"cpu": "1"})),
         ("c", Resources(), Resources()),  # unparsable: logged, empty
     ]
+
+
+def test_tdm_fields_revocable_zone_and_podgroup_preemptable() -> None:
+    """Volcano's GetPodRevocableZone ("*" only; else from volcano.sh/preemptable) and
+    extractPreemptable (annotation, else label) as tdm reads them."""
+    def pod(annotations: dict[str, str]) -> dict[str, object]:
+        return {"metadata": {"uid": "p", "name": "p", "annotations": annotations},
+                "spec": {"containers": [{"name": "c"}]}}
+
+    assert task_info(pod({vn.REVOCABLE_ZONE: "*"})).vc == {vn.REVOCABLE_ZONE: "*"}
+    assert vn.REVOCABLE_ZONE not in task_info(pod({vn.REVOCABLE_ZONE: "rz1"})).vc
+    assert task_info(pod({vn.PREEMPTABLE: "true"})).vc == {vn.REVOCABLE_ZONE: "*"}
+    assert vn.REVOCABLE_ZONE not in task_info(pod({vn.PREEMPTABLE: "false"})).vc
+    group = {"metadata": {"uid": "u", "name": "pg", "labels": {vn.PREEMPTABLE: "true"},
+                          "annotations": {vn.JDB_MIN_AVAILABLE: "2"}}, "spec": {}}
+    assert dict(job_info(group).annotations) == {vn.PREEMPTABLE: "true",
+                                                 vn.JDB_MIN_AVAILABLE: "2"}
