@@ -6,8 +6,9 @@ ResourceQuota of its namespace, the quota's `status.used`, plus the minResources
 namespace's jobs this session already enqueued, plus its own minResources stay within
 `status.hard` on every resource both the quota and the request name (a quota's `requests.cpu`
 does not match a request's `cpu`, as in Volcano). Without minResources, or in a namespace
-without quotas, it permits. A refusal is the job's skip (`Skip.PLUGIN`) naming the plugin,
-what was asked, used and allowed: the PodGroup's condition and `koordqueue explain` say it.
+without quotas, it permits. A refusal is the job's skip (`Skip.PLUGIN`) and condition naming
+the plugin, what was asked, used and allowed: the PodGroup's Unschedulable condition (Volcano
+records an event on it) and `koordqueue explain` say it.
 The status is what the API server's quota controller writes: without one nothing is checked.
 """
 
@@ -63,6 +64,7 @@ class ResourceQuotaPlugin(Plugin):
                 reason = refusal(request, quota, pending.get(job.namespace, Resources()))
                 if reason is not None:
                     session.skips.job(job.uid, TaskSkip(Skip.PLUGIN, detail=reason))
+                    session.job_conditions[job.uid] = reason
                     return Vote.REJECT
             return Vote.PERMIT
 

@@ -115,6 +115,7 @@ def test_refused_podgroup_says_why() -> None:
     entry = out.session.skips.jobs["default/pg2"]
     assert entry.detail.startswith("resourcequota: resource quota insufficient")
     assert "ResourceQuota default/test" in entry.detail
+    assert out.session.job_conditions["default/pg2"] == entry.detail
 
 
 def test_each_case_fails_with_resourcequota_off(
