@@ -32,6 +32,7 @@ from koordqueue.domain.names import (
 )
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.framework.config import ConfigError, parse_config
 
 
 class ScenarioError(ValueError):
@@ -147,6 +148,9 @@ class Scenario:
     description: str = ""
     nodes: tuple[NodeDef, ...] = ()
     """With nodes, admitted units are also placed by the scheduler core, pod by pod."""
+    scheduler_conf: str = ""
+    """A volcano-scheduler.conf the placement sessions run (checked when loaded); empty:
+    the default configuration. Lets a scenario run Volcano's plugins (nodegroup, tdm, ...)."""
 
 
 def _line(obj: object, key: str | None = None) -> int | None:
@@ -247,7 +251,9 @@ _UNIT_KEYS = {
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
 _NODE_KEYS = {"name", "allocatable", "labels"}
-_TOP_KEYS = {"name", "description", "steps", "oversellRate", "quotas", "units", "nodes"}
+_TOP_KEYS = {
+    "name", "description", "steps", "oversellRate", "quotas", "units", "nodes", "schedulerConf",
+}
 
 
 def _plain(value: Any) -> Any:
@@ -471,6 +477,16 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     rate = doc.get("oversellRate", 1)
     if isinstance(rate, bool) or not isinstance(rate, (int, float, str)):
         raise ScenarioError(source, _line(doc, "oversellRate"), "oversellRate", "must be a number")
+    conf = doc.get("schedulerConf") or ""
+    if not isinstance(conf, str):
+        raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
+                            "must be a string (a volcano-scheduler.conf)")
+    if conf:
+        try:
+            parse_config(conf, f"{source}: schedulerConf")
+        except ConfigError as exc:
+            raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
+                                str(exc)) from exc
     return Scenario(
         name=str(doc.get("name") or Path(source).stem),
         source=source,
@@ -480,6 +496,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         units=tuple(units),
         description=str(doc.get("description") or ""),
         nodes=tuple(nodes),
+        scheduler_conf=conf,
     )
 
 

@@ -39,6 +39,7 @@ from koordqueue.domain.round import Admit, Preempted, Reclaimed
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
+from koordqueue.scheduler.framework.config import parse_config
 from koordqueue.simulation.scenario import Scenario, UnitDef
 
 
@@ -250,12 +251,16 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
                 min_available=spec.pods,
                 creation=float(spec.arrive),
                 tasks=tasks,
+                annotations=dict(spec.annotations),
             )
         )
     if not jobs:
         return
     nodes = [NodeInfo(n.name, n.allocatable, labels=dict(n.labels)) for n in scenario.nodes]
-    result = run_session(ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)]))
+    config = parse_config(scenario.scheduler_conf) if scenario.scheduler_conf else None
+    result = run_session(
+        ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)]), config
+    )
     for bind in result.binds:
         placed.setdefault(bind.job, {})[bind.name] = bind.node
         record.placements.setdefault(bind.job, {})[bind.name] = bind.node

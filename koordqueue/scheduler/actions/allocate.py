@@ -43,7 +43,8 @@ def schedulable_jobs(session: Session) -> list[JobInfo]:
     jobs: list[JobInfo] = []
     for job in session.scan_jobs():
         if enqueue_configured and job.is_pending():
-            skips.job(job.uid, NOT_ENQUEUED)
+            if job.uid not in skips.jobs:  # enqueue's (or a plugin's) reason stands
+                skips.job(job.uid, NOT_ENQUEUED)
             continue
         invalid = session.job_valid(job)
         if invalid is not None:

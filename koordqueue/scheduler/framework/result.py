@@ -147,7 +147,8 @@ class SessionResult:
         if first is None:
             return condition
         task, entry = first
-        return f"{condition}; {cause_text(entry, self.fit_errors.get(task))}"
+        cause = cause_text(entry, self.fit_errors.get(task))
+        return condition if cause == condition else f"{condition}; {cause}"
 
     def pod_cause(self, task: str, job: str | None) -> str | None:
         """What a pending pod's PodScheduled condition and FailedScheduling event say (and
