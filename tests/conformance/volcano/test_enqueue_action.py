@@ -1,8 +1,9 @@
 """enqueue action: cases of volcano-sh/volcano pkg/scheduler/actions/enqueue/enqueue_test.go,
 TestEnqueue (action enqueue, no nodes; one tier: drf with job order/job enqueued, proportion
-with queue order/job enqueued, sla, gang with job order). koordqueue has no sla plugin; with
-its 3-minute waiting time and freshly created PodGroups it takes no part in these cases, so
-it is left out of the tier."""
+with queue order/job enqueued, sla, gang with job order). sla is left out of the tier: with
+its 3-minute waiting time and freshly created PodGroups it takes no part in Volcano's cases,
+and these builders create PodGroups at time 0 (sla would find them all overdue);
+test_sla_plugin.py has sla's own enqueue cases."""
 
 from __future__ import annotations
 
