@@ -48,6 +48,7 @@ from koordqueue.scheduler.gates import (
 from koordqueue.scheduler.gates import names as gate_consts
 from koordqueue.scheduler.gates import opted_in as has_opt_in
 from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
+from koordqueue.scheduler.plugins.sla import SlaPlugin, not_yet_due
 
 DEFAULT_POD_SCHEDULER = "default-scheduler"
 """What Kubernetes puts into an unset `spec.schedulerName`."""
@@ -396,7 +397,12 @@ def explain_pod(
             "(create the Queue, or fix the PodGroup's spec.queue / the pod's "
             f"{names.QUEUE_NAME_ANNOTATION} annotation)"
         ))
-    return _decided(ex, result, task, job, cache.scheduler_name)
+    ex = _decided(ex, result, task, job, cache.scheduler_name)
+    if ex.verdict is PodVerdict.NOT_ENQUEUED:  # sla may let it in later: say when
+        note = not_yet_due(config, job, SlaPlugin.clock())
+        if note is not None:
+            ex.notes.append(note)
+    return ex
 
 
 def _decided(

@@ -34,6 +34,10 @@ SLA_WAITING_TIME: Final = "sla-waiting-time"
 """The plugin argument (and the PodGroup annotation Volcano also reads, unprefixed)."""
 SLA_WAITING_TIME_ANNOTATION: Final = "volcano.sh/sla-waiting-time"
 """PodGroup annotation, read before the unprefixed one."""
+SLA_NOT_DUE: Final = (
+    "sla: waiting time not yet due: from {when} sla lets the PodGroup in past its queue's "
+    "limits (when sla is in an earlier tier than the plugin holding it back)"
+)
 SLA_ARGUMENT_WARNING: Final = "sla: invalid global waiting time {value!r} in plugin arguments"
 
 # --- cdp ---------------------------------------------------------------------------------------

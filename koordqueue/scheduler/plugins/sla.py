@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import ClassVar
 
 from koordqueue.domain.queue_items import parse_go_duration
 from koordqueue.scheduler.api import JobInfo
 from koordqueue.scheduler.api import vc_names as vn
+from koordqueue.scheduler.framework.config import SchedulerConfig
 from koordqueue.scheduler.framework.interface import Arguments, Plugin, Vote
 from koordqueue.scheduler.framework.session import Session
 
@@ -42,6 +44,21 @@ def annotated_waiting_time(annotations: Mapping[str, str]) -> float | None:
     if own is None:
         own = positive_duration(annotations.get(vn.SLA_WAITING_TIME))
     return own
+
+
+def not_yet_due(config: SchedulerConfig, job: JobInfo, now: float) -> str | None:
+    """What `explain` says of a Pending job sla will enqueue later: when its waiting time
+    runs out (None when sla is not configured, the job has none, or it has run out)."""
+    for tier in config.tiers:
+        for option in tier.plugins:
+            if option.name != vn.SLA:
+                continue
+            deadline = SlaPlugin(option.arguments).deadline(job)
+            if deadline is None or now >= deadline:
+                return None
+            when = datetime.fromtimestamp(deadline, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return vn.SLA_NOT_DUE.format(when=when)
+    return None
 
 
 class SlaPlugin(Plugin):

@@ -4,6 +4,7 @@ and a dry session over API-shaped objects, as in test_explain_pod.py."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from koordqueue.kube.scheduler.cache import CachedKind
 from koordqueue.kube.scheduler.explain_pod import PodVerdict, explain_pod
 from koordqueue.scheduler import parse_config
 from koordqueue.scheduler.api import vc_names as vn
+from koordqueue.scheduler.plugins.sla import SlaPlugin
 from koordqueue.scheduler.plugins.tdm import TdmPlugin
 from tests.unit.cli.test_explain_pod import NS, cache_of, node, pod, pod_group, queue
 
@@ -48,8 +50,6 @@ def test_nodegroup_refusals_name_the_plugin() -> None:
 
 def test_tdm_window_closed_names_the_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
     """A revocable pod and a revocable node whose window ("0:00-0:01") is closed at noon."""
-    from datetime import datetime
-
     monkeypatch.setattr(TdmPlugin, "clock", staticmethod(
         lambda: datetime(2026, 1, 5, 12, 0).timestamp()))
     target = pod("p", cpu="1", annotations={vn.REVOCABLE_ZONE: "*"})
@@ -73,3 +73,36 @@ def test_resourcequota_refusal_is_the_verdict() -> None:
     expected = vn.RESOURCE_QUOTA_INSUFFICIENT.format(
         requested="cpu=3", used="cpu=1", hard="cpu=2", namespace=NS, name="rq")
     assert (ex.summary, ex.message) == (expected, expected)
+
+
+def test_sla_not_yet_due_is_a_note_on_a_pending_podgroup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A PodGroup its queue cannot take, with a 1h waiting time, created at 00:00: at 00:30
+    explain says when sla lets it in; at 02:00 sla has enqueued it (as in Volcano, that is
+    all: the queue's capability still refuses the pod in allocate)."""
+    created = datetime(2026, 1, 1, 0, 0, tzinfo=UTC).timestamp()
+    group = pod_group("g", 1, queue="small")
+    group["metadata"]["annotations"] = {vn.SLA_WAITING_TIME_ANNOTATION: "1h"}
+    group["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    group["spec"]["minResources"] = {"cpu": "2"}
+    group["status"] = {"phase": "Pending"}
+    target = pod("p", "2", group="g")
+    cache = cache_of([node("n", "8")], [target], groups=[group],
+                     queues=[queue(), queue("small", {"cpu": "1"})])
+    conf = parse_config("""
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: sla
+- plugins:
+  - name: gang
+  - name: predicates
+  - name: capacity
+""")
+    monkeypatch.setattr(SlaPlugin, "clock", staticmethod(lambda: created + 1800))
+    ex = explain_pod(target, cache, conf)
+    assert ex.verdict is PodVerdict.NOT_ENQUEUED
+    assert vn.SLA_NOT_DUE.format(when="2026-01-01T01:00:00Z") in ex.notes
+    monkeypatch.setattr(SlaPlugin, "clock", staticmethod(lambda: created + 7200))
+    assert explain_pod(target, cache, conf).verdict is PodVerdict.QUEUE_REFUSED
