@@ -52,11 +52,14 @@ def scheduler(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
         yield runner
 
 
-def group_with_pod(kubectl: Any, ns: str, name: str, min_cpu: str, pool: str) -> None:
+def group(kubectl: Any, ns: str, name: str, min_cpu: str) -> None:
     kubectl.create({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                     "metadata": {"name": name, "namespace": ns},
                     "spec": {"minMember": 1, "queue": "default",
                              "minResources": {"cpu": min_cpu}}})
+
+
+def pod(kubectl: Any, ns: str, name: str, pool: str) -> None:
     kubectl.create({"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": f"{name}-0", "namespace": ns, "annotations": {
                         "scheduling.k8s.io/group-name": name}},
@@ -79,10 +82,14 @@ def test_a_podgroup_past_its_namespace_quota_stays_pending_and_says_why(
     kubectl("patch", "resourcequota", "team", "-n", ns, "--subresource=status",
             "--type=merge", "-p", json.dumps({"status": {"hard": {"cpu": "4"},
                                                           "used": {"cpu": "0"}}}))
-    group_with_pod(kubectl, ns, "big", "3", pool)
-    group_with_pod(kubectl, ns, "small", "1", pool)
+    # the pods first: a PodGroup created while the quota's used is still 0 would fit (3 of 4)
+    # and be enqueued before its pod is counted, as Volcano would enqueue it too
+    pod(kubectl, ns, "big", pool)
+    pod(kubectl, ns, "small", pool)
     used = kubectl.json("get", "resourcequota", "team", "-n", ns)["status"]["used"]["cpu"]
     assert used == "2", used  # the admission counted both pods
+    group(kubectl, ns, "big", "3")
+    group(kubectl, ns, "small", "1")
 
     assert wait_for(lambda: node_of(kubectl, ns, "small-0"), timeout=30,
                     what="small's pod bound") == f"{pool}-n1"
