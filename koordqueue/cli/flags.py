@@ -171,6 +171,29 @@ FLAGS: tuple[Flag, ...] = (
         _bool,
     ),
     Flag(
+        "--strictDequeueMode",
+        "strict_dequeue_mode",
+        "units whose admission checks are all Ready go to SchedReady (their workload waits "
+        "for the scheduler's SchedSucceed) instead of Dequeued, Koord-Queue's flag",
+        _DEFAULTS.strict_dequeue_mode,
+        _bool,
+    ),
+    Flag(
+        "--queue-list",
+        "queue_list",
+        "comma-separated Queues --strictDequeueMode applies to (empty: every queue)",
+        _DEFAULTS.queue_list,
+        str,
+    ),
+    Flag(
+        "--backoff-base-seconds",
+        "backoff_base_seconds",
+        "first back-off (status.requeueState) after a Retry or Rejected admission check; "
+        "doubles per attempt up to 15 min (Koord-Queue's 10 s)",
+        _DEFAULTS.backoff_base_seconds,
+        _positive,
+    ),
+    Flag(
         "--enableApiHandler",
         "enable_api_handler",
         "serve the read-only debug API (GET /apis/v1/elasticquota: each quota's min, max, "

@@ -84,6 +84,9 @@ class SetUnitStatus:
     admissions: tuple[AdmissionCount, ...] | None = None
     """status.admissions to write (a preemption's marks, what a partial reclaim leaves);
     None: as the phase implies."""
+    checks: tuple[str, ...] = ()
+    """With `admission`: the admission checks its queue asks for; the write reserves (phase
+    Reserved, each check Pending) instead of admitting (domain/admission_checks.py)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,16 @@ class ControllerSettings(SchedulerSettings):
     default_preemptible: bool = True
     """A unit without the label quota.scheduling.alibabacloud.com/preemptible may be a
     queue-level preemption victim."""
+    strict_dequeue_mode: bool = False
+    """Koord-Queue's `--strictDequeueMode`: a unit whose admission checks are all Ready goes to
+    SchedReady (its workload stays suspended until the scheduler writes SchedSucceed) instead
+    of Dequeued; `queue_list` limits it to those Queues."""
+    queue_list: str = ""
+    """Koord-Queue's `--queue-list`: comma-separated Queues strict dequeue mode applies to
+    (empty: every queue)."""
+    backoff_base_seconds: float = 10.0
+    """The first wait of status.requeueState after a failed admission check (doubling, 15 min
+    cap): Koord-Queue's 10 s; tests shorten it as Kueue's do (backoffBaseSeconds)."""
     enable_api_handler: bool = False
     """Koord-Queue's `--enableApiHandler`: serve the read-only debug API (kube/debug_api.py)
     on `api_handler_port` once this process leads."""

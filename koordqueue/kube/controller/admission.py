@@ -132,7 +132,8 @@ class EffectChain:
         unit = effect.unit
         if effect.admission is not None:
             admit = AdmitUnit(
-                unit, self.current or {}, effect.message, self.now, conditions=self.conditions
+                unit, self.current or {}, effect.message, self.now, conditions=self.conditions,
+                checks=effect.checks,
             )
             return admit.run(apis)
         seen = _conditions(self.current) if self.conditions else None
@@ -183,11 +184,19 @@ def _planned_unit(group: list[Effect]) -> tuple[str, bool]:
 class AdmissionRounds:
     """Admission rounds and the writes of their decisions."""
 
-    def __init__(self, state: ControllerState, before_round: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        state: ControllerState,
+        before_round: Callable[[], None],
+        reserve: Callable[[list[Effect]], list[Effect]] | None = None,
+    ) -> None:
         self.state = state
         self.before_round = before_round
         """Called first in each round: each kind's due looks, the periodic resync when due
         (Resync.fire_timers)."""
+        self.reserve = reserve
+        """A unit's effects with an admission on a queue with admission checks turned into a
+        reservation (checks.AdmissionChecks.reserve)."""
         self.queue_usage = QueueUsageWriter(state.api, state.settings.namespace)
         self.usage_cadence = metrics.Cadence()  # this controller's, so rounds of another don't
 
@@ -226,6 +235,8 @@ class AdmissionRounds:
         state = self.state
         # (QueueEvents are recorded by on_queue on the Queue object it holds)
         groups = [g for g in per_unit(planned) if not isinstance(g[0], QueueEvent)]
+        if self.reserve is not None:
+            groups = [self.reserve(g) for g in groups]
         pending = [len(groups)]
         if not groups and done is not None:
             done()

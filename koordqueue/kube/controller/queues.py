@@ -9,13 +9,14 @@ update, no round woken.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from koordqueue.domain import names
 from koordqueue.domain.effects import queue_effects
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_preemption import refusal
-from koordqueue.kube.controller.base import DELETED, log, meta
+from koordqueue.kube.controller.base import DELETED, WARNING, log, meta
 from koordqueue.kube.controller.quotas import QuotaHandlers
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.writes import ApplyQueue, RecordEvent
@@ -47,10 +48,18 @@ def _folded_part(obj: dict[str, Any]) -> object:
 class QueueHandlers:
     """Queue events into the engine; a Queue that drifted from its quota is reverted."""
 
-    def __init__(self, state: ControllerState, quotas: QuotaHandlers) -> None:
+    def __init__(
+        self,
+        state: ControllerState,
+        quotas: QuotaHandlers,
+        checks_changed: Callable[[str, dict[str, Any] | None], str | None] | None = None,
+    ) -> None:
         self.state = state
         self.quotas = quotas
         """The quota each Queue mirrors, and the quota status that reports its errors."""
+        self.checks_changed = checks_changed
+        """A Queue's spec (None: gone) to the admission checks (checks.py); returns the
+        error of an unreadable spec.admissionChecks."""
         self.folded: dict[str, tuple[object, dict[str, Any] | None]] = {}
         """Queue name -> (what of it was last folded, the quota object it was checked
         against): an event that changes neither is skipped."""
@@ -72,6 +81,8 @@ class QueueHandlers:
                 state.writer.submit(ApplyQueue(quota, ns))
             else:
                 state.engine.remove_queue(name)
+                if self.checks_changed is not None:
+                    self.checks_changed(name, None)
             return
         folded = self.folded.get(name)
         if folded is not None and folded[1] is quota and folded[0] == _folded_part(obj):
@@ -94,6 +105,13 @@ class QueueHandlers:
         policy = str(spec.get("queuePolicy") or names.DEFAULT_POLICY)
         annotations = {k: str(v) for k, v in (meta(obj).get("annotations") or {}).items()}
         error = state.engine.upsert_queue(name, policy, annotations)
+        if self.checks_changed is not None:
+            checks_error = self.checks_changed(name, spec)
+            if checks_error is not None:
+                log.warning("admission checks not read", queue=name, error=checks_error)
+                state.writer.submit(
+                    RecordEvent(obj, WARNING, names.REASON_INVALID_ADMISSION_CHECKS, checks_error)
+                )
         state.wake.set()
         before = state.queue_errors.get(name)
         planned = queue_effects(name, error, before)

@@ -31,8 +31,14 @@ from koordqueue.kube.controller.writes import PatchUnitStatus, RecordEvent
 class UnitHandlers:
     """QueueUnit events into the engine, and the unit phase writes others ask for."""
 
-    def __init__(self, state: ControllerState) -> None:
+    def __init__(
+        self,
+        state: ControllerState,
+        on_reserved: Callable[[QueueUnit, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.state = state
+        self.on_reserved = on_reserved
+        """A Reserved unit's new version: its admission checks decide (checks.py)."""
 
     def on_unit(self, event_type: str | None, obj: dict[str, Any]) -> None:
         state = self.state
@@ -90,6 +96,8 @@ class UnitHandlers:
         state.unit_by_key[key] = uid
         if known is None or unit.phase in FINISHED_PHASES or known.active != unit.active:
             state.wake.set()  # (spec.active flipped: admit it, or evict it)
+        if unit.phase is Phase.RESERVED and self.on_reserved is not None:
+            self.on_reserved(unit, obj)
         if unit.phase is Phase.SCHED_SUCCEED and (known is None or known.phase != unit.phase):
             consumer = state.consumer_of(obj)
             if consumer is not None:

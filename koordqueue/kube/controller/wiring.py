@@ -17,6 +17,7 @@ from typing import Any
 from koordqueue.domain.engine import AdmissionEngine, RoundResult
 from koordqueue.kube.api import Kind, Listing, ObjectApi
 from koordqueue.kube.controller.admission import AdmissionRounds
+from koordqueue.kube.controller.checks import AdmissionChecks
 from koordqueue.kube.controller.consumers import ConsumerReconciler
 from koordqueue.kube.controller.integrations import built_in, serve
 from koordqueue.kube.controller.queues import QueueHandlers
@@ -50,10 +51,13 @@ class Controller:
             api, settings, recorder, clock, writers, on_duplicate_quota=log_duplicate_quota
         )
         self.quotas = QuotaHandlers(state)
-        self.queues = QueueHandlers(state, self.quotas)
-        self.units = UnitHandlers(state)
+        self.checks = AdmissionChecks(state)
+        self.queues = QueueHandlers(state, self.quotas, self.checks.queue_changed)
+        self.units = UnitHandlers(state, self.checks.on_reserved)
         self.resyncer = Resync(state, self.quotas, self.queues, self.units)
-        self.rounds = AdmissionRounds(state, before_round=self.resyncer.fire_timers)
+        self.rounds = AdmissionRounds(
+            state, before_round=self.resyncer.fire_timers, reserve=self.checks.reserve
+        )
         self.reactions = Reactions(
             on_unit=self.units.on_unit,
             write_unit_phase=self.units.write_unit_phase,

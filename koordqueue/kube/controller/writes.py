@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import structlog
 
+from koordqueue.domain.admission_checks import CHECKS_FIELD, pending_states
 from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase, QueueUnit
 from koordqueue.domain.quota_tree import QuotaUsage
 from koordqueue.kube import metrics
@@ -175,6 +176,12 @@ class AdmitUnit:
     attempts: int = 3
     conditions: bool = True
     """The QueueUnitConditions gate: Admitted and QuotaReserved go True with the phase."""
+    checks: tuple[str, ...] = ()
+    """Admission checks the queue asks for: the unit is Reserved with each Pending instead."""
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.RESERVED if self.checks else Phase.DEQUEUED
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
         unit, api, current = self.unit, apis.api, self.current
@@ -183,12 +190,14 @@ class AdmitUnit:
             seen = (current.get("status") or {}).get("conditions") or []
             patch = unit_status_patch(
                 self.message,
-                Phase.DEQUEUED,
+                self.phase,
                 now=self.now,
                 admitted=current,
                 resource_version=rv,
                 conditions=list(seen) if self.conditions else None,
             )
+            if self.checks:
+                patch["status"][CHECKS_FIELD] = pending_states(self.checks, self.now)
             try:
                 return api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
             except ApiError as exc:
@@ -222,7 +231,7 @@ class AdmitUnit:
             return None
         status = fresh.get("status") or {}
         ours = status.get("admissionTime") == self.now
-        return dict(fresh) if ours and status.get("phase") == Phase.DEQUEUED.value else None
+        return dict(fresh) if ours and status.get("phase") == self.phase.value else None
 
 
 @dataclass(frozen=True, slots=True)
