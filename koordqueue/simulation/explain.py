@@ -281,6 +281,13 @@ def add_job_notes(ex: Explanation, job: Mapping[str, Any] | None) -> Explanation
     return ex
 
 
+NOTE_RESERVED = (
+    "phase Reserved: it holds its quota and waits for the admission checks its Queue asks for "
+    "(status.admissionChecks, set by each check's controller): all Ready releases it, Retry "
+    "or Rejected backs it off until status.requeueState.requeueAt"
+)
+
+
 def explain(view: ClusterView, key: str) -> Explanation | None:
     """Why the unit `namespace/name` is (not) admitted; None when there is no such unit.
 
@@ -400,9 +407,12 @@ def _explain_outcome(
     policy = ex.policy or DEFAULT_POLICY
     if unit.phase is Phase.BACKOFF and not isinstance(outcome, BackingOff | Finished):
         ex.notes.append(
-            "phase TimeoutBackoff: it failed (SchedFailed) or its Job did not start running "
-            "in time, and is retried after a back-off delay"
+            "phase TimeoutBackoff: it failed (SchedFailed), its Job did not start running "
+            "in time, or an admission check answered Retry or Rejected, and is retried after "
+            "a back-off delay"
         )
+    if unit.phase is Phase.RESERVED:
+        ex.notes.append(NOTE_RESERVED)
         if view.rebuilt:
             ex.notes.append(
                 "read from the cluster: the back-off deadline lives only in the controller's "

@@ -414,3 +414,23 @@ def test_live_view_says_it_cannot_see_the_block() -> None:
     ex = explain(view, "ns/u")
     assert ex is not None and ex.reason is Reason.QUOTA_EXCEEDED
     assert any("controller's memory" in note for note in ex.notes)
+
+
+def test_a_reserved_unit_is_explained_as_waiting_on_its_admission_checks() -> None:
+    """Issue 35 point 5: explain knows the state "waiting on a check"."""
+    from koordqueue.simulation.explain import NOTE_RESERVED
+
+    quota = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+        "metadata": {"name": "q", "namespace": "default"}, "spec": {"max": {"cpu": "2"}},
+    }
+    unit = {
+        "metadata": {"name": "u", "namespace": "ns", "uid": "u1",
+                     "labels": {QUOTA_NAME_LABEL: "q"}},
+        "spec": {"resource": {"cpu": "1"}},
+        "status": {"phase": "Reserved",
+                   "admissionChecks": [{"name": "ad1", "state": "Pending"}]},
+    }
+    ex = explain(ClusterView.from_objects([quota], [], [unit]), "ns/u")
+    assert ex is not None and ex.phase == "Reserved"
+    assert NOTE_RESERVED in ex.notes
