@@ -197,3 +197,22 @@ def test_an_unreadable_check_list_asks_for_none_and_says_so(api: MemoryApi) -> N
     events = [e for e in api.events if e["reason"] == "InvalidAdmissionChecks"]
     assert [e["involvedObject"]["name"] for e in events] == ["q"]
     assert "duplicate check 'a'" in events[0]["message"]
+
+
+def test_a_restarted_controller_keeps_a_reserved_unit_waiting_and_counted(
+    api: MemoryApi,
+) -> None:
+    """The Queue is folded before the units at start-up, so a Reserved unit is not released
+    for want of its checks; its quota stays counted."""
+    c, _ = make(api, cpu="2")
+    reserved(c, api)
+    set_state(c, api, "j", ad1="Ready")
+    c.close()
+    fresh = Controller(api, c.settings, writers=1)
+    fresh.resync()
+    assert unit(api, "j")["status"]["phase"] == "Reserved"
+    assert fresh.engine.tree.used("q") == Resources.parse({"cpu": "1"})
+    set_state(fresh, api, "j", ad2="Ready")
+    assert unit(api, "j")["status"]["phase"] == "Dequeued"
+    assert job(api, "j")["spec"]["suspend"] is False
+    fresh.close()
