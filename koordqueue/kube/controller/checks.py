@@ -65,7 +65,9 @@ class AdmissionChecks:
             self.by_queue.pop(name, None)
         for uid, obj in list(self.state.unit_objects.items()):
             unit = self.state.engine.unit(uid)
-            if unit is not None and unit.phase is Phase.RESERVED and queue_of(unit) == name:
+            if unit is None or queue_of(unit) != name:
+                continue
+            if (obj.get("status") or {}).get("phase") == Phase.RESERVED.value:
                 self.on_reserved(unit, obj)  # a removed check counts as Ready
         return error
 
@@ -85,6 +87,12 @@ class AdmissionChecks:
         checks = self.asked(admission.unit)
         if not checks:
             return group
+        engine = self.state.engine
+        held = engine.unit(admission.unit.uid)
+        if held is not None and held.phase is Phase.DEQUEUED:
+            # the engine's own record says Reserved from now on: a Job event seen before the
+            # write's echo must not read Dequeued and resume the Job
+            engine.upsert_unit(replace(held, phase=Phase.RESERVED))
         message = ac.MSG_RESERVED.format(checks=", ".join(checks))
         out: list[Effect] = []
         for effect in group:

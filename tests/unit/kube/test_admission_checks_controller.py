@@ -216,3 +216,18 @@ def test_a_restarted_controller_keeps_a_reserved_unit_waiting_and_counted(
     assert unit(api, "j")["status"]["phase"] == "Dequeued"
     assert job(api, "j")["spec"]["suspend"] is False
     fresh.close()
+
+
+def test_a_job_event_before_the_reservation_echo_does_not_resume_the_job(
+    api: MemoryApi,
+) -> None:
+    """The engine records Reserved as the round decides: without that, the Job's reconcile
+    reads the engine's Dequeued and resumes the Job while its checks are Pending."""
+    c, _ = make(api, cpu="2")
+    set_checks(c, api, [{"name": "ad1"}])
+    submit(c, api, "j")
+    c.admission_round()
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))  # before the unit's echo
+    assert job(api, "j")["spec"]["suspend"] is True
+    assert unit(api, "j")["status"]["phase"] == "Reserved"
+    c.close()
