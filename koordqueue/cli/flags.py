@@ -173,8 +173,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--strictDequeueMode",
         "strict_dequeue_mode",
-        "units whose admission checks are all Ready go to SchedReady (their workload waits "
-        "for the scheduler's SchedSucceed) instead of Dequeued, Koord-Queue's flag",
+        "admitted units (and Reserved ones once their admission checks are all Ready) go to "
+        "SchedReady, their workload waiting for the scheduler's SchedSucceed, instead of "
+        "Dequeued; Koord-Queue's flag",
         _DEFAULTS.strict_dequeue_mode,
         _bool,
     ),

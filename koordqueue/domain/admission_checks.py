@@ -30,7 +30,11 @@ REJECTED: Final = "Rejected"
 STATES: Final = (PENDING, READY, RETRY, REJECTED)
 """Kueue's CheckState values (kueue.x-k8s.io/v1beta1)."""
 
-MSG_RESERVED: Final = "quota reserved; waiting for admission checks {checks}"
+MSG_RESERVED: Final = "Reserved resources success, waiting admission checks to be ready"
+"""Koord-Queue's status message of a reservation."""
+MSG_RESERVED_EVENT: Final = "quota reserved; waiting for admission checks {checks}"
+MSG_SCHED_READY: Final = "Waiting scheduler to schedule this queueUnit"
+"""Koord-Queue's status message of a strict-dequeue admission (SchedReady)."""
 MSG_ALL_READY: Final = "all admission checks success"
 """Koord-Queue's status message once every check is Ready."""
 MSG_CHECK_FAILED: Final = (

@@ -112,9 +112,9 @@ class ControllerSettings(SchedulerSettings):
     """A unit without the label quota.scheduling.alibabacloud.com/preemptible may be a
     queue-level preemption victim."""
     strict_dequeue_mode: bool = False
-    """Koord-Queue's `--strictDequeueMode`: a unit whose admission checks are all Ready goes to
-    SchedReady (its workload stays suspended until the scheduler writes SchedSucceed) instead
-    of Dequeued; `queue_list` limits it to those Queues."""
+    """Koord-Queue's `--strictDequeueMode`: an admitted unit (a Reserved one once its admission
+    checks are all Ready) goes to SchedReady, its workload suspended until the scheduler writes
+    SchedSucceed, instead of Dequeued; `queue_list` limits it to those Queues."""
     queue_list: str = ""
     """Koord-Queue's `--queue-list`: comma-separated Queues strict dequeue mode applies to
     (empty: every queue)."""

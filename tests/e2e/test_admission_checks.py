@@ -101,6 +101,9 @@ def test_reserved_until_every_check_is_ready_then_dequeued_and_resumed(
     assert [(c["name"], c["state"]) for c in unit["status"]["admissionChecks"]] == [
         ("ad1", "Pending"), ("ad2", "Pending"),
     ]
+    assert unit["status"]["message"] == (
+        "Reserved resources success, waiting admission checks to be ready"
+    )
     assert _conditions(unit)["QuotaReserved"] == ("True", "QuotaReserved")
     assert _conditions(unit)["Admitted"] == ("False", "WaitingForAdmissionChecks")
     assert _suspended(kubectl, ns, "ok")

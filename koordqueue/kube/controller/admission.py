@@ -31,6 +31,7 @@ from koordqueue.domain.effects import (
 )
 from koordqueue.domain.engine import RoundResult
 from koordqueue.domain.mapping import UnresolvedReason
+from koordqueue.domain.queue_unit import Phase
 from koordqueue.domain.round import Admit, Reject
 from koordqueue.kube import metrics
 from koordqueue.kube.api import QUEUE_UNIT, ApiError
@@ -133,7 +134,7 @@ class EffectChain:
         if effect.admission is not None:
             admit = AdmitUnit(
                 unit, self.current or {}, effect.message, self.now, conditions=self.conditions,
-                checks=effect.checks,
+                checks=effect.checks, phase=effect.phase or Phase.DEQUEUED,
             )
             return admit.run(apis)
         seen = _conditions(self.current) if self.conditions else None

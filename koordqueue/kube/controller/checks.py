@@ -76,30 +76,46 @@ class AdmissionChecks:
         queue = queue_of(unit)
         return ac.required(self.by_queue.get(queue, ()), unit.labels) if queue else ()
 
+    def strict(self, unit: QueueUnit) -> bool:
+        """Strict dequeue mode holds on the unit's queue (--strictDequeueMode, --queue-list)."""
+        queue = queue_of(unit) or ""
+        return ac.strict_for(queue, self.state.settings.strict_dequeue_mode, self.strict_queues)
+
     def reserve(self, group: list[Effect]) -> list[Effect]:
-        """A unit's effects of a round: an admission on a queue with matching checks becomes
-        a reservation (Reserved, checks Pending, the workload kept suspended)."""
+        """A unit's effects of a round, as Koord-Queue's Dequeue writes them: an admission on
+        a queue with matching checks becomes a reservation (Reserved, checks Pending, event
+        QuotaReserved), one on a strict-dequeue queue SchedReady (the scheduler's SchedSucceed
+        resumes it); either way the workload stays suspended."""
         admission = next(
             (e for e in group if isinstance(e, SetUnitStatus) and e.admission is not None), None
         )
         if admission is None:
             return group
         checks = self.asked(admission.unit)
-        if not checks:
+        if checks:
+            phase, message = Phase.RESERVED, ac.MSG_RESERVED
+            event: tuple[str, str] | None = (
+                names.REASON_QUOTA_RESERVED, ac.MSG_RESERVED_EVENT.format(checks=", ".join(checks))
+            )
+        elif self.strict(admission.unit):
+            phase, message, event = Phase.SCHED_READY, ac.MSG_SCHED_READY, None
+        else:
             return group
         engine = self.state.engine
         held = engine.unit(admission.unit.uid)
         if held is not None and held.phase is Phase.DEQUEUED:
-            # the engine's own record says Reserved from now on: a Job event seen before the
+            # the engine's own record says so from now on: a Job event seen before the
             # write's echo must not read Dequeued and resume the Job
-            engine.upsert_unit(replace(held, phase=Phase.RESERVED))
-        message = ac.MSG_RESERVED.format(checks=", ".join(checks))
+            engine.upsert_unit(replace(held, phase=phase))
         out: list[Effect] = []
         for effect in group:
             if effect is admission:
-                out.append(replace(effect, message=message, checks=checks))
+                out.append(replace(effect, message=message, phase=phase, checks=checks))
             elif isinstance(effect, UnitEvent) and effect.reason == names.REASON_ADMITTED:
-                out.append(replace(effect, reason=names.REASON_QUOTA_RESERVED, message=message))
+                if event is not None:
+                    out.append(replace(effect, reason=event[0], message=event[1]))
+                else:
+                    out.append(effect)
             elif not isinstance(effect, ResumeConsumer):
                 out.append(effect)
         return out
@@ -118,8 +134,7 @@ class AdmissionChecks:
 
     def _release(self, unit: QueueUnit, obj: dict[str, Any]) -> None:
         state = self.state
-        queue = queue_of(unit) or ""
-        strict = ac.strict_for(queue, state.settings.strict_dequeue_mode, self.strict_queues)
+        strict = self.strict(unit)
         phase = Phase.SCHED_READY if strict else Phase.DEQUEUED
         patch = unit_status_patch(
             ac.MSG_ALL_READY,

@@ -177,11 +177,9 @@ class AdmitUnit:
     conditions: bool = True
     """The QueueUnitConditions gate: Admitted and QuotaReserved go True with the phase."""
     checks: tuple[str, ...] = ()
-    """Admission checks the queue asks for: the unit is Reserved with each Pending instead."""
-
-    @property
-    def phase(self) -> Phase:
-        return Phase.RESERVED if self.checks else Phase.DEQUEUED
+    """Admission checks the queue asks for: written with each Pending (phase Reserved)."""
+    phase: Phase = Phase.DEQUEUED
+    """Dequeued; Reserved while checks are asked for; SchedReady in strict dequeue mode."""
 
     def run(self, apis: Apis) -> dict[str, Any] | None:
         unit, api, current = self.unit, apis.api, self.current

@@ -72,6 +72,9 @@ def test_reserved_waits_with_each_check_pending_and_the_job_suspended(api: Memor
     reserved(c, api)
     obj = unit(api, "j")
     assert obj["status"]["phase"] == "Reserved"
+    assert obj["status"]["message"] == (
+        "Reserved resources success, waiting admission checks to be ready"
+    )
     assert [(s["name"], s["state"]) for s in obj["status"]["admissionChecks"]] == [
         ("ad1", "Pending"), ("ad2", "Pending"),
     ]
@@ -80,8 +83,11 @@ def test_reserved_waits_with_each_check_pending_and_the_job_suspended(api: Memor
     assert job(api, "j")["spec"]["suspend"] is True
     assert c.engine.tree.used("q") == Resources.parse({"cpu": "1"})
     c.close()
-    reasons = [e["reason"] for e in api.events if e["involvedObject"]["name"] == "j"]
-    assert "QuotaReserved" in reasons and "Admitted" not in reasons
+    reasons = [e for e in api.events if e["involvedObject"]["name"] == "j"]
+    assert [e["message"] for e in reasons if e["reason"] == "QuotaReserved"] == [
+        "quota reserved; waiting for admission checks ad1, ad2"
+    ]
+    assert "Admitted" not in [e["reason"] for e in reasons]
 
 
 def test_one_ready_one_pending_stays_reserved_all_ready_dequeues(api: MemoryApi) -> None:
@@ -156,6 +162,13 @@ def test_strict_dequeue_mode_writes_sched_ready_on_listed_queues_only(api: Memor
     set_state(c, api, "j", ad1="Ready", ad2="Ready")
     assert unit(api, "j")["status"]["phase"] == "SchedReady"
     assert job(api, "j")["spec"]["suspend"] is True  # the scheduler's SchedSucceed resumes it
+    set_checks(c, api, [])  # a queue without checks: strict mode dequeues to SchedReady too
+    submit(c, api, "plain")
+    c.admission_round()
+    assert unit(api, "plain")["status"]["phase"] == "SchedReady"
+    assert unit(api, "plain")["status"]["message"] == "Waiting scheduler to schedule this queueUnit"
+    c.consumers["Job"].on_event("MODIFIED", job(api, "plain"))
+    assert job(api, "plain")["spec"]["suspend"] is True
     c.close()
     other = MemoryApi()
     c, _ = make(other, cpu="2", strict_dequeue_mode=True, queue_list="elsewhere")
