@@ -72,7 +72,22 @@ def _cases() -> list[Case]:
                     "annotations": {"koord-queue/max-depth": "10"},
                 },
                 # an unregistered policy must be storable: the controller reports AddQueueFail
-                "spec": {"priority": 1000, "queuePolicy": "Round"},
+                "spec": {
+                    "priority": 1000,
+                    "queuePolicy": "Round",
+                    "admissionChecks": [
+                        {"name": "ad1"},
+                        {
+                            "name": "gpu",
+                            "labelSelector": {
+                                "matchLabels": {"kind": "gpu"},
+                                "matchExpressions": [
+                                    {"key": "size", "operator": "In", "values": ["l"]}
+                                ],
+                            },
+                        },
+                    ],
+                },
             },
             status={
                 "pending": 2,
@@ -139,6 +154,14 @@ def _cases() -> list[Case]:
                 "lastUpdateTime": "2026-01-02T03:04:05Z",
                 "attempts": 2,
                 "admissionTime": "2026-01-02T03:04:06Z",
+                "admissionChecks": [
+                    {
+                        "name": "ad1",
+                        "state": "Retry",
+                        "lastTransitionTime": "2026-01-02T03:04:06Z",
+                        "message": "no capacity yet",
+                    }
+                ],
             },
             columns={"PHASE": "Enqueued", "QUEUE": "team-a", "QUOTA": "team-a", "PRIORITY": "5"},
         ),
@@ -225,9 +248,9 @@ def _table(text: str) -> dict[str, str]:
     return out
 
 
-VENDORED = {"hypernodes.topology.volcano.sh"}
-"""Volcano's own CRDs shipped unchanged (crds/README.md): their shape is Volcano's, not checked
-here; tests/e2e/test_hypernodes.py installs and uses them."""
+VENDORED = {"hypernodes.topology.volcano.sh", "admissionchecks.kueue.x-k8s.io"}
+"""Volcano's and Kueue's own CRDs shipped unchanged (crds/README.md): their shape is theirs,
+not checked here; tests/e2e/test_hypernodes.py installs and uses HyperNodes."""
 
 
 def test_every_crd_file_is_covered() -> None:
@@ -424,6 +447,12 @@ def test_invalid_object_is_rejected_naming_the_field(
             "status.lastUpdateTime",
             "yesterday",
             "status.lastUpdateTime",
+        ),
+        (
+            "queueunits.scheduling.x-k8s.io",
+            "status.admissionChecks",
+            [{"name": "ad1", "state": "Maybe", "lastTransitionTime": "2026-01-02T03:04:06Z"}],
+            "status.admissionChecks[0].state",
         ),
         ("podgroups.scheduling.volcano.sh", "status.phase", "Done", "status.phase"),
         ("queues.scheduling.volcano.sh", "status.state", "Half-open", "status.state"),
