@@ -88,3 +88,22 @@ def peers_key() -> str:
 def volcano_as_dict() -> dict[str, object]:
     """What vc-scheduler's stamp records (it shares no module with the other peers' pins)."""
     return {"volcano": VOLCANO_VERSION, "apis": VOLCANO_APIS_VERSION, "recipe": VOLCANO_RECIPE}
+
+
+# --------------------------------------------------------------------------- helm (issue 27 part 4)
+# helm.sh/helm/v4 tag whose cmd/helm lints, renders and installs charts/koordqueue. Its
+# own cache key (helm_key), so pinning it never rebuilds the control plane or the peers.
+HELM_VERSION = "v4.3.2"
+HELM_WRAPPER_MODULE = "koordqueue.local/tools/helm"
+# Helm build recipe revision: bump when helm.py changes how the binary is produced.
+HELM_RECIPE = 1
+
+
+def helm_as_dict() -> dict[str, object]:
+    return {"helm": HELM_VERSION, "recipe": HELM_RECIPE}
+
+
+def helm_key() -> str:
+    """Directory name for helm's cache, e.g. ``helm-v4.3.2-1a2b3c4d``."""
+    digest = hashlib.sha256(json.dumps(helm_as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"helm-{HELM_VERSION}-{digest}"

@@ -89,6 +89,12 @@ class Served:
 def apply_deploy(kubectl: Any, tmp: Path) -> Served:
     """`kubectl apply -k deploy/`, then deploy/webhook-cert.sh (CA, Secret, caBundle)."""
     kubectl("apply", "-k", str(DEPLOY))
+    return make_webhook_cert(kubectl, tmp)
+
+
+def make_webhook_cert(kubectl: Any, tmp: Path) -> Served:
+    """deploy/webhook-cert.sh on what is installed (kustomize or the Helm chart); the webhook
+    configurations repointed to a loopback port, failurePolicy Fail."""
     env = {
         **os.environ,
         "KUBECONFIG": str(kubectl.kubeconfig),
@@ -121,6 +127,28 @@ def apply_deploy(kubectl: Any, tmp: Path) -> Served:
             kubectl("patch", kind, config["metadata"]["name"], "--type=json", "-p",
                     json.dumps(ops))
     return Served(files["tls.crt"], files["tls.key"], files["ca.crt"].read_bytes(), port)
+
+
+def visibility_through_the_aggregator(kubectl: Any, port: int, ns: str) -> dict[str, Any]:
+    """`pendingunits` of `ns` as `kubectl get --raw` answers it. The shipped APIService (its
+    caBundle from webhook-cert.sh, whose certificate names the koordqueue-visibility Service)
+    answered by the process: its Service made an ExternalName for 127.0.0.1 (no kube-proxy
+    here). The controller reviews the caller's access with the ServiceAccount's token: the
+    auth-delegator and authentication-reader bindings of deploy/visibility.yaml (or the
+    chart's) are what it needs (a 403 would show in the audit log: the callers check it)."""
+    kubectl("delete", "service", "koordqueue-visibility", "-n", "koord-queue")
+    kubectl.apply({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "koordqueue-visibility", "namespace": "koord-queue"},
+                   "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}})
+    apiservice = "v1alpha1.visibility.koord-queue.io"
+    kubectl("patch", "apiservice", apiservice, "--type=merge",
+            "-p", json.dumps({"spec": {"service": {"port": port}}}))
+    kubectl("wait", "--for=condition=Available", f"apiservice/{apiservice}", "--timeout=60s")
+    body = json.loads(kubectl(
+        "get", "--raw", f"/apis/visibility.koord-queue.io/v1alpha1/pendingunits?namespace={ns}"
+    ).stdout)
+    assert body["kind"] == "PendingUnitsSummary" and body["round"]["number"] > 0, body
+    return body  # type: ignore[no-any-return]
 
 
 def remove_apiservices(kubectl: Any) -> None:

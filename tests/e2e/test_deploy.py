@@ -304,7 +304,7 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
                 what="default scheduler queue created",
             )
             _admit_and_release(kubectl, ns, quota, pc)
-            _visibility_through_the_aggregator(kubectl, visibility_port, ns)
+            deployed.visibility_through_the_aggregator(kubectl, visibility_port, ns)
             _schedule(kubectl, ns, here, other)
             kubectl("delete", "elasticquotas.scheduling.sigs.k8s.io", quota, "-n", "default")
             kq.wait_for(
@@ -321,26 +321,6 @@ def test_deploy_as_shipped_serves_its_webhook_and_needs_no_more_rbac_than_it_gra
     assert set(NOT_EXERCISED_HERE) <= granted, set(NOT_EXERCISED_HERE) - granted
     never_used = granted - used - set(NOT_EXERCISED_HERE)
     assert never_used == set(), f"deploy/rbac.yaml grants what nothing asked for: {never_used}"
-
-
-def _visibility_through_the_aggregator(kubectl: Any, port: int, ns: str) -> None:
-    """The shipped APIService (its caBundle from webhook-cert.sh, whose certificate names the
-    koordqueue-visibility Service) answered by the process: its Service made an ExternalName
-    for 127.0.0.1 (no kube-proxy here). The controller reviews the caller's access with the
-    ServiceAccount's token: the auth-delegator and authentication-reader bindings of
-    deploy/visibility.yaml are what it needs (a 403 would show in the audit log below)."""
-    kubectl("delete", "service", "koordqueue-visibility", "-n", "koord-queue")
-    kubectl.apply({"apiVersion": "v1", "kind": "Service",
-                   "metadata": {"name": "koordqueue-visibility", "namespace": "koord-queue"},
-                   "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}})
-    apiservice = "v1alpha1.visibility.koord-queue.io"
-    kubectl("patch", "apiservice", apiservice, "--type=merge",
-            "-p", json.dumps({"spec": {"service": {"port": port}}}))
-    kubectl("wait", "--for=condition=Available", f"apiservice/{apiservice}", "--timeout=60s")
-    body = json.loads(kubectl(
-        "get", "--raw", f"/apis/visibility.koord-queue.io/v1alpha1/pendingunits?namespace={ns}"
-    ).stdout)
-    assert body["kind"] == "PendingUnitsSummary" and body["round"]["number"] > 0, body
 
 
 def _admit_and_release(kubectl: Any, ns: str, quota: str, pc: str) -> None:
