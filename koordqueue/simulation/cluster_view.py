@@ -183,14 +183,16 @@ def view_from_scenario(scenario: Scenario, step: int | None = None) -> ClusterVi
                     "uid": key,
                     "labels": labels,
                     "annotations": dict(u.annotations),
-                    "creationTimestamp": _epoch_text(float(u.arrive)),
+                    "creationTimestamp": _epoch_text(
+                        float(u.arrive) if u.created is None else u.created
+                    ),
                 },
                 "spec": {
                     "resource": u.resource.to_quantities(),
                     "priority": u.priority,
                     **({"consumerRef": {"kind": u.consumer_kind}} if u.consumer_kind else {}),
                 },
-                "status": {"phase": phases.get(key, Phase.ENQUEUED).value},
+                "status": {"phase": phases.get(key, Phase(u.phase)).value},
             }
         )
     view = ClusterView.from_objects(

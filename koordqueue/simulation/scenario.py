@@ -31,6 +31,7 @@ from koordqueue.domain.names import (
     ROOT_QUOTA,
 )
 from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.framework.config import ConfigError, parse_config
 
@@ -123,6 +124,15 @@ class UnitDef:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     consumer_kind: str | None = None
     """The kind of the unit's workload when given as `workload:` (PyTorchJob, JobSet, Pod...)."""
+    phase: str = Phase.ENQUEUED.value
+    """The phase it arrives in: an admitted phase holds its quota from the start (a snapshot
+    of a live cluster, `koordqueue snapshot`); a waiting unit arrives Enqueued."""
+    message: str | None = None
+    """Its status message as it arrives (a snapshot's unit): a round writes only a change,
+    and no creator's first status is written for it."""
+    created: float | None = None
+    """Creation time on the scenario's clock (seconds, may be negative: before step 0), the
+    tie breaker of its queue's order; None: its arrival step."""
 
     def pod_request(self) -> Resources:
         return Resources({k: v // self.pods for k, v in self.resource.items()})
@@ -247,6 +257,10 @@ _UNIT_KEYS = {
     "nodeSelector",
     "workload",
     "references",
+    "phase",
+    "message",
+    "created",
+    "consumerKind",
 }
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
@@ -384,6 +398,44 @@ def _workload_unit(
     )
 
 
+ARRIVAL_PHASES: tuple[str, ...] = (
+    Phase.ENQUEUED.value, *sorted(p.value for p in ADMITTED_PHASES)
+)
+"""Phases a unit may arrive in: waiting, or holding its quota (a snapshot's admitted units)."""
+
+
+def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A unit's `phase`, `message`, `created` and `consumerKind` (spec.consumerRef.kind): the
+    state a snapshot caught it in."""
+    phase = u.get("phase", Phase.ENQUEUED.value)
+    if phase not in ARRIVAL_PHASES:
+        raise ScenarioError(
+            source, _line(u, "phase"), f"{where}.phase",
+            f"must be one of {', '.join(ARRIVAL_PHASES)}, got {phase!r}",
+        )
+    message = u.get("message")
+    if message is not None and not isinstance(message, str):
+        raise ScenarioError(source, _line(u, "message"), f"{where}.message", "must be a string")
+    created = u.get("created")
+    if created is not None and (
+        isinstance(created, bool) or not isinstance(created, (int, float))
+    ):
+        raise ScenarioError(
+            source, _line(u, "created"), f"{where}.created", f"must be a number, got {created!r}"
+        )
+    kind = u.get("consumerKind")
+    if kind is not None and (not isinstance(kind, str) or not kind):
+        raise ScenarioError(
+            source, _line(u, "consumerKind"), f"{where}.consumerKind", "must be a kind name"
+        )
+    return {
+        "consumer_kind": kind,
+        "phase": phase,
+        "message": message,
+        "created": None if created is None else float(created),
+    }
+
+
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     """Parse and validate scenario YAML; every error is a ScenarioError with a location."""
     loader = _Loader(text)
@@ -459,6 +511,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 annotations=_str_map(source, u, "annotations", where),
                 pods=pods,
                 node_selector=_str_map(source, u, "nodeSelector", where),
+                **_arrival(source, u, where),
             )
         )
     nodes: list[NodeDef] = []

@@ -81,7 +81,9 @@ class SimulationResult:
 
     def final_messages(self) -> dict[str, str]:
         """Each unit's last status message as the controller would have written it."""
-        messages: dict[str, str] = {}
+        messages = {
+            f"{u.namespace}/{u.name}": u.message for u in self.scenario.units if u.message
+        }
         for record in self.steps:
             for key in record.finished:
                 messages[key] = MSG_UNIT_SUCCEEDED
@@ -103,8 +105,8 @@ class SimulationResult:
                 phases[key] = Phase.DEQUEUED.value
             for key in record.running:
                 phases[key] = Phase.RUNNING.value
-        for unit in self.scenario.units:
-            phases.setdefault(f"{unit.namespace}/{unit.name}", Phase.ENQUEUED.value)
+        for unit in self.scenario.units:  # as it arrived (a snapshot's admitted units)
+            phases.setdefault(f"{unit.namespace}/{unit.name}", unit.phase)
         return phases
 
 
@@ -162,12 +164,18 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                     priority=u.priority,
                     labels=labels,
                     annotations=dict(u.annotations),
-                    created=float(u.arrive),
+                    created=float(u.arrive) if u.created is None else u.created,
                     consumer_kind=u.consumer_kind,
                     # the annotation a Job carries (issue 35): born inactive, never admitted
                     active=active_from(u.annotations) is not False,
+                    phase=Phase(u.phase),
                 )
-                engine.upsert_unit(arrived)
+                engine.upsert_unit(arrived)  # an admitted phase: counted, as at a restart
+                if arrived.admitted:
+                    admitted_at[arrived.uid] = step
+                if u.message is not None:  # a snapshot's: its status says it already
+                    reported[arrived.uid] = u.message
+                    continue
                 # a workload's unit says what its creator writes before any round (Enqueued)
                 for effect in created_effects(arrived):
                     _record(effect, record, reported)
