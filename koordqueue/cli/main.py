@@ -1,4 +1,4 @@
-"""The `koordqueue` command: run, simulate, explain, dashboard, version.
+"""The `koordqueue` command: run, simulate, explain, dashboard, snapshot, whatif, version.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (usage errors, bad scenario files).
 """
@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_parser(sub)
     add_dashboard_parser(sub)
+
+    from koordqueue.cli.snapshot import add_snapshot_parser
+    from koordqueue.cli.whatif import add_whatif_parser
+
+    add_snapshot_parser(sub)
+    add_whatif_parser(sub)
 
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=_cmd_version)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from koordqueue.simulation.simulator import SimulationResult
+from koordqueue.simulation.whatif import WhatIf
 
 
 class PlotUnavailableError(RuntimeError):
@@ -78,6 +79,50 @@ def write_timeline_plot(result: SimulationResult, path: Path, resource: str = "c
             ax.set_ylim(0, top * 1.15)
             ax.legend(loc="upper right", fontsize="small")
         fig.suptitle(f"scenario {result.scenario.name}: {resource} used vs min/max per quota")
+        fig.tight_layout()
+        fig.savefig(path, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def write_whatif_plot(result: WhatIf, path: Path, resource: str = "cpu") -> Path:
+    """One panel per quota: used before (dashed) and after (solid) the edits, max of both."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise PlotUnavailableError(
+            "--plot needs matplotlib: pip install 'koordqueue[plot]'"
+        ) from exc
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    before = {s.quota: s for s in timeline(result.before, resource)}
+    after = {s.quota: s for s in timeline(result.after, resource)}
+    names = sorted(set(before) | set(after))
+    columns = min(3, max(1, len(names)))
+    rows = max(1, math.ceil(len(names) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.2 * rows), squeeze=False)
+    try:
+        for ax in axes.flat[len(names):]:
+            ax.set_visible(False)
+        for ax, name in zip(axes.flat, names, strict=False):
+            top = 1.0
+            for world, s, style in (("before", before.get(name), "--"),
+                                    ("after", after.get(name), "-")):
+                if s is None:
+                    continue
+                ax.step(s.steps, s.used, where="post", linestyle=style, label=f"used {world}")
+                if s.max is not None:
+                    ax.axhline(s.max, linestyle=style, color="tab:red", linewidth=0.8,
+                               label=f"max {world}")
+                top = max([top, *s.used, s.max or 0.0])
+            ax.set_title(name)
+            ax.set_xlabel("step")
+            ax.set_ylabel(resource)
+            ax.set_ylim(0, top * 1.15)
+            ax.legend(loc="upper right", fontsize="x-small")
+        fig.suptitle(f"what-if: {resource} used per quota, before (dashed) and after the edits")
         fig.tight_layout()
         fig.savefig(path, format="png", dpi=100)
     finally:

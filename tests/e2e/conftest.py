@@ -36,14 +36,17 @@ CRD_DIR = ROOT / "crds"
 INTEGRATION_CRD_DIR = ROOT / "tests" / "crds" / "integrations"
 NAMESPACE = "koord-queue"
 SERVICE_ACCOUNT_USER = "system:serviceaccount:koord-queue:koordqueue"
+WHATIF_VIEWER_USER = "system:serviceaccount:koordqueue-whatif:whatif-viewer"
+"""The read-only ServiceAccount test_snapshot.py runs `snapshot` and `whatif` as."""
 AUDIT_POLICY = {
-    # what deploy/'s ServiceAccount asks of the API server, for the RBAC tests (test_deploy.py):
-    # every request of that user at Metadata level (verb, resource, response code), nothing else
+    # what deploy/'s ServiceAccount asks of the API server, for the RBAC tests (test_deploy.py),
+    # and what the what-if viewer asks (test_snapshot.py):
+    # every request of those users at Metadata level (verb, resource, response code), nothing else
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
     "rules": [
-        {"level": "Metadata", "users": [SERVICE_ACCOUNT_USER]},
+        {"level": "Metadata", "users": [SERVICE_ACCOUNT_USER, WHATIF_VIEWER_USER]},
         {"level": "None"},
     ],
 }

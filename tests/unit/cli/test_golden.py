@@ -30,6 +30,8 @@ EXPLAIN_CASES = [
     ("preemption", "ml/batch", None),  # preempted, back in queue, quota full
     ("preemption", "web/worker", None),  # wait-for-pods-running
     ("quota-errors", "ops/looped", None),  # cycle, verbatim message
+    ("whatif-snapshot", "team-a/sweep-job-qu", None),  # a snapshot: team-a full of held units
+    ("whatif-snapshot", "team-a/train-1-job-qu", None),  # held from the snapshot: admitted
     ("quota-errors", "ops/nothing-allowed", None),  # empty max
     ("quota-errors", "ops/unserved", None),  # AddQueueFail
     ("quota-errors", "ops/typo", None),  # invalid label value

@@ -1,0 +1,195 @@
+"""A live cluster's admission state as a scenario (`koordqueue snapshot`, issue 29 part 1).
+
+The objects are folded as the controller folds them (`ClusterView.from_objects`: a refused
+quota edit keeps the definition in force, of same-name copies the oldest counts), then written
+back out as scenario entries: each quota in force with its Queue's policy and settings, each
+unit in the phase it is in (an admitted one holds its quota from the start; a waiting one is
+Enqueued) with the status message it shows (the replayed round changes it only where the
+controller's next round writes another), ordered by creation time relative to the snapshot. So
+`simulate` on the file replays the round the controller runs next: the round-trip e2e test
+(tests/e2e/test_snapshot.py) compares it, unit by unit, with what the controller wrote.
+
+What a scenario cannot say is left out and listed in `Snapshot.notes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from koordqueue.domain.names import (
+    QUEUE_NAMESPACE,
+    QUOTA_NAME_LABEL,
+    ROOT_QUOTA,
+)
+from koordqueue.domain.queue_derivation import policy_for, synced_annotations
+from koordqueue.domain.queue_unit import (
+    FINISHED_PHASES,
+    InvalidQueueUnitError,
+    Phase,
+    queue_unit_from_object,
+)
+from koordqueue.domain.quota import QuotaSpec
+from koordqueue.simulation.cluster_view import ClusterView
+
+SNAPSHOT_STEPS: Final = 2
+"""Steps a snapshot replays by default: the controller's next round, and one more to show
+that nothing else moves (a what-if with a run time sets its own)."""
+DROPPED_ANNOTATIONS: Final = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+"""Annotations no admission reads that would only bloat the file."""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The scenario document and what could not be carried into it."""
+
+    doc: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    def to_yaml(self) -> str:
+        header = "".join(f"# note: {n}\n" for n in self.notes)
+        body = yaml.safe_dump(self.doc, sort_keys=False, default_flow_style=None, width=100)
+        return header + body
+
+
+def _ordered(quotas: Iterable[QuotaSpec]) -> list[QuotaSpec]:
+    """Parents before children (a scenario reads top-down), else by name."""
+    by_name = {q.name: q for q in quotas}
+    out: list[QuotaSpec] = []
+    seen: set[str] = set()
+
+    def visit(q: QuotaSpec, trail: frozenset[str]) -> None:
+        if q.name in seen or q.name in trail:
+            return
+        parent = by_name.get(q.parent)
+        if parent is not None:
+            visit(parent, trail | {q.name})
+        seen.add(q.name)
+        out.append(q)
+
+    for name in sorted(by_name):
+        visit(by_name[name], frozenset())
+    return out
+
+
+def _quota_entry(spec: QuotaSpec, queue: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A quota in force with the policy and settings its Queue is served with (the Queue's
+    own when it exists: that is what the engine reads)."""
+    if queue is not None:
+        policy = str((queue.get("spec") or {}).get("queuePolicy") or "Priority")
+        annotations = (queue.get("metadata") or {}).get("annotations") or {}
+    else:
+        policy = policy_for({}, spec.annotations)
+        annotations = spec.annotations
+    entry: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace}
+    if spec.parent != ROOT_QUOTA:
+        entry["parent"] = spec.parent
+    if spec.min:
+        entry["min"] = spec.min.to_quantities()
+    if spec.max:
+        entry["max"] = spec.max.to_quantities()
+    entry["policy"] = policy
+    synced = synced_annotations({**spec.annotations, **annotations})
+    if synced:
+        entry["annotations"] = dict(sorted(synced.items()))
+    return entry
+
+
+def _pods(obj: Mapping[str, Any]) -> int:
+    sets = (obj.get("spec") or {}).get("podSet") or []
+    total = sum(int(s.get("count") or 0) for s in sets if isinstance(s, Mapping))
+    return max(total, 1)
+
+
+def _unit_entry(obj: Mapping[str, Any], now: float) -> dict[str, Any] | None:
+    """A unit as it stands; None for a finished one (it holds nothing, and never will)."""
+    unit = queue_unit_from_object(obj)
+    if unit.phase in FINISHED_PHASES:
+        return None
+    entry: dict[str, Any] = {"name": unit.name, "namespace": unit.namespace}
+    quota = unit.labels.get(QUOTA_NAME_LABEL)
+    if quota is not None:
+        entry["quota"] = str(quota)
+    entry["resource"] = unit.resource.to_quantities()
+    pods = _pods(obj)
+    if pods > 1 and not any(v % pods for v in unit.resource.values()):
+        entry["pods"] = pods  # (a gang the scenario can split evenly; else one pod)
+    if unit.priority:
+        entry["priority"] = unit.priority
+    annotations = {
+        k: str(v) for k, v in unit.annotations.items() if k not in DROPPED_ANNOTATIONS
+    }
+    if annotations:
+        entry["annotations"] = dict(sorted(annotations.items()))
+    if unit.consumer_kind:
+        entry["consumerKind"] = unit.consumer_kind
+    if unit.admitted:
+        entry["phase"] = unit.phase.value
+    message = (obj.get("status") or {}).get("message")
+    if message:  # the round replayed writes only a change, as a write over it would show
+        entry["message"] = str(message)
+    entry["created"] = round(unit.created - now, 3)
+    return entry
+
+
+def snapshot_from_objects(
+    quotas: Iterable[Mapping[str, Any]],
+    queues: Iterable[Mapping[str, Any]],
+    units: Iterable[Mapping[str, Any]],
+    *,
+    oversell_rate: str = "1",
+    queue_namespace: str = QUEUE_NAMESPACE,
+    now: float,
+    source: str = "",
+) -> Snapshot:
+    """The scenario for these objects as listed at `now` (epoch seconds)."""
+    unit_list = list(units)
+    queue_list = [
+        q for q in queues
+        if (q.get("metadata") or {}).get("namespace", queue_namespace) == queue_namespace
+    ]
+    view = ClusterView.from_objects(
+        quotas, queue_list, unit_list, oversell_rate=oversell_rate,
+        queue_namespace=queue_namespace, now=now, source=source,
+    )
+    notes: list[str] = []
+    by_queue = {str((q.get("metadata") or {}).get("name")): q for q in queue_list}
+    tree = view.engine.tree
+    in_force = [q for q in tree if tree.get(q.name) is q]
+    quota_entries = [_quota_entry(q, by_queue.get(q.name)) for q in _ordered(in_force)]
+    for name, refused in sorted(view.refused_quotas.items()):
+        if not any(r.kept for r in refused):
+            notes.append(f"ElasticQuota {name} is refused by the controller: left out")
+    for q in in_force:
+        if q.name not in by_queue:
+            notes.append(f"quota {q.name} has no Queue in {queue_namespace} yet: "
+                         "the replay serves one")
+    unit_entries: list[dict[str, Any]] = []
+    for obj in unit_list:
+        try:
+            entry = _unit_entry(obj, now)
+        except InvalidQueueUnitError as exc:
+            notes.append(f"{exc}: left out")
+            continue
+        if entry is not None:
+            unit_entries.append(entry)
+    unit_entries.sort(key=lambda e: (e["created"], e["namespace"], e["name"]))
+    waiting = {p.value for p in (Phase.BACKOFF, Phase.PREEMPTED, Phase.SCHED_FAILED)}
+    for obj in unit_list:
+        phase = (obj.get("status") or {}).get("phase")
+        if phase in waiting:
+            meta = obj.get("metadata") or {}
+            notes.append(f"QueueUnit {meta.get('namespace')}/{meta.get('name')} is {phase}: "
+                         "replayed as Enqueued (its back-off deadline is not carried)")
+    doc: dict[str, Any] = {
+        "name": "snapshot",
+        "description": f"koordqueue snapshot of {source or 'a cluster'}",
+        "steps": SNAPSHOT_STEPS,
+        "oversellRate": str(oversell_rate),
+        "quotas": quota_entries,
+        "units": unit_entries,
+    }
+    return Snapshot(doc, notes)

@@ -1,0 +1,337 @@
+"""`koordqueue snapshot` and `whatif` against the live controller (issue 29 parts 1, 2 and 4).
+
+Round trip: a hypothesis-built cluster (quotas, units created in two waves so that admitted
+low units may hold what later high ones want, preemption on some quotas) is left to the live
+controller; `koordqueue snapshot` (run as a ServiceAccount bound only to
+deploy/whatif-viewer.yaml) writes a scenario; `simulate` replays it; every unit's phase and
+status message must be what kubectl shows. The audit log shows that ServiceAccount made only
+get and list requests, none refused.
+
+What-if: each edit kind is asked of `koordqueue whatif -o json` first, then made for real
+(kubectl patch / create / delete, the controller restarted for --oversellrate), and the units
+must end as the "after" world said.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import strategies as st
+
+from koordqueue.cli.main import main
+from koordqueue.domain.names import (
+    ENABLE_PREEMPTION_ANNOTATION,
+    PRIORITY_THRESHOLD_ANNOTATION,
+    QUEUE_POLICY_KEY,
+    QUOTA_NAME_LABEL,
+    QUOTA_PARENT_LABEL,
+    WAIT_FOR_PODS_RUNNING_ANNOTATION,
+)
+from koordqueue.simulation.scenario import load_scenario
+from koordqueue.simulation.simulator import simulate
+from tests.e2e import kq
+from tests.e2e.conftest import WHATIF_VIEWER_USER
+from tests.e2e.running_controller import RunningController
+
+ROOT = Path(__file__).resolve().parents[2]
+VIEWER_NS, VIEWER_SA = WHATIF_VIEWER_USER.split(":")[2:]
+QUOTAS = "elasticquotas.scheduling.sigs.k8s.io"
+UNITS = "queueunits.scheduling.x-k8s.io"
+PREEMPTION = {ENABLE_PREEMPTION_ANNOTATION: "true", WAIT_FOR_PODS_RUNNING_ANNOTATION: "true"}
+READ_VERBS = {"get", "list"}
+
+
+@pytest.fixture(scope="module")
+def viewer(kubectl: Any, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig of a ServiceAccount bound to deploy/whatif-viewer.yaml and nothing else."""
+    kubectl("apply", "-f", str(ROOT / "deploy" / "whatif-viewer.yaml"))
+    kq.namespace(kubectl, VIEWER_NS)
+    kubectl.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": VIEWER_SA, "namespace": VIEWER_NS}})
+    kubectl.apply({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "koordqueue-whatif-viewer-e2e"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "koordqueue-whatif-viewer"},
+        "subjects": [{"kind": "ServiceAccount", "name": VIEWER_SA, "namespace": VIEWER_NS}],
+    })
+    token = kubectl("create", "token", VIEWER_SA, "-n", VIEWER_NS, "--duration=1h").stdout
+    admin = yaml.safe_load(kubeconfig.read_text())
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": "viewer", "user": {"token": token.strip()}}],
+        "contexts": [{"name": "viewer", "context": {"cluster": "e2e", "user": "viewer"}}],
+        "current-context": "viewer",
+    }
+    out = tmp_path_factory.mktemp("viewer") / "kubeconfig"
+    out.write_text(yaml.safe_dump(config))
+    return out
+
+
+@pytest.fixture(scope="module")
+def deployment(kubectl: Any) -> Iterator[tuple[str, str]]:
+    """A Deployment object whose controller arguments say --oversellrate=2 (no kubelet here:
+    nothing runs it; the in-process controller is started with the same flag)."""
+    ns = kq.namespace(kubectl, kq.unique("wi-deploy"))
+    kubectl.apply({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "controller", "namespace": ns},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "c"}},
+                 "template": {"metadata": {"labels": {"app": "c"}}, "spec": {"containers": [{
+                     "name": "controller", "image": "koordqueue:0.1.0",
+                     "args": ["run", "--namespace=koord-queue", "--oversellrate=2"]}]}}},
+    })
+    yield ns, "controller"
+
+
+def run_cli(*argv: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def unit_manifest(name: str, ns: str, quota: str | None, cpu: int, priority: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "QueueUnit",
+        "metadata": {"name": name, "namespace": ns,
+                     "labels": {QUOTA_NAME_LABEL: quota} if quota else {}},
+        "spec": {"resource": {"cpu": str(cpu)}, "priority": priority},
+    }
+
+
+Observed = dict[str, tuple[str, str | None]]
+
+
+def observed(kubectl: Any, ns: str) -> Observed:
+    return {
+        f"{ns}/{u['metadata']['name']}": ((u.get("status") or {}).get("phase") or "Enqueued",
+                                          (u.get("status") or {}).get("message"))
+        for u in kubectl.json("get", UNITS, "-n", ns)["items"]
+    }
+
+
+def settled(kubectl: Any, ns: str, count: int) -> Observed:
+    """Every unit has a message and two looks 0.6 s apart agree (the controller is done)."""
+    def look() -> Observed | None:
+        first = observed(kubectl, ns)
+        if len(first) < count or any(m is None for _, m in first.values()):
+            return None
+        time.sleep(0.6)
+        return first if observed(kubectl, ns) == first else None
+    return kq.wait_for(look, timeout=20.0, what="the controller to settle",
+                       state=lambda: observed(kubectl, ns))
+
+
+def viewer_requests(audit_log: Path, offset: int) -> list[tuple[str, str, int]]:
+    """(verb, resource, code) of the viewer's requests logged past `offset` (bytes)."""
+    time.sleep(0.3)  # (the log backend writes as requests finish)
+    with audit_log.open("rb") as f:
+        f.seek(offset)
+        lines = f.read().decode().splitlines()
+    out = []
+    for line in lines:
+        event = json.loads(line)
+        if event.get("user", {}).get("username") == WHATIF_VIEWER_USER:
+            out.append((event["verb"], (event.get("objectRef") or {}).get("resource", ""),
+                        int((event.get("responseStatus") or {}).get("code") or 0)))
+    return out
+
+
+# --- round trip ------------------------------------------------------------------------------
+
+
+class QuotaPlan(NamedTuple):
+    parent: int | None
+    cpu: int
+    preemption: bool
+
+
+class UnitPlan(NamedTuple):
+    quota: int | None  # None: a quota that does not exist
+    cpu: int
+    priority: int
+    second_wave: bool
+
+
+Plan = tuple[tuple[QuotaPlan, ...], tuple[UnitPlan, ...]]
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    quotas = tuple(
+        QuotaPlan(draw(st.sampled_from([None, *range(i)])), draw(st.integers(1, 4)),
+                  draw(st.booleans()))
+        for i in range(draw(st.integers(1, 3)))
+    )
+    units = tuple(draw(st.lists(st.builds(
+        UnitPlan, st.sampled_from([None, *range(len(quotas))]), st.integers(1, 3),
+        st.integers(0, 6), st.booleans(),
+    ), min_size=2, max_size=6)))
+    return quotas, units
+
+
+EXAMPLE: Plan = (
+    (QuotaPlan(None, 4, False), QuotaPlan(0, 2, True)),
+    (
+        UnitPlan(1, 2, 1, False),  # admitted first, low
+        UnitPlan(1, 2, 6, True),   # high, later: preempts it (Dequeued, pods not running)
+        UnitPlan(0, 2, 0, False),  # admitted into the parent
+        UnitPlan(0, 1, 5, True),   # high, later: the parent is full, no preemption there
+        UnitPlan(None, 1, 0, False),
+    ),
+)
+
+
+@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@example(plan=EXAMPLE)
+@given(plan=plans())
+def test_a_snapshot_replays_what_the_controller_shows(
+    kubectl: Any, kubeconfig: Path, viewer: Path, deployment: tuple[str, str], audit_log: Path,
+    capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory, plan: Plan,
+) -> None:
+    prefix = kq.unique("snap")
+    ns = kq.namespace(kubectl, prefix)
+    quotas = [
+        kq.quota(f"{prefix}-q{i}", ns, max_={"cpu": str(q.cpu)},
+                 parent=None if q.parent is None else f"{prefix}-q{q.parent}",
+                 policy="Priority", annotations=PREEMPTION if q.preemption else None)
+        for i, q in enumerate(plan[0])
+    ]
+    units = [
+        (u.second_wave, unit_manifest(f"u{i}", ns, f"{prefix}-q{u.quota}" if u.quota is not None
+                                      else f"{prefix}-missing", u.cpu, u.priority))
+        for i, u in enumerate(plan[1])
+    ]
+    kubectl.apply({"apiVersion": "v1", "kind": "List", "items": quotas})
+    with RunningController(kubeconfig, oversell_rate="2"):
+        first = [m for later, m in units if not later]
+        if first:
+            kubectl.apply({"apiVersion": "v1", "kind": "List", "items": first})
+            settled(kubectl, ns, len(first))
+        kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [m for _, m in units]})
+        live = settled(kubectl, ns, len(units))
+        out = tmp_path_factory.mktemp("snap") / "snapshot.yaml"
+        since = audit_log.stat().st_size if audit_log.exists() else 0
+        code, _, err = run_cli("snapshot", "--kubeconfig", viewer, "--controller-namespace",
+                               deployment[0], "--controller-deployment", deployment[1],
+                               "-o", out, capsys=capsys)
+        assert code == 0, err
+        assert observed(kubectl, ns) == live  # (still settled while it was read)
+    scenario = load_scenario(out)
+    assert scenario.oversell_rate == "2"  # from the Deployment's arguments
+    result = simulate(scenario)
+    phases, messages = result.final_phases(), result.final_messages()
+    replayed = {key: (phases[key], messages.get(key)) for key in phases if key in live}
+    assert replayed == live
+    requests = viewer_requests(audit_log, since)
+    assert requests, "the viewer's requests are in the audit log"
+    assert {verb for verb, _, _ in requests} <= READ_VERBS, requests
+    assert not [r for r in requests if r[2] == 403], requests
+
+
+# --- what-if: each edit kind, then the same edit made for real --------------------------------
+
+
+def whatif_after(viewer: Path, capsys: pytest.CaptureFixture[str], ns: str,
+                 *edit: str) -> Observed:
+    code, out, err = run_cli("whatif", "--kubeconfig", viewer, "-o", "json", "--steps", "3",
+                             *edit, capsys=capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    return {
+        u["unit"]: (u["after"]["phase"], u["after"]["message"] or None)
+        for u in doc["units"] if u["unit"].startswith(f"{ns}/") and u["after"] is not None
+    }
+
+
+def patch_quota(kubectl: Any, name: str, ns: str, patch: dict[str, Any]) -> None:
+    kubectl("patch", QUOTAS, name, "-n", ns, "--type=merge", "-p", json.dumps(patch))
+
+
+def test_each_edit_kind_ends_where_the_live_cluster_ends_when_it_is_made(
+    kubectl: Any, kubeconfig: Path, viewer: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    p = kq.unique("wi")
+    ns = kq.namespace(kubectl, p)
+    org, a, b, c = (f"{p}-{n}" for n in ("org", "a", "b", "c"))
+    kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
+        kq.quota(org, ns, max_={"cpu": "6"}, policy="Priority"),
+        kq.quota(a, ns, max_={"cpu": "2"}, parent=org, policy="Priority"),
+        kq.quota(b, ns, max_={"cpu": "2"}, parent=org, policy="Priority"),
+        kq.quota(c, ns, max_={"cpu": "2"}, policy="Priority"),
+    ]})
+    kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
+        unit_manifest("a1", ns, a, 1, 0), unit_manifest("a2", ns, a, 2, 0),
+        unit_manifest("b1", ns, b, 2, 0), unit_manifest("b2", ns, b, 1, 7),
+        unit_manifest("b3", ns, b, 1, 1), unit_manifest("c1", ns, c, 2, 0),
+        unit_manifest("c2", ns, c, 1, 0),
+    ]})
+    def patch(name: str, body: dict[str, Any]) -> Callable[[], None]:
+        return lambda: patch_quota(kubectl, name, ns, body)
+
+    def add() -> None:
+        kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
+            unit_manifest(f"a2-whatif-{i}", ns, a, 2, 0) for i in (1, 2)]})
+
+    edits: list[tuple[tuple[str, ...], Callable[[], Any]]] = [
+        (("--max", f"{a}=cpu=3"), patch(a, {"spec": {"max": {"cpu": "3"}}})),
+        (("--min", f"{b}=cpu=1"), patch(b, {"spec": {"min": {"cpu": "1"}}})),
+        (("--parent", f"{c}={org}"), patch(c, {"metadata": {"labels": {QUOTA_PARENT_LABEL: org}}})),
+        (("--policy", f"{b}=Intelligent"),
+         patch(b, {"metadata": {"labels": {QUEUE_POLICY_KEY: "Intelligent"}}})),
+        (("--max", f"{b}=cpu=3"), patch(b, {"spec": {"max": {"cpu": "3"}}})),
+        (("--priority-threshold", f"{b}=8"),
+         patch(b, {"metadata": {"annotations": {PRIORITY_THRESHOLD_ANNOTATION: "8"}}})),
+        (("--add", f"{ns}/a2=2"), add),
+        (("--delete-quota", c), lambda: kubectl("delete", QUOTAS, c, "-n", ns)),
+    ]
+    with RunningController(kubeconfig) as rc:
+        settled(kubectl, ns, 7)
+        for edit, make in edits:
+            expected = whatif_after(viewer, capsys, ns, *edit)
+            make()
+            kq.wait_for(lambda: observed(kubectl, ns) == expected, timeout=20.0,  # noqa: B023
+                        what=f"the cluster after {' '.join(edit)} to match the what-if",
+                        state=lambda: (observed(kubectl, ns), expected))  # noqa: B023
+        expected = whatif_after(viewer, capsys, ns, "--set-oversellrate", "2",
+                                "--oversellrate", "1")
+        rc.stop()
+    with RunningController(kubeconfig, oversell_rate="2"):
+        kq.wait_for(lambda: observed(kubectl, ns) == expected, timeout=20.0,
+                    what="the cluster at --oversellrate=2 to match the what-if",
+                    state=lambda: (observed(kubectl, ns), expected))
+
+
+def test_bad_edits_exit_2_name_the_edit_and_write_nothing(
+    kubectl: Any, viewer: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    p = kq.unique("wibad")
+    ns = kq.namespace(kubectl, p)
+    kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
+        kq.quota(f"{p}-top", ns, max_={"cpu": "4"}),
+        kq.quota(f"{p}-leaf", ns, max_={"cpu": "2"}, parent=f"{p}-top"),
+    ]})
+    before = kubectl.json("get", QUOTAS, "-n", ns)["items"]
+    plot = tmp_path / "never.png"
+    for edit, says in (
+        (("--max", f"{p}-nope=cpu=1"), f"no quota '{p}-nope'"),
+        (("--parent", f"{p}-top={p}-leaf"), f"would close a cycle: {p}-top -> {p}-leaf"),
+        (("--max", f"{p}-leaf=cpu=lots"), "'lots': does not match the quantity syntax"),
+    ):
+        code, out, err = run_cli("whatif", "--kubeconfig", viewer, "--plot", plot, *edit,
+                                 capsys=capsys)
+        assert code == 2 and out == ""
+        assert f"edit {' '.join(edit)}: " in err and says in err
+        assert not plot.exists()
+    assert kubectl.json("get", QUOTAS, "-n", ns)["items"] == before
