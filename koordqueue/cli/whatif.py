@@ -20,6 +20,9 @@ import yaml
 
 from koordqueue.cli.render import table
 from koordqueue.cli.snapshot import SnapshotError, add_live_arguments, read_snapshot
+from koordqueue.cli.whatif_nodes import NODE_FLAG_HELP, run_node_whatif
+from koordqueue.kube.settings import SchedulerSettings
+from koordqueue.simulation.node_whatif import NODE_EDIT_KINDS, parse_node_edit
 from koordqueue.simulation.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 from koordqueue.simulation.whatif import (
     ADMITTED,
@@ -60,6 +63,13 @@ class _EditAction(argparse.Action):
         namespace.edits = [*(getattr(namespace, "edits", None) or []), (self.const, str(values))]
 
 
+class _NodeEditAction(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        namespace.node_edits = [*(getattr(namespace, "node_edits", None) or []),
+                                (self.const, str(values))]
+
+
 def add_whatif_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "whatif",
@@ -76,16 +86,30 @@ def add_whatif_parser(sub: Any) -> None:
             "  koordqueue whatif --max team-a=cpu=12\n"
             "  koordqueue whatif --snapshot snap.yaml --add team-a/train-qu=50 -o json\n"
             "  koordqueue whatif --edits edits.yaml --runtime 3 --plot whatif.png\n"
+            "  koordqueue whatif --nodes --drain-node node-3 --add-nodes 2=cpu=32,memory=128Gi\n"
             "edits file: a YAML list of single-key maps, e.g.\n"
             "  - max: team-a=cpu=12\n"
             "  - policy: team-b=Block"
         ),
     )
-    parser.set_defaults(edits=[])
+    parser.set_defaults(edits=[], node_edits=[])
     for kind in EDIT_KINDS:
         metavar, help_ = _FLAG_HELP[kind]
         parser.add_argument(f"--{kind}", action=_EditAction, const=kind, metavar=metavar,
                             help=help_)
+    nodes = parser.add_argument_group(
+        "the scheduler core (--nodes: one dry scheduling session per world, live only)")
+    nodes.add_argument("--nodes", action="store_true",
+                       help="ask the scheduler: which pending pods would place, which would be "
+                            "evicted, per queue")
+    for kind in NODE_EDIT_KINDS:
+        metavar, help_ = NODE_FLAG_HELP[kind]
+        nodes.add_argument(f"--{kind}", action=_NodeEditAction, const=kind, metavar=metavar,
+                           help=help_)
+    nodes.add_argument("--scheduler-name", default=SchedulerSettings().scheduler_name,
+                       help="the scheduler name koordqueue runs as")
+    nodes.add_argument("--scheduler-conf", default=None, metavar="FILE",
+                       help="scheduler configuration (default: the built-in one)")
     parser.add_argument("--edits", dest="edits_file", type=Path, default=None, metavar="FILE",
                         help="edits from a YAML file (applied before the flags')")
     parser.add_argument("--snapshot", type=Path, default=None, metavar="FILE",
@@ -143,7 +167,23 @@ def _source(args: argparse.Namespace) -> tuple[Scenario, str]:
     return parse_scenario(snapshot.to_yaml(), "<live snapshot>"), snapshot.doc["description"]
 
 
+def _run_nodes(args: argparse.Namespace) -> int:
+    if args.edits or args.edits_file or args.snapshot or args.runtime or args.plot:
+        return _bad_input("--nodes takes the scheduler's edits (--drain-node, --add-nodes, "
+                          "--queue-weight, --queue-capability) and reads the cluster: not "
+                          "admission edits, --snapshot, --runtime or --plot")
+    try:
+        edits = [parse_node_edit(kind, raw) for kind, raw in args.node_edits]
+        return run_node_whatif(args, edits)
+    except EditError as exc:
+        return _bad_input(str(exc))
+
+
 def run_whatif(args: argparse.Namespace) -> int:
+    if args.nodes:
+        return _run_nodes(args)
+    if args.node_edits:
+        return _bad_input(f"--{args.node_edits[0][0]} is a scheduler edit: add --nodes")
     try:
         edits = edits_from_file(args.edits_file) if args.edits_file is not None else []
         edits += [parse_edit(kind, raw) for kind, raw in args.edits]

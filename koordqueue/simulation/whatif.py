@@ -84,7 +84,8 @@ _VALUE_HELP: Final = {
 }
 
 
-def _resources(edit: Edit) -> Resources:
+def parse_resources(edit: Edit) -> Resources:
+    """`edit.value` as a resource list (`cpu=12,memory=64Gi`); EditError naming the edit."""
     given: dict[str, str] = {}
     for item in edit.value.split(","):
         name, eq, amount = item.strip().partition("=")
@@ -139,7 +140,7 @@ def apply_edits(scenario: Scenario, edits: Sequence[Edit]) -> Scenario:
 
 def _edited_quota(edit: Edit, quota: QuotaDef, quotas: Mapping[str, QuotaDef]) -> QuotaDef:
     if edit.kind in ("max", "min"):
-        given = _resources(edit)
+        given = parse_resources(edit)
         if edit.kind == "max":
             edited = replace(quota, max=_merged(quota.max, given))
         else:

@@ -9,7 +9,8 @@ get and list requests, none refused.
 
 What-if: each edit kind is asked of `koordqueue whatif -o json` first, then made for real
 (kubectl patch / create / delete, the controller restarted for --oversellrate), and the units
-must end as the "after" world said.
+must end as the "after" world said. `whatif --nodes` (part 3): a node added is predicted, then
+made, and the scheduler binds the waiting pod where the prediction said.
 """
 
 from __future__ import annotations
@@ -34,11 +35,14 @@ from koordqueue.domain.names import (
     QUOTA_PARENT_LABEL,
     WAIT_FOR_PODS_RUNNING_ANNOTATION,
 )
+from koordqueue.kube.scheduler.runner import SchedulerRunner
+from koordqueue.kube.settings import ControllerSettings
 from koordqueue.simulation.scenario import load_scenario
 from koordqueue.simulation.simulator import simulate
 from tests.e2e import kq
 from tests.e2e.conftest import WHATIF_VIEWER_USER
 from tests.e2e.running_controller import RunningController
+from tests.e2e.test_scheduler_binding import TEST_LABEL, make_node, make_pod, node_of
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEWER_NS, VIEWER_SA = WHATIF_VIEWER_USER.split(":")[2:]
@@ -335,3 +339,46 @@ def test_bad_edits_exit_2_name_the_edit_and_write_nothing(
         assert f"edit {' '.join(edit)}: " in err and says in err
         assert not plot.exists()
     assert kubectl.json("get", QUOTAS, "-n", ns)["items"] == before
+
+
+# --- the scheduler core: whatif --nodes -------------------------------------------------------
+
+
+def test_whatif_nodes_says_where_a_pending_pod_would_place_and_a_real_node_takes_it(
+    kubectl: Any, kubeconfig: Path, viewer: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two 2-cpu pods, one 2-cpu node: one binds, one waits. `whatif --nodes --add-nodes`
+    (as the viewer) says the waiting one would place on the added node; the same node made
+    for real takes it. `--drain-node` says the bound one would be pending again."""
+    ns = kq.namespace(kubectl, kq.unique("winodes"))
+    pool = kq.unique("wipool")
+    make_node(kubectl, f"{pool}-a", "2", labels={TEST_LABEL: pool})
+    for name in ("p1", "p2"):
+        make_pod(kubectl, ns, name, cpu="2", selector={TEST_LABEL: pool})
+    settings = ControllerSettings(kubeconfig=str(kubeconfig), schedule_period=0.2,
+                                  metrics_port=0, log_format="console")
+    added: list[str] = []
+    try:
+        with SchedulerRunner(settings):
+            bound = kq.wait_for(lambda: next((p for p in ("p1", "p2") if node_of(kubectl, ns, p)),
+                                             None), what="one pod bound")
+            waiting = "p2" if bound == "p1" else "p1"
+
+            def mine(*edit: str) -> list[dict[str, str]]:
+                code, out, err = run_cli("whatif", "--nodes", "--kubeconfig", viewer,
+                                         "-o", "json", *edit, capsys=capsys)
+                assert code == 0, err
+                return [c for changes in json.loads(out)["queues"].values() for c in changes
+                        if c["pod"].startswith(f"{ns}/")]
+
+            (change,) = mine("--add-nodes", f"1=cpu=2,memory=8Gi,pods=110;{TEST_LABEL}={pool}")
+            assert change["pod"] == f"{ns}/{waiting}" and change["before"] == "pending"
+            node = change["after"].removeprefix("placed on ")
+            assert node.startswith("whatif-node-"), change
+            assert mine("--drain-node", f"{pool}-a") == [
+                {"pod": f"{ns}/{bound}", "before": f"on {pool}-a", "after": "pending"}]
+            make_node(kubectl, node, "2", labels={TEST_LABEL: pool})
+            added.append(node)
+            assert kq.wait_for(lambda: node_of(kubectl, ns, waiting), what="bound") == node
+    finally:
+        kubectl("delete", "node", f"{pool}-a", *added, "--wait=false", check=False)
