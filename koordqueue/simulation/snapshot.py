@@ -21,6 +21,7 @@ from typing import Any, Final
 import yaml
 
 from koordqueue.domain.names import (
+    DEFAULT_POLICY,
     QUEUE_NAMESPACE,
     QUOTA_NAME_LABEL,
     ROOT_QUOTA,
@@ -75,14 +76,16 @@ def _ordered(quotas: Iterable[QuotaSpec]) -> list[QuotaSpec]:
     return out
 
 
-def _quota_entry(spec: QuotaSpec, queue: Mapping[str, Any] | None) -> dict[str, Any]:
+def _quota_entry(
+    spec: QuotaSpec, queue: Mapping[str, Any] | None, labels: Mapping[str, Any]
+) -> dict[str, Any]:
     """A quota in force with the policy and settings its Queue is served with (the Queue's
-    own when it exists: that is what the engine reads)."""
+    own when it exists: that is what the engine reads; else what the quota's labels say)."""
     if queue is not None:
-        policy = str((queue.get("spec") or {}).get("queuePolicy") or "Priority")
+        policy = str((queue.get("spec") or {}).get("queuePolicy") or DEFAULT_POLICY)
         annotations = (queue.get("metadata") or {}).get("annotations") or {}
     else:
-        policy = policy_for({}, spec.annotations)
+        policy = policy_for(labels, spec.annotations)
         annotations = spec.annotations
     entry: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace}
     if spec.parent != ROOT_QUOTA:
@@ -151,15 +154,23 @@ def snapshot_from_objects(
         q for q in queues
         if (q.get("metadata") or {}).get("namespace", queue_namespace) == queue_namespace
     ]
+    quota_list = list(quotas)
+    labels = {
+        (str(m.get("name")), str(m.get("namespace") or "default")): m.get("labels") or {}
+        for m in ((q.get("metadata") or {}) for q in quota_list)
+    }
     view = ClusterView.from_objects(
-        quotas, queue_list, unit_list, oversell_rate=oversell_rate,
+        quota_list, queue_list, unit_list, oversell_rate=oversell_rate,
         queue_namespace=queue_namespace, now=now, source=source,
     )
     notes: list[str] = []
     by_queue = {str((q.get("metadata") or {}).get("name")): q for q in queue_list}
     tree = view.engine.tree
     in_force = [q for q in tree if tree.get(q.name) is q]
-    quota_entries = [_quota_entry(q, by_queue.get(q.name)) for q in _ordered(in_force)]
+    quota_entries = [
+        _quota_entry(q, by_queue.get(q.name), labels.get((q.name, q.namespace), {}))
+        for q in _ordered(in_force)
+    ]
     for name, refused in sorted(view.refused_quotas.items()):
         if not any(r.kept for r in refused):
             notes.append(f"ElasticQuota {name} is refused by the controller: left out")

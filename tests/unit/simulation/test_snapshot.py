@@ -96,6 +96,12 @@ def test_the_queue_object_says_the_policy_and_settings_the_engine_serves() -> No
     assert snap.notes == []
 
 
+def test_without_its_queue_a_quota_says_its_policy_by_its_label() -> None:
+    snap = snapshot_from_objects([quota("a", "2", policy="Block")], [], [], now=NOW)
+    assert snap.doc["quotas"][0]["policy"] == "Block"
+    assert snap.notes == ["quota a has no Queue in koord-queue yet: the replay serves one"]
+
+
 def test_a_refused_edit_is_snapshotted_as_the_definition_in_force() -> None:
     kept = {QUOTA_LAST_VALID_FIELD: {"labels": {}, "spec": {"max": {"cpu": "4"}}}}
     bad = quota("a", "2")
