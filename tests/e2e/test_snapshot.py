@@ -183,12 +183,12 @@ def plans(draw: st.DrawFn) -> Plan:
     return quotas, units
 
 
-EXAMPLE: Plan = (
+EXAMPLE: Plan = (  # (at --oversellrate=2: q0 holds 8 cpu, q1 4)
     (QuotaPlan(None, 4, False), QuotaPlan(0, 2, True)),
     (
-        UnitPlan(1, 2, 1, False),  # admitted first, low
-        UnitPlan(1, 2, 6, True),   # high, later: preempts it (Dequeued, pods not running)
-        UnitPlan(0, 2, 0, False),  # admitted into the parent
+        UnitPlan(1, 4, 1, False),  # admitted first, low
+        UnitPlan(1, 4, 6, True),   # high, later: preempts it (Dequeued, pods not running)
+        UnitPlan(0, 4, 0, False),  # admitted into the parent
         UnitPlan(0, 1, 5, True),   # high, later: the parent is full, no preemption there
         UnitPlan(None, 1, 0, False),
     ),
