@@ -110,7 +110,19 @@ def apply_node_edits(snapshot: ClusterSnapshot, edits: Sequence[Edit]) -> Cluste
                 queues[index] = replace(queues[index], weight=weight)
             else:
                 queues[index] = replace(queues[index], capability=parse_resources(edit))
-    return replace(snapshot, nodes=nodes, jobs=jobs, queues=queues)
+    return plain(replace(snapshot, nodes=nodes, jobs=jobs, queues=queues))
+
+
+def plain(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """The snapshot without a cache's index. A session on an IndexedSnapshot (what the
+    scheduler cache builds) takes its nodes and jobs from the index, so edits made to the
+    `nodes`/`jobs` lists would be ignored; a plain one is read from the lists (and every
+    placed task re-accounted on copies of the nodes)."""
+    return ClusterSnapshot(
+        nodes=list(snapshot.nodes), jobs=list(snapshot.jobs), queues=list(snapshot.queues),
+        namespace_labels=snapshot.namespace_labels, pdbs=snapshot.pdbs,
+        hypernodes=snapshot.hypernodes,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +169,8 @@ def node_what_if(
 ) -> NodeWhatIf:
     """One dry session on `snapshot` and one with `edits`; the pods whose fate differs."""
     proposed = apply_node_edits(snapshot, edits)
-    before, after = run_session(snapshot, config), run_session(proposed, config)
+    # both worlds read the same way (the lists, not an index), so only the edits differ
+    before, after = run_session(plain(snapshot), config), run_session(proposed, config)
     fates_before, fates_after = _fates(before, snapshot), _fates(after, proposed)
     tasks = {t.uid: (job.queue, f"{t.namespace}/{t.name}")
              for jobs in (snapshot.jobs, proposed.jobs) for job in jobs for t in job.tasks.values()}

@@ -8,6 +8,7 @@ import pytest
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.framework import ClusterSnapshot
+from koordqueue.scheduler.framework.indexed import index_snapshot
 from koordqueue.simulation.node_whatif import apply_node_edits, node_what_if, parse_node_edit
 from koordqueue.simulation.whatif import EditError
 
@@ -75,6 +76,21 @@ def test_added_nodes_carry_their_labels() -> None:
     edited = apply_node_edits(cluster(), [parse_node_edit("add-nodes", "2=cpu=4;zone=a,x=y")])
     assert [(n.name, n.labels) for n in edited.nodes[2:]] == [
         ("whatif-node-1", {"zone": "a", "x": "y"}), ("whatif-node-2", {"zone": "a", "x": "y"})]
+
+
+@pytest.mark.parametrize("edits", [
+    (("add-nodes", "1=cpu=4"),),
+    (("add-nodes", "2=cpu=4"), ("drain-node", "n1")),
+    (("add-nodes", "1=cpu=4"), ("drain-node", "n1")),
+])
+def test_the_scheduler_caches_indexed_snapshot_gives_the_same_fates(
+    edits: tuple[tuple[str, str], ...],
+) -> None:
+    """`whatif --nodes` reads the cluster through the scheduler's cache, which builds an
+    IndexedSnapshot: a session on one reads nodes and jobs from its index, so the edits
+    must not be left on lists the session never reads (the e2e found the added node unused)."""
+    want = fates(cluster(), *edits)
+    assert want and fates(index_snapshot(cluster()), *edits) == want
 
 
 def test_edits_leave_the_snapshot_untouched() -> None:
