@@ -93,18 +93,19 @@ def test_helm_lint_passes(helm_bin: Path) -> None:
 def test_default_render_is_what_kustomize_renders_plus_the_crds(
     helm_bin: Path, kubectl_bin: Path
 ) -> None:
-    """Every object of `kubectl kustomize deploy/`, deploy/dashboard-viewer.yaml (applied on its
-    own there; a role without a binding grants nothing) and crds/ is rendered, equal but for
-    Helm's labels, and nothing else: except the Namespace, made by `helm install
-    --create-namespace` (namespace.create=true renders it, test below). Fails if a field of
-    deploy/ changes without the chart (tried: deploy/deployment.yaml's --admission-period=1
-    -> 2)."""
+    """Every object of `kubectl kustomize deploy/`, deploy/dashboard-viewer.yaml and
+    deploy/whatif-viewer.yaml (applied on their own there; a role without a binding grants
+    nothing) and crds/ is rendered, equal but for Helm's labels, and nothing else: except the
+    Namespace, made by `helm install --create-namespace` (namespace.create=true renders it,
+    test below). Fails if a field of deploy/ changes without the chart (tried:
+    deploy/deployment.yaml's --admission-period=1 -> 2)."""
     kustomized = run(kubectl_bin, "kustomize", ROOT / "deploy")
     assert kustomized.returncode == 0, kustomized.stderr
     want = by_key(docs(kustomized.stdout))
     for crd in sorted((ROOT / "crds").glob("*.yaml")):
         want.update(by_key(docs(crd.read_text("utf-8"))))
-    want.update(by_key(docs((ROOT / "deploy" / "dashboard-viewer.yaml").read_text("utf-8"))))
+    for viewer in ("dashboard-viewer.yaml", "whatif-viewer.yaml"):
+        want.update(by_key(docs((ROOT / "deploy" / viewer).read_text("utf-8"))))
     del want[("Namespace", NAMESPACE, "")]
     got = by_key(template(helm_bin))
     assert sorted(got) == sorted(want)
@@ -171,17 +172,18 @@ def test_the_schemas_integration_names_are_the_controllers() -> None:
 
 
 def test_optional_parts(helm_bin: Path) -> None:
-    """visibility, the dashboard viewer role and the PDB off drop their objects and flags;
-    namespace, cert-manager and PodMonitor on add theirs (deploy/namespace.yaml,
+    """visibility, the dashboard and what-if viewer roles and the PDB off drop their objects
+    and flags; namespace, cert-manager and PodMonitor on add theirs (deploy/namespace.yaml,
     cert-manager.yaml, monitoring/podmonitor.yaml)."""
     default = by_key(template(helm_bin))
     off = by_key(template(helm_bin, "visibility.enabled=false", "dashboardViewer.enabled=false",
-                          "podDisruptionBudget.enabled=false"))
+                          "whatifViewer.enabled=false", "podDisruptionBudget.enabled=false"))
     gone = set(default) - set(off)
     assert {k[0] for k in gone} == {"APIService", "Service", "ClusterRole", "ClusterRoleBinding",
                                     "PodDisruptionBudget"}
     assert ("Service", "koordqueue-visibility", NAMESPACE) in gone
     assert ("ClusterRole", "koordqueue-dashboard-viewer", "") in gone
+    assert ("ClusterRole", "koordqueue-whatif-viewer", "") in gone
     assert not [a for a in controller(list(off.values()))["args"] if "visibility" in a]
     on = by_key(template(helm_bin, "namespace.create=true", "certManager.enabled=true",
                          "monitoring.podMonitor.enabled=true"))
