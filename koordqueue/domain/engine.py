@@ -136,6 +136,7 @@ class AdmissionEngine:
                     and queue_name_for(unit.labels) == QuotaName(name)
                 ):
                     self._count_admitted(unit, name)
+                self._reindex(uid)  # held or not may have changed: the queue counts follow
 
     def _held(self, uid: str) -> bool:
         """Whether the unit holds an admission: counted in the tree, or waiting for its
@@ -263,7 +264,12 @@ class AdmissionEngine:
             return
         oversold = tree.is_oversold(unit.uid)
         tree.release(unit.uid)
-        tree.admit(unit.uid, quota, unit.resource, oversold=oversold, unit=unit.key)
+        try:
+            tree.admit(unit.uid, quota, unit.resource, oversold=oversold, unit=unit.key)
+        except AdmissionRejected as exc:
+            if not isinstance(exc.rejection, ReserveQuotaMissing):
+                raise
+            self._uncounted[unit.uid] = quota  # its quota was deleted: counted if it returns
         self._tell_policy(unit, added=False)
 
     def remove_unit(self, uid: str) -> QueueUnit | None:

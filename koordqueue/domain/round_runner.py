@@ -226,7 +226,7 @@ class RoundRunner:
             first.append((seq[uid], Unmapped(unit, resolution)))
         backing: dict[str, set[str]] = {}
         reclaimed: set[str] = set()
-        for uid in list(self.reclaiming):
+        for uid in sorted(self.reclaiming, key=seq.__getitem__):  # the full scan's order
             place = where.get(uid)
             if place is not None and place[0] == ADMITTED:
                 first.append((seq[uid], self._reclaimed(units[uid])))
