@@ -9,15 +9,30 @@ newer than the listing: the fold skips a unit already seen at a newer resourceVe
 deleted since the lists were asked for, forgets only units it knew before asking, and leaves
 a workload that had an event meanwhile to that event (workloads.py `fold`). Quotas and
 Queues, a few objects, are listed at fold time on the owner.
+
+The lists on the owner (quotas, Queues, and the start-up's units and workloads) wait at most
+LIST_TIMEOUT for each read, not the API's 30 s: bench/soak.py (`--ci --seed 3`) saw a new
+leader's takeover list of ElasticQuotas go into a half-open connection and wait out 30 s,
+no admission and no usage annotation meanwhile, 25 s after the fault had ended. A page of
+500 objects starts coming back well within it; a timed-out list is asked again (urllib3's
+retry, then the start-up's back-off) on a new connection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.quota_fold import fold_order
-from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT, Kind, Listing, ObjectApi
+from koordqueue.kube.api import (
+    ELASTIC_QUOTA,
+    QUEUE,
+    QUEUE_UNIT,
+    Kind,
+    KubeApi,
+    Listing,
+    ObjectApi,
+)
 from koordqueue.kube.controller.base import ADDED, log, meta, newer
 from koordqueue.kube.controller.queues import QueueHandlers
 from koordqueue.kube.controller.quotas import QuotaHandlers
@@ -26,7 +41,10 @@ from koordqueue.kube.controller.units import UnitHandlers
 from koordqueue.kube.controller.writes import ApplyQueue, Priority, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
 
-__all__ = ["Resync", "ResyncWindow"]
+__all__ = ["LIST_TIMEOUT", "Resync", "ResyncWindow"]
+
+LIST_TIMEOUT: Final = 10.0
+"""Seconds each read of a list made on the owner may take (the API's default is 30 s)."""
 
 
 class Resync:
@@ -45,6 +63,10 @@ class Resync:
         self.units = units
         self.next_resync = state.clock() + state.settings.resync_period
         """When the periodic resync is due (the controller's clock)."""
+        self._lister: ObjectApi = (
+            state.api.with_timeout(LIST_TIMEOUT) if isinstance(state.api, KubeApi) else state.api
+        )
+        """`state.api` with the short timeout, for the lists that hold the owner."""
 
     def resync(self, listings: dict[Kind, Listing] | None = None) -> dict[Kind, Listing]:
         """List everything and fold it in; fixes whatever changed while we were not watching.
@@ -59,9 +81,9 @@ class Resync:
         """
         self._resync_quotas_and_queues()
         if listings is None:
-            listings = self.list_workloads(self.state.api, startup=True)
+            listings = self.list_workloads(self._lister, startup=True)
         else:
-            listings = {**listings, QUEUE_UNIT: self.state.api.list_with_version(QUEUE_UNIT)}
+            listings = {**listings, QUEUE_UNIT: self._lister.list_with_version(QUEUE_UNIT)}
         self._fold_workloads(listings, None)
         self.next_resync = self.state.clock() + self.state.settings.resync_period
         self.state.ready.set()
@@ -109,8 +131,8 @@ class Resync:
 
     def _resync_quotas_and_queues(self) -> None:
         ns = self.state.settings.namespace
-        listed_quotas = self.state.api.list_objects(ELASTIC_QUOTA)
-        listed_queues = self.state.api.list_objects(QUEUE, ns)
+        listed_quotas = self._lister.list_objects(ELASTIC_QUOTA)
+        listed_queues = self._lister.list_objects(QUEUE, ns)
         by_name: dict[str, dict[str, Any]] = {str(meta(q).get("name")): q for q in listed_queues}
         for quota in fold_order(listed_quotas):  # refused edits last (quota_fold)
             self.quotas.on_quota(ADDED, quota, apply=False)
