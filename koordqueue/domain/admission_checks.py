@@ -33,6 +33,10 @@ STATES: Final = (PENDING, READY, RETRY, REJECTED)
 MSG_RESERVED: Final = "Reserved resources success, waiting admission checks to be ready"
 """Koord-Queue's status message of a reservation."""
 MSG_RESERVED_EVENT: Final = "quota reserved; waiting for admission checks {checks}"
+MSG_PENDING_ON: Final = "waiting for {controller}"
+"""A Pending entry whose AdmissionCheck is Active: the controller that answers it."""
+MSG_PENDING_INACTIVE: Final = "AdmissionCheck {name} ({controller}) is not Active: {why}"
+"""A Pending entry whose AdmissionCheck is not Active (Kueue would hold the whole queue)."""
 MSG_SCHED_READY: Final = "Waiting scheduler to schedule this queueUnit"
 """Koord-Queue's status message of a strict-dequeue admission (SchedReady)."""
 MSG_ALL_READY: Final = "all admission checks success"
@@ -176,9 +180,73 @@ def states_from_objects(raw: object) -> tuple[CheckState, ...]:
     return tuple(out)
 
 
-def pending_states(names: Sequence[str], now: str) -> list[dict[str, Any]]:
-    """Every check Pending: what a fresh reservation writes (a retry starts over)."""
-    return [CheckState(n, PENDING, now).to_object() for n in names]
+def pending_states(
+    names: Sequence[str], now: str, messages: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Every check Pending: what a fresh reservation writes (a retry starts over);
+    `messages[i]`, when given, is check i's message (pending_message)."""
+    said = tuple(messages) + ("",) * (len(names) - len(messages))
+    return [CheckState(n, PENDING, now, m).to_object() for n, m in zip(names, said, strict=False)]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckObject:
+    """What is read of Kueue's `AdmissionCheck` named as a Queue's check: the controller
+    that answers it (spec.controllerName) and its Active condition, which that controller
+    sets (Kueue holds a ClusterQueue whose check is missing or not Active)."""
+
+    name: str
+    controller_name: str
+    active: bool
+    reason: str = ""
+    message: str = ""
+
+
+def check_object(obj: Mapping[str, Any]) -> CheckObject | None:
+    """An AdmissionCheck object as read (None without a name). No Active condition, or one
+    not True, is not Active (Kueue's rule: the check's controller marks it)."""
+    name = (obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    controller = str((obj.get("spec") or {}).get("controllerName") or "")
+    active = next(
+        (
+            c
+            for c in (obj.get("status") or {}).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Active"
+        ),
+        None,
+    )
+    if active is None:
+        return CheckObject(name, controller, False, "", "no Active condition")
+    return CheckObject(
+        name,
+        controller,
+        active.get("status") == "True",
+        str(active.get("reason") or ""),
+        str(active.get("message") or ""),
+    )
+
+
+def pending_message(check: CheckObject | None) -> str:
+    """A Pending entry's message: which controller answers it, and whether its
+    AdmissionCheck is Active; "" for a check no AdmissionCheck names (Koord-Queue's free
+    names, which still work)."""
+    if check is None:
+        return ""
+    if check.active:
+        return MSG_PENDING_ON.format(controller=check.controller_name)
+    why = ": ".join(p for p in (check.reason, check.message) if p)
+    return MSG_PENDING_INACTIVE.format(
+        name=check.name, controller=check.controller_name, why=why or "not Active"
+    )
+
+
+def labelled(names: Iterable[str], objects: Mapping[str, CheckObject]) -> str:
+    """Check names for an event, each with its controller when an AdmissionCheck names it."""
+    return ", ".join(
+        f"{n} ({objects[n].controller_name})" if n in objects else n for n in names
+    )
 
 
 class Verdict(Enum):

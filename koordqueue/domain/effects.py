@@ -87,6 +87,8 @@ class SetUnitStatus:
     checks: tuple[str, ...] = ()
     """With `admission`: the admission checks its queue asks for; the write reserves (phase
     Reserved, each check Pending) instead of admitting (domain/admission_checks.py)."""
+    check_messages: tuple[str, ...] = ()
+    """Each check's Pending message (its AdmissionCheck's controller; "" when none names it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,11 @@ QUEUE_UNIT: Final = Kind(
     names.KOORD_QUEUE_GROUP, names.KOORD_QUEUE_VERSION, names.QUEUE_UNIT_PLURAL, "QueueUnit"
 )
 JOB: Final = Kind("batch", "v1", "jobs", "Job")
+ADMISSION_CHECKS: Final = tuple(
+    Kind("kueue.x-k8s.io", version, "admissionchecks", "AdmissionCheck", namespaced=False)
+    for version in ("v1beta2", "v1beta1")
+)
+"""Kueue's AdmissionCheck, newest served version first (v0.17 stores v1beta2; older v1beta1)."""
 EVENT: Final = Kind("", "v1", "events", "Event")
 POD: Final = Kind("", "v1", "pods", "Pod")
 NODE: Final = Kind("", "v1", "nodes", "Node", namespaced=False)

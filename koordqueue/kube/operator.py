@@ -20,10 +20,19 @@ import structlog
 from koordqueue.domain import names
 from koordqueue.domain.quota_debug import quota_view
 from koordqueue.kube import kopf_support
-from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE, QUEUE_UNIT, Kind, KubeApi, Listing
+from koordqueue.kube.api import (
+    ADMISSION_CHECKS,
+    ELASTIC_QUOTA,
+    JOB,
+    QUEUE,
+    QUEUE_UNIT,
+    Kind,
+    KubeApi,
+    Listing,
+)
 from koordqueue.kube.controller import Controller, OwnerLoop
 from koordqueue.kube.controller.base import DELETED, meta, object_key
-from koordqueue.kube.controller.integrations import register_integrations
+from koordqueue.kube.controller.integrations import crd_installed, register_integrations
 from koordqueue.kube.debug_api import DebugApi, on_owner
 from koordqueue.kube.informer import Informer
 from koordqueue.kube.leader import Leadership, start_when_leading
@@ -145,6 +154,12 @@ def build_registry(
     informers.append(Informer(api, ELASTIC_QUOTA, quota_events, workers=INFORMER_WORKERS))
     queue_events = route(QUEUE, owner.handler(names.QUEUE_PLURAL, controller.on_queue), False)
     informers.append(Informer(api, QUEUE, queue_events, workers=INFORMER_WORKERS))
+    # Kueue's AdmissionCheck objects, if its CRD is installed: a reservation names each
+    # check's controller. Not through the owner loop (the handler only fills a catalogue),
+    # and watched by a standby too, so a takeover has them at once.
+    checks = next((k for k in ADMISSION_CHECKS if crd_installed(controller.api, k)), None)
+    if checks is not None:
+        informers.append(Informer(api, checks, controller.on_admission_check, workers=1))
 
     debug_api: list[DebugApi] = []
 

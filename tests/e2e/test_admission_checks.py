@@ -159,3 +159,51 @@ def test_a_failed_check_backs_off_and_each_retry_counts(
         lambda: ((_unit(kubectl, ns, "no")["status"].get("requeueState") or {}).get("count") == 2),
         what="count 2",
     )
+
+
+def _admission_check(kubectl: Any, name: str, controller: str, active: bool) -> None:
+    """Kueue's AdmissionCheck, and the Active condition its controller writes on it."""
+    kubectl.apply({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+        "metadata": {"name": name}, "spec": {"controllerName": controller},
+    })
+    condition = {
+        "type": "Active", "status": "True" if active else "False",
+        "reason": "Active" if active else "ConfigMissing",
+        "message": "" if active else "no ProvisioningRequestConfig",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    kubectl("patch", "admissionchecks.kueue.x-k8s.io", name, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": {"conditions": [condition]}}))
+
+
+def test_a_reservation_names_each_checks_controller_from_kueues_admission_check(
+    kubectl: Any, controller: RunningController
+) -> None:
+    """A Queue's check named by an AdmissionCheck object: its Pending entry and the
+    QuotaReserved event name the object's spec.controllerName, and say when the object is not
+    Active; a name no object carries (Koord-Queue's way) works as before."""
+    burnin, prov = kq.unique("burnin"), kq.unique("prov")
+    _admission_check(kubectl, burnin, "example.com/burnin", active=True)
+    _admission_check(kubectl, prov, "kueue.x-k8s.io/provisioning-request", active=False)
+    time.sleep(1.0)  # the controller's AdmissionCheck watch delivers both
+    ns = kq.namespace(kubectl, kq.unique("acheck"))
+    quota = _queue_with_checks(kubectl, [burnin, prov, "free"])
+    kubectl.apply(kq.job("named", ns, quota))
+    unit = _reserved(kubectl, ns, "named")
+    assert [(c["name"], c["state"], c.get("message", "")) for c in
+            unit["status"]["admissionChecks"]] == [
+        (burnin, "Pending", "waiting for example.com/burnin"),
+        (prov, "Pending", f"AdmissionCheck {prov} (kueue.x-k8s.io/provisioning-request) is not "
+                          "Active: ConfigMissing: no ProvisioningRequestConfig"),
+        ("free", "Pending", ""),
+    ]
+    reserved = kq.wait_for(lambda: kq.events_for(kubectl, ns, "named", "QuotaReserved"),
+                           what="QuotaReserved event")
+    assert reserved[0]["message"] == (
+        f"quota reserved; waiting for admission checks {burnin} (example.com/burnin), "
+        f"{prov} (kueue.x-k8s.io/provisioning-request), free"
+    )
+    # the states still decide: every check Ready releases the unit
+    _set_checks(kubectl, ns, "named", **{burnin: "Ready", prov: "Ready", "free": "Ready"})
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "named") == "Dequeued", what="named Dequeued")

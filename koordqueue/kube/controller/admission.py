@@ -134,7 +134,8 @@ class EffectChain:
         if effect.admission is not None:
             admit = AdmitUnit(
                 unit, self.current or {}, effect.message, self.now, conditions=self.conditions,
-                checks=effect.checks, phase=effect.phase or Phase.DEQUEUED,
+                checks=effect.checks, check_messages=effect.check_messages,
+                phase=effect.phase or Phase.DEQUEUED,
             )
             return admit.run(apis)
         seen = _conditions(self.current) if self.conditions else None

@@ -13,6 +13,7 @@ evaluated instead.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from koordqueue.domain.effects import Effect, ResumeConsumer, SetUnitStatus, Uni
 from koordqueue.domain.job_extension import backoff_delay
 from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_unit import Phase, QueueUnit
-from koordqueue.kube.controller.base import NORMAL, WARNING, log, meta
+from koordqueue.kube.controller.base import DELETED, NORMAL, WARNING, log, meta
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import (
     REQUEUE_FIELD,
@@ -47,6 +48,28 @@ class AdmissionChecks:
         self.deciding: set[str] = set()
         """Units whose release or back-off is in flight (a second version waits for it)."""
         self.strict_queues = ac.parse_queue_list(state.settings.queue_list)
+        self.objects: dict[str, ac.CheckObject] = {}
+        """Kueue's AdmissionCheck objects by name (on_admission_check), when the CRD is
+        installed: a reservation names the controller of each check they name."""
+        self._objects_lock = threading.Lock()
+
+    # --- Kueue's AdmissionCheck objects -------------------------------------------------------
+    def on_admission_check(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        """An AdmissionCheck event. Called from its informer's thread, not the owner loop:
+        it only updates the catalogue the next reservation reads."""
+        check = ac.check_object(obj)
+        if check is None:
+            return
+        with self._objects_lock:
+            if event_type == DELETED:
+                self.objects.pop(check.name, None)
+            else:
+                self.objects[check.name] = check
+
+    def known(self, checks: tuple[str, ...]) -> dict[str, ac.CheckObject]:
+        """The AdmissionCheck objects named by `checks`."""
+        with self._objects_lock:
+            return {n: self.objects[n] for n in checks if n in self.objects}
 
     # --- the Queue side ---------------------------------------------------------------------
     def queue_changed(self, name: str, spec: dict[str, Any] | None) -> str | None:
@@ -92,10 +115,12 @@ class AdmissionChecks:
         if admission is None:
             return group
         checks = self.asked(admission.unit)
+        objects = self.known(checks)
         if checks:
             phase, message = Phase.RESERVED, ac.MSG_RESERVED
             event: tuple[str, str] | None = (
-                names.REASON_QUOTA_RESERVED, ac.MSG_RESERVED_EVENT.format(checks=", ".join(checks))
+                names.REASON_QUOTA_RESERVED,
+                ac.MSG_RESERVED_EVENT.format(checks=ac.labelled(checks, objects)),
             )
         elif self.strict(admission.unit):
             phase, message, event = Phase.SCHED_READY, ac.MSG_SCHED_READY, None
@@ -110,7 +135,12 @@ class AdmissionChecks:
         out: list[Effect] = []
         for effect in group:
             if effect is admission:
-                out.append(replace(effect, message=message, phase=phase, checks=checks))
+                said = tuple(ac.pending_message(objects.get(n)) for n in checks)
+                out.append(
+                    replace(
+                        effect, message=message, phase=phase, checks=checks, check_messages=said
+                    )
+                )
             elif isinstance(effect, UnitEvent) and effect.reason == names.REASON_ADMITTED:
                 if event is not None:
                     out.append(replace(effect, reason=event[0], message=event[1]))

@@ -74,6 +74,10 @@ class Controller:
     def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
         self.quotas.on_quota(event_type, obj, apply)
 
+    def on_admission_check(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        """Kueue's AdmissionCheck objects (any thread: it only updates a catalogue)."""
+        self.checks.on_admission_check(event_type, obj)
+
     def on_queue(self, event_type: str | None, obj: dict[str, Any]) -> None:
         self.queues.on_queue(event_type, obj)
 

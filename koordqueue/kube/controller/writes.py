@@ -178,6 +178,8 @@ class AdmitUnit:
     """The QueueUnitConditions gate: Admitted and QuotaReserved go True with the phase."""
     checks: tuple[str, ...] = ()
     """Admission checks the queue asks for: written with each Pending (phase Reserved)."""
+    check_messages: tuple[str, ...] = ()
+    """Each check's Pending message (admission_checks.pending_message)."""
     phase: Phase = Phase.DEQUEUED
     """Dequeued; Reserved while checks are asked for; SchedReady in strict dequeue mode."""
 
@@ -195,7 +197,9 @@ class AdmitUnit:
                 conditions=list(seen) if self.conditions else None,
             )
             if self.checks:
-                patch["status"][CHECKS_FIELD] = pending_states(self.checks, self.now)
+                patch["status"][CHECKS_FIELD] = pending_states(
+                    self.checks, self.now, self.check_messages
+                )
             try:
                 return api.merge_patch(QUEUE_UNIT, unit.name, patch, unit.namespace, "status")
             except ApiError as exc:

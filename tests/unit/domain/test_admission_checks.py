@@ -164,3 +164,27 @@ def test_checks_on_a_queue_survive_the_quota_reconcile() -> None:
         "admissionChecks"
     ] == checks
     assert "admissionChecks" not in desired.to_manifest()["spec"]
+
+
+def test_an_admission_check_object_is_active_only_with_active_true() -> None:
+    base = {"metadata": {"name": "ad"}, "spec": {"controllerName": "example.com/c"}}
+    assert ac.check_object(base) == ac.CheckObject(
+        "ad", "example.com/c", False, "", "no Active condition"
+    )
+    on = dict(base, status={"conditions": [{"type": "Active", "status": "True"}]})
+    assert ac.check_object(on) == ac.CheckObject("ad", "example.com/c", True)
+    assert ac.pending_message(ac.check_object(on)) == "waiting for example.com/c"
+    off = dict(base, status={"conditions": [
+        {"type": "Other", "status": "True"},
+        {"type": "Active", "status": "False", "reason": "R", "message": "m"},
+    ]})
+    assert ac.pending_message(ac.check_object(off)) == (
+        "AdmissionCheck ad (example.com/c) is not Active: R: m"
+    )
+    assert ac.check_object({"metadata": {}}) is None
+    assert ac.pending_message(None) == ""
+
+
+def test_pending_states_carry_each_checks_message_when_given() -> None:
+    written = ac.pending_states(["a", "b"], "2026-01-01T00:00:00Z", ["waiting for x"])
+    assert [(s["name"], s["message"]) for s in written] == [("a", "waiting for x"), ("b", "")]

@@ -244,3 +244,52 @@ def test_a_job_event_before_the_reservation_echo_does_not_resume_the_job(
     assert job(api, "j")["spec"]["suspend"] is True
     assert unit(api, "j")["status"]["phase"] == "Reserved"
     c.close()
+
+
+def admission_check(name: str, controller: str, active: str | None) -> dict[str, Any]:
+    """Kueue's AdmissionCheck as its controller leaves it (Active condition, or none yet)."""
+    obj: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name},
+        "spec": {"controllerName": controller},
+    }
+    if active is not None:
+        obj["status"] = {"conditions": [{
+            "type": "Active", "status": active, "reason": "Ready" if active == "True" else
+            "NoConfig", "message": "" if active == "True" else "ProvisioningRequestConfig missing",
+        }]}
+    return obj
+
+
+def test_a_reservation_names_the_controller_of_each_admission_check_object(
+    api: MemoryApi,
+) -> None:
+    """A check named by Kueue's AdmissionCheck object gets its controller (and whether the
+    object is Active) in its Pending entry and in the QuotaReserved event; a free name (no
+    object: Koord-Queue's way) none. Fails without on_admission_check's catalogue."""
+    c, _ = make(api, cpu="2")
+    c.on_admission_check("ADDED", admission_check("ad1", "example.com/burnin", "True"))
+    c.on_admission_check("ADDED", admission_check("ad2", "kueue.x-k8s.io/provisioning-request",
+                                                  "False"))
+    c.on_admission_check("ADDED", admission_check("gone", "example.com/x", "True"))
+    c.on_admission_check("DELETED", admission_check("gone", "example.com/x", "True"))
+    set_checks(c, api, [{"name": "ad1"}, {"name": "ad2"}, {"name": "free"}, {"name": "gone"}])
+    submit(c, api, "j")
+    c.admission_round()
+    feed_unit(c, api, "j")
+    obj = unit(api, "j")
+    assert obj["status"]["phase"] == "Reserved"
+    assert [(s["name"], s["state"], s["message"]) for s in obj["status"]["admissionChecks"]] == [
+        ("ad1", "Pending", "waiting for example.com/burnin"),
+        ("ad2", "Pending", "AdmissionCheck ad2 (kueue.x-k8s.io/provisioning-request) is not "
+                           "Active: NoConfig: ProvisioningRequestConfig missing"),
+        ("free", "Pending", ""),
+        ("gone", "Pending", ""),
+    ]
+    c.close()
+    events = [e for e in api.events if e["involvedObject"]["name"] == "j"]
+    assert [e["message"] for e in events if e["reason"] == "QuotaReserved"] == [
+        "quota reserved; waiting for admission checks ad1 (example.com/burnin), "
+        "ad2 (kueue.x-k8s.io/provisioning-request), free, gone"
+    ]
