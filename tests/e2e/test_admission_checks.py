@@ -72,12 +72,14 @@ def _suspended(kubectl: Any, ns: str, name: str) -> bool:
 
 
 def _reserved(kubectl: Any, ns: str, name: str) -> dict[str, Any]:
+    # (the controller makes the unit after the Job: it may not exist at the first look)
     return kq.wait_for(
-        lambda: (u := _unit(kubectl, ns, name))["status"].get("phase") == "Reserved"
+        lambda: (u := kq.get(kubectl, QU, name, ns) or {}).get("status", {}).get("phase")
+        == "Reserved"
         and u["status"].get("admissionChecks")
         and u,
         what=f"{name} Reserved",
-        state=lambda: _unit(kubectl, ns, name).get("status"),
+        state=lambda: (kq.get(kubectl, QU, name, ns) or {}).get("status"),
     )
 
 
