@@ -43,6 +43,7 @@ from koordqueue.kube.api_errors import (
     wait_hint,
     with_retries,
 )
+from koordqueue.kube.curl_transport import CurlTransport, usable
 from koordqueue.kube.transport import FencedError, Transport, not_leader
 
 __all__ = [
@@ -313,7 +314,7 @@ class KubeApi:
         self.timeout = timeout
         self.fence = fence
         self._sleep = sleep
-        self._transport: Transport | None = None
+        self._transport: Transport | CurlTransport | None = None
         """Built on first request (the constructor does not touch the client)."""
         self._generated: bool | None = None
         """The client has no urllib3 pool (a test double): requests go through its call_api."""
@@ -401,10 +402,12 @@ class KubeApi:
         query: list[tuple[str, str]],
         content_type: str,
     ) -> dict[str, Any]:
-        """One attempt through the pool (see transport.py)."""
+        """One attempt through libcurl (curl_transport.py), or urllib3's pool where libcurl
+        cannot make the same connection (a proxy, a TLS server name: transport.py)."""
         transport = self._transport
         if transport is None:
-            transport = self._transport = Transport(self.api_client, self.timeout, self.fence)
+            chosen = CurlTransport if usable(self.api_client) else Transport
+            transport = self._transport = chosen(self.api_client, self.timeout, self.fence)
         pairs = query
         target = f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
         headers = {**transport.headers, "Accept": "application/json"}

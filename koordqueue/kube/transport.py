@@ -1,5 +1,7 @@
-"""The connection to the API server: its host's pool, and the leader-election fence asked on
-the connection itself.
+"""The connection to the API server through urllib3: its host's pool, and the leader-election
+fence asked on the connection itself. KubeApi uses it where libcurl's transport
+(curl_transport.py, less than half the CPU per request) cannot make the same connection: a
+proxy, a TLS server name; the rules below hold for both.
 
 A request goes straight to the pool of the API server's host (`Transport`), not through the
 generated client's `param_serialize` / `call_api` / `RESTClientObject` layers and the pool

@@ -1,4 +1,6 @@
-"""Issue 12, HA: the leader-election fence is asked on the pooled connection itself, after it is
+"""Issue 12, HA, urllib3's transport (transport.py; kept for proxied connections and a TLS
+server name, which libcurl's transport leaves to it; its own tests: test_curl_transport.py):
+the leader-election fence is asked on the pooled connection itself, after it is
 open (TCP, TLS) and the request is serialised, immediately before its one `sendall`; so a
 pause anywhere before that (a handshake, a wait for a pooled connection, serialising) refuses
 the write on waking instead of letting an already-checked write out. A fake socket records
@@ -91,6 +93,7 @@ class Fence:
 
 @pytest.fixture
 def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
+    monkeypatch.setattr("koordqueue.kube.api.usable", lambda client: False)  # urllib3's path
     wire = Wire()
     sockets: list[FakeSocket] = []
 
