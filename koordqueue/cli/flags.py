@@ -406,11 +406,11 @@ def flags_of(settings_type: type[SchedulerSettings]) -> tuple[Flag, ...]:
 
 def add_flags(parser: argparse.ArgumentParser, settings_type: type[SchedulerSettings]) -> None:
     """Register the flags of `settings_type`; each may also come from its KOORDQUEUE_*
-    environment variable."""
+    environment variable. An environment value is left a string for argparse to convert
+    when the flag is not given, so a bad one is refused like the flag (usage error, exit 2)
+    instead of a traceback while the parser is built."""
     for flag in flags_of(settings_type):
         default = os.environ.get(flag.env, flag.default)
-        if isinstance(default, str) and flag.type is not str:
-            default = flag.type(default)
         parser.add_argument(
             flag.name,
             dest=flag.dest,

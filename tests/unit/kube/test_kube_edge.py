@@ -185,3 +185,25 @@ def test_configuration_reference_lists_every_flag() -> None:
     text = flags_reference_markdown()
     for flag in FLAGS:
         assert f"`{flag.name}`" in text and flag.env in text
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "says"),
+    [
+        ("KOORDQUEUE_FEATURE_GATES", "MaximumExecutionTime=true",
+         "needs QueueUnitActive enabled too"),
+        ("KOORDQUEUE_ADMISSION_PERIOD", "-1", "must be > 0"),
+    ],
+)
+def test_a_bad_environment_value_is_a_usage_error_naming_the_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: str, value: str,
+    says: str,
+) -> None:
+    """It raised ArgumentTypeError out of add_flags (a traceback, exit 1) before."""
+    monkeypatch.setenv(env, value)
+    parser = argparse.ArgumentParser()
+    add_flags(parser, ControllerSettings)
+    with pytest.raises(SystemExit) as caught:
+        parser.parse_args([])
+    assert caught.value.code == 2
+    assert says in capsys.readouterr().err
