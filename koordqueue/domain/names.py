@@ -23,6 +23,9 @@ VOLCANO_QUEUE_PLURAL: Final = "queues"
 TOPOLOGY_GROUP: Final = "topology.volcano.sh"
 TOPOLOGY_VERSION: Final = "v1alpha1"
 HYPER_NODE_PLURAL: Final = "hypernodes"
+NODEINFO_GROUP: Final = "nodeinfo.volcano.sh"
+NODEINFO_VERSION: Final = "v1alpha1"
+NUMATOPOLOGY_PLURAL: Final = "numatopologies"
 
 # --- Labels and annotations (SPEC 2) -----------------------------------------------------
 QUOTA_NAME_LABEL: Final = "quota.scheduling.koordinator.sh/name"

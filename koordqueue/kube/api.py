@@ -165,6 +165,10 @@ PRIORITY_CLASS: Final = Kind("scheduling.k8s.io", "v1", "priorityclasses", "Prio
 POD_GROUP: Final = Kind(
     names.VOLCANO_GROUP, names.VOLCANO_VERSION, names.POD_GROUP_PLURAL, "PodGroup"
 )
+NUMATOPOLOGY: Final = Kind(
+    names.NODEINFO_GROUP, names.NODEINFO_VERSION, names.NUMATOPOLOGY_PLURAL, "Numatopology",
+    namespaced=False,
+)
 HYPER_NODE: Final = Kind(
     names.TOPOLOGY_GROUP, names.TOPOLOGY_VERSION, names.HYPER_NODE_PLURAL, "HyperNode",
     namespaced=False,

@@ -86,6 +86,13 @@ class SchedulerCache:
             self._store.drop_assumed(uid)
         self.work.set()
 
+    def numa_allocated(self, allocated: Mapping[str, Mapping[str, frozenset[int]]]) -> None:
+        """numa-aware gave these cpus to pods bound: the next snapshots see them taken until
+        the exporter's Numatopology reports them (kube/scheduler/numa.py NumaView)."""
+        with self._lock:
+            if self._builder.numa_allocated(allocated):
+                self._built = None
+
     def get(self, kind: CachedKind, key: str) -> dict[str, Any] | None:
         with self._lock:
             return self._store.objs[kind].get(key)

@@ -27,6 +27,7 @@ from koordqueue.kube.scheduler.vc_fields import (
     task_role,
     task_vc,
 )
+from koordqueue.kube.scheduler.numa import numa_policy, task_numa
 from koordqueue.scheduler.api import (
     HostPort,
     JobInfo,
@@ -385,6 +386,7 @@ def task_info(pod: Obj) -> TaskInfo:
         vc=task_vc(m),
         role=task_role(m),
         scheduled_at=scheduled_at(pod),
+        numa=task_numa(pod),
     )
 
 
@@ -407,6 +409,8 @@ def same_but_placement(old: Obj, new: Obj) -> bool:
     if device_annotations(old_meta) != device_annotations(new_meta):
         return False
     if task_vc(old_meta) != task_vc(new_meta) or task_role(old_meta) != task_role(new_meta):
+        return False
+    if numa_policy(old_meta) != numa_policy(new_meta):
         return False
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):

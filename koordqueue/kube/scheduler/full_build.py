@@ -12,6 +12,7 @@ from typing import Any
 
 from koordqueue.kube.scheduler import convert
 from koordqueue.kube.scheduler.hypernodes import hyper_nodes
+from koordqueue.kube.scheduler.numa import numatopologies
 from koordqueue.kube.scheduler.snapshot import Built, add_ours, labels_of, pdbs_in_order
 from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.scheduler.vc_fields import resource_quotas
@@ -99,6 +100,7 @@ def full_build(
         pdbs=pdbs_in_order(objs.get(CachedKind.PDB, ())),
         hypernodes=hyper_nodes(objs.get(CachedKind.HYPER_NODE, ())),
         resource_quotas=resource_quotas(objs.get(CachedKind.RESOURCE_QUOTA, ())),
+        numatopologies=numatopologies(objs.get(CachedKind.NUMATOPOLOGY, ())),
         namespace_labels={
             str(convert.meta(ns).get("name", "")): labels_of(ns)
             for ns in objs.get(CachedKind.NAMESPACE, ())

@@ -26,6 +26,7 @@ from koordqueue.kube.api import (
     HYPER_NODE,
     NAMESPACE,
     NODE,
+    NUMATOPOLOGY,
     POD,
     POD_DISRUPTION_BUDGET,
     PRIORITY_CLASS,
@@ -122,6 +123,15 @@ def register_scheduler(
     async def priority_class_event(event: kopf.RawEvent, **_: Any) -> None:
         cache.on_event(
             CachedKind.PRIORITY_CLASS, kopf_support.event_type(event),
+            kopf_support.event_object(event),
+        )
+
+    @kopf.on.event(
+        NUMATOPOLOGY.group, NUMATOPOLOGY.version, NUMATOPOLOGY.plural, registry=registry
+    )
+    async def numatopology_event(event: kopf.RawEvent, **_: Any) -> None:
+        cache.on_event(
+            CachedKind.NUMATOPOLOGY, kopf_support.event_type(event),
             kopf_support.event_object(event),
         )
 

@@ -29,6 +29,7 @@ from koordqueue.kube.api import (
     HYPER_NODE,
     NAMESPACE,
     NODE,
+    NUMATOPOLOGY,
     POD,
     POD_DISRUPTION_BUDGET,
     POD_GROUP,
@@ -229,7 +230,7 @@ class Scheduler:
         for kind in (
             CachedKind.NAMESPACE, CachedKind.NODE, CachedKind.QUEUE, CachedKind.POD_GROUP,
             CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE,
-            CachedKind.RESOURCE_QUOTA, CachedKind.POD,
+            CachedKind.RESOURCE_QUOTA, CachedKind.NUMATOPOLOGY, CachedKind.POD,
         ):
             rest = convert_kind(kind)
             try:
@@ -308,6 +309,8 @@ class Scheduler:
         futures: list[tuple[object, Future[bool]]] = []
         for bind in result.binds:
             self.cache.assume(bind.task, bind.node)
+        if result.numa_allocated:
+            self.cache.numa_allocated(result.numa_allocated)
         binds = self._annotate(built, result) if result.bind_annotations else result.binds
         for batch in bind_batches(binds, self._binders):
             work = [(bind, built.pods.get(bind.task)) for bind in batch]
@@ -520,6 +523,7 @@ def snapshot_jobs(built: Built) -> Mapping[str, JobInfo]:
 
 OPTIONAL_KINDS = frozenset({
     CachedKind.PDB, CachedKind.PRIORITY_CLASS, CachedKind.HYPER_NODE, CachedKind.RESOURCE_QUOTA,
+    CachedKind.NUMATOPOLOGY,
 })
 """Kinds a forbidden listing (403: an older ClusterRole) leaves empty instead of failing
 (HyperNodes feed only network-topology-aware; a cluster without Volcano's CRD serves none;
@@ -532,4 +536,4 @@ def convert_kind(kind: CachedKind) -> Kind:
             CachedKind.QUEUE: VOLCANO_QUEUE, CachedKind.NAMESPACE: NAMESPACE,
             CachedKind.PDB: POD_DISRUPTION_BUDGET,
             CachedKind.PRIORITY_CLASS: PRIORITY_CLASS, CachedKind.HYPER_NODE: HYPER_NODE,
-            CachedKind.RESOURCE_QUOTA: RESOURCE_QUOTA}[kind]
+            CachedKind.RESOURCE_QUOTA: RESOURCE_QUOTA, CachedKind.NUMATOPOLOGY: NUMATOPOLOGY}[kind]

@@ -26,12 +26,14 @@ from typing import Any, TypeVar
 
 from koordqueue.kube.scheduler import convert, names
 from koordqueue.kube.scheduler.hypernodes import hyper_nodes
+from koordqueue.kube.scheduler.numa import NumaView
 from koordqueue.kube.scheduler.store import CachedKind, ObjectStore
 from koordqueue.kube.scheduler.vc_fields import resource_quotas
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.hypernode import HyperNode
 from koordqueue.scheduler.api.job_info import standalone_phase
+from koordqueue.scheduler.api.numa import NumaTopology
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
 from koordqueue.scheduler.framework.indexed import (
@@ -102,8 +104,8 @@ class _Derived:
     __slots__ = (
         "bases", "candidates", "epoch", "foreign_on", "group_jobs", "groups", "hypernodes",
         "index", "job_pods", "jobs", "namespace_labels",
-        "no_opt_in", "node_list", "nodes", "orphans", "ours_on", "pdbs", "pending", "pods",
-        "positions", "queues", "reserved", "resource_quotas",
+        "no_opt_in", "node_list", "nodes", "numatopologies", "orphans", "ours_on", "pdbs",
+        "pending", "pods", "positions", "queues", "reserved", "resource_quotas",
     )
 
     def __init__(self) -> None:
@@ -133,8 +135,11 @@ class _Derived:
         self.pdbs: tuple[PodDisruptionBudget, ...] = ()
         """Every PDB, by namespace/name; replaced (not mutated) when one changes."""
         self.hypernodes: tuple[HyperNode, ...] = ()
-        self.resource_quotas: tuple[ResourceQuotaStatus, ...] = ()
         """Every HyperNode, by name; replaced (not mutated) when one changes."""
+        self.resource_quotas: tuple[ResourceQuotaStatus, ...] = ()
+        """Every ResourceQuota's status, by namespace/name; replaced when one changes."""
+        self.numatopologies: dict[str, NumaTopology] = {}
+        """The scheduler's view of every Numatopology, by node; replaced, never mutated."""
         self.namespace_labels: dict[str, dict[str, str]] = {}
         """Namespace name -> its labels; replaced (not mutated) when one changes."""
         self.groups: dict[str, dict[str, Any]] = {}
@@ -206,6 +211,8 @@ class SnapshotBuilder:
         """uid -> (resourceVersion, converted task, the pod it was converted from): parsing
         requests dominates a conversion."""
         self._priorities = convert.PriorityClasses()
+        self._numa = NumaView()
+        """The Numatopologies less the cpus sessions gave since (numa-aware)."""
         """The PriorityClasses' values, redone when one changes (the store then marks every
         PodGroup, so each job is remade with its class's value)."""
 
@@ -225,6 +232,7 @@ class SnapshotBuilder:
                 queues=list(d.queues.values()), index=d.index, pdbs=d.pdbs,
                 namespace_labels=d.namespace_labels, hypernodes=d.hypernodes,
                 resource_quotas=d.resource_quotas,
+                numatopologies=d.numatopologies,
             ),
             pods=d.pods,
             groups=d.groups,
@@ -236,6 +244,13 @@ class SnapshotBuilder:
             built.view = GateView(frozenset(d.candidates), frozenset(d.reserved))
             built.gate_without_opt_in = sorted(d.no_opt_in.values())
         return built
+
+    def numa_allocated(self, allocated: Mapping[str, Mapping[str, frozenset[int]]]) -> bool:
+        """Take a session's numa-aware cpus off the view; whether the view changed."""
+        if not self._numa.allocate(allocated):
+            return False
+        self._derived.numatopologies = self._numa.snapshot()
+        return True
 
     def _refresh(self) -> None:
         """Redo the conversions of every key marked since the last build."""
@@ -263,6 +278,10 @@ class SnapshotBuilder:
         if dirty[CachedKind.RESOURCE_QUOTA]:
             d.resource_quotas = resource_quotas(
                 self._store.objs[CachedKind.RESOURCE_QUOTA].values())
+        if dirty[CachedKind.NUMATOPOLOGY]:
+            for name in dirty[CachedKind.NUMATOPOLOGY]:
+                self._numa.on_object(name, self._store.objs[CachedKind.NUMATOPOLOGY].get(name))
+            d.numatopologies = self._numa.snapshot()
         for name in dirty[CachedKind.QUEUE]:
             raw = self._store.objs[CachedKind.QUEUE].get(name)
             if raw is None:

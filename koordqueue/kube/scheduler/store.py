@@ -32,6 +32,8 @@ class CachedKind(StrEnum):
     """topology.volcano.sh/v1alpha1 HyperNodes, for network-topology-aware."""
     RESOURCE_QUOTA = "resourcequota"
     """v1 ResourceQuotas (their status), for the resourcequota plugin."""
+    NUMATOPOLOGY = "numatopology"
+    """nodeinfo.volcano.sh/v1alpha1 Numatopologies, for numa-aware."""
 
 
 def _node_shape(node: Mapping[str, Any]) -> tuple[object, ...]:

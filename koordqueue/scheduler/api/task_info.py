@@ -10,6 +10,7 @@ from typing import Final
 
 from koordqueue.domain.resources import ZERO, Resources
 from koordqueue.scheduler.api.devices import PodDevices
+from koordqueue.scheduler.api.numa import TaskNuma
 from koordqueue.scheduler.api.selectors import LabelSelector, selector_matches
 
 
@@ -237,6 +238,8 @@ class TaskInfo:
     `vc_names.TASK_ANNOTATIONS`), labels first; shared, never written."""
     scheduled_at: float | None = None
     """When the pod's PodScheduled condition turned True (epoch seconds), or None (cdp)."""
+    numa: TaskNuma | None = None
+    """A Guaranteed pod's NUMA policy and per-container cpus (numa-aware), else None."""
 
     def __post_init__(self) -> None:
         if self.init_resreq is None:
@@ -299,6 +302,10 @@ class TaskInfo:
                         tuple(sorted(self.labels.items())),
                     )
                 )
+            if self.numa is not None:
+                # numa-aware judges the policy and per-container cpus: pods differing only
+                # there must not share an allocate verdict.
+                self._key = _interned((*self._key, self.numa))
         return self._key
 
     def static_key(self) -> PlacementKey:
@@ -342,6 +349,7 @@ class TaskInfo:
             self.devices,
             self.vc,
             self.scheduled_at,
+            self.numa,
         )
 
     def __repr__(self) -> str:

@@ -399,6 +399,7 @@ def index_snapshot(snapshot: ClusterSnapshot) -> IndexedSnapshot:
         nodes=nodes, jobs=jobs, queues=list(snapshot.queues),
         namespace_labels=snapshot.namespace_labels, pdbs=snapshot.pdbs, index=index,
         hypernodes=snapshot.hypernodes, resource_quotas=snapshot.resource_quotas,
+        numatopologies=snapshot.numatopologies,
     )
 
 

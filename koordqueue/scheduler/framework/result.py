@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
 from koordqueue.scheduler.api.hypernode import HyperNode
+from koordqueue.scheduler.api.numa import CpuSet, NumaTopology
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
 from koordqueue.scheduler.framework.skips import SkipRecord, cause_text
@@ -39,6 +40,8 @@ class ClusterSnapshot:
     """topology.volcano.sh HyperNodes (network-topology-aware; `Session.topology`)."""
     resource_quotas: Sequence[ResourceQuotaStatus] = ()
     """Namespaces' ResourceQuotas (status hard and used), read only by resourcequota."""
+    numatopologies: Mapping[str, NumaTopology] = field(default_factory=dict)
+    """Node name -> its nodeinfo.volcano.sh Numatopology, as the scheduler sees it (numa-aware)."""
 
 
 class Bind(NamedTuple):
@@ -135,6 +138,8 @@ class SessionResult:
     bind_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Task uid -> annotations to write on the pod before its bind (deviceshare's GPU ids);
     tasks placed but not bound may be here too: only a bind's are written."""
+    numa_allocated: Mapping[str, Mapping[str, CpuSet]] = field(default_factory=dict)
+    """Node -> resource -> cpus numa-aware gave the pods bound (the cache keeps them taken)."""
 
     def job_cause(self, job: str) -> str | None:
         """What the job's PodGroup condition and event say: its Unschedulable message, and,

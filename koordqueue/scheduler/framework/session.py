@@ -91,6 +91,7 @@ class Session(SessionPlugins):
         self.pdbs = snapshot.pdbs
         self.resource_quotas = snapshot.resource_quotas
         self.hypernodes = snapshot.hypernodes
+        self.numatopologies = snapshot.numatopologies
         self._index: SnapshotIndex | None = (
             snapshot.index if isinstance(snapshot, IndexedSnapshot) else None
         )
@@ -527,6 +528,7 @@ class Session(SessionPlugins):
             plugin_durations=timings,
             skips=self.skips,
             bind_annotations=self.bind_annotations,
+            numa_allocated=self.numa_allocated,
         )
 
 

@@ -21,6 +21,7 @@ from koordqueue.scheduler.plugins.gang import GangPlugin
 from koordqueue.scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from koordqueue.scheduler.plugins.nodegroup import NodeGroupPlugin
 from koordqueue.scheduler.plugins.nodeorder import NodeOrderPlugin
+from koordqueue.scheduler.plugins.numa_aware import NumaAwarePlugin
 from koordqueue.scheduler.plugins.overcommit import OvercommitPlugin
 from koordqueue.scheduler.plugins.pdb import PdbPlugin
 from koordqueue.scheduler.plugins.predicates import PredicatesPlugin
@@ -52,6 +53,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     TaskTopologyPlugin,
     ResourceQuotaPlugin,
     TdmPlugin,
+    NumaAwarePlugin,
 )
 
 

@@ -1,7 +1,7 @@
 """Issue 34's bar: a user's `volcano-scheduler.conf` naming Volcano's plugins and actions loads.
 
 Volcano's names are those of volcano-sh/volcano v1.15 pkg/scheduler/plugins/factory.go (24)
-and actions/factory.go (8). The conf naming every one koordqueue has loads and schedules a
+and actions/factory.go (8), as they register them (numaaware's is `numa-aware`). The conf naming every one koordqueue has loads and schedules a
 gang; each one it lacks is refused by name when the conf is loaded (never ignored at a
 session), and that list is what remains of the issue. Checked: with network-topology-aware
 unregistered the first test fails (ConfigError naming it).
@@ -22,7 +22,7 @@ VOLCANO_ACTIONS = (
 )
 VOLCANO_PLUGINS = (
     "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "extender", "gang",
-    "network-topology-aware", "nodegroup", "nodeorder", "numaaware", "overcommit", "pdb",
+    "network-topology-aware", "nodegroup", "nodeorder", "numa-aware", "overcommit", "pdb",
     "predicates", "priority", "proportion", "rescheduling", "resource-strategy-fit",
     "resourcequota", "sla", "task-topology", "tdm", "usage",
 )
@@ -32,8 +32,8 @@ BUILT_ACTIONS = (
 )
 BUILT_PLUGINS = (
     "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "gang",
-    "network-topology-aware", "nodegroup", "nodeorder", "overcommit", "pdb", "predicates",
-    "priority", "proportion", "resourcequota", "sla", "task-topology", "tdm",
+    "network-topology-aware", "nodegroup", "nodeorder", "numa-aware", "overcommit", "pdb",
+    "predicates", "priority", "proportion", "resourcequota", "sla", "task-topology", "tdm",
 )
 ARGUMENTS = {"nodegroup": "strict: false"}
 """nodegroup (strict by default, as in Volcano) refuses nodes without a group label: the
