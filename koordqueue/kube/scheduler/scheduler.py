@@ -55,6 +55,7 @@ from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.settings import SchedulerSettings
 from koordqueue.scheduler import Bind, SchedulerConfig, SessionResult
 from koordqueue.scheduler.api import JobInfo
+from koordqueue.scheduler.api.numa import by_node
 from koordqueue.scheduler.framework import (
     Arguments,
     ConfigWatcher,
@@ -309,8 +310,8 @@ class Scheduler:
         futures: list[tuple[object, Future[bool]]] = []
         for bind in result.binds:
             self.cache.assume(bind.task, bind.node)
-        if result.numa_allocated:
-            self.cache.numa_allocated(result.numa_allocated)
+        if result.numa_assigned:
+            self.cache.numa_allocated(by_node(result.numa_assigned))
         binds = self._annotate(built, result) if result.bind_annotations else result.binds
         for batch in bind_batches(binds, self._binders):
             work = [(bind, built.pods.get(bind.task)) for bind in batch]

@@ -75,6 +75,20 @@ class TaskNuma:
     containers: tuple[ContainerCpus, ...]
 
 
+Assigned = Mapping[str, tuple[str, Mapping[str, CpuSet]]]
+"""Task uid -> (node, resource -> cpus) numa-aware gave a pod bound (SessionResult)."""
+
+
+def by_node(assigned: Assigned) -> dict[str, dict[str, CpuSet]]:
+    """The cpus given per node and resource (what Volcano's cache takes at session close)."""
+    out: dict[str, dict[str, CpuSet]] = {}
+    for node, resources in assigned.values():
+        per_node = out.setdefault(node, {})
+        for res, cpus in resources.items():
+            per_node[res] = per_node.get(res, EMPTY) | cpus
+    return out
+
+
 def parse_cpuset(text: str) -> CpuSet:
     """Linux cpuset notation ("0-3,8,10-11"; "" is empty) -> cpu ids; ValueError if bad."""
     out: set[int] = set()
@@ -109,12 +123,14 @@ def mask_count(mask: int) -> int:
 
 __all__ = [
     "EMPTY",
+    "Assigned",
     "ContainerCpus",
     "CpuInfo",
     "CpuSet",
     "NumaResource",
     "NumaTopology",
     "TaskNuma",
+    "by_node",
     "mask_bits",
     "mask_count",
     "mask_of",

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
 from koordqueue.scheduler.api.hypernode import HyperNode
-from koordqueue.scheduler.api.numa import CpuSet, NumaTopology
+from koordqueue.scheduler.api.numa import Assigned, NumaTopology
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
 from koordqueue.scheduler.framework.skips import SkipRecord, cause_text
@@ -138,8 +138,9 @@ class SessionResult:
     bind_annotations: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Task uid -> annotations to write on the pod before its bind (deviceshare's GPU ids);
     tasks placed but not bound may be here too: only a bind's are written."""
-    numa_allocated: Mapping[str, Mapping[str, CpuSet]] = field(default_factory=dict)
-    """Node -> resource -> cpus numa-aware gave the pods bound (the cache keeps them taken)."""
+    numa_assigned: Assigned = field(default_factory=dict)
+    """Task uid -> (node, resource -> cpus) numa-aware gave each pod bound (the cache keeps
+    them taken; `api.numa.by_node` sums them per node)."""
 
     def job_cause(self, job: str) -> str | None:
         """What the job's PodGroup condition and event say: its Unschedulable message, and,

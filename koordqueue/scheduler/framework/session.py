@@ -528,7 +528,7 @@ class Session(SessionPlugins):
             plugin_durations=timings,
             skips=self.skips,
             bind_annotations=self.bind_annotations,
-            numa_allocated=self.numa_allocated,
+            numa_assigned=self.numa_assigned,
         )
 
 

@@ -104,8 +104,8 @@ class SessionPlugins(VictimDispatch):
         """Plugin name -> [open, close, callbacks] seconds."""
         self._close_conditions: list[CloseCondition] = []
         self.bind_annotations: dict[str, dict[str, str]] = {}
-        self.numa_allocated: dict[str, dict[str, frozenset[int]]] = {}
-        """numa-aware's cpus of the pods bound, per node and resource (SessionResult)."""
+        self.numa_assigned: dict[str, tuple[str, dict[str, frozenset[int]]]] = {}
+        """numa-aware's cpus of each pod bound: task uid -> (node, resource -> cpus)."""
         """Task uid -> annotations a plugin wants written on the pod with its bind
         (deviceshare's device ids); only the tasks bound reach the result."""
 

@@ -17,7 +17,7 @@ As in Volcano:
   normalised to 0..100 over the candidates (reversed), times the argument `weight` (1);
 - cpus go to a pod on allocate and come back on deallocate, so later pods of the session
   see them taken; at close, the cpus of the pods bound are reported
-  (`SessionResult.numa_allocated`) for the cache to keep until the exporter reports them
+  (`SessionResult.numa_assigned`) for the cache to keep until the exporter reports them
   (Volcano's UpdateSchedulerNumaInfo).
 """
 
@@ -65,14 +65,10 @@ class NumaAwarePlugin(Plugin):
         if self.state is None:
             return
         bound = {b.task for b in session.binds}
-        out: dict[str, dict[str, CpuSet]] = {}
         for uid, node in self.state.bound_to.items():
-            if uid not in bound:
-                continue
-            for res, cpus in self.state.assigned.get(uid, {}).get(node, {}).items():
-                per_node = out.setdefault(node, {})
-                per_node[res] = per_node.get(res, frozenset()) | cpus
-        session.numa_allocated.update(out)
+            given = self.state.assigned.get(uid, {}).get(node)
+            if uid in bound and given:
+                session.numa_assigned[uid] = (node, dict(given))
 
 
 def _no_policy(numa: TaskNuma) -> bool:

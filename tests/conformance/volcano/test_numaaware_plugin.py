@@ -124,7 +124,8 @@ def test_pods_of_one_session_take_cpus_and_the_cache_is_told() -> None:
     snap = cluster(["n1"], [numatopo("n1", "0-7")], [pod("a", "4"), pod("b", "4"), pod("c", "4")])
     result = schedule(snap)
     assert placed(result) == {"a": "n1", "b": "n1"}
-    assert result.numa_allocated == {"n1": {"cpu": parse_cpuset("0-7")}}
+    assert result.numa_assigned == {f"{NS}-a": ("n1", {"cpu": parse_cpuset("0-3")}),
+                                    f"{NS}-b": ("n1", {"cpu": parse_cpuset("4-7")})}
     assert len(placed(schedule(snap, numa=False))) == 3
 
 

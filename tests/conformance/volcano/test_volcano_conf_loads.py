@@ -1,7 +1,8 @@
 """Issue 34's bar: a user's `volcano-scheduler.conf` naming Volcano's plugins and actions loads.
 
 Volcano's names are those of volcano-sh/volcano v1.15 pkg/scheduler/plugins/factory.go (24)
-and actions/factory.go (8), as they register them (numaaware's is `numa-aware`). The conf naming every one koordqueue has loads and schedules a
+and actions/factory.go (8), as they register them (numaaware's is `numa-aware`). The conf
+naming every one koordqueue has loads and schedules a
 gang; each one it lacks is refused by name when the conf is loaded (never ignored at a
 session), and that list is what remains of the issue. Checked: with network-topology-aware
 unregistered the first test fails (ConfigError naming it).

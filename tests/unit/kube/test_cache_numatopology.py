@@ -20,7 +20,7 @@ from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.numa import NumaView
 from koordqueue.scheduler import parse_config, run_session
 from koordqueue.scheduler.api import numa_names as nn
-from koordqueue.scheduler.api.numa import parse_cpuset
+from koordqueue.scheduler.api.numa import by_node, parse_cpuset
 from tests.unit.kube.cache_replay import SCHED, make_node, make_queue
 from tests.unit.scheduler.builders import bound_nodes
 
@@ -96,7 +96,7 @@ def _bind(cache: SchedulerCache, uid: str, keep: bool) -> None:
     result = run_session(cache.build().snapshot, CONF)
     assert bound_nodes(result) == {uid: "n1"}
     if keep:
-        cache.numa_allocated(result.numa_allocated)
+        cache.numa_allocated(by_node(result.numa_assigned))
     bound = pod(uid, 2)
     bound["spec"]["nodeName"] = "n1"
     bound["status"]["phase"] = "Running"
