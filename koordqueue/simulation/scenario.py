@@ -33,7 +33,8 @@ from koordqueue.domain.names import (
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
 from koordqueue.domain.resources import Resources
-from koordqueue.scheduler.framework.config import ConfigError, parse_config
+from koordqueue.scheduler import SchedulerConfig, parse_config
+from koordqueue.scheduler.framework.config import ConfigError
 
 
 class ScenarioError(ValueError):
@@ -145,6 +146,8 @@ class NodeDef:
     name: str
     allocatable: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
+    numatopology: Mapping[str, Any] | None = None
+    """The spec of the node's Numatopology (nodeinfo.volcano.sh), for numa-aware."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +161,10 @@ class Scenario:
     description: str = ""
     nodes: tuple[NodeDef, ...] = ()
     """With nodes, admitted units are also placed by the scheduler core, pod by pod."""
-    scheduler_conf: str = ""
-    """A volcano-scheduler.conf the placement sessions run (checked when loaded); empty:
-    the default configuration. Lets a scenario run Volcano's plugins (nodegroup, tdm, ...)."""
+    scheduler_config: SchedulerConfig | None = None
+    """`schedulerConf`: the volcano-scheduler.conf the placement sessions run, parsed and
+    checked when the scenario loads (None: the default configuration). Lets a scenario run
+    Volcano's plugins (nodegroup, tdm, numa-aware, ...)."""
 
 
 def _line(obj: object, key: str | None = None) -> int | None:
@@ -202,6 +206,33 @@ def _resources(source: str, obj: Mapping[str, Any], key: str, where: str) -> Res
     except InvalidQuantityError as exc:
         line = _line(obj.get(key), exc.field.rsplit(".", 1)[-1]) or _line(obj, key)
         raise ScenarioError(source, line, exc.field, f"{exc.value!r}: {exc.reason}") from exc
+
+
+def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    raw = obj.get("numatopology")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(source, _line(obj, "numatopology"), f"{where}.numatopology",
+                            "must be a map (a Numatopology's spec)")
+    plain: dict[str, Any] = _plain(raw)
+    return plain
+
+
+def _scheduler_conf(source: str, doc: Mapping[str, Any]) -> SchedulerConfig | None:
+    """The scenario's `schedulerConf` parsed (None when absent or empty: the default); a
+    conf that would not load names the field, as the scheduler would refuse it at start."""
+    raw = doc.get("schedulerConf")
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
+                            "must be a string (a volcano-scheduler.conf)")
+    try:
+        return parse_config(raw, f"{source}: schedulerConf")
+    except ConfigError as exc:
+        raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
+                            exc.detail) from exc
 
 
 def _name(source: str, obj: Mapping[str, Any], where: str) -> str:
@@ -264,7 +295,7 @@ _UNIT_KEYS = {
 }
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
-_NODE_KEYS = {"name", "allocatable", "labels"}
+_NODE_KEYS = {"name", "allocatable", "labels", "numatopology"}
 _TOP_KEYS = {
     "name", "description", "steps", "oversellRate", "quotas", "units", "nodes", "schedulerConf",
 }
@@ -521,6 +552,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 name=_name(source, n, where),
                 allocatable=_resources(source, n, "allocatable", where),
                 labels=_str_map(source, n, "labels", where),
+                numatopology=_numatopology(source, n, where),
             )
         )
     steps = _int(source, doc, "steps", "scenario", None)
@@ -530,16 +562,6 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     rate = doc.get("oversellRate", 1)
     if isinstance(rate, bool) or not isinstance(rate, (int, float, str)):
         raise ScenarioError(source, _line(doc, "oversellRate"), "oversellRate", "must be a number")
-    conf = doc.get("schedulerConf") or ""
-    if not isinstance(conf, str):
-        raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
-                            "must be a string (a volcano-scheduler.conf)")
-    if conf:
-        try:
-            parse_config(conf, f"{source}: schedulerConf")
-        except ConfigError as exc:
-            raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
-                                str(exc)) from exc
     return Scenario(
         name=str(doc.get("name") or Path(source).stem),
         source=source,
@@ -549,7 +571,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         units=tuple(units),
         description=str(doc.get("description") or ""),
         nodes=tuple(nodes),
-        scheduler_conf=conf,
+        scheduler_config=_scheduler_conf(source, doc),
     )
 
 

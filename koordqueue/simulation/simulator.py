@@ -9,7 +9,7 @@ events and status messages are the controller's by construction. A workload's un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from koordqueue.domain.activation import active_from
@@ -38,8 +38,9 @@ from koordqueue.domain.quota_tree import QuotaUsage
 from koordqueue.domain.round import Admit, Preempted, Reclaimed
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.names import DEFAULT_QUEUE
+from koordqueue.scheduler.api.numa import CpuSet
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
-from koordqueue.scheduler.framework.config import parse_config
+from koordqueue.simulation import numa
 from koordqueue.simulation.scenario import Scenario, UnitDef
 
 
@@ -136,6 +137,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
     durations = {f"{u.namespace}/{u.name}": u.duration for u in scenario.units}
     unit_defs = {f"{u.namespace}/{u.name}": u for u in scenario.units}
     placed: dict[str, dict[str, str]] = {}  # unit -> pod -> node, pods bound so far
+    numa_given: dict[str, tuple[str, Mapping[str, CpuSet]]] = {}  # pod -> cpus numa-aware gave
     reported: dict[str, str] = {}  # uid -> last status message written (as the controller)
     scheduler_message: dict[str, str] = {}
     for step in range(scenario.steps):
@@ -192,7 +194,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                 admitted_at.pop(decided.unit.uid, None)
                 placed.pop(decided.unit.uid, None)
         if scenario.nodes:
-            _place(scenario, engine, unit_defs, placed, record, scheduler_message)
+            _place(scenario, engine, unit_defs, placed, record, scheduler_message, numa_given)
         record.waiting = sorted(
             u.key
             for u in engine.units()
@@ -225,8 +227,12 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
     placed: dict[str, dict[str, str]],
     record: StepRecord,
     last_message: dict[str, str],
+    numa_given: dict[str, tuple[str, Mapping[str, CpuSet]]],
 ) -> None:
     """Admitted units' pods through one scheduler session (gang: a unit's pods all or none)."""
+    for uid in [u for u in numa_given if u.rsplit("/", 1)[-1] not in
+                placed.get(u.rsplit("/", 1)[0], {})]:
+        del numa_given[uid]  # the pod is gone: its cpus are free again
     jobs: list[JobInfo] = []
     for unit in engine.units():
         if not engine.is_admitted(unit.uid):
@@ -248,6 +254,7 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
                     node_name=node,
                     node_selector=dict(spec.node_selector),
                     creation=float(spec.arrive),
+                    numa=numa.task_numa(spec.annotations, spec.pod_request().get("cpu", 0)),
                 )
             )
         jobs.append(
@@ -265,10 +272,13 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
     if not jobs:
         return
     nodes = [NodeInfo(n.name, n.allocatable, labels=dict(n.labels)) for n in scenario.nodes]
-    config = parse_config(scenario.scheduler_conf) if scenario.scheduler_conf else None
+    topologies = numa.topologies({n.name: n.numatopology for n in scenario.nodes}, numa_given)
     result = run_session(
-        ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)]), config
+        ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)],
+                        numatopologies=topologies),
+        scenario.scheduler_config,
     )
+    numa_given.update(result.numa_assigned)
     for bind in result.binds:
         placed.setdefault(bind.job, {})[bind.name] = bind.node
         record.placements.setdefault(bind.job, {})[bind.name] = bind.node

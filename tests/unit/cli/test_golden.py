@@ -37,6 +37,7 @@ EXPLAIN_CASES = [
     ("quota-errors", "ops/typo", None),  # invalid label value
     ("pipeline", "ml/gpu-job", 1),  # waits for the org quota while train and etl run
     ("pipeline", "ml/train", None),  # admitted and placed, then finished
+    ("numa", "ml/c", 2),  # admitted, Unschedulable: numa-aware finds no NUMA node
 ]
 
 
