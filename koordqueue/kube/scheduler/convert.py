@@ -42,6 +42,7 @@ from koordqueue.scheduler.api import (
     TaskStatus,
     Toleration,
 )
+from koordqueue.scheduler.api import strategy_fit_names as sn
 from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.api.names import (
     HIERARCHY_ANNOTATION,
@@ -387,6 +388,7 @@ def task_info(pod: Obj) -> TaskInfo:
         role=task_role(m),
         scheduled_at=scheduled_at(pod),
         numa=task_numa(pod),
+        strategy_fit=strategy_fit(m),
     )
 
 
@@ -412,6 +414,8 @@ def same_but_placement(old: Obj, new: Obj) -> bool:
         return False
     if numa_policy(old_meta) != numa_policy(new_meta):
         return False
+    if strategy_fit(old_meta) != strategy_fit(new_meta):
+        return False
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):
         return False
@@ -430,6 +434,15 @@ def placed_again(previous: TaskInfo, pod: Obj) -> TaskInfo:
     task.node_name = (pod.get("spec") or {}).get(_NODE_NAME) or None
     task.scheduled_at = scheduled_at(pod)
     return task
+
+
+def strategy_fit(metadata: Obj) -> tuple[str, str] | None:
+    """A pod's resource-strategy-fit annotations (type, weights JSON), None without a type."""
+    notes = metadata.get("annotations") or {}
+    kind = notes.get(sn.SCORING_TYPE_KEY)
+    if not kind:
+        return None
+    return str(kind), str(notes.get(sn.SCORING_WEIGHT_KEY) or "")
 
 
 def group_name(pod: Obj) -> str | None:

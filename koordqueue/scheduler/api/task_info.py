@@ -240,6 +240,9 @@ class TaskInfo:
     """When the pod's PodScheduled condition turned True (epoch seconds), or None (cdp)."""
     numa: TaskNuma | None = None
     """A Guaranteed pod's NUMA policy and per-container cpus (numa-aware), else None."""
+    strategy_fit: tuple[str, str] | None = None
+    """The pod's `volcano.sh/resource-strategy-scoring-type` and `-weight` annotations
+    (resource-strategy-fit), None without the first."""
 
     def __post_init__(self) -> None:
         if self.init_resreq is None:
@@ -350,6 +353,7 @@ class TaskInfo:
             self.vc,
             self.scheduled_at,
             self.numa,
+            self.strategy_fit,
         )
 
     def __repr__(self) -> str:

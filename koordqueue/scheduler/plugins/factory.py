@@ -27,6 +27,7 @@ from koordqueue.scheduler.plugins.pdb import PdbPlugin
 from koordqueue.scheduler.plugins.predicates import PredicatesPlugin
 from koordqueue.scheduler.plugins.priority import PriorityPlugin
 from koordqueue.scheduler.plugins.proportion import ProportionPlugin
+from koordqueue.scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from koordqueue.scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from koordqueue.scheduler.plugins.sla import SlaPlugin
 from koordqueue.scheduler.plugins.task_topology import TaskTopologyPlugin
@@ -54,6 +55,7 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     ResourceQuotaPlugin,
     TdmPlugin,
     NumaAwarePlugin,
+    ResourceStrategyFitPlugin,
 )
 
 

@@ -34,7 +34,8 @@ BUILT_ACTIONS = (
 BUILT_PLUGINS = (
     "binpack", "capacity", "cdp", "conformance", "deviceshare", "drf", "gang",
     "network-topology-aware", "nodegroup", "nodeorder", "numa-aware", "overcommit", "pdb",
-    "predicates", "priority", "proportion", "resourcequota", "sla", "task-topology", "tdm",
+    "predicates", "priority", "proportion", "resource-strategy-fit", "resourcequota", "sla",
+    "task-topology", "tdm",
 )
 ARGUMENTS = {"nodegroup": "strict: false"}
 """nodegroup (strict by default, as in Volcano) refuses nodes without a group label: the

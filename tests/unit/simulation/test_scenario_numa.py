@@ -43,7 +43,7 @@ def test_without_numa_aware_the_pods_go_by_name_order() -> None:
 
 
 def test_a_bad_scheduler_conf_or_numatopology_names_the_field() -> None:
-    with pytest.raises(ScenarioError, match="schedulerConf.*no-such-plugin"):
+    with pytest.raises(ScenarioError, match=r"schedulerConf.*no-such-plugin"):
         parse_scenario(
             "schedulerConf: |\n  actions: allocate\n  tiers:\n  - plugins:\n"
             "    - name: no-such-plugin\n", "s.yaml")
