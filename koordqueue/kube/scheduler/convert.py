@@ -6,7 +6,7 @@ the cache stays a thin, locked object store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,15 +19,16 @@ from koordqueue.domain.resources import Resources
 from koordqueue.kube.scheduler import names
 from koordqueue.kube.scheduler.devices import device_annotations, node_devices, pod_devices
 from koordqueue.kube.scheduler.hypernodes import network_topology, preemptable
+from koordqueue.kube.scheduler.numa import numa_policy, task_numa
 from koordqueue.kube.scheduler.vc_fields import (
     job_annotations,
     node_group_affinity,
     node_group_limits,
     scheduled_at,
+    strategy_fit,
     task_role,
     task_vc,
 )
-from koordqueue.kube.scheduler.numa import numa_policy, task_numa
 from koordqueue.scheduler.api import (
     HostPort,
     JobInfo,
@@ -42,7 +43,6 @@ from koordqueue.scheduler.api import (
     TaskStatus,
     Toleration,
 )
-from koordqueue.scheduler.api import strategy_fit_names as sn
 from koordqueue.scheduler.api.job_info import standalone_phase
 from koordqueue.scheduler.api.names import (
     HIERARCHY_ANNOTATION,
@@ -394,8 +394,11 @@ def task_info(pod: Obj) -> TaskInfo:
 
 _TASK_METADATA = ("uid", "name", "namespace", "labels", "creationTimestamp")
 """The metadata fields `task_info` reads (besides deletionTimestamp, through the status,
-and the annotations `device_annotations`, `task_vc` and `task_role` read, compared on their
-own)."""
+and the annotations `_ANNOTATION_READERS` read, compared on their own)."""
+_ANNOTATION_READERS: tuple[Callable[[Mapping[str, Any]], object], ...] = (
+    device_annotations, task_vc, task_role, numa_policy, strategy_fit,
+)
+"""What `task_info` reads from a pod's labels and annotations (devices, Volcano's plugins)."""
 _NODE_NAME = "nodeName"
 
 
@@ -408,13 +411,7 @@ def same_but_placement(old: Obj, new: Obj) -> bool:
     for name in _TASK_METADATA:
         if old_meta.get(name) != new_meta.get(name):
             return False
-    if device_annotations(old_meta) != device_annotations(new_meta):
-        return False
-    if task_vc(old_meta) != task_vc(new_meta) or task_role(old_meta) != task_role(new_meta):
-        return False
-    if numa_policy(old_meta) != numa_policy(new_meta):
-        return False
-    if strategy_fit(old_meta) != strategy_fit(new_meta):
+    if any(read(old_meta) != read(new_meta) for read in _ANNOTATION_READERS):
         return False
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if len(old_spec) - (_NODE_NAME in old_spec) != len(new_spec) - (_NODE_NAME in new_spec):
@@ -434,15 +431,6 @@ def placed_again(previous: TaskInfo, pod: Obj) -> TaskInfo:
     task.node_name = (pod.get("spec") or {}).get(_NODE_NAME) or None
     task.scheduled_at = scheduled_at(pod)
     return task
-
-
-def strategy_fit(metadata: Obj) -> tuple[str, str] | None:
-    """A pod's resource-strategy-fit annotations (type, weights JSON), None without a type."""
-    notes = metadata.get("annotations") or {}
-    kind = notes.get(sn.SCORING_TYPE_KEY)
-    if not kind:
-        return None
-    return str(kind), str(notes.get(sn.SCORING_WEIGHT_KEY) or "")
 
 
 def group_name(pod: Obj) -> str | None:

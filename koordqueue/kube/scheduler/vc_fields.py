@@ -17,6 +17,7 @@ import structlog
 
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.resources import Resources
+from koordqueue.scheduler.api import strategy_fit_names as sn
 from koordqueue.scheduler.api import vc_names as vn
 from koordqueue.scheduler.api.queue_info import NodeGroupAffinity
 from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
@@ -159,3 +160,12 @@ def resource_quotas(raws: Iterable[Obj]) -> tuple[ResourceQuotaStatus, ...]:
             namespace, name, _quantities(status.get("hard"), f"{namespace}/{name} status.hard"),
             _quantities(status.get("used"), f"{namespace}/{name} status.used")))
     return tuple(sorted(quotas, key=lambda q: (q.namespace, q.name)))
+
+
+def strategy_fit(metadata: Obj) -> tuple[str, str] | None:
+    """A pod's resource-strategy-fit annotations (type, weights JSON), None without a type."""
+    notes = metadata.get("annotations") or {}
+    kind = notes.get(sn.SCORING_TYPE_KEY)
+    if not kind:
+        return None
+    return str(kind), str(notes.get(sn.SCORING_WEIGHT_KEY) or "")
