@@ -46,6 +46,7 @@ from koordqueue.domain.round import (
     Preempted,
     QueueNotFound,
     QueueUnserved,
+    Reclaimed,
     Reject,
     Unmapped,
     WaitingForPodsRunning,
@@ -114,7 +115,10 @@ def expected_reason(outcome: Outcome | None, admitted: bool, finished: bool) -> 
         no_label = outcome.unresolved.reason is UnresolvedReason.NO_LABEL
         return Reason.NO_QUOTA_LABEL if no_label else Reason.INVALID_QUOTA_LABEL
     table: dict[type, Reason] = {
-        Admit: Reason.FITS, NotOffered: Reason.FITS, Preempted: Reason.ADMITTED,
+        Admit: Reason.FITS, NotOffered: Reason.FITS,
+        # queue-level preemption (issue 35 point 7): marked this round, its replicas not
+        # running taken back the next
+        Preempted: Reason.BEING_RECLAIMED, Reclaimed: Reason.RECLAIMED,
         QueueNotFound: Reason.QUEUE_NOT_FOUND, QueueUnserved: Reason.ADD_QUEUE_FAIL,
         WaitingForPodsRunning: Reason.WAITING_FOR_PODS_RUNNING,
         BeyondMaxDepth: Reason.BEYOND_MAX_DEPTH, BlockedByHead: Reason.BLOCKED_BY_HEAD,
