@@ -4,8 +4,9 @@ Round trip: a hypothesis-built cluster (quotas, units created in two waves so th
 low units may hold what later high ones want, preemption on some quotas) is left to the live
 controller; `koordqueue snapshot` (run as a ServiceAccount bound only to
 deploy/whatif-viewer.yaml) writes a scenario; `simulate` replays it; every unit's phase and
-status message must be what kubectl shows. The audit log shows that ServiceAccount made only
-get and list requests, none refused.
+status message must be what kubectl shows. Every `snapshot` and `whatif` here runs as that
+ServiceAccount, and after each run the audit log shows it made only get and list requests,
+none refused (`as_viewer`).
 
 What-if: each edit kind is asked of `koordqueue whatif -o json` first, then made for real
 (kubectl patch / create / delete, the controller restarted for --oversellrate), and the units
@@ -103,6 +104,25 @@ def run_cli(*argv: str | Path, capsys: pytest.CaptureFixture[str]) -> tuple[int,
     return code, captured.out, captured.err
 
 
+@pytest.fixture
+def as_viewer(
+    viewer: Path, audit_log: Path, capsys: pytest.CaptureFixture[str],
+) -> Callable[..., tuple[int, str, str]]:
+    """Run `koordqueue COMMAND --kubeconfig <viewer> ARGS`; then the audit log must show the
+    viewer's requests of that run, and only get and list, none refused (nothing written,
+    ever: also a write the role would refuse is logged, as a 403)."""
+    def run(command: str, *argv: str | Path, reads: bool = True) -> tuple[int, str, str]:
+        since = audit_log.stat().st_size if audit_log.exists() else 0
+        result = run_cli(command, "--kubeconfig", viewer, *argv, capsys=capsys)
+        requests = viewer_requests(audit_log, since)
+        if reads:  # (a run that fails on its arguments may read nothing)
+            assert requests, f"the viewer's requests of `{command}` are in the audit log"
+        assert {verb for verb, _, _ in requests} <= READ_VERBS, requests
+        assert not [r for r in requests if r[2] == 403], requests
+        return result
+    return run
+
+
 def unit_manifest(name: str, ns: str, quota: str | None, cpu: int, priority: int) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "QueueUnit",
@@ -123,11 +143,13 @@ def observed(kubectl: Any, ns: str) -> Observed:
     }
 
 
-def settled(kubectl: Any, ns: str, count: int) -> Observed:
-    """Every unit has a message and two looks 0.6 s apart agree (the controller is done)."""
+def settled(kubectl: Any, ns: str, count: int, silent: frozenset[str] = frozenset()) -> Observed:
+    """Every unit but the `silent` ones (never tried: the controller writes them nothing) has
+    a message and two looks 0.6 s apart agree (the controller is done)."""
     def look() -> Observed | None:
         first = observed(kubectl, ns)
-        if len(first) < count or any(m is None for _, m in first.values()):
+        if len(first) < count or any(m is None for key, (_, m) in first.items()
+                                     if key.split("/")[1] not in silent):
             return None
         time.sleep(0.6)
         return first if observed(kubectl, ns) == first else None
@@ -200,8 +222,9 @@ EXAMPLE: Plan = (  # (at --oversellrate=2: q0 holds 8 cpu, q1 4)
 @example(plan=EXAMPLE)
 @given(plan=plans())
 def test_a_snapshot_replays_what_the_controller_shows(
-    kubectl: Any, kubeconfig: Path, viewer: Path, deployment: tuple[str, str], audit_log: Path,
-    capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory, plan: Plan,
+    kubectl: Any, kubeconfig: Path, deployment: tuple[str, str],
+    as_viewer: Callable[..., tuple[int, str, str]], tmp_path_factory: pytest.TempPathFactory,
+    plan: Plan,
 ) -> None:
     prefix = kq.unique("snap")
     ns = kq.namespace(kubectl, prefix)
@@ -225,10 +248,8 @@ def test_a_snapshot_replays_what_the_controller_shows(
         kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [m for _, m in units]})
         live = settled(kubectl, ns, len(units))
         out = tmp_path_factory.mktemp("snap") / "snapshot.yaml"
-        since = audit_log.stat().st_size if audit_log.exists() else 0
-        code, _, err = run_cli("snapshot", "--kubeconfig", viewer, "--controller-namespace",
-                               deployment[0], "--controller-deployment", deployment[1],
-                               "-o", out, capsys=capsys)
+        code, _, err = as_viewer("snapshot", "--controller-namespace", deployment[0],
+                                 "--controller-deployment", deployment[1], "-o", out)
         assert code == 0, err
         assert observed(kubectl, ns) == live  # (still settled while it was read)
     scenario = load_scenario(out)
@@ -237,19 +258,14 @@ def test_a_snapshot_replays_what_the_controller_shows(
     phases, messages = result.final_phases(), result.final_messages()
     replayed = {key: (phases[key], messages.get(key)) for key in phases if key in live}
     assert replayed == live
-    requests = viewer_requests(audit_log, since)
-    assert requests, "the viewer's requests are in the audit log"
-    assert {verb for verb, _, _ in requests} <= READ_VERBS, requests
-    assert not [r for r in requests if r[2] == 403], requests
 
 
 # --- what-if: each edit kind, then the same edit made for real --------------------------------
 
 
-def whatif_after(viewer: Path, capsys: pytest.CaptureFixture[str], ns: str,
+def whatif_after(as_viewer: Callable[..., tuple[int, str, str]], ns: str,
                  *edit: str) -> Observed:
-    code, out, err = run_cli("whatif", "--kubeconfig", viewer, "-o", "json", "--steps", "3",
-                             *edit, capsys=capsys)
+    code, out, err = as_viewer("whatif", "-o", "json", "--steps", "3", *edit)
     assert code == 0, err
     doc = json.loads(out)
     return {
@@ -263,52 +279,74 @@ def patch_quota(kubectl: Any, name: str, ns: str, patch: dict[str, Any]) -> None
 
 
 def test_each_edit_kind_ends_where_the_live_cluster_ends_when_it_is_made(
-    kubectl: Any, kubeconfig: Path, viewer: Path, capsys: pytest.CaptureFixture[str],
+    kubectl: Any, kubeconfig: Path, as_viewer: Callable[..., tuple[int, str, str]],
 ) -> None:
+    """One small quota tree per edit kind (one namespace), each built so that its edit moves a
+    unit: the edit is predicted from the cluster as the edits before it left it, the
+    prediction must differ from what kubectl shows (else the comparison proves nothing; a min
+    edit moves nothing, admission never reads min: docs/whatif.md), and then the edit is made
+    for real and the units must end as predicted."""
     p = kq.unique("wi")
     ns = kq.namespace(kubectl, p)
-    org, a, b, c = (f"{p}-{n}" for n in ("org", "a", "b", "c"))
+    q = {n: f"{p}-{n}" for n in ("a", "m", "org1", "org2", "pq", "pol", "thr", "c")}
+    intelligent = {"policy": "Intelligent"}
     kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
-        kq.quota(org, ns, max_={"cpu": "6"}, policy="Priority"),
-        kq.quota(a, ns, max_={"cpu": "2"}, parent=org, policy="Priority"),
-        kq.quota(b, ns, max_={"cpu": "2"}, parent=org, policy="Priority"),
-        kq.quota(c, ns, max_={"cpu": "2"}, policy="Priority"),
+        kq.quota(q["a"], ns, max_={"cpu": "2"}, policy="Priority"),      # max, add
+        kq.quota(q["m"], ns, max_={"cpu": "2"}, policy="Priority"),      # min
+        kq.quota(q["org1"], ns, max_={"cpu": "2"}, policy="Priority"),   # parent
+        kq.quota(q["org2"], ns, max_={"cpu": "4"}, policy="Priority"),
+        kq.quota(q["pq"], ns, max_={"cpu": "4"}, parent=q["org1"], policy="Priority"),
+        kq.quota(q["pol"], ns, max_={"cpu": "2"}, **intelligent),        # policy
+        kq.quota(q["thr"], ns, max_={"cpu": "2"}, **intelligent),        # priority threshold
+        kq.quota(q["c"], ns, max_={"cpu": "2"}, policy="Priority"),      # delete
     ]})
     kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
-        unit_manifest("a1", ns, a, 1, 0), unit_manifest("a2", ns, a, 2, 0),
-        unit_manifest("b1", ns, b, 2, 0), unit_manifest("b2", ns, b, 1, 7),
-        unit_manifest("b3", ns, b, 1, 1), unit_manifest("c1", ns, c, 2, 0),
-        unit_manifest("c2", ns, c, 1, 0),
+        # a: a2 waits on a's max (1 + 2 > 2)
+        unit_manifest("a1", ns, q["a"], 1, 0), unit_manifest("a2", ns, q["a"], 2, 0),
+        unit_manifest("m1", ns, q["m"], 1, 0), unit_manifest("m2", ns, q["m"], 2, 0),
+        # pq under org1: p2 waits on org1 (2 + 1 > 2), not on pq
+        unit_manifest("p1", ns, q["pq"], 2, 0), unit_manifest("p2", ns, q["pq"], 1, 0),
+        # Intelligent (threshold 4): a high unit that never fits holds every low one back
+        unit_manifest("ph", ns, q["pol"], 3, 7), unit_manifest("pl", ns, q["pol"], 1, 0),
+        unit_manifest("th", ns, q["thr"], 3, 5), unit_manifest("tl", ns, q["thr"], 1, 0),
+        unit_manifest("c1", ns, q["c"], 2, 0), unit_manifest("c2", ns, q["c"], 1, 0),
     ]})
+
     def patch(name: str, body: dict[str, Any]) -> Callable[[], None]:
         return lambda: patch_quota(kubectl, name, ns, body)
 
     def add() -> None:
         kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
-            unit_manifest(f"a2-whatif-{i}", ns, a, 2, 0) for i in (1, 2)]})
+            unit_manifest(f"a2-whatif-{i}", ns, q["a"], 2, 0) for i in (1, 2)]})
 
     edits: list[tuple[tuple[str, ...], Callable[[], Any]]] = [
-        (("--max", f"{a}=cpu=3"), patch(a, {"spec": {"max": {"cpu": "3"}}})),
-        (("--min", f"{b}=cpu=1"), patch(b, {"spec": {"min": {"cpu": "1"}}})),
-        (("--parent", f"{c}={org}"), patch(c, {"metadata": {"labels": {QUOTA_PARENT_LABEL: org}}})),
-        (("--policy", f"{b}=Intelligent"),
-         patch(b, {"metadata": {"labels": {QUEUE_POLICY_KEY: "Intelligent"}}})),
-        (("--max", f"{b}=cpu=3"), patch(b, {"spec": {"max": {"cpu": "3"}}})),
-        (("--priority-threshold", f"{b}=8"),
-         patch(b, {"metadata": {"annotations": {PRIORITY_THRESHOLD_ANNOTATION: "8"}}})),
-        (("--add", f"{ns}/a2=2"), add),
-        (("--delete-quota", c), lambda: kubectl("delete", QUOTAS, c, "-n", ns)),
+        (("--max", f"{q['a']}=cpu=3"), patch(q["a"], {"spec": {"max": {"cpu": "3"}}})),
+        (("--min", f"{q['m']}=cpu=1"), patch(q["m"], {"spec": {"min": {"cpu": "1"}}})),
+        (("--parent", f"{q['pq']}={q['org2']}"),
+         patch(q["pq"], {"metadata": {"labels": {QUOTA_PARENT_LABEL: q["org2"]}}})),
+        (("--policy", f"{q['pol']}=Priority"),
+         patch(q["pol"], {"metadata": {"labels": {QUEUE_POLICY_KEY: "Priority"}}})),
+        (("--priority-threshold", f"{q['thr']}=8"),
+         patch(q["thr"], {"metadata": {"annotations": {PRIORITY_THRESHOLD_ANNOTATION: "8"}}})),
+        (("--add", f"{ns}/a2=2"), add),  # a is full again after its max edit: both wait
+        (("--delete-quota", q["c"]), lambda: kubectl("delete", QUOTAS, q["c"], "-n", ns)),
     ]
     with RunningController(kubeconfig) as rc:
-        settled(kubectl, ns, 7)
+        settled(kubectl, ns, 12, silent=frozenset({"pl", "tl"}))
         for edit, make in edits:
-            expected = whatif_after(viewer, capsys, ns, *edit)
+            now = observed(kubectl, ns)
+            expected = whatif_after(as_viewer, ns, *edit)
+            if edit[0] == "--min":
+                assert expected == now
+            else:
+                assert expected != now, f"{' '.join(edit)} changes nothing here: {now}"
             make()
             kq.wait_for(lambda: observed(kubectl, ns) == expected, timeout=20.0,  # noqa: B023
                         what=f"the cluster after {' '.join(edit)} to match the what-if",
                         state=lambda: (observed(kubectl, ns), expected))  # noqa: B023
-        expected = whatif_after(viewer, capsys, ns, "--set-oversellrate", "2",
-                                "--oversellrate", "1")
+        now = observed(kubectl, ns)
+        expected = whatif_after(as_viewer, ns, "--set-oversellrate", "2", "--oversellrate", "1")
+        assert expected != now, f"--set-oversellrate 2 changes nothing here: {now}"
         rc.stop()
     with RunningController(kubeconfig, oversell_rate="2"):
         kq.wait_for(lambda: observed(kubectl, ns) == expected, timeout=20.0,
@@ -317,8 +355,7 @@ def test_each_edit_kind_ends_where_the_live_cluster_ends_when_it_is_made(
 
 
 def test_bad_edits_exit_2_name_the_edit_and_write_nothing(
-    kubectl: Any, viewer: Path, capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
+    kubectl: Any, as_viewer: Callable[..., tuple[int, str, str]], tmp_path: Path,
 ) -> None:
     p = kq.unique("wibad")
     ns = kq.namespace(kubectl, p)
@@ -333,8 +370,7 @@ def test_bad_edits_exit_2_name_the_edit_and_write_nothing(
         (("--parent", f"{p}-top={p}-leaf"), f"would close a cycle: {p}-top -> {p}-leaf"),
         (("--max", f"{p}-leaf=cpu=lots"), "'lots': does not match the quantity syntax"),
     ):
-        code, out, err = run_cli("whatif", "--kubeconfig", viewer, "--plot", plot, *edit,
-                                 capsys=capsys)
+        code, out, err = as_viewer("whatif", "--plot", plot, *edit, reads=False)
         assert code == 2 and out == ""
         assert f"edit {' '.join(edit)}: " in err and says in err
         assert not plot.exists()
@@ -345,7 +381,7 @@ def test_bad_edits_exit_2_name_the_edit_and_write_nothing(
 
 
 def test_whatif_nodes_says_where_a_pending_pod_would_place_and_a_real_node_takes_it(
-    kubectl: Any, kubeconfig: Path, viewer: Path, capsys: pytest.CaptureFixture[str],
+    kubectl: Any, kubeconfig: Path, as_viewer: Callable[..., tuple[int, str, str]],
 ) -> None:
     """Two 2-cpu pods, one 2-cpu node: one binds, one waits. `whatif --nodes --add-nodes`
     (as the viewer) says the waiting one would place on the added node; the same node made
@@ -365,8 +401,7 @@ def test_whatif_nodes_says_where_a_pending_pod_would_place_and_a_real_node_takes
             waiting = "p2" if bound == "p1" else "p1"
 
             def mine(*edit: str) -> list[dict[str, str]]:
-                code, out, err = run_cli("whatif", "--nodes", "--kubeconfig", viewer,
-                                         "-o", "json", *edit, capsys=capsys)
+                code, out, err = as_viewer("whatif", "--nodes", "-o", "json", *edit)
                 assert code == 0, err
                 return [c for changes in json.loads(out)["queues"].values() for c in changes
                         if c["pod"].startswith(f"{ns}/")]

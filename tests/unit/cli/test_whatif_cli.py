@@ -166,3 +166,18 @@ def test_snapshot_without_a_cluster_fails_cleanly_and_writes_nothing(
     result = run(capsys, "snapshot", "--kubeconfig", kubeconfig, "-o", out)
     assert result.code == 2 and "koordqueue snapshot: error: cannot load kubeconfig" in result.err
     assert not out.exists()
+
+
+def test_the_viewer_role_lists_every_kind_the_schedulers_relist_reads() -> None:
+    """`whatif --nodes` fills the scheduler's cache by its relist; a kind the role cannot list
+    is read as empty (an optional kind's 403) and the dry session decides on less than the
+    scheduler does (the e2e found ResourceQuotas refused after the resourcequota plugin)."""
+    from koordqueue.kube.scheduler.scheduler import convert_kind
+    from koordqueue.kube.scheduler.store import CachedKind
+
+    role = yaml.safe_load((ROOT / "deploy" / "whatif-viewer.yaml").read_text("utf-8"))
+    listed = {(group, resource) for rule in role["rules"] if "list" in rule["verbs"]
+              for group in rule["apiGroups"] for resource in rule["resources"]}
+    for kind in CachedKind:
+        rest = convert_kind(kind)
+        assert (rest.group, rest.plural) in listed, kind
