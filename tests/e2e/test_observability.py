@@ -1,8 +1,9 @@
 """Issue 35 points 8 and 6 on the real API server, as an operator sees them: a Queue's
 status.queueItemDetails in order (kubectl), the debug endpoint's JSON, and a quota getting its
-share back as pods finish. (Every dashboard panel's metric is checked after a real round by a
-unit test; the live /metrics check here failed after test_faults in the same session, cause
-not found yet, and was taken out rather than skipped.)"""
+share back as pods finish. (Every dashboard panel's metric on a live /metrics:
+tests/e2e/test_dashboard_metrics.py, with the controller in its own process as deployed, so
+the metrics of earlier tests in this session's process do not count; the check once here, on
+the shared in-process registry, failed after test_faults.)"""
 
 from __future__ import annotations
 
