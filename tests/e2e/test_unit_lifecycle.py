@@ -220,7 +220,9 @@ def test_requeue_state_counts_back_offs_and_clears_when_running(
     )
 
     def requeue_state() -> dict[str, Any]:
-        return dict((_unit(kubectl, ns, "retry")["status"]).get("requeueState") or {})
+        # (the controller may not have made the unit yet: the first probes can come first)
+        obj = kq.get(kubectl, QU, "retry", ns) or {}
+        return dict((obj.get("status") or {}).get("requeueState") or {})
 
     try:
         rc.start()
