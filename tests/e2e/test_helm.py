@@ -42,11 +42,13 @@ class Helm:
 @pytest.fixture
 def installed(kubectl: Any, kubeconfig: Path) -> Iterator[Helm]:
     """The release, installed; uninstalled after (the webhooks select every namespace).
-    --take-ownership: a test_deploy.py run on this plane may have left deploy/'s objects."""
+    --take-ownership and --force-conflicts: a test_deploy.py run on this plane may have left
+    deploy/'s objects, their fields owned by kubectl's client-side apply (a clean-clone CI run
+    met "Apply failed with 3 conflicts" on the Deployment's args and env)."""
     helm_ = Helm(helm.ensure_helm(quiet=True), kubeconfig)
     deployed.remove_apiservices(kubectl)
     helm_("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-          "--take-ownership")
+          "--take-ownership", "--force-conflicts")
     try:
         yield helm_
     finally:

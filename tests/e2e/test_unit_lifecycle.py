@@ -227,9 +227,18 @@ def test_requeue_state_counts_back_offs_and_clears_when_running(
     try:
         rc.start()
         kubectl.apply(kq.job("retry", ns, quota, cpu="1"))
-        first = kq.wait_for(lambda: requeue_state().get("count") == 1 and requeue_state(),
-                            timeout=20, what="first back-off")
-        unit = _unit(kubectl, ns, "retry")
+        def backing_off(count: int) -> dict[str, Any] | None:
+            # phase and requeueState from one read: with a 1 s base the unit may be Enqueued
+            # again by the time of a second read (a clean-clone CI run under load saw that)
+            obj = kq.get(kubectl, QU, "retry", ns) or {}
+            status = obj.get("status") or {}
+            state = status.get("requeueState") or {}
+            if state.get("count") == count and status.get("phase") == "TimeoutBackoff":
+                return obj
+            return None
+
+        unit = kq.wait_for(lambda: backing_off(1), timeout=20, what="first back-off")
+        first = unit["status"]["requeueState"]
         assert unit["status"]["phase"] == "TimeoutBackoff"
         assert first["requeueAt"] > unit["status"]["lastUpdateTime"]  # RFC 3339, same format
         conds = _conditions(unit)
