@@ -143,14 +143,14 @@ class AdmissionEngine:
         quota to appear to be counted (`_uncounted`)."""
         return self.tree.is_admitted(uid) or uid in self._uncounted
 
-    def _count_admitted(self, unit: QueueUnit, quota: str) -> None:
+    def _count_admitted(self, unit: QueueUnit, quota: str, oversold: bool | None = None) -> None:
         """Reserve an already admitted unit (no check: a rebuild after a restart, an undone
-        preemption); one whose quota is not there yet is counted when it arrives."""
+        preemption, a smaller request given back); one whose quota is not there (yet, or any
+        more) is counted when it arrives. `oversold`: as it was held (else its annotation)."""
+        if oversold is None:
+            oversold = is_oversold(unit.annotations)
         try:
-            self.tree.admit(
-                unit.uid, quota, unit.resource, oversold=is_oversold(unit.annotations),
-                unit=unit.key,
-            )
+            self.tree.admit(unit.uid, quota, unit.resource, oversold=oversold, unit=unit.key)
         except AdmissionRejected as exc:
             if not isinstance(exc.rejection, ReserveQuotaMissing):
                 raise
@@ -264,12 +264,7 @@ class AdmissionEngine:
             return
         oversold = tree.is_oversold(unit.uid)
         tree.release(unit.uid)
-        try:
-            tree.admit(unit.uid, quota, unit.resource, oversold=oversold, unit=unit.key)
-        except AdmissionRejected as exc:
-            if not isinstance(exc.rejection, ReserveQuotaMissing):
-                raise
-            self._uncounted[unit.uid] = quota  # its quota was deleted: counted if it returns
+        self._count_admitted(unit, quota, oversold)  # (a deleted quota: counted if it returns)
         self._tell_policy(unit, added=False)
 
     def remove_unit(self, uid: str) -> QueueUnit | None:

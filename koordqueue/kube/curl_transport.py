@@ -41,7 +41,7 @@ import pycurl
 from kubernetes import client as k8s_client
 from urllib3 import HTTPHeaderDict
 
-from koordqueue.kube.transport import FencedError
+from koordqueue.kube.transport import FencedError, add_token, client_headers
 
 RETRIES: Final = 3
 """Failed attempts tried again, as urllib3.Retry(3) did: any verb whose connection could not
@@ -87,9 +87,7 @@ class CurlTransport:
         configuration = api_client.configuration
         self.configuration = configuration
         self.host = str(configuration.host).rstrip("/")
-        self.headers = {str(k): str(v) for k, v in api_client.default_headers.items()}
-        if api_client.cookie:
-            self.headers["Cookie"] = str(api_client.cookie)
+        self.headers = client_headers(api_client)
         self.timeout_ms = max(1, int(timeout * 1000))
         self.fence = fence
         self._local = threading.local()
@@ -101,9 +99,7 @@ class CurlTransport:
         return handle
 
     def send(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> Answer:
-        auth = self.configuration.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers[auth["key"]] = auth["value"]
+        add_token(self.configuration, headers)
         fenced = self.fence is not None and method != "GET"
         handle = self._handle()
         for attempt in range(RETRIES + 1):

@@ -140,6 +140,22 @@ def fenced_manager(
     return manager
 
 
+def client_headers(api_client: k8s_client.ApiClient) -> dict[str, str]:
+    """What every request of this client carries (its user agent, a cookie), either transport."""
+    headers = {str(k): str(v) for k, v in api_client.default_headers.items()}
+    if api_client.cookie:
+        headers["Cookie"] = str(api_client.cookie)
+    return headers
+
+
+def add_token(configuration: k8s_client.Configuration, headers: dict[str, str]) -> None:
+    """The bearer token, read per request as the client does (a refresh hook, as in-cluster
+    token rotation, still applies)."""
+    auth = configuration.auth_settings().get("BearerToken")
+    if auth and auth.get("value"):
+        headers[str(auth["key"])] = str(auth["value"])
+
+
 class Transport:
     """The API server's connection pool and what every request to it carries."""
 
@@ -157,18 +173,14 @@ class Transport:
             self.manager = fenced_manager(self.manager, fence)
         self.direct = type(self.manager) is urllib3.PoolManager  # (a proxy manager: by URL)
         self.pool = self.manager.connection_from_url(self.host) if self.direct else None
-        self.headers = {str(k): str(v) for k, v in api_client.default_headers.items()}
-        if api_client.cookie:
-            self.headers["Cookie"] = str(api_client.cookie)
+        self.headers = client_headers(api_client)
         self.timeout = urllib3.Timeout(total=timeout)
         self.retries = URLLIB3_RETRIES
 
     def send(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
     ) -> urllib3.BaseHTTPResponse:
-        auth = self.configuration.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers[auth["key"]] = auth["value"]
+        add_token(self.configuration, headers)
         if self.pool is None:
             return self.manager.urlopen(
                 method, self.host + path, body=body, headers=headers, timeout=self.timeout,
