@@ -70,7 +70,8 @@ def test_helm_install_admits_a_job(
     """What the release made, as kubectl shows it; then the controller, run with the installed
     Deployment's arguments and the chart's ServiceAccount token, admits a Job held by the
     chart's webhook, lists the one left waiting through the chart's APIService, and is refused
-    nothing (its log and the API server's audit log)."""
+    nothing (its log and the API server's audit log, from this test's start on)."""
+    audit_start = deployed.audit_offset(audit_log)
     status = json.loads(installed("status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
     deployment = kq.get(kubectl, "deployment", "koordqueue-controller", NAMESPACE)
@@ -131,5 +132,5 @@ def test_helm_install_admits_a_job(
             ("b", 1)], body
         kubectl("delete", "elasticquotas.scheduling.sigs.k8s.io", quota, "-n", "default")
     assert run.forbidden_lines() == [], run.log[-3000:]
-    _, refused = deployed.audited(audit_log)
+    _, refused = deployed.audited(audit_log, since=audit_start)
     assert refused == [], [(e["verb"], e.get("objectRef")) for e in refused]
