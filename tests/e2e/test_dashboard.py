@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,20 @@ def cells(driver: Any, selector: str) -> list[list[str]]:
     return rows
 
 
+def unless_stale(read: Callable[[], Any]) -> Callable[[], Any]:
+    """`read`, answering None when the element it found was replaced before it was used (the
+    page re-renders as the watch pushes: StaleElementReferenceException); for kq.wait_for."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def attempt() -> Any:
+        try:
+            return read()
+        except StaleElementReferenceException:
+            return None
+
+    return attempt
+
+
 def quota_cells(driver: Any, quota: str) -> dict[str, str]:
     header = ["quota", "resource", "min", "max", "used", "bar", "split", "kind", "pending",
               "queue"]
@@ -188,10 +202,16 @@ def test_the_page_shows_the_tree_the_order_and_a_quota_edit_live(
     admitted = cells(browser, "#admitted-units tr[data-unit]")
     assert [ns, "running", team] in [r[:3] for r in admitted]
 
-    browser.find_element("css selector", f'tr[data-unit="{ns}/zeta"] button.explain').click()
-    kq.wait_for(lambda: "zeta" in browser.find_element("id", "explain-text").text,
-                timeout=10, what="zeta explained")
-    assert "QuotaExceeded" in browser.find_element("id", "explain-text").text
+    explain = f'tr[data-unit="{ns}/zeta"] button.explain'
+    kq.wait_for(unless_stale(
+        lambda: browser.find_element("css selector", explain).click() or True),
+        timeout=10, what="zeta's explain clicked")
+    def explained() -> str | None:
+        shown = str(browser.find_element("id", "explain-text").text)
+        return shown if "zeta" in shown else None
+
+    text = kq.wait_for(unless_stale(explained), timeout=10, what="zeta explained")
+    assert "QuotaExceeded" in text
     browser.save_screenshot(str(artefacts() / "dashboard.png"))
 
     browser.execute_script("window.notReloaded = true;")
@@ -208,6 +228,7 @@ def test_the_page_shows_the_tree_the_order_and_a_quota_edit_live(
     admitted_names = {r[1] for r in cells(browser, "#admitted-units tr[data-unit]")
                       if r[0] == ns}
     assert admitted_names == {"running", "zeta", "alpha"}
-    assert browser.find_element("id", "status").text == "live"
+    assert kq.wait_for(unless_stale(lambda: browser.find_element("id", "status").text),
+                       timeout=5, what="the status line") == "live"
     browser.save_screenshot(str(artefacts() / "dashboard-after-edit.png"))
     print(f"dashboard seen and updated in {time.monotonic() - started:.1f} s")

@@ -390,6 +390,24 @@ def test_bad_edits_exit_2_name_the_edit_and_write_nothing(
 # --- the scheduler core: whatif --nodes -------------------------------------------------------
 
 
+def _why_unbound(kubectl: Any, ns: str, pods: tuple[str, ...]) -> dict[str, Any]:
+    """What an operator would look at when a pod stays unbound: its gates and conditions,
+    the queues it could be in, the nodes and the pods the scheduler sees there."""
+    seen: dict[str, Any] = {}
+    for name in pods:
+        pod = kq.get(kubectl, "pod", name, ns) or {}
+        seen[name] = {"gates": pod.get("spec", {}).get("schedulingGates"),
+                      "conditions": pod.get("status", {}).get("conditions"),
+                      "annotations": pod.get("metadata", {}).get("annotations")}
+    seen["queues"] = {q["metadata"]["name"]: (q.get("spec"), q.get("status"))
+                      for q in kubectl.json("get", "queues.scheduling.volcano.sh")["items"]}
+    seen["podgroups"] = [(g["metadata"]["name"], g.get("spec"), g.get("status")) for g in
+                         kubectl.json("get", "podgroups.scheduling.volcano.sh", "-n", ns)["items"]]
+    seen["events"] = [(e.get("reason"), e.get("message")) for e in
+                      kubectl.json("get", "events", "-n", ns)["items"]]
+    return seen
+
+
 def test_whatif_nodes_says_where_a_pending_pod_would_place_and_a_real_node_takes_it(
     kubectl: Any, kubeconfig: Path, as_viewer: Callable[..., tuple[int, str, str]],
 ) -> None:
@@ -407,7 +425,8 @@ def test_whatif_nodes_says_where_a_pending_pod_would_place_and_a_real_node_takes
     try:
         with SchedulerRunner(settings):
             bound = kq.wait_for(lambda: next((p for p in ("p1", "p2") if node_of(kubectl, ns, p)),
-                                             None), what="one pod bound")
+                                             None), what="one pod bound",
+                                state=lambda: _why_unbound(kubectl, ns, ("p1", "p2")))
             waiting = "p2" if bound == "p1" else "p1"
 
             def mine(*edit: str) -> list[dict[str, str]]:
