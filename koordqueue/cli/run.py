@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TextIO
 
 import kopf
 import structlog
@@ -52,7 +52,7 @@ def configure_logging(fmt: str, level: str) -> None:
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = CurrentStderrHandler()
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
@@ -69,6 +69,20 @@ def configure_logging(fmt: str, level: str) -> None:
     logging.getLogger("kopf").setLevel("DEBUG" if level == "debug" else "WARNING")
     logging.getLogger("kubernetes").setLevel("WARNING")
     logging.getLogger("urllib3").setLevel("WARNING")
+
+
+class CurrentStderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever `sys.stderr` is when a record is emitted, not when configured: a
+    host that swaps stderr (pytest's capture, an embedding process) after start-up would
+    otherwise leave every later line on a closed stream ('I/O operation on closed file')."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass  # (StreamHandler's own __init__ / setStream: the current stderr wins)
 
 
 LEASE_LOST_EXIT: Final = "exiting: the lease is lost (this process restarts as a standby)"

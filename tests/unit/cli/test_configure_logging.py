@@ -3,7 +3,10 @@ once per test) must leave loggers cached under the first call reachable by the c
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -39,3 +42,24 @@ def test_a_logger_cached_before_a_second_configuration_is_still_captured() -> No
     with capture_logs() as logs:
         log.warning("after the second configuration")
     assert [e["event"] for e in logs] == ["after the second configuration"]
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_a_line_logged_after_stderr_was_swapped_goes_to_the_new_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host that replaces sys.stderr after configuring (pytest's capture between tests, an
+    embedding process) and closes the old one: with the handler bound to the stream of its
+    start the line was lost ('--- Logging error --- I/O operation on closed file', seen in a
+    clean-clone CI's failing e2e test, where the scheduler's own log would have said why)."""
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    configure_logging("json", "info")
+    first.close()
+    later = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", later)
+    structlog.get_logger("koordqueue.test_configure_logging").warning("after the swap")
+    logging.getLogger("kopf.test").warning("a foreign line")
+    lines = [json.loads(line) for line in later.getvalue().splitlines()]
+    assert [(e["event"], e["level"]) for e in lines] == [
+        ("after the swap", "warning"), ("a foreign line", "warning")]
