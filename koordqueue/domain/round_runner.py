@@ -226,6 +226,7 @@ class RoundRunner:
             first.append((seq[uid], Unmapped(unit, resolution)))
         backing: dict[str, set[str]] = {}
         reclaimed: set[str] = set()
+        held_out: set[str] = set()  # admitted, but not among the full scan's admitted_by_queue
         for uid in sorted(self.reclaiming, key=seq.__getitem__):  # the full scan's order
             place = where.get(uid)
             if place is not None and place[0] == ADMITTED:
@@ -238,6 +239,7 @@ class RoundRunner:
                 continue
             if place[0] == ADMITTED:
                 first.append((seq[uid], self._deactivated(units[uid])))
+                held_out.add(uid)
                 # waiting now (unless reclaimed first), but not offered until the next round
                 backing.setdefault(place[1], set()).add(uid)
             elif place[0] == WAITING:
@@ -249,6 +251,7 @@ class RoundRunner:
                 spent = self._spent(units[uid], now)
                 if spent is not None:
                     first.append((seq[uid], spent))
+                    held_out.add(uid)
         for uid, until in self.not_before.items():
             if until > now and uid not in self.inactive and uid not in reclaimed:
                 place = where.get(uid)
@@ -263,7 +266,7 @@ class RoundRunner:
                     result.unmapped.append((outcome.unit, outcome.unresolved))
         touched: list[str] = []
         for name in sorted(self.index.waiting):
-            self._serve_queue(name, backing.get(name), now, result, touched)
+            self._serve_queue(name, backing.get(name), now, result, touched, held_out=held_out)
             for uid in touched:
                 self.reindex(uid)
             touched.clear()
@@ -276,6 +279,8 @@ class RoundRunner:
         now: float,
         result: RoundResult,
         touched: list[str],
+        *,
+        held_out: set[str],
     ) -> None:
         """One queue's turn in an incremental round: what the full scan does for it.
 
@@ -322,7 +327,7 @@ class RoundRunner:
             members = self.index.admitted_in.get(name, {})
             assumed = [
                 u for u in (self.units[uid] for uid in sorted(members, key=self.seq.__getitem__))
-                if is_assumed(u)
+                if is_assumed(u) and u.uid not in held_out
             ]
         paused = bool(assumed)
         if paused and not settings.enable_preemption:

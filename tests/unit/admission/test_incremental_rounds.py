@@ -364,6 +364,36 @@ def test_incremental_rounds_match_the_full_scan_with_a_parked_backlog(
     twin.finish()
 
 
+def test_a_unit_whose_budget_runs_out_no_longer_holds_a_wait_for_pods_running_queue() -> None:
+    """Found by the parked-backlog property: a unit admitted, not running, whose execution
+    budget ran out this round is deactivated and left out of the queue's admitted set by the
+    full scan (so a waiting unit is offered); the incremental round still counted it, paused
+    the queue behind it and preempted it for the waiting unit. The same for a deactivated
+    admitted unit. Fails without `held_out` in run_incremental."""
+    quota = "q0"
+    notes = {PREEMPTIBLE_ANNOTATION: "true"}
+    labels = {QUOTA_NAME_LABEL: quota}
+    twin = Twin()
+    for op in (
+        ("quota", QuotaSpec(quota)),
+        ("unit", QueueUnit("ns", "u0", uid="u0", labels=labels, annotations=notes,
+                           reclaiming=True)),
+        ("unit", QueueUnit("ns", "u1", uid="u1", labels=labels, annotations=notes,
+                           phase=Phase.DEQUEUED, max_exec_seconds=1, pods_ready_since=0.0)),
+        ("queue", quota, "Priority", {MAX_DEPTH_ANNOTATION: "1",
+                                      WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+                                      BLOCK_TIMEOUT_ANNOTATION: "5",
+                                      PRIORITY_THRESHOLD_ANNOTATION: "1"}),
+        ("round", 1.0),
+    ):
+        twin.apply(op)
+    twin.finish()
+    full, _fast = twin.pending or (None, None)
+    assert full is not None
+    assert [(type(o).__name__, o.unit.name) for o in full.outcomes] == [
+        ("BudgetSpent", "u1"), ("Admit", "u0")]
+
+
 class CountingEngine(AdmissionEngine):
     """Counts CheckUsage calls (try_admit and check) made by rounds."""
 
