@@ -172,7 +172,9 @@ def test_job_extension_annotations_messages_resume_running_timeout_and_finish(
         kq.wait_for(
             lambda: kq.events_for(kubectl, ns, "second", "FailedScheduling"), what="second waits"
         )
-        assert history.statuses("second")[0] == ("Enqueued", "Enqueued")
+        # (the watch's output can trail what `kubectl get` reads: wait for its first version)
+        seen = kq.wait_for(lambda: history.statuses("second"), what="second's unit watched")
+        assert seen[0] == ("Enqueued", "Enqueued")
         assert _job(kubectl, ns, "second")["metadata"]["annotations"][HAS_ENQUEUED] == "true"
 
         # 3. first never gets a running pod: the running timeout backs it off, suspends it
@@ -181,7 +183,11 @@ def test_job_extension_annotations_messages_resume_running_timeout_and_finish(
             timeout=RUNNING_TIMEOUT + 20,
             what="running timeout",
         )
-        assert ("TimeoutBackoff", "Backoff due to running timeout") in history.statuses("first")
+        kq.wait_for(
+            lambda: ("TimeoutBackoff", "Backoff due to running timeout")
+            in history.statuses("first"),
+            what="first's back-off in the watch", state=lambda: history.statuses("first"),
+        )
         suspended = kq.wait_for(
             lambda: (j := _job(kubectl, ns, "first"))["spec"]["suspend"] is True and j,
             what="first suspended again",
@@ -192,7 +198,8 @@ def test_job_extension_annotations_messages_resume_running_timeout_and_finish(
         kq.wait_for(lambda: kq.phase(kubectl, ns, "second") == "Dequeued", what="second admitted")
         _job_status(kubectl, ns, "second", {"startTime": _now(), "active": 1, "ready": 1})
         kq.wait_for(lambda: kq.phase(kubectl, ns, "second") == "Running", what="second running")
-        assert ("Running", "Running") in history.statuses("second")
+        kq.wait_for(lambda: ("Running", "Running") in history.statuses("second"),
+                    what="second's Running in the watch", state=lambda: history.statuses("second"))
 
         # 5. first's back-off ends: Enqueued again, then it waits for second's quota
         kq.wait_for(
