@@ -252,6 +252,24 @@ def kubectl(control_plane: ControlPlane, kubeconfig: Path) -> Kubectl:
     return Kubectl(control_plane.binaries.kubectl, kubeconfig)
 
 
+@pytest.fixture(autouse=True)
+def pods_go_with_their_test() -> Iterator[None]:
+    """After a test, the pods in the namespaces it made are deleted at once (--force: no
+    kubelet here would ever finish a graceful delete). This plane runs no pod GC and no
+    namespace controller: pods bound to a node a test deleted stayed, counted in their
+    Volcano queue's allocation, and a later test's `default` queue refused a pod ('capability
+    reached': test_deploy's pods, then test_whatif_nodes, in a clean-clone CI)."""
+    from tests.e2e import kq
+
+    start = len(kq.MADE_NAMESPACES)
+    yield
+    made = {ns: kubectl for kubectl, ns in kq.MADE_NAMESPACES[start:]}
+    del kq.MADE_NAMESPACES[start:]
+    for ns, kubectl in made.items():
+        kubectl("delete", "pods", "--all", "-n", ns, "--force", "--grace-period=0",
+                "--wait=false", check=False)
+
+
 @pytest.fixture(scope="session")
 def api_client(kubeconfig: Path) -> Iterator[Any]:
     from kubernetes import config

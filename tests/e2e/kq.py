@@ -110,8 +110,14 @@ def job(
     }
 
 
+MADE_NAMESPACES: list[tuple[Any, str]] = []
+"""Namespaces `namespace()` made, with the kubectl that made them: conftest's
+`pods_go_with_their_test` takes the ones a test made and deletes their pods after it."""
+
+
 def namespace(kubectl: Any, name: str) -> str:
     kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    MADE_NAMESPACES.append((kubectl, name))
     return name
 
 

@@ -229,16 +229,17 @@ CASES = {c.crd: c for c in _cases()}
 
 @pytest.fixture(scope="module")
 def test_ns(kubectl: Kubectl) -> Iterator[str]:
-    """The module's namespace; afterwards its cluster-scoped objects are deleted too: the
+    """The module's namespace; afterwards its cluster-scoped objects are deleted: the
     Volcano Queue case (parent root, guarantee 1 cpu) left on a worker's plane made a later
     test's `default` queue refuse a 2-cpu pod on a 2-cpu cluster ("capability reached":
     Volcano's capacity keeps other queues' guarantees out of a queue's real capability)."""
     kubectl.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEST_NS}})
     yield TEST_NS
+    # (the namespace stays: this plane runs no namespace controller, so a deleted namespace
+    # would stay Terminating, and a later controller's events about its objects be refused)
     for case in CASES.values():
         if not case.namespaced:
             kubectl("delete", *case.get_args(), "--ignore-not-found", check=False)
-    kubectl("delete", "namespace", TEST_NS, "--ignore-not-found", "--wait=false", check=False)
 
 
 def _table(text: str) -> dict[str, str]:
