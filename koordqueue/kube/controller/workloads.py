@@ -511,14 +511,30 @@ class WorkloadReconciler:
         self.state.writer.submit(reader, read, uid)
 
     def _delete_unit(self, key: str, uid: str, unit_obj: Mapping[str, Any]) -> None:
-        """Garbage collection would do this too; doing it here gives the quota back at once
-        and works on clusters (and test planes) without kube-controller-manager."""
+        """Delete the unit of a gone workload (garbage collection would too; doing it here
+        works on clusters and test planes without kube-controller-manager).
+
+        An admitted unit's quota is given back once the API has deleted it (or found it
+        gone), not when the delete is asked for: until then the API still shows it admitted,
+        and a round that admitted into its room made the quota's admitted units exceed max
+        (bench/soak.py's 30-minute run, seed 1, on cc30d67: the delete's connection was
+        dropped and its retry landed after the next unit's admission). A refused delete
+        leaves it counted; the next resync's look at units without a workload tries again."""
         state = self.state
         m = meta(unit_obj)
+        held = state.engine.is_admitted(uid)
+
+        def answered(outcome: bool | None) -> None:
+            if outcome is not None:  # deleted (True) or gone already (False)
+                state.engine.remove_unit(uid)
+                state.wake.set()
+
         state.writer.submit(
-            Delete(QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), "delete unit", uid)
+            Delete(QUEUE_UNIT, str(m.get("name", "")), m.get("namespace"), "delete unit", uid),
+            answered if held else None,
         )
-        state.engine.remove_unit(uid)
+        if not held:
+            state.engine.remove_unit(uid)  # (it holds no quota: out of the queue at once)
         state.timed_out.discard(uid)
         self.timers.pop(key, None)
         self.creating.pop(key, None)  # (a pod group scaled to 0 and up again: a new unit)
