@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import yaml
 
+from koordqueue.domain.activation import active_from
 from koordqueue.domain.names import (
     DEFAULT_POLICY,
     QUEUE_NAMESPACE,
@@ -138,6 +139,25 @@ def _unit_entry(obj: Mapping[str, Any], now: float) -> dict[str, Any] | None:
     return entry
 
 
+def _uncarried(obj: Mapping[str, Any], key: str) -> list[str]:
+    """What a unit's object says that a scenario unit cannot (yet): said, not guessed."""
+    try:
+        unit = queue_unit_from_object(obj)
+    except InvalidQueueUnitError:
+        return []  # (noted as left out)
+    if unit.phase in FINISHED_PHASES:
+        return []
+    out = []
+    if not unit.active and active_from(unit.annotations) is not False:
+        out.append(f"{key} has spec.active false: replayed active")
+    if unit.reclaiming:
+        out.append(f"{key} is being reclaimed (reclaimState): replayed as admitted, not reclaimed")
+    if unit.phase is Phase.RESERVED:
+        out.append(f"{key} is Reserved: replayed holding its quota; its admission checks "
+                   "are not carried")
+    return out
+
+
 def snapshot_from_objects(
     quotas: Iterable[Mapping[str, Any]],
     queues: Iterable[Mapping[str, Any]],
@@ -191,10 +211,12 @@ def snapshot_from_objects(
     waiting = {p.value for p in (Phase.BACKOFF, Phase.PREEMPTED, Phase.SCHED_FAILED)}
     for obj in unit_list:
         phase = (obj.get("status") or {}).get("phase")
+        meta = obj.get("metadata") or {}
+        key = f"QueueUnit {meta.get('namespace')}/{meta.get('name')}"
         if phase in waiting:
-            meta = obj.get("metadata") or {}
-            notes.append(f"QueueUnit {meta.get('namespace')}/{meta.get('name')} is {phase}: "
+            notes.append(f"{key} is {phase}: "
                          "replayed as Enqueued (its back-off deadline is not carried)")
+        notes += _uncarried(obj, key)
     doc: dict[str, Any] = {
         "name": "snapshot",
         "description": f"koordqueue snapshot of {source or 'a cluster'}",

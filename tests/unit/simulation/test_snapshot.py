@@ -136,6 +136,27 @@ def test_an_unreadable_unit_is_a_note_not_a_failure() -> None:
     assert any("ns/bad" in n and "left out" in n for n in snap.notes)
 
 
+def test_unit_state_a_scenario_cannot_carry_is_a_note() -> None:
+    """spec.active false, a reclaimState and the Reserved phase (main's issue-35 work) are
+    not scenario fields yet: the snapshot says so instead of replaying them silently wrong."""
+    inactive = unit("off", "a", "1")
+    inactive["spec"]["active"] = False
+    marked = unit("marked", "a", "1", phase="Running", message="admitted")
+    marked["status"]["admissions"] = [{"reclaimState": {"replicas": 1}}]
+    reserved = unit("held", "a", "1", phase="Reserved", message="waiting for checks")
+    plain = unit("plain", "a", "1")
+    snap = snapshot_from_objects([quota("a", "4")], [], [inactive, marked, reserved, plain],
+                                 now=NOW)
+    notes = [n for n in snap.notes if n.startswith("QueueUnit")]
+    assert notes == [
+        "QueueUnit ns/off has spec.active false: replayed active",
+        "QueueUnit ns/marked is being reclaimed (reclaimState): replayed as admitted, "
+        "not reclaimed",
+        "QueueUnit ns/held is Reserved: replayed holding its quota; its admission checks "
+        "are not carried",
+    ]
+
+
 # --- round trip: the state a replay reached, snapshotted, replays the same next round ---------
 
 
