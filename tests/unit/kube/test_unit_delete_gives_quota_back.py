@@ -22,11 +22,13 @@ from collections.abc import Callable
 from typing import Any
 
 from koordqueue.domain.queue_unit import ADMITTED_PHASES
-from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
+from koordqueue.kube.api import QUEUE, QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller import Controller
+from koordqueue.kube.controller.integrations import register_integrations
 from koordqueue.kube.controller.writes import Delete
+from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
-from tests.unit.kube.test_integration_resync import PYTORCH, make, next_period
+from tests.unit.kube.test_integration_resync import PERIOD, PYTORCH, Clock, make, next_period
 from tests.unit.kube.test_integration_wiring import pytorch
 
 ADMITTED = frozenset(p.value for p in ADMITTED_PHASES)
@@ -109,5 +111,24 @@ def test_a_refused_unit_delete_keeps_its_quota_and_the_next_resync_deletes_it() 
     assert admitted_in_api(api) == ["a-py-qu"], "b admitted while a's unit still stands"
     next_period(c, clock)  # the resync finds a's unit without a workload: deleted now
     c.admission_round()
+    assert api.get(QUEUE_UNIT, "a-py-qu", "default") is None
+    assert admitted_in_api(api) == ["b-py-qu"]
+
+
+def test_a_new_leader_deletes_at_start_up_the_units_of_workloads_gone_while_none_led() -> None:
+    """The soak's diagnosis also showed the unit of a PyTorchJob deleted in a leaderless gap
+    holding its 2 cpu through two takeovers, 2 min 40 s, until a periodic resync looked:
+    only the periodic resync looked for units without a workload. Fails without the look at
+    start-up (resync._fold_workloads): a's unit stays admitted and b waits."""
+    api = MemoryApi()
+    two_jobs(api)
+    api.delete(PYTORCH, "a", "default")  # no replica sees the DELETED event
+    settings = ControllerSettings(integrations="kubeflow.org/pytorchjob", resync_period=PERIOD)
+    leader = Controller(api, settings, clock=Clock(), writers=1)
+    register_integrations(leader)
+    leader.resync()
+    for obj in api.list_objects(QUEUE):
+        leader.on_queue("ADDED", obj)
+    leader.admission_round()
     assert api.get(QUEUE_UNIT, "a-py-qu", "default") is None
     assert admitted_in_api(api) == ["b-py-qu"]
