@@ -147,3 +147,30 @@ def test_finished_pods_give_their_share_back(kubectl: Any, debugged: RunningCont
     assert view["Used"]["cpu"] == 2000 and view["Count"] == 2
     held = {key: item["Resource"]["cpu"] for key, item in view["Items"].items()}
     assert held == {f"{ns}/wide": "1", f"{ns}/next": "1"}
+
+
+def test_queue_items_refresh_every_15_seconds_by_default(
+    kubectl: Any, debugged: RunningController
+) -> None:
+    """Without the interval annotation a Queue's list is written when the Queue is first
+    served and then every 15 s (Koord-Queue's default), not after every round: a unit that
+    starts waiting just after a refresh appears in the list only at the next one."""
+    ns = kq.namespace(kubectl, kq.unique("obs15"))
+    quota = kq.unique("obs15")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "1", "memory": "4Gi"}))
+    kq.wait_for(lambda: _items(kubectl, quota) is not None, timeout=30,
+                what="the Queue's first list")
+    first = time.monotonic()  # (the refresh was at most this; the next is 15 s after it)
+    assert _items(kubectl, quota) == []
+    kubectl.apply(kq.job("holder", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "holder") == "Dequeued", what="holder admitted")
+    kubectl.apply(kq.job("b", ns, quota, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "b") == "Enqueued", what="b waits")
+    if time.monotonic() - first < 12.0:  # (under a heavy load the next refresh may be near)
+        assert _items(kubectl, quota) == [], "refreshed before the 15 s were up"
+    kq.wait_for(lambda: _items(kubectl, quota) == [
+        {"name": "b", "namespace": ns, "position": 1}], timeout=40,
+        what="b listed at the next refresh", state=lambda: _items(kubectl, quota))
+    waited = time.monotonic() - first
+    # 15 s after the first refresh, less what its write took to be seen (slack for load)
+    assert 10.0 <= waited <= 35.0, waited
