@@ -32,6 +32,7 @@ from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
     InvalidQueueUnitError,
     Phase,
+    QueueUnit,
     queue_unit_from_object,
 )
 from koordqueue.domain.quota import QuotaSpec
@@ -108,9 +109,8 @@ def _pods(obj: Mapping[str, Any]) -> int:
     return max(total, 1)
 
 
-def _unit_entry(obj: Mapping[str, Any], now: float) -> dict[str, Any] | None:
+def _unit_entry(obj: Mapping[str, Any], unit: QueueUnit, now: float) -> dict[str, Any] | None:
     """A unit as it stands; None for a finished one (it holds nothing, and never will)."""
-    unit = queue_unit_from_object(obj)
     if unit.phase in FINISHED_PHASES:
         return None
     entry: dict[str, Any] = {"name": unit.name, "namespace": unit.namespace}
@@ -139,13 +139,10 @@ def _unit_entry(obj: Mapping[str, Any], now: float) -> dict[str, Any] | None:
     return entry
 
 
-def _uncarried(obj: Mapping[str, Any], key: str) -> list[str]:
-    """What a unit's object says that a scenario unit cannot (yet): said, not guessed."""
-    try:
-        unit = queue_unit_from_object(obj)
-    except InvalidQueueUnitError:
-        return []  # (noted as left out)
-    if unit.phase in FINISHED_PHASES:
+def _uncarried(unit: QueueUnit | None, key: str) -> list[str]:
+    """What a unit's object says that a scenario unit cannot (yet): said, not guessed.
+    (None: the object is not a valid unit, noted as left out.)"""
+    if unit is None or unit.phase in FINISHED_PHASES:
         return []
     out = []
     if not unit.active and active_from(unit.annotations) is not False:
@@ -199,24 +196,28 @@ def snapshot_from_objects(
             notes.append(f"quota {q.name} has no Queue in {queue_namespace} yet: "
                          "the replay serves one")
     unit_entries: list[dict[str, Any]] = []
+    parsed: list[QueueUnit | None] = []  # (unit_list's order: the notes below read both)
     for obj in unit_list:
         try:
-            entry = _unit_entry(obj, now)
+            unit = queue_unit_from_object(obj)
         except InvalidQueueUnitError as exc:
             notes.append(f"{exc}: left out")
+            parsed.append(None)
             continue
+        parsed.append(unit)
+        entry = _unit_entry(obj, unit, now)
         if entry is not None:
             unit_entries.append(entry)
     unit_entries.sort(key=lambda e: (e["created"], e["namespace"], e["name"]))
     waiting = {p.value for p in (Phase.BACKOFF, Phase.PREEMPTED, Phase.SCHED_FAILED)}
-    for obj in unit_list:
+    for obj, parsed_unit in zip(unit_list, parsed, strict=True):
         phase = (obj.get("status") or {}).get("phase")
         meta = obj.get("metadata") or {}
         key = f"QueueUnit {meta.get('namespace')}/{meta.get('name')}"
         if phase in waiting:
             notes.append(f"{key} is {phase}: "
                          "replayed as Enqueued (its back-off deadline is not carried)")
-        notes += _uncarried(obj, key)
+        notes += _uncarried(parsed_unit, key)
     doc: dict[str, Any] = {
         "name": "snapshot",
         "description": f"koordqueue snapshot of {source or 'a cluster'}",

@@ -86,15 +86,21 @@ def make(
         "default",
     )
     clock = Clock()
+    c = start(api, integrations, clock)
+    consumer = c.consumers["PyTorchJob"]
+    assert isinstance(consumer, WorkloadReconciler)
+    return c, consumer, clock
+
+
+def start(api: MemoryApi, integrations: str, clock: Clock) -> Controller:
+    """A controller started on what `api` holds: its start-up resync, then its Queues."""
     settings = ControllerSettings(integrations=integrations, resync_period=PERIOD)
     c = Controller(api, settings, clock=clock, writers=1)
     register_integrations(c)
     c.resync()
     for obj in api.list_objects(QUEUE):
         c.on_queue("ADDED", obj)
-    consumer = c.consumers["PyTorchJob"]
-    assert isinstance(consumer, WorkloadReconciler)
-    return c, consumer, clock
+    return c
 
 
 def cpu_used(c: Controller) -> str | None:

@@ -22,13 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from koordqueue.domain.queue_unit import ADMITTED_PHASES
-from koordqueue.kube.api import QUEUE, QUEUE_UNIT, ApiError, Kind
+from koordqueue.kube.api import QUEUE_UNIT, ApiError, Kind
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.controller.integrations import register_integrations
 from koordqueue.kube.controller.writes import Delete
-from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
-from tests.unit.kube.test_integration_resync import PERIOD, PYTORCH, Clock, make, next_period
+from tests.unit.kube.test_integration_resync import PYTORCH, Clock, make, next_period, start
 from tests.unit.kube.test_integration_wiring import pytorch
 
 ADMITTED = frozenset(p.value for p in ADMITTED_PHASES)
@@ -123,12 +121,7 @@ def test_a_new_leader_deletes_at_start_up_the_units_of_workloads_gone_while_none
     api = MemoryApi()
     two_jobs(api)
     api.delete(PYTORCH, "a", "default")  # no replica sees the DELETED event
-    settings = ControllerSettings(integrations="kubeflow.org/pytorchjob", resync_period=PERIOD)
-    leader = Controller(api, settings, clock=Clock(), writers=1)
-    register_integrations(leader)
-    leader.resync()
-    for obj in api.list_objects(QUEUE):
-        leader.on_queue("ADDED", obj)
+    leader = start(api, "kubeflow.org/pytorchjob", Clock())  # the new leader's takeover
     leader.admission_round()
     assert api.get(QUEUE_UNIT, "a-py-qu", "default") is None
     assert admitted_in_api(api) == ["b-py-qu"]
