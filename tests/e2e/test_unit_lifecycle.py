@@ -124,12 +124,26 @@ def test_conditions_pause_resume_and_deactivation_of_an_admitted_job(
         conds = _conditions(unit)
         assert unit["spec"]["active"] is False
         assert unit["status"]["phase"] == "Enqueued"
-        assert unit["status"]["message"] == "Evicted because the queue unit is deactivated"
+        # the eviction's message, or, once a later round has looked at the now-waiting unit,
+        # the inactive unit's: both say why it is not running
+        assert unit["status"]["message"] in (
+            "Evicted because the queue unit is deactivated",
+            "inactive (spec.active is false): never admitted until it is activated",
+        )
         assert (conds["Admitted"]["status"], conds["Admitted"]["reason"]) == (
             "False", "Deactivated",
         )
         assert conds["Evicted"]["status"] == "True"
         assert unit["status"]["accumulatedPastExecutionTimeSeconds"] >= 1
+        # a later round's inactive message keeps the eviction's conditions
+        unit = kq.wait_for(
+            lambda: (u := _unit(kubectl, ns, "rival"))["status"]["message"].startswith("inactive")
+            and u,
+            what="rival's inactive message",
+        )
+        conds = _conditions(unit)
+        assert (conds["Evicted"]["status"], conds["Evicted"]["reason"]) == ("True", "Deactivated")
+        assert conds["Admitted"]["status"] == "False"
         kq.wait_for(lambda: _job(kubectl, ns, "rival")["spec"]["suspend"] is True,
                     what="rival suspended")
         _job_status(kubectl, ns, "rival", {"active": 0, "ready": 0})  # (the Job controller)
