@@ -172,6 +172,18 @@ def fit_victims(
     return tuple(marks)
 
 
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A preemption found in its queue's turn of a round, marked only if `needs` still fits
+    the preemptor's chain once every queue has had its turn: a queue served later can take
+    the room the preemptor counted on (round_runner.RoundRunner.proposals)."""
+
+    queue: str
+    preemptor: QueueUnit
+    marks: tuple[Mark, ...]
+    needs: Resources
+
+
 def released(marks: Sequence[Mark]) -> Resources:
     """What the quota gets back once every mark is reclaimed."""
     total = Resources()

@@ -10,7 +10,7 @@ runner holds the engine's own state (the same objects, shared), never a copy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
 from koordqueue.domain.activation import budget_left
@@ -19,6 +19,7 @@ from koordqueue.domain.mapping import Unresolved, queue_name_for
 from koordqueue.domain.policies import QueuePolicy, QueueSettings, order_key
 from koordqueue.domain.queue_preemption import (
     Mark,
+    Proposal,
     VictimRules,
     fit_victims,
     is_assumed,
@@ -112,6 +113,10 @@ class RoundRunner:
     """Takes a marked victim's pods not running back; returns how many (the engine's)."""
     victim_rules: VictimRules
     """The reclaim protect time and the default-preemptible switch."""
+    proposals: list[Proposal] = field(default_factory=list)
+    """This round's preemptions, settled after every queue's turn: a queue served later in
+    the round can take the room a preemptor counted on (a child quota's unit taking a share
+    reclaimed this round), and a victim must not be taken for a preemptor that cannot fit."""
 
     def _spent(self, unit: QueueUnit, now: float) -> BudgetSpent | None:
         left = budget_left(unit, now)
@@ -141,6 +146,14 @@ class RoundRunner:
             if touched is not None:
                 touched.append(mark.unit.uid)
         result.preempted.append(Preemption(preemptor, tuple(m.unit for m in marks)))
+
+    def _settle(self, result: RoundResult, touched: list[str] | None) -> None:
+        """Mark the victims of each preemption whose preemptor still fits once they are
+        reclaimed, now that every queue has had its turn (see `proposals`)."""
+        for p in self.proposals:
+            if self.tree.check(p.preemptor.key, p.queue, p.needs).admitted:
+                self._mark(p.preemptor, p.marks, result, touched)
+        self.proposals.clear()
 
     def _deactivated(self, unit: QueueUnit) -> Deactivated:
         """An admitted, inactive unit: evicted now, unless a preemption still reclaims it."""
@@ -211,6 +224,7 @@ class RoundRunner:
                 self._serve(queue, ordered, assumed, now, result)
                 continue
             self._serve(queue, ordered, [], now, result)
+        self._settle(result, None)
         return result
 
     def run_incremental(self, now: float) -> RoundResult:
@@ -270,6 +284,9 @@ class RoundRunner:
             for uid in touched:
                 self.reindex(uid)
             touched.clear()
+        self._settle(result, touched)
+        for uid in touched:
+            self.reindex(uid)
         return result
 
     def _serve_queue(
@@ -480,7 +497,7 @@ class RoundRunner:
             if self.tree.check(unit.key, queue.name, unit.resource).admitted:
                 marks = reserve_victims(unit, assumed, self._key, self.victim_rules, now)
                 if marks:
-                    self._mark(unit, marks, result, touched)
+                    self.proposals.append(Proposal(queue.name, unit, marks, unit.resource))
                 break
         result.waiting[queue.name] = list(ordered)
         result.outcomes.extend(WaitingForPodsRunning(u, not_running) for u in ordered)
@@ -534,7 +551,7 @@ class RoundRunner:
                     preempted = True
                     marks = reserve_victims(unit, assumed, self._key, self.victim_rules, now)
                     if marks:
-                        self._mark(unit, marks, result, touched)
+                        self.proposals.append(Proposal(queue.name, unit, marks, unit.resource))
                 still_waiting.append(unit)  # room, but its queue waits for pods to run
                 outcomes.append(WaitingForPodsRunning(unit, not_running))
                 continue
@@ -551,7 +568,7 @@ class RoundRunner:
                 needs = (unit.resource - released(marks)).clamp_nonnegative()
                 if marks and self.tree.check(unit.key, queue.name, needs).admitted:
                     preempted = True
-                    self._mark(unit, marks, result, touched)
+                    self.proposals.append(Proposal(queue.name, unit, marks, needs))
             policy.feedback(unit, decision.admitted, now)
             if isinstance(decision, Admitted):
                 admitted = replace(unit, phase=Phase.DEQUEUED)

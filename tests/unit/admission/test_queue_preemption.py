@@ -268,6 +268,43 @@ def test_a_failed_fit_marks_nothing_when_the_reclaim_would_not_make_room(full: b
     assert [[v.name for v in p.victims] for p in e.run_round(2.0).preempted] == [["low"]]
 
 
+@MODES
+def test_no_victim_for_room_a_later_queue_takes_in_the_same_round(full: bool) -> None:
+    """Found by the snapshot round trip: parent q0 (2 cpu) and child q1 (1 cpu), both
+    queues with both annotations. The round that reclaims u2 (q1's victim) frees 1 cpu of
+    q0; q0's turn comes first and u1 (2 cpu) counted that cpu plus u0's; then q1's u3 took
+    it. Marking u0 then took a victim for a preemptor that could not fit (u0 reclaimed, u1
+    still waiting, u0 re-admitted). Preemptions are now settled after every queue's turn."""
+    e = AdmissionEngine(skip_unchanged=not full)
+    e.upsert_quota(QuotaSpec("q0", max=Resources.of(cpu="2"), is_parent=True))
+    e.upsert_quota(QuotaSpec("q1", max=Resources.of(cpu="1"), parent="q0"))
+    for q in ("q0", "q1"):
+        e.upsert_queue(q, "Priority", BOTH)
+
+    def in_quota(name: str, quota: str, cpu: str, priority: int, created: float) -> QueueUnit:
+        return unit(name, priority, cpu=cpu, created=created,
+                    labels={QUOTA_NAME_LABEL: quota, PREEMPTIBLE_LABEL: "true"})
+
+    e.upsert_unit(in_quota("u0", "q0", "1", 0, 0.0))
+    e.upsert_unit(in_quota("u2", "q1", "1", 0, 0.0))
+    assert [u.name for u, _ in e.run_round(0.0).admitted] == ["u0", "u2"]
+    admitted(e, "u0")
+    admitted(e, "u2")
+    e.upsert_unit(in_quota("u1", "q0", "2", 1, 1.0))
+    e.upsert_unit(in_quota("u3", "q1", "1", 1, 2.0))
+    first = e.run_round(1.0)  # u1 cannot fit even with u0 reclaimed; u3 marks u2
+    assert [(p.unit.name, [v.name for v in p.victims]) for p in first.preempted] == [
+        ("u3", ["u2"])
+    ]
+    second = e.run_round(2.0)
+    assert isinstance(outcome_of(second.outcomes, "u2"), Reclaimed)
+    assert [u.name for u, _ in second.admitted] == ["u3"]
+    assert second.preempted == []  # u1 would need u3's cpu too
+    assert e.is_admitted("u0") and not e.unit("u0").reclaiming  # type: ignore[union-attr]
+    for t in (3.0, 4.0):
+        assert e.run_round(t).preempted == [] and e.is_admitted("u0")
+
+
 replicas = st.integers(0, 4)
 admission = st.builds(
     AdmissionCount, st.just("ps"), replicas, st.one_of(st.none(), replicas), st.just(0)
