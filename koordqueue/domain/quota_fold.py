@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from koordqueue.domain import names
-from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, quota_from_object
+from koordqueue.domain.quota import InvalidQuotaError, QuotaSpec, precedence, quota_from_object
 from koordqueue.domain.quota_tree import QuotaTree
 from koordqueue.domain.quota_validation import Problem, Rule, cycle_through, object_problems
 
@@ -57,11 +57,15 @@ def check_quota(
     except InvalidQuotaError as exc:
         return (Problem(exc.field, Rule.NOT_A_MAP, exc.reason),), None
     before = in_force_copy(tree, spec.name, spec.namespace)
-    edits_in_force = before is not None and tree.get(spec.name) is before
-    if before is None and tree.get(spec.name) is None:
+    if before is None:
         before = last_valid(obj)  # a fresh fold of a refused edit: the kept one is in force
-        edits_in_force = before is not None
-    if before is not None and before.parent != spec.parent and edits_in_force:
+    live = tree.get(spec.name)
+    # this copy is (or, by precedence, becomes) the one in force: its parent is the tree's
+    # (a fresh fold may meet another namespace's younger copy first)
+    in_force = live is None or live.namespace == spec.namespace or (
+        precedence(spec.created, spec.namespace) < precedence(live.created, live.namespace)
+    )
+    if before is not None and before.parent != spec.parent and in_force:
         parents = {q.name: q.parent for q in tree if q.name != spec.name}
         cycle = cycle_through(spec.name, spec.parent, parents)
         if cycle is not None:
@@ -75,9 +79,11 @@ def check_quota(
 
 def fold_order(objects: Iterable[_Obj]) -> list[_Obj]:
     """The order a fresh fold takes quotas in: those whose status keeps a refused edit's
-    definition last, so that the cycle that refused it is in the tree when they are checked."""
+    definition last, so that the cycle that refused it is in the tree when they are checked;
+    of those, the ones refused for their own fields first (what they keep goes in as it is,
+    and may be part of that cycle), the parent edits that may close a cycle after them."""
     listed = list(objects)
-    return sorted(listed, key=lambda o: last_valid(o) is not None)
+    return sorted(listed, key=lambda o: (last_valid(o) is not None, not object_problems(o)))
 
 
 def in_force_copy(tree: QuotaTree, name: str, namespace: str) -> QuotaSpec | None:

@@ -90,3 +90,32 @@ def test_a_refused_quota_with_no_earlier_definition_is_said_once(
     assert not any("exists but is invalid" in n for n in doc["notes"])
     table = explain(kubeconfig, ns, "lonely")
     assert table.returncode == 0 and f"{q} (refused: no definition in force)" in table.stdout
+
+
+def test_a_parent_edit_refused_for_a_cycle_is_taken_once_the_cycle_is_gone(
+    kubectl: Any, kubeconfig: Path, controller: RunningController, ns: str
+) -> None:
+    """Level-triggered: c -> a is refused while a -> c (it would close a loop) and c keeps
+    its root parent; once a is moved back to the root, nothing loops through c's edit any
+    more, and the controller takes it without c being edited again, as a fresh fold (explain,
+    a new leader) of the same objects does."""
+    a, c = kq.unique("cyc-a"), kq.unique("cyc-c")
+    kubectl.apply(kq.quota(c, ns, max_={"cpu": "4"}))
+    kubectl.apply(kq.quota(a, ns, max_={"cpu": "4"}, parent=c))
+    kubectl.apply(kq.quota(c, ns, max_={"cpu": "4"}, parent=a))
+    kept = kq.wait_for(lambda: status_of(kubectl, c, ns).get("lastValid"), what="c refused")
+    assert "labels" not in kept or a not in str(kept["labels"])  # the root parent is kept
+
+    kubectl.apply(kq.quota(a, ns, max_={"cpu": "4"}))  # a back to the root: no loop now
+
+    def taken() -> dict[str, Any] | None:
+        status = status_of(kubectl, c, ns)
+        valid = [x for x in status.get("conditions") or [] if x.get("type") == "Valid"]
+        return status if "lastValid" not in status and valid and valid[0]["status"] == "True" \
+            else None
+
+    kq.wait_for(taken, what="c's edit taken")
+    kubectl.apply(kq.job("under-c", ns, c, cpu="1"))
+    kq.wait_for(lambda: kq.phase(kubectl, ns, "under-c") == "Dequeued", what="admitted")
+    doc = explain_json(kubeconfig, ns, "under-c")
+    assert [link["quota"] for link in doc["chain"]] == [c, a]  # c's parent in force is a

@@ -138,6 +138,7 @@ class QuotaHandlers:
                 if remaining is not None:
                     writer.submit(ApplyQueue(remaining, ns))
             state.wake.set()
+            self._retry_cycles(apply=True)
             self.refresh_quota_status()
             return
         seen = self.seen.get(key)
@@ -161,15 +162,39 @@ class QuotaHandlers:
                 self.refresh_quota_status()
             return
         assert spec is not None
-        self.refused.pop(key, None)
-        self.objects[key] = obj
-        engine.upsert_quota(spec)
-        state.wake.set()
-        live = engine.tree.get(name)
-        if apply and live is not None and live.namespace == namespace:
-            writer.submit(ApplyQueue(obj, ns))
+        self._accept(key, obj, spec, apply)
+        self._retry_cycles(apply)
         if apply:  # a resync's batch refreshes once, after folding every quota
             self.refresh_quota_status()
+
+    def _accept(self, key: Key, obj: dict[str, Any], spec: QuotaSpec, apply: bool) -> None:
+        state = self.state
+        self.refused.pop(key, None)
+        self.objects[key] = obj
+        state.engine.upsert_quota(spec)
+        state.wake.set()
+        live = state.engine.tree.get(spec.name)
+        if apply and live is not None and live.namespace == key[0]:
+            state.writer.submit(ApplyQueue(obj, state.settings.namespace))
+
+    def _retry_cycles(self, apply: bool) -> None:
+        """Level-triggered: a parent edit refused because it closed a cycle is taken once the
+        tree no longer loops through it (another quota re-parented or deleted), as a fresh
+        fold (explain, a new leader) of the same objects takes it. Only the cycle rule
+        depends on the other quotas; the others are the object's own fields."""
+        progress = True
+        while progress:
+            progress = False
+            for key, problems in list(self.refused.items()):
+                obj = self.seen.get(key)
+                if obj is None or not any(p.rule is Rule.CYCLE for p in problems):
+                    continue
+                folded = fold_quota(obj, self.state.engine.tree)
+                if not folded.problems and folded.spec is not None:
+                    log.info("ElasticQuota accepted: the cycle that refused it is gone",
+                             quota=f"{key[0]}/{key[1]}")
+                    self._accept(key, obj, folded.spec, apply)
+                    progress = True
 
     def quota_object(self, name: str) -> dict[str, Any] | None:
         """The object of the quota in force called `name`."""

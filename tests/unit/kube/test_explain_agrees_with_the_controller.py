@@ -121,6 +121,24 @@ EDITS = st.lists(
     [("b", "default", "1", None, None, T1), ("a", "default", "1", "b", None, T1),
      ("b", "default", "1", "a", None, T1)]
 )
+@example(  # a -> c closes no cycle once a is back at the root: the running controller kept
+    # c's refused edit until c was edited again, while a fresh fold took it
+    [("a", "default", "1", None, None, T1), ("a", "default", "1", "c", None, T1),
+     ("c", "default", "1", None, None, T1), ("c", "default", "1", "a", None, T1),
+     ("a", "default", "1", None, None, T1)]
+)
+@example(  # a younger copy of c in another namespace, met first by a fresh fold, hid the
+    # cycle c's refused edit closes (a -> c -> a): the fresh fold took it
+    [("a", "default", "1", None, None, T1), ("a", "default", "1", "c", None, T1),
+     ("c", "default", "1", None, None, T1), ("c", "default", "1", "a", None, T1),
+     ("c", "other", "1", None, None, T1)]
+)
+@example(  # c refused for its own fields keeps c -> b, which makes b's edit (b -> c) a cycle;
+    # a fresh fold that met b before c took it
+    [("a", "default", "1", None, None, T1), ("b", "other", "1", None, None, T1),
+     ("c", "other", "1", "b", None, T1), ("b", "other", "1", "c", None, T1),
+     ("c", "other", "1", None, "2", T1)]
+)
 def test_explain_and_a_restarted_controller_fold_what_the_running_one_admits_from(
     edits: list[tuple[str, str, str, str | None, str | None, str]],
 ) -> None:
