@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from koordqueue.domain.features import FeatureGateError, parse_feature_gates
 from koordqueue.domain.names import QUEUE_NAMESPACE
 from koordqueue.domain.quota_tree import parse_oversell_rate
 from koordqueue.simulation.snapshot import Snapshot, snapshot_from_objects
@@ -45,12 +46,16 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: {QUEUE_NAMESPACE})")
     parser.add_argument("--controller-deployment", default=CONTROLLER_DEPLOYMENT,
                         help=f"the controller's Deployment (default: {CONTROLLER_DEPLOYMENT}); "
-                             "its --oversellrate and --namespace are read from its arguments")
+                             "its --oversellrate, --namespace and --feature-gates are read "
+                             "from its arguments")
     parser.add_argument("--oversellrate", default=None,
                         help="the controller's --oversellrate (default: the Deployment's, else 1)")
     parser.add_argument("--queue-namespace", default=None,
                         help="the controller's --namespace, where the Queues are "
                              f"(default: the Deployment's, else {QUEUE_NAMESPACE})")
+    parser.add_argument("--feature-gates", default=None,
+                        help="the controller's --feature-gates (default: the Deployment's, "
+                             "else none): QueueUnitActive decides whether spec.active counts")
 
 
 def add_snapshot_parser(sub: Any) -> None:
@@ -75,11 +80,13 @@ class ControllerFlags:
     queue_namespace: str
     source: str
     """Where they came from: the Deployment, the command line, or the defaults."""
+    feature_gates: str = ""
 
 
 def deployment_flags(deployment: dict[str, Any] | None) -> dict[str, str]:
-    """--oversellrate and --namespace as the Deployment's controller container is given them
-    (its arguments parsed by `koordqueue run`'s flag table; its literal KOORDQUEUE_* env)."""
+    """--oversellrate, --namespace and --feature-gates as the Deployment's controller
+    container is given them (its arguments parsed by `koordqueue run`'s flag table; its
+    literal KOORDQUEUE_* env)."""
     from koordqueue.cli.flags import COMMANDS, add_flags
 
     if deployment is None:
@@ -103,7 +110,8 @@ def deployment_flags(deployment: dict[str, Any] | None) -> dict[str, str]:
         except (argparse.ArgumentError, SystemExit):
             return {}
         found: dict[str, str] = {}
-        for dest, flag in (("oversell_rate", "--oversellrate"), ("namespace", "--namespace")):
+        for dest, flag in (("oversell_rate", "--oversellrate"), ("namespace", "--namespace"),
+                           ("feature_gates", "--feature-gates")):
             if any(a == flag or a.startswith(f"{flag}=") for a in args):
                 found[dest] = str(getattr(parsed, dest))
             elif f"KOORDQUEUE_{dest.upper()}" in env:  # (what the flag's env default reads)
@@ -135,7 +143,7 @@ def read_snapshot(args: argparse.Namespace) -> Snapshot:
     deployment_kind = Kind("apps", "v1", "deployments", "Deployment")
     try:
         deployment: dict[str, Any] | None = None
-        if args.oversellrate is None or args.queue_namespace is None:
+        if None in (args.oversellrate, args.queue_namespace, args.feature_gates):
             try:
                 deployment = api.get(
                     deployment_kind, args.controller_deployment, args.controller_namespace
@@ -156,9 +164,11 @@ def read_snapshot(args: argparse.Namespace) -> Snapshot:
     snapshot = snapshot_from_objects(
         quotas, queues, units, oversell_rate=flags.oversell_rate,
         queue_namespace=flags.queue_namespace, now=time.time(), source=f"cluster {host}",
+        honour_active=parse_feature_gates(flags.feature_gates).active,
     )
     snapshot.notes.insert(0, f"controller flags from {flags.source}: --oversellrate="
-                             f"{flags.oversell_rate} --namespace={flags.queue_namespace}")
+                             f"{flags.oversell_rate} --namespace={flags.queue_namespace}"
+                             f" --feature-gates={flags.feature_gates}")
     return snapshot
 
 
@@ -172,13 +182,19 @@ def controller_flags(
     rate = args.oversellrate if args.oversellrate is not None else found.get("oversell_rate", "1")
     namespace = (args.queue_namespace if args.queue_namespace is not None
                  else found.get("namespace", QUEUE_NAMESPACE))
-    if args.oversellrate is not None or args.queue_namespace is not None:
+    gates = (args.feature_gates if args.feature_gates is not None
+             else found.get("feature_gates", ""))
+    if any(v is not None for v in (args.oversellrate, args.queue_namespace, args.feature_gates)):
         where = "the command line" + (f" and {where}" if found else "")
     try:
         parse_oversell_rate(rate)
     except ValueError as exc:
         raise SnapshotError(f"--oversellrate {rate!r}: {exc}", EXIT_BAD_INPUT) from exc
-    return ControllerFlags(str(rate), str(namespace), where)
+    try:
+        parse_feature_gates(gates)
+    except FeatureGateError as exc:
+        raise SnapshotError(f"--feature-gates {gates!r}: {exc}", EXIT_BAD_INPUT) from exc
+    return ControllerFlags(str(rate), str(namespace), where, str(gates))
 
 
 def run_snapshot(args: argparse.Namespace) -> int:

@@ -134,6 +134,9 @@ class UnitDef:
     created: float | None = None
     """Creation time on the scenario's clock (seconds, may be negative: before step 0), the
     tie breaker of its queue's order; None: its arrival step."""
+    active: bool | None = None
+    """spec.active as it arrives (a snapshot's unit: persisted on the QueueUnit, whatever its
+    Job's annotation says now); None: from the `scheduling.x-k8s.io/active` annotation."""
 
     def pod_request(self) -> Resources:
         return Resources({k: v // self.pods for k, v in self.resource.items()})
@@ -292,6 +295,7 @@ _UNIT_KEYS = {
     "message",
     "created",
     "consumerKind",
+    "active",
 }
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
@@ -436,8 +440,8 @@ ARRIVAL_PHASES: tuple[str, ...] = (
 
 
 def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A unit's `phase`, `message`, `created` and `consumerKind` (spec.consumerRef.kind): the
-    state a snapshot caught it in."""
+    """A unit's `phase`, `message`, `created`, `consumerKind` (spec.consumerRef.kind) and
+    `active` (spec.active): the state a snapshot caught it in."""
     phase = u.get("phase", Phase.ENQUEUED.value)
     if phase not in ARRIVAL_PHASES:
         raise ScenarioError(
@@ -459,11 +463,17 @@ def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
         raise ScenarioError(
             source, _line(u, "consumerKind"), f"{where}.consumerKind", "must be a kind name"
         )
+    active = u.get("active")
+    if active is not None and not isinstance(active, bool):
+        raise ScenarioError(
+            source, _line(u, "active"), f"{where}.active", f"must be true or false, got {active!r}"
+        )
     return {
         "consumer_kind": kind,
         "phase": phase,
         "message": message,
         "created": None if created is None else float(created),
+        "active": active,
     }
 
 

@@ -168,8 +168,12 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                     annotations=dict(u.annotations),
                     created=float(u.arrive) if u.created is None else u.created,
                     consumer_kind=u.consumer_kind,
-                    # the annotation a Job carries (issue 35): born inactive, never admitted
-                    active=active_from(u.annotations) is not False,
+                    # spec.active as a snapshot caught it, else the annotation a Job carries
+                    # (issue 35): born inactive, never admitted
+                    active=(
+                        u.active if u.active is not None
+                        else active_from(u.annotations) is not False
+                    ),
                     phase=Phase(u.phase),
                 )
                 engine.upsert_unit(arrived)  # an admitted phase: counted, as at a restart

@@ -109,8 +109,12 @@ def _pods(obj: Mapping[str, Any]) -> int:
     return max(total, 1)
 
 
-def _unit_entry(obj: Mapping[str, Any], unit: QueueUnit, now: float) -> dict[str, Any] | None:
-    """A unit as it stands; None for a finished one (it holds nothing, and never will)."""
+def _unit_entry(
+    obj: Mapping[str, Any], unit: QueueUnit, now: float, honour_active: bool
+) -> dict[str, Any] | None:
+    """A unit as it stands; None for a finished one (it holds nothing, and never will).
+    `honour_active`: the controller's QueueUnitActive gate (off: spec.active and the Job's
+    annotation change nothing)."""
     if unit.phase in FINISHED_PHASES:
         return None
     entry: dict[str, Any] = {"name": unit.name, "namespace": unit.namespace}
@@ -132,6 +136,11 @@ def _unit_entry(obj: Mapping[str, Any], unit: QueueUnit, now: float) -> dict[str
         entry["consumerKind"] = unit.consumer_kind
     if unit.admitted:
         entry["phase"] = unit.phase.value
+    active = unit.active or not honour_active
+    if active != (active_from(unit.annotations) is not False):
+        # spec.active persists (the annotation may be gone or never set), and a controller
+        # without the gate ignores both: said where the annotation alone would mislead
+        entry["active"] = active
     message = (obj.get("status") or {}).get("message")
     if message:  # the round replayed writes only a change, as a write over it would show
         entry["message"] = str(message)
@@ -145,8 +154,6 @@ def _uncarried(unit: QueueUnit | None, key: str) -> list[str]:
     if unit is None or unit.phase in FINISHED_PHASES:
         return []
     out = []
-    if not unit.active and active_from(unit.annotations) is not False:
-        out.append(f"{key} has spec.active false: replayed active")
     if unit.reclaiming:
         out.append(f"{key} is being reclaimed (reclaimState): replayed as admitted, not reclaimed")
     if unit.phase is Phase.RESERVED:
@@ -164,8 +171,10 @@ def snapshot_from_objects(
     queue_namespace: str = QUEUE_NAMESPACE,
     now: float,
     source: str = "",
+    honour_active: bool = False,
 ) -> Snapshot:
-    """The scenario for these objects as listed at `now` (epoch seconds)."""
+    """The scenario for these objects as listed at `now` (epoch seconds). `honour_active`:
+    the controller's QueueUnitActive gate (alpha, off by default)."""
     unit_list = list(units)
     queue_list = [
         q for q in queues
@@ -205,7 +214,7 @@ def snapshot_from_objects(
             parsed.append(None)
             continue
         parsed.append(unit)
-        entry = _unit_entry(obj, unit, now)
+        entry = _unit_entry(obj, unit, now, honour_active)
         if entry is not None:
             unit_entries.append(entry)
     unit_entries.sort(key=lambda e: (e["created"], e["namespace"], e["name"]))

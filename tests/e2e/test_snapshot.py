@@ -270,6 +270,38 @@ def test_a_snapshot_replays_what_the_controller_shows(
     assert replayed == live
 
 
+def test_a_snapshot_replays_an_inactive_unit_as_the_controller_shows_it(
+    kubectl: Any, kubeconfig: Path, deployment: tuple[str, str],
+    as_viewer: Callable[..., tuple[int, str, str]], tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """spec.active false on a bare unit (no Job, no annotation) under QueueUnitActive: the
+    controller never admits it and gives its room to the next unit; the snapshot carries
+    `active: false` (the gate from the command line, which beats the Deployment) and the
+    replay shows what kubectl shows."""
+    prefix = kq.unique("snap-off")
+    ns = kq.namespace(kubectl, prefix)
+    kubectl.apply(kq.quota(f"{prefix}-q", ns, max_={"cpu": "2"}, policy="Priority"))
+    off = unit_manifest("off", ns, f"{prefix}-q", 2, 5)
+    off["spec"]["active"] = False
+    units = [off, unit_manifest("next", ns, f"{prefix}-q", 2, 0)]
+    with RunningController(kubeconfig, oversell_rate="2", feature_gates="QueueUnitActive=true"):
+        kubectl.apply({"apiVersion": "v1", "kind": "List", "items": units})
+        live = settled(kubectl, ns, len(units))
+        assert live[f"{ns}/off"] == (
+            "Enqueued", "inactive (spec.active is false): never admitted until it is activated")
+        assert live[f"{ns}/next"][0] == "Dequeued"
+        out = tmp_path_factory.mktemp("snap") / "snapshot.yaml"
+        code, _, err = as_viewer("snapshot", "--controller-namespace", deployment[0],
+                                 "--controller-deployment", deployment[1],
+                                 "--feature-gates", "QueueUnitActive=true", "-o", out)
+        assert code == 0, err
+        assert observed(kubectl, ns) == live
+    assert "active: false" in out.read_text()
+    result = simulate(load_scenario(out))
+    phases, messages = result.final_phases(), result.final_messages()
+    assert {key: (phases[key], messages.get(key)) for key in live} == live
+
+
 # --- what-if: each edit kind, then the same edit made for real --------------------------------
 
 

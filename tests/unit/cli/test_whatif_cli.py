@@ -124,7 +124,9 @@ def _deployment(args: list[str], env: list[dict[str, str]] | None = None) -> dic
 def test_flags_come_from_the_shipped_deployment() -> None:
     shipped = next(d for d in yaml.safe_load_all((ROOT / "deploy" / "deployment.yaml").read_text())
                    if d and d["kind"] == "Deployment")
-    assert deployment_flags(shipped) == {"oversell_rate": "1", "namespace": "koord-queue"}
+    assert deployment_flags(shipped) == {
+        "oversell_rate": "1", "namespace": "koord-queue",
+        "feature_gates": "SchedulingGatesQueueAdmission=false"}
 
 
 def test_flags_given_beat_the_env_and_the_defaults_stay_out() -> None:
@@ -138,8 +140,8 @@ def test_flags_given_beat_the_env_and_the_defaults_stay_out() -> None:
 
 
 def _args(**kw: object) -> argparse.Namespace:
-    base = {"oversellrate": None, "queue_namespace": None, "controller_namespace": "koord-queue",
-            "controller_deployment": "koordqueue-controller"}
+    base = {"oversellrate": None, "queue_namespace": None, "feature_gates": None,
+            "controller_namespace": "koord-queue", "controller_deployment": "koordqueue-controller"}
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -155,6 +157,18 @@ def test_the_command_line_beats_the_deployment() -> None:
         "1", "koord-queue", "the defaults")
     with pytest.raises(SnapshotError, match="--oversellrate 'lots'"):
         controller_flags(_args(oversellrate="lots"), None)
+
+
+def test_the_active_gate_comes_from_the_deployment_or_the_command_line() -> None:
+    """spec.active counts only under QueueUnitActive: the snapshot must know the gate."""
+    deployment = _deployment(["run", "--feature-gates=QueueUnitActive=true"])
+    assert controller_flags(_args(), deployment).feature_gates == "QueueUnitActive=true"
+    assert controller_flags(_args(feature_gates="QueueUnitActive=false"),
+                            deployment).feature_gates == "QueueUnitActive=false"
+    env = [{"name": "KOORDQUEUE_FEATURE_GATES", "value": "QueueUnitActive=true"}]
+    assert deployment_flags(_deployment(["run"], env)) == {"feature_gates": "QueueUnitActive=true"}
+    with pytest.raises(SnapshotError, match="--feature-gates 'Nope=true'"):
+        controller_flags(_args(feature_gates="Nope=true"), None)
 
 
 def test_snapshot_without_a_cluster_fails_cleanly_and_writes_nothing(

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,13 @@ from koordqueue.domain.names import (
 )
 from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.resources import Resources
-from koordqueue.simulation.scenario import QuotaDef, Scenario, UnitDef, parse_scenario
+from koordqueue.simulation.scenario import (
+    QuotaDef,
+    Scenario,
+    ScenarioError,
+    UnitDef,
+    parse_scenario,
+)
 from koordqueue.simulation.simulator import simulate
 from koordqueue.simulation.snapshot import snapshot_from_objects
 
@@ -137,8 +144,9 @@ def test_an_unreadable_unit_is_a_note_not_a_failure() -> None:
 
 
 def test_unit_state_a_scenario_cannot_carry_is_a_note() -> None:
-    """spec.active false, a reclaimState and the Reserved phase (main's issue-35 work) are
-    not scenario fields yet: the snapshot says so instead of replaying them silently wrong."""
+    """A reclaimState and the Reserved phase (main's issue-35 work) are not scenario fields
+    yet: the snapshot says so instead of replaying them silently wrong. spec.active is
+    carried (`active: false`), so it is no note."""
     inactive = unit("off", "a", "1")
     inactive["spec"]["active"] = False
     marked = unit("marked", "a", "1", phase="Running", message="admitted")
@@ -149,12 +157,56 @@ def test_unit_state_a_scenario_cannot_carry_is_a_note() -> None:
                                  now=NOW)
     notes = [n for n in snap.notes if n.startswith("QueueUnit")]
     assert notes == [
-        "QueueUnit ns/off has spec.active false: replayed active",
         "QueueUnit ns/marked is being reclaimed (reclaimState): replayed as admitted, "
         "not reclaimed",
         "QueueUnit ns/held is Reserved: replayed holding its quota; its admission checks "
         "are not carried",
     ]
+
+
+def test_spec_active_false_is_carried_and_replayed_inactive() -> None:
+    """spec.active false without the Job's annotation (removed since, or set on the unit):
+    the controller never admits it and says so; the replay does the same, and the room it
+    does not take goes to the next unit, as live."""
+    inactive = unit("off", "a", "2", age=50)
+    inactive["spec"]["active"] = False
+    objects = (
+        [quota("a", "2")], [],
+        [inactive, unit("next", "a", "2", age=10)],
+    )
+    snap = snapshot_from_objects(*objects, now=NOW, honour_active=True)
+    entry = next(u for u in snap.doc["units"] if u["name"] == "off")
+    assert entry["active"] is False and "annotations" not in entry
+    phases, messages = replay(objects, honour_active=True)
+    assert phases == {"ns/off": "Enqueued", "ns/next": "Dequeued"}
+    assert messages["ns/off"] == (
+        "inactive (spec.active is false): never admitted until it is activated"
+    )
+
+
+def test_without_the_active_gate_spec_active_and_the_annotation_change_nothing() -> None:
+    """A controller without QueueUnitActive (alpha, off by default) admits a unit whatever
+    spec.active or its Job's annotation says; the replay must too."""
+    annotated = unit("annotated", "a", "1", age=50)
+    annotated["metadata"]["annotations"] = {"scheduling.x-k8s.io/active": "false"}
+    inactive = unit("off", "a", "1", age=40)
+    inactive["spec"]["active"] = False
+    objects = ([quota("a", "2")], [], [annotated, inactive])
+    snap = snapshot_from_objects(*objects, now=NOW)
+    entries = {u["name"]: u for u in snap.doc["units"]}
+    assert entries["annotated"]["active"] is True and "active" not in entries["off"]
+    phases, _ = replay(objects)
+    assert phases == {"ns/annotated": "Dequeued", "ns/off": "Dequeued"}
+
+
+def test_a_scenario_active_field_must_be_a_boolean() -> None:
+    text = """
+name: bad
+quotas: [{name: a, max: {cpu: "1"}}]
+units: [{name: u, quota: a, resource: {cpu: "1"}, active: "no"}]
+"""
+    with pytest.raises(ScenarioError, match=r"units\[0\]\.active: must be true or false"):
+        parse_scenario(text, "bad.yaml")
 
 
 # --- round trip: the state a replay reached, snapshotted, replays the same next round ---------
