@@ -15,7 +15,8 @@ from koordqueue import __version__
 from koordqueue.cli.dashboard import add_dashboard_parser
 from koordqueue.cli.explain import add_explain_parser
 from koordqueue.cli.render import simulation_json, simulation_table
-from koordqueue.simulation.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from koordqueue.simulation.scenario import Scenario, load_scenario, parse_scenario
+from koordqueue.simulation.scenario_fields import ScenarioError
 from koordqueue.simulation.simulator import simulate
 
 EXIT_OK = 0

@@ -23,7 +23,8 @@ from koordqueue.cli.snapshot import SnapshotError, add_live_arguments, read_snap
 from koordqueue.cli.whatif_nodes import NODE_FLAG_HELP, run_node_whatif
 from koordqueue.kube.settings import SchedulerSettings
 from koordqueue.simulation.node_whatif import NODE_EDIT_KINDS, parse_node_edit
-from koordqueue.simulation.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from koordqueue.simulation.scenario import Scenario, load_scenario, parse_scenario
+from koordqueue.simulation.scenario_fields import ScenarioError
 from koordqueue.simulation.whatif import (
     ADMITTED,
     EDIT_KINDS,

@@ -6,7 +6,7 @@ running for a number of steps; the simulator replays it through the real admissi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,54 +31,22 @@ from koordqueue.domain.names import (
     ROOT_QUOTA,
 )
 from koordqueue.domain.quantity import InvalidQuantityError
-from koordqueue.domain.queue_unit import ADMITTED_PHASES, Phase
+from koordqueue.domain.queue_unit import ADMITTED_PHASES, AdmissionCount, Phase
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import SchedulerConfig, parse_config
 from koordqueue.scheduler.framework.config import ConfigError
-
-
-class ScenarioError(ValueError):
-    """Bad scenario input: `file:line: field: reason`."""
-
-    def __init__(self, source: str, line: int | None, field: str, reason: str) -> None:
-        self.source = source
-        self.line = line
-        self.field = field
-        self.reason = reason
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {field}: {reason}")
-
-
-class _Located(dict[str, Any]):
-    """A mapping that remembers the line of each key (1-based)."""
-
-    lines: dict[str, int]
-    line: int
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _Located:
-    loader.flatten_mapping(node)
-    result = _Located()
-    result.lines = {}
-    result.line = node.start_mark.line + 1
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, str):
-            raise ScenarioError(
-                loader.name, key_node.start_mark.line + 1, str(key), "keys must be strings"
-            )
-        if key in result:
-            raise ScenarioError(loader.name, key_node.start_mark.line + 1, key, "duplicate key")
-        result[key] = loader.construct_object(value_node, deep=True)
-        result.lines[key] = key_node.start_mark.line + 1
-    return result
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+from koordqueue.simulation.scenario_fields import (
+    Loader,
+    ScenarioError,
+    check_keys,
+    int_field,
+    line_of,
+    list_field,
+    maps_of,
+    name_field,
+    resources_field,
+    str_map,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +102,10 @@ class UnitDef:
     created: float | None = None
     """Creation time on the scenario's clock (seconds, may be negative: before step 0), the
     tie breaker of its queue's order; None: its arrival step."""
+    admissions: tuple[AdmissionCount, ...] = ()
+    """status.admissions of a unit that arrives admitted (a snapshot's): per pod set the
+    replicas admitted, how many run, and reclaimState.replicas (> 0: a queue-level preemption
+    marked it, and the next round reclaims it)."""
     active: bool | None = None
     """spec.active as it arrives (a snapshot's unit: persisted on the QueueUnit, whatever its
     Job's annotation says now); None: from the `scheduling.x-k8s.io/active` annotation."""
@@ -170,53 +142,12 @@ class Scenario:
     Volcano's plugins (nodegroup, tdm, numa-aware, ...)."""
 
 
-def _line(obj: object, key: str | None = None) -> int | None:
-    if isinstance(obj, _Located):
-        return obj.lines.get(key, obj.line) if key is not None else obj.line
-    return None
-
-
-def _str_map(source: str, obj: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
-    raw = obj.get(key) or {}
-    if not isinstance(raw, Mapping):
-        raise ScenarioError(source, _line(obj, key), f"{where}.{key}", "must be a map")
-    out: dict[str, str] = {}
-    for k, v in raw.items():
-        if not isinstance(v, str):
-            raise ScenarioError(
-                source, _line(raw, k), f"{where}.{key}.{k}", "values must be strings"
-            )
-        out[k] = v
-    return out
-
-
-def _int(
-    source: str, obj: Mapping[str, Any], key: str, where: str, default: int | None
-) -> int | None:
-    value = obj.get(key, default)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ScenarioError(
-            source, _line(obj, key), f"{where}.{key}", f"must be an integer >= 0, got {value!r}"
-        )
-    return value
-
-
-def _resources(source: str, obj: Mapping[str, Any], key: str, where: str) -> Resources:
-    try:
-        return Resources.parse(obj.get(key), f"{where}.{key}")
-    except InvalidQuantityError as exc:
-        line = _line(obj.get(key), exc.field.rsplit(".", 1)[-1]) or _line(obj, key)
-        raise ScenarioError(source, line, exc.field, f"{exc.value!r}: {exc.reason}") from exc
-
-
 def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     raw = obj.get("numatopology")
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        raise ScenarioError(source, _line(obj, "numatopology"), f"{where}.numatopology",
+        raise ScenarioError(source, line_of(obj, "numatopology"), f"{where}.numatopology",
                             "must be a map (a Numatopology's spec)")
     plain: dict[str, Any] = _plain(raw)
     return plain
@@ -229,52 +160,13 @@ def _scheduler_conf(source: str, doc: Mapping[str, Any]) -> SchedulerConfig | No
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str):
-        raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
+        raise ScenarioError(source, line_of(doc, "schedulerConf"), "schedulerConf",
                             "must be a string (a volcano-scheduler.conf)")
     try:
         return parse_config(raw, f"{source}: schedulerConf")
     except ConfigError as exc:
-        raise ScenarioError(source, _line(doc, "schedulerConf"), "schedulerConf",
+        raise ScenarioError(source, line_of(doc, "schedulerConf"), "schedulerConf",
                             exc.detail) from exc
-
-
-def _name(source: str, obj: Mapping[str, Any], where: str) -> str:
-    name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        raise ScenarioError(
-            source, _line(obj, "name"), f"{where}.name", "must be a non-empty string"
-        )
-    return name
-
-
-def _check_keys(source: str, obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    for key in obj:
-        if key not in allowed:
-            raise ScenarioError(
-                source,
-                _line(obj, key),
-                f"{where}.{key}",
-                f"unknown field (expected one of: {', '.join(sorted(allowed))})",
-            )
-
-
-def _list(source: str, doc: Mapping[str, Any], key: str) -> list[Any]:
-    raw = doc.get(key) or []
-    if not isinstance(raw, list):
-        raise ScenarioError(source, _line(doc, key), key, "must be a list")
-    return raw
-
-
-def _maps(
-    source: str, doc: Mapping[str, Any], key: str, raw: list[Any], allowed: set[str]
-) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Each entry of the list `doc[key]` as (its path, the map), checked one at a time."""
-    for i, item in enumerate(raw):
-        where = f"{key}[{i}]"
-        if not isinstance(item, Mapping):
-            raise ScenarioError(source, _line(doc, key), where, "must be a map")
-        _check_keys(source, item, allowed, where)
-        yield where, item
 
 
 _QUOTA_KEYS = {"name", "parent", "min", "max", "policy", "annotations", "namespace"}
@@ -296,7 +188,9 @@ _UNIT_KEYS = {
     "created",
     "consumerKind",
     "active",
+    "admissions",
 }
+_ADMISSION_KEYS = {"name", "replicas", "running", "reclaim"}
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
 _NODE_KEYS = {"name", "allocatable", "labels", "numatopology"}
@@ -322,7 +216,7 @@ def _resolved(
     namespace, as the controller reads them from the API; one not listed is not there."""
     raw = u.get("references", [])
     if not isinstance(raw, list) or not all(isinstance(r, Mapping) for r in raw):
-        line, field_ = _line(u, "references"), f"{where}.references"
+        line, field_ = line_of(u, "references"), f"{where}.references"
         raise ScenarioError(source, line, field_, "must be a list of objects")
     given = [_plain(r) for r in raw]
     found: dict[Reference, Obj | None] = {
@@ -353,7 +247,7 @@ def _workload_units(source: str, u: Mapping[str, Any], where: str) -> list[UnitD
     try:
         groups = [lws.group_pods(obj, g) for g in range(lws.replicas(obj))]
     except InvalidJobError as exc:
-        raise ScenarioError(source, _line(u, "workload"), field_, str(exc)) from exc
+        raise ScenarioError(source, line_of(u, "workload"), field_, str(exc)) from exc
     return [_workload_unit(source, u, where, pods) for pods in groups]
 
 
@@ -370,7 +264,7 @@ def _workload_unit(
     label, unless `quota:` overrides it.
     """
     raw = u["workload"]
-    line = _line(u, "workload")
+    line = line_of(u, "workload")
     field_ = f"{where}.workload"
     given = [key for key in _WORKLOAD_EXCLUSIVE if key in u]
     if given:
@@ -408,7 +302,7 @@ def _workload_unit(
         )
     quota = u.get("quota", body["metadata"]["labels"].get(QUOTA_NAME_LABEL))
     if quota is not None and not isinstance(quota, str):
-        raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")
+        raise ScenarioError(source, line_of(u, "quota"), f"{where}.quota", "must be a string")
     spec = body["spec"]
     try:
         resource = Resources.parse(spec["resource"], f"{field_}.resource")
@@ -421,14 +315,14 @@ def _workload_unit(
         quota=quota,
         resource=resource,
         priority=int(spec.get("priority") or 0),
-        arrive=_int(source, u, "arrive", where, 0) or 0,
-        duration=_int(source, u, "duration", where, None),
+        arrive=int_field(source, u, "arrive", where, 0) or 0,
+        duration=int_field(source, u, "duration", where, None),
         annotations={
             **{str(k): str(v) for k, v in body["metadata"]["annotations"].items()},
-            **_str_map(source, u, "annotations", where),
+            **str_map(source, u, "annotations", where),
         },
         pods=pods,
-        node_selector=_str_map(source, u, "nodeSelector", where),
+        node_selector=str_map(source, u, "nodeSelector", where),
         consumer_kind=integration.workload.kind,
     )
 
@@ -437,6 +331,7 @@ ARRIVAL_PHASES: tuple[str, ...] = (
     Phase.ENQUEUED.value, *sorted(p.value for p in ADMITTED_PHASES)
 )
 """Phases a unit may arrive in: waiting, or holding its quota (a snapshot's admitted units)."""
+ADMITTED_VALUES: frozenset[str] = frozenset(p.value for p in ADMITTED_PHASES)
 
 
 def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -445,41 +340,61 @@ def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
     phase = u.get("phase", Phase.ENQUEUED.value)
     if phase not in ARRIVAL_PHASES:
         raise ScenarioError(
-            source, _line(u, "phase"), f"{where}.phase",
+            source, line_of(u, "phase"), f"{where}.phase",
             f"must be one of {', '.join(ARRIVAL_PHASES)}, got {phase!r}",
         )
     message = u.get("message")
     if message is not None and not isinstance(message, str):
-        raise ScenarioError(source, _line(u, "message"), f"{where}.message", "must be a string")
+        raise ScenarioError(source, line_of(u, "message"), f"{where}.message", "must be a string")
     created = u.get("created")
     if created is not None and (
         isinstance(created, bool) or not isinstance(created, (int, float))
     ):
         raise ScenarioError(
-            source, _line(u, "created"), f"{where}.created", f"must be a number, got {created!r}"
+            source, line_of(u, "created"), f"{where}.created", f"must be a number, got {created!r}"
         )
     kind = u.get("consumerKind")
     if kind is not None and (not isinstance(kind, str) or not kind):
         raise ScenarioError(
-            source, _line(u, "consumerKind"), f"{where}.consumerKind", "must be a kind name"
+            source, line_of(u, "consumerKind"), f"{where}.consumerKind", "must be a kind name"
         )
     active = u.get("active")
     if active is not None and not isinstance(active, bool):
         raise ScenarioError(
-            source, _line(u, "active"), f"{where}.active", f"must be true or false, got {active!r}"
+            source, line_of(u, "active"), f"{where}.active",
+            f"must be true or false, got {active!r}",
         )
+    admissions: list[AdmissionCount] = []
+    listed = list_field(source, u, "admissions")
+    for at, a in maps_of(source, u, "admissions", listed, _ADMISSION_KEYS):
+        if phase not in ADMITTED_VALUES:
+            raise ScenarioError(source, line_of(u, "admissions"), f"{where}.admissions",
+                                f"only a unit that arrives admitted has admissions, not {phase}")
+        name = a.get("name", "")
+        if not isinstance(name, str):
+            raise ScenarioError(
+                source, line_of(a, "name"), f"{where}.{at}.name", "must be a string"
+            )
+        replicas = int_field(source, a, "replicas", f"{where}.{at}", 1) or 0
+        running = int_field(source, a, "running", f"{where}.{at}", None)
+        reclaim = int_field(source, a, "reclaim", f"{where}.{at}", 0) or 0
+        if reclaim > replicas or (running is not None and running > replicas):
+            raise ScenarioError(source, line_of(u, "admissions"), f"{where}.{at}",
+                                "running and reclaim must not exceed replicas")
+        admissions.append(AdmissionCount(name, replicas, running, reclaim))
     return {
         "consumer_kind": kind,
         "phase": phase,
         "message": message,
         "created": None if created is None else float(created),
         "active": active,
+        "admissions": tuple(admissions),
     }
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     """Parse and validate scenario YAML; every error is a ScenarioError with a location."""
-    loader = _Loader(text)
+    loader = Loader(text)
     loader.name = source
     try:
         doc = loader.get_single_data()
@@ -492,86 +407,88 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         loader.dispose()
     if not isinstance(doc, Mapping):
         raise ScenarioError(source, 1, "<document>", "must be a map with quotas and units")
-    _check_keys(source, doc, _TOP_KEYS, "scenario")
-    quotas_raw = _list(source, doc, "quotas")
-    units_raw = _list(source, doc, "units")
+    check_keys(source, doc, _TOP_KEYS, "scenario")
+    quotas_raw = list_field(source, doc, "quotas")
+    units_raw = list_field(source, doc, "units")
     quotas: list[QuotaDef] = []
-    for where, q in _maps(source, doc, "quotas", quotas_raw, _QUOTA_KEYS):
+    for where, q in maps_of(source, doc, "quotas", quotas_raw, _QUOTA_KEYS):
         parent = q.get("parent", ROOT_QUOTA)
         if not isinstance(parent, str) or not parent:
             raise ScenarioError(
-                source, _line(q, "parent"), f"{where}.parent", "must be a non-empty string"
+                source, line_of(q, "parent"), f"{where}.parent", "must be a non-empty string"
             )
         policy = q.get("policy", DEFAULT_POLICY)
         if not isinstance(policy, str):
-            raise ScenarioError(source, _line(q, "policy"), f"{where}.policy", "must be a string")
+            raise ScenarioError(source, line_of(q, "policy"), f"{where}.policy", "must be a string")
         quotas.append(
             QuotaDef(
-                name=_name(source, q, where),
+                name=name_field(source, q, where),
                 parent=parent,
-                min=_resources(source, q, "min", where),
-                max=_resources(source, q, "max", where),
+                min=resources_field(source, q, "min", where),
+                max=resources_field(source, q, "max", where),
                 policy=policy,
-                annotations=_str_map(source, q, "annotations", where),
+                annotations=str_map(source, q, "annotations", where),
                 namespace=str(q.get("namespace") or "default"),
             )
         )
     units: list[UnitDef] = []
-    for where, u in _maps(source, doc, "units", units_raw, _UNIT_KEYS):
+    for where, u in maps_of(source, doc, "units", units_raw, _UNIT_KEYS):
         if "workload" in u:
             units.extend(_workload_units(source, u, where))
             continue
         quota = u.get("quota")
         if quota is not None and not isinstance(quota, str):
-            raise ScenarioError(source, _line(u, "quota"), f"{where}.quota", "must be a string")
+            raise ScenarioError(source, line_of(u, "quota"), f"{where}.quota", "must be a string")
         priority = u.get("priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise ScenarioError(
-                source, _line(u, "priority"), f"{where}.priority", "must be an integer"
+                source, line_of(u, "priority"), f"{where}.priority", "must be an integer"
             )
-        pods = _int(source, u, "pods", where, 1) or 0
+        pods = int_field(source, u, "pods", where, 1) or 0
         if pods < 1:
-            raise ScenarioError(source, _line(u, "pods"), f"{where}.pods", "must be >= 1")
-        resource = _resources(source, u, "resource", where)
+            raise ScenarioError(source, line_of(u, "pods"), f"{where}.pods", "must be >= 1")
+        resource = resources_field(source, u, "resource", where)
         if any(v % pods for v in resource.values()):
             raise ScenarioError(
                 source,
-                _line(u, "resource"),
+                line_of(u, "resource"),
                 f"{where}.resource",
                 f"must divide evenly into {pods} pods",
             )
         units.append(
             UnitDef(
-                name=_name(source, u, where),
+                name=name_field(source, u, where),
                 namespace=str(u.get("namespace") or "default"),
                 quota=quota,
                 resource=resource,
                 priority=priority,
-                arrive=_int(source, u, "arrive", where, 0) or 0,
-                duration=_int(source, u, "duration", where, None),
-                annotations=_str_map(source, u, "annotations", where),
+                arrive=int_field(source, u, "arrive", where, 0) or 0,
+                duration=int_field(source, u, "duration", where, None),
+                annotations=str_map(source, u, "annotations", where),
                 pods=pods,
-                node_selector=_str_map(source, u, "nodeSelector", where),
+                node_selector=str_map(source, u, "nodeSelector", where),
                 **_arrival(source, u, where),
             )
         )
     nodes: list[NodeDef] = []
-    for where, n in _maps(source, doc, "nodes", _list(source, doc, "nodes"), _NODE_KEYS):
+    for where, n in maps_of(source, doc, "nodes", list_field(source, doc, "nodes"), _NODE_KEYS):
         nodes.append(
             NodeDef(
-                name=_name(source, n, where),
-                allocatable=_resources(source, n, "allocatable", where),
-                labels=_str_map(source, n, "labels", where),
+                name=name_field(source, n, where),
+                allocatable=resources_field(source, n, "allocatable", where),
+                labels=str_map(source, n, "labels", where),
                 numatopology=_numatopology(source, n, where),
             )
         )
-    steps = _int(source, doc, "steps", "scenario", None)
+    steps = int_field(source, doc, "steps", "scenario", None)
     if steps is None:
         last = max((u.arrive + (u.duration or 0) for u in units), default=0)
         steps = last + 2
     rate = doc.get("oversellRate", 1)
     if isinstance(rate, bool) or not isinstance(rate, (int, float, str)):
-        raise ScenarioError(source, _line(doc, "oversellRate"), "oversellRate", "must be a number")
+        raise ScenarioError(
+            source, line_of(doc, "oversellRate"), "oversellRate", "must be a number"
+        )
     return Scenario(
         name=str(doc.get("name") or Path(source).stem),
         source=source,

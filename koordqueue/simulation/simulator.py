@@ -175,6 +175,8 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                         else active_from(u.annotations) is not False
                     ),
                     phase=Phase(u.phase),
+                    admissions=u.admissions,
+                    reclaiming=any(a.reclaim > 0 for a in u.admissions),
                 )
                 engine.upsert_unit(arrived)  # an admitted phase: counted, as at a restart
                 if arrived.admitted:

@@ -30,6 +30,7 @@ from koordqueue.domain.names import (
 from koordqueue.domain.queue_derivation import policy_for, synced_annotations
 from koordqueue.domain.queue_unit import (
     FINISHED_PHASES,
+    AdmissionCount,
     InvalidQueueUnitError,
     Phase,
     QueueUnit,
@@ -136,6 +137,8 @@ def _unit_entry(
         entry["consumerKind"] = unit.consumer_kind
     if unit.admitted:
         entry["phase"] = unit.phase.value
+        if unit.admissions:  # who runs, and a reclaim a queue-level preemption marked
+            entry["admissions"] = [_admission_entry(a) for a in unit.admissions]
     active = unit.active or not honour_active
     if active != (active_from(unit.annotations) is not False):
         # spec.active persists (the annotation may be gone or never set), and a controller
@@ -148,14 +151,21 @@ def _unit_entry(
     return entry
 
 
+def _admission_entry(a: AdmissionCount) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": a.name, "replicas": a.replicas}
+    if a.running is not None:
+        out["running"] = a.running
+    if a.reclaim:
+        out["reclaim"] = a.reclaim
+    return out
+
+
 def _uncarried(unit: QueueUnit | None, key: str) -> list[str]:
     """What a unit's object says that a scenario unit cannot (yet): said, not guessed.
     (None: the object is not a valid unit, noted as left out.)"""
     if unit is None or unit.phase in FINISHED_PHASES:
         return []
     out = []
-    if unit.reclaiming:
-        out.append(f"{key} is being reclaimed (reclaimState): replayed as admitted, not reclaimed")
     if unit.phase is Phase.RESERVED:
         out.append(f"{key} is Reserved: replayed holding its quota; its admission checks "
                    "are not carried")

@@ -144,24 +144,58 @@ def test_an_unreadable_unit_is_a_note_not_a_failure() -> None:
 
 
 def test_unit_state_a_scenario_cannot_carry_is_a_note() -> None:
-    """A reclaimState and the Reserved phase (main's issue-35 work) are not scenario fields
-    yet: the snapshot says so instead of replaying them silently wrong. spec.active is
-    carried (`active: false`), so it is no note."""
+    """The Reserved phase's admission checks (main's issue-35 work) are not scenario fields
+    yet: the snapshot says so instead of replaying them silently wrong. spec.active and a
+    reclaimState are carried (`active`, `admissions`), so they are no notes."""
     inactive = unit("off", "a", "1")
     inactive["spec"]["active"] = False
     marked = unit("marked", "a", "1", phase="Running", message="admitted")
-    marked["status"]["admissions"] = [{"reclaimState": {"replicas": 1}}]
+    marked["status"]["admissions"] = [{"name": "ps", "replicas": 1,
+                                       "reclaimState": {"replicas": 1}}]
     reserved = unit("held", "a", "1", phase="Reserved", message="waiting for checks")
     plain = unit("plain", "a", "1")
     snap = snapshot_from_objects([quota("a", "4")], [], [inactive, marked, reserved, plain],
                                  now=NOW)
     notes = [n for n in snap.notes if n.startswith("QueueUnit")]
     assert notes == [
-        "QueueUnit ns/marked is being reclaimed (reclaimState): replayed as admitted, "
-        "not reclaimed",
         "QueueUnit ns/held is Reserved: replayed holding its quota; its admission checks "
         "are not carried",
     ]
+
+
+def test_a_reclaim_in_flight_is_carried_and_the_replay_takes_it_back_first() -> None:
+    """A queue-level preemption marked `victim` (reclaimState.replicas 1 of 2, one replica
+    running): the controller's next round takes the replica not running back (the victim
+    keeps the running one's share, admitted) and admits the preemptor into the room."""
+    victim = unit("victim", "a", "2", phase="Dequeued", message="Waiting job extension to "
+                  "reclaim resources.", age=50)
+    victim["status"]["admissions"] = [{"name": "ps", "replicas": 2, "running": 1,
+                                       "reclaimState": {"replicas": 1}}]
+    preemptor = unit("pre", "a", "1", priority=9, age=10)
+    objects = ([quota("a", "2")], [], [victim, preemptor])
+    snap = snapshot_from_objects(*objects, now=NOW)
+    entry = next(u for u in snap.doc["units"] if u["name"] == "victim")
+    assert entry["admissions"] == [{"name": "ps", "replicas": 2, "running": 1, "reclaim": 1}]
+    result = simulate(parse_scenario(snap.to_yaml(), "snap"))
+    phases, messages = result.final_phases(), result.final_messages()
+    assert phases == {"ns/victim": "Dequeued", "ns/pre": "Dequeued"}
+    assert messages["ns/victim"] == (
+        "reclaimed: 1 admitted replica(s) not running were taken back"
+    )
+
+
+def test_admissions_only_on_a_unit_that_arrives_admitted() -> None:
+    text = """
+name: bad
+quotas: [{name: a, max: {cpu: "1"}}]
+units: [{name: u, quota: a, resource: {cpu: "1"}, admissions: [{name: ps, replicas: 1}]}]
+"""
+    with pytest.raises(ScenarioError, match=r"units\[0\]\.admissions: only a unit that arrives"):
+        parse_scenario(text, "bad.yaml")
+    text = text.replace('resource: {cpu: "1"},', 'resource: {cpu: "1"}, phase: Running,')
+    text = text.replace("replicas: 1}", "replicas: 1, reclaim: 2}")
+    with pytest.raises(ScenarioError, match="must not exceed replicas"):
+        parse_scenario(text, "bad.yaml")
 
 
 def test_spec_active_false_is_carried_and_replayed_inactive() -> None:
