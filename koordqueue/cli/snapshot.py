@@ -81,6 +81,8 @@ class ControllerFlags:
     source: str
     """Where they came from: the Deployment, the command line, or the defaults."""
     feature_gates: str = ""
+    admission_period: float = 1.0
+    """Its --admission-period: one replay step, in seconds (the Deployment's, else 1)."""
 
 
 def deployment_flags(deployment: dict[str, Any] | None) -> dict[str, str]:
@@ -111,7 +113,8 @@ def deployment_flags(deployment: dict[str, Any] | None) -> dict[str, str]:
             return {}
         found: dict[str, str] = {}
         for dest, flag in (("oversell_rate", "--oversellrate"), ("namespace", "--namespace"),
-                           ("feature_gates", "--feature-gates")):
+                           ("feature_gates", "--feature-gates"),
+                           ("admission_period", "--admission-period")):
             if any(a == flag or a.startswith(f"{flag}=") for a in args):
                 found[dest] = str(getattr(parsed, dest))
             elif f"KOORDQUEUE_{dest.upper()}" in env:  # (what the flag's env default reads)
@@ -165,6 +168,7 @@ def read_snapshot(args: argparse.Namespace) -> Snapshot:
         quotas, queues, units, oversell_rate=flags.oversell_rate,
         queue_namespace=flags.queue_namespace, now=time.time(), source=f"cluster {host}",
         honour_active=parse_feature_gates(flags.feature_gates).active,
+        step_seconds=flags.admission_period,
     )
     snapshot.notes.insert(0, f"controller flags from {flags.source}: --oversellrate="
                              f"{flags.oversell_rate} --namespace={flags.queue_namespace}"
@@ -194,7 +198,12 @@ def controller_flags(
         parse_feature_gates(gates)
     except FeatureGateError as exc:
         raise SnapshotError(f"--feature-gates {gates!r}: {exc}", EXIT_BAD_INPUT) from exc
-    return ControllerFlags(str(rate), str(namespace), where, str(gates))
+    try:
+        period = float(found.get("admission_period", "1"))
+    except ValueError:
+        period = 1.0  # (`run` refuses such a Deployment: it never ran with it)
+    return ControllerFlags(str(rate), str(namespace), where, str(gates),
+                           period if period > 0 else 1.0)
 
 
 def run_snapshot(args: argparse.Namespace) -> int:

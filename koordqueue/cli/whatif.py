@@ -22,6 +22,7 @@ from koordqueue.cli.render import table
 from koordqueue.cli.snapshot import SnapshotError, add_live_arguments, read_snapshot
 from koordqueue.cli.whatif_nodes import NODE_FLAG_HELP, run_node_whatif
 from koordqueue.kube.settings import SchedulerSettings
+from koordqueue.simulation.history import MAX_STEPS
 from koordqueue.simulation.node_whatif import NODE_EDIT_KINDS, parse_node_edit
 from koordqueue.simulation.scenario import Scenario, load_scenario, parse_scenario
 from koordqueue.simulation.scenario_fields import ScenarioError
@@ -116,9 +117,10 @@ def add_whatif_parser(sub: Any) -> None:
     parser.add_argument("--snapshot", type=Path, default=None, metavar="FILE",
                         help="a scenario written by `koordqueue snapshot` instead of the cluster")
     add_live_arguments(parser)
-    parser.add_argument("--runtime", type=int, default=None, metavar="STEPS",
+    parser.add_argument("--runtime", type=_runtime_arg, default=None, metavar="STEPS|history",
                         help="every unit runs STEPS steps once admitted (admitted ones from "
-                             "step 0): shows when each waiting unit gets in")
+                             "step 0): shows when each waiting unit gets in; 'history': the "
+                             "median run of the cluster's finished units, in admission rounds")
     parser.add_argument("--steps", type=int, default=None,
                         help="steps to replay (default: the snapshot's, or enough for "
                              "--runtime)")
@@ -157,6 +159,19 @@ def edits_from_file(path: Path) -> list[Edit]:
     return edits
 
 
+HISTORY = "history"
+
+
+def _runtime_arg(raw: str) -> int | str:
+    if raw == HISTORY:
+        return HISTORY
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of steps or 'history', got {raw!r}") from None
+
+
 def _source(args: argparse.Namespace) -> tuple[Scenario, str]:
     if args.snapshot is not None:
         if args.kubeconfig or args.context:
@@ -188,13 +203,25 @@ def run_whatif(args: argparse.Namespace) -> int:
     try:
         edits = edits_from_file(args.edits_file) if args.edits_file is not None else []
         edits += [parse_edit(kind, raw) for kind, raw in args.edits]
-        if args.runtime is not None and args.runtime < 1:
+        if isinstance(args.runtime, int) and args.runtime < 1:
             return _bad_input(f"--runtime must be >= 1, got {args.runtime}")
         if args.steps is not None and args.steps < 1:
             return _bad_input(f"--steps must be >= 1, got {args.steps}")
         scenario, source = _source(args)
-        if args.runtime is not None:
+        runtime = None
+        if isinstance(args.runtime, int):
             scenario = with_runtime(scenario, args.runtime, args.steps)
+            runtime = f"{args.runtime} step(s) (--runtime)"
+        elif args.runtime == HISTORY:  # the cluster's finished workloads say how long
+            history = scenario.history
+            if history is None:
+                return _bad_input("--runtime history: the snapshot has no finished unit that "
+                                  "says when it was admitted and when it finished")
+            scenario = with_runtime(scenario, history.runtime_steps, args.steps)
+            runtime = f"{history.runtime_steps} step(s) from history: {history.describe()}"
+            if args.steps is None and scenario.steps > MAX_STEPS:
+                runtime += f"; the replay is cut at {MAX_STEPS} steps"
+                scenario = replace(scenario, steps=MAX_STEPS)
         elif args.steps is not None:
             scenario = replace(scenario, steps=args.steps)
         result = what_if(scenario, edits)
@@ -216,8 +243,8 @@ def run_whatif(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"koordqueue whatif: error: cannot write {args.plot}: {exc}", file=sys.stderr)
             return EXIT_FAILURE
-    text = whatif_json(result, source) if args.output == "json" else whatif_table(
-        result, source, show_all=args.all
+    text = whatif_json(result, source, runtime) if args.output == "json" else whatif_table(
+        result, source, show_all=args.all, runtime=runtime
     )
     print(text)
     return EXIT_OK
@@ -245,9 +272,13 @@ def summary(result: WhatIf) -> str:
     return ", ".join(f"{n} {change}" for change, n in counts.items())
 
 
-def whatif_table(result: WhatIf, source: str, *, show_all: bool = False) -> str:
+def whatif_table(
+    result: WhatIf, source: str, *, show_all: bool = False, runtime: str | None = None
+) -> str:
     steps = result.before.scenario.steps
     out = [f"what-if on {source}: {len(result.edits)} edit(s), {steps} step(s) in both worlds"]
+    if runtime is not None:
+        out.append(f"run time of every unit: {runtime}")
     out += [f"  {e.text}" for e in result.edits]
     out += ["", f"summary: {summary(result)}", ""]
     shown = result.units if show_all else [*result.changed(), *result.waiting()]
@@ -279,11 +310,12 @@ def _usage_steps(steps: Sequence[Any]) -> list[dict[str, Any]]:
     return [{u.name: u.used.to_quantities() for u in record.usage} for record in steps]
 
 
-def whatif_json(result: WhatIf, source: str) -> str:
+def whatif_json(result: WhatIf, source: str, runtime: str | None = None) -> str:
     doc = {
         "source": source,
         "edits": [e.text for e in result.edits],
         "steps": result.before.scenario.steps,
+        "runtime": runtime,
         "summary": summary(result),
         "units": [
             {"unit": u.key, "change": u.change, "before": _outcome_doc(u.before),

@@ -35,6 +35,7 @@ from koordqueue.domain.queue_unit import ADMITTED_PHASES, AdmissionCount, Phase
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import SchedulerConfig, parse_config
 from koordqueue.scheduler.framework.config import ConfigError
+from koordqueue.simulation.history import RunHistory
 from koordqueue.simulation.scenario_fields import (
     Loader,
     ScenarioError,
@@ -140,6 +141,31 @@ class Scenario:
     """`schedulerConf`: the volcano-scheduler.conf the placement sessions run, parsed and
     checked when the scenario loads (None: the default configuration). Lets a scenario run
     Volcano's plugins (nodegroup, tdm, numa-aware, ...)."""
+    history: RunHistory | None = None
+    """How long the cluster's finished workloads ran (a snapshot's `history`): what `whatif`
+    paces the replay by when no --runtime is given."""
+
+
+def _history(source: str, doc: Mapping[str, Any]) -> RunHistory | None:
+    raw = doc.get("history")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(source, line_of(doc, "history"), "history", "must be a map")
+    check_keys(source, raw, {"finished", "medianRunSeconds", "stepSeconds"}, "history")
+    finished = int_field(source, raw, "finished", "history", 1) or 0
+    values = []
+    for key, default in (("medianRunSeconds", None), ("stepSeconds", 1.0)):
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+            key == "stepSeconds" and value == 0
+        ):
+            raise ScenarioError(source, line_of(raw, key), f"history.{key}",
+                                f"must be a number > 0, got {value!r}")
+        values.append(float(value))
+    if finished < 1:
+        raise ScenarioError(source, line_of(raw, "finished"), "history.finished", "must be >= 1")
+    return RunHistory(finished, values[0], values[1])
 
 
 def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, Any] | None:
@@ -196,6 +222,7 @@ _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 _NODE_KEYS = {"name", "allocatable", "labels", "numatopology"}
 _TOP_KEYS = {
     "name", "description", "steps", "oversellRate", "quotas", "units", "nodes", "schedulerConf",
+    "history",
 }
 
 
@@ -499,6 +526,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         description=str(doc.get("description") or ""),
         nodes=tuple(nodes),
         scheduler_config=_scheduler_conf(source, doc),
+        history=_history(source, doc),
     )
 
 

@@ -38,6 +38,7 @@ from koordqueue.domain.queue_unit import (
 )
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.simulation.cluster_view import ClusterView
+from koordqueue.simulation.history import run_history
 
 SNAPSHOT_STEPS: Final = 2
 """Steps a snapshot replays by default: the controller's next round, and one more to show
@@ -182,9 +183,11 @@ def snapshot_from_objects(
     now: float,
     source: str = "",
     honour_active: bool = False,
+    step_seconds: float = 1.0,
 ) -> Snapshot:
     """The scenario for these objects as listed at `now` (epoch seconds). `honour_active`:
-    the controller's QueueUnitActive gate (alpha, off by default)."""
+    the controller's QueueUnitActive gate (alpha, off by default). `step_seconds`: its
+    --admission-period, one replay step (the finished units' run times become steps)."""
     unit_list = list(units)
     queue_list = [
         q for q in queues
@@ -245,4 +248,7 @@ def snapshot_from_objects(
         "quotas": quota_entries,
         "units": unit_entries,
     }
+    history = run_history(unit_list, step_seconds)
+    if history is not None:
+        doc["history"] = history.to_doc()
     return Snapshot(doc, notes)

@@ -126,7 +126,7 @@ def test_flags_come_from_the_shipped_deployment() -> None:
                    if d and d["kind"] == "Deployment")
     assert deployment_flags(shipped) == {
         "oversell_rate": "1", "namespace": "koord-queue",
-        "feature_gates": "SchedulingGatesQueueAdmission=false"}
+        "feature_gates": "SchedulingGatesQueueAdmission=false", "admission_period": "1.0"}
 
 
 def test_flags_given_beat_the_env_and_the_defaults_stay_out() -> None:
