@@ -138,16 +138,18 @@ def rss_slope(samples: list[tuple[float, int]]) -> float | None:
 
 
 def role_segments(
-    start: float, samples: list[tuple[float, int]], led_from: float | None
+    start: float, samples: list[tuple[float, int]], led_from: float | None,
+    leader_warmup: float = 0.0,
 ) -> list[tuple[float, list[tuple[float, int]]]]:
     """A process's (start, samples) as a standby, then as the leader from `led_from`: taking
     over is a start-up of its own (the fold, the writer threads, the caches of what it now
-    manages: +5 to +8 MB within a minute in the 30-minute soak), which a slope through the
-    whole life would read as growth."""
+    manages), which a slope through the whole life would read as growth. `leader_warmup`:
+    seconds after the takeover left out of the leader's segment: a leader's working set
+    grows for minutes, not one (bench/soak.py RSS_LEADER_WARMUP)."""
     if led_from is None:
         return [(start, samples)]
     return [(start, [s for s in samples if s[0] < led_from]),
-            (led_from, [s for s in samples if s[0] >= led_from])]
+            (led_from, [s for s in samples if s[0] >= led_from + leader_warmup])]
 
 
 def pooled_rss_slope(

@@ -27,6 +27,10 @@ MAX_SIMILAR: Final = 10
 SIMILAR_WINDOW: Final = 600.0
 SPAM_BURST: Final = 25
 SPAM_REFILL_SECONDS: Final = 300.0
+MAX_OBJECTS: Final = 4096
+"""Entries each cache keeps, least recently used out first: client-go's maxLruCacheEntries.
+20,000 before: under churn (objects made and deleted) the caches filled for hours and a
+leader's RSS grew ~15 MB/h in the 40-minute soak (bench/README.md)."""
 
 ObjectKey = tuple[str, str]
 """(object identity — uid, or namespace/name — , kind)."""
@@ -55,7 +59,7 @@ class EventCorrelator:
         burst: int = SPAM_BURST,
         refill_seconds: float = SPAM_REFILL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
-        max_objects: int = 20_000,
+        max_objects: int = MAX_OBJECTS,
     ) -> None:
         self._max_similar = max_similar
         self._window = similar_window

@@ -21,7 +21,7 @@ from prometheus_client import Counter
 
 from koordqueue.kube.api import EVENT, ApiError, ObjectApi, now_rfc3339
 from koordqueue.kube.api_errors import with_retries
-from koordqueue.kube.event_correlator import EventCorrelator
+from koordqueue.kube.event_correlator import MAX_OBJECTS, EventCorrelator
 from koordqueue.kube.metrics import REGISTRY
 
 COMPONENT: Final = "koord-queue"
@@ -92,7 +92,7 @@ class EventRecorder:
     """Creates and aggregates Events; never raises (an event is not worth a failed reconcile)."""
 
     def __init__(
-        self, api: ObjectApi, ttl: float = 3600.0, maxsize: int = 20_000,
+        self, api: ObjectApi, ttl: float = 3600.0, maxsize: int = MAX_OBJECTS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._api = api

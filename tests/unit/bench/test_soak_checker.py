@@ -383,3 +383,24 @@ def test_a_takeover_is_a_start_up_of_its_own() -> None:
 
 def test_per_interval_rates() -> None:
     assert per_interval([T0 + 1, T0 + 2, T0 + 65], T0, 60) == [2 / 60, 1 / 60]
+
+
+def test_a_leaders_warm_up_is_left_out_of_its_segment() -> None:
+    """A standby flat at 100 MB takes the Lease at 300 s and grows 12 MB over the next ten
+    minutes, slower and slower (the 40-minute leader of the no-fault soak), then stays flat:
+    with the leader's warm-up left out, no growth; with one minute left out, the warm-up's
+    tail reads as growth."""
+    led = T0 + 300
+
+    def rss(t: float) -> int:
+        into = max(t - 300, 0.0)
+        return int(100e6 + 12e6 * (1 - 0.5 ** (into / 120)) if into < 600 else 100e6 + 12e6)
+
+    samples = [(T0 + t, rss(t)) for t in range(0, 1800, 10)]
+    short = pooled_rss_slope(role_segments(T0, samples, led), warmup=60)[0]
+    assert short is not None and short > 5
+    long_ = pooled_rss_slope(role_segments(T0, samples, led, leader_warmup=600), warmup=60)[0]
+    assert long_ is not None and abs(long_) < 0.01
+    standby, leader = role_segments(T0, samples, led, leader_warmup=600)
+    assert leader[0] == led and leader[1][0][0] >= led + 600
+    assert len(standby[1]) == 30

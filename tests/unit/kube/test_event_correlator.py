@@ -62,3 +62,14 @@ def test_the_spam_filter_is_per_object() -> None:
     assert correlator.correlate(POD, "Normal", "R", "a") is not None
     assert correlator.correlate(POD, "Normal", "R", "a") is None
     assert correlator.correlate(("uid-2", "Pod"), "Normal", "R", "a") is not None
+
+
+def test_each_cache_keeps_client_gos_4096_objects_the_least_recently_used_out_first() -> None:
+    """client-go's maxLruCacheEntries: an object not heard of for 4096 others is forgotten
+    (its spam bucket full again), so the caches stop growing under churn; 4095 keep it."""
+    for others, forgotten in ((4095, False), (4096, True)):
+        correlator = EventCorrelator(clock=Clock(), burst=1)
+        assert correlator.correlate(POD, "Normal", "R", "a") is not None
+        for i in range(others):
+            correlator.correlate((f"other-{i}", "Pod"), "Normal", "R", "a")
+        assert (correlator.correlate(POD, "Normal", "R", "a") is not None) is forgotten
