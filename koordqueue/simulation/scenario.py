@@ -34,6 +34,7 @@ from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, AdmissionCount, Phase
 from koordqueue.domain.resources import Resources
 from koordqueue.scheduler import SchedulerConfig, parse_config
+from koordqueue.scheduler.api.node_usage import CURRENT, NodeUsage
 from koordqueue.scheduler.framework.config import ConfigError
 from koordqueue.simulation.history import RunHistory
 from koordqueue.simulation.scenario_fields import (
@@ -124,6 +125,8 @@ class NodeDef:
     labels: Mapping[str, str] = field(default_factory=dict)
     numatopology: Mapping[str, Any] | None = None
     """The spec of the node's Numatopology (nodeinfo.volcano.sh), for numa-aware."""
+    usage: NodeUsage | None = None
+    """Measured load (`usage: {cpu: 90, memory: 40}`, percent), for usage and rescheduling."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,25 @@ def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, 
     return plain
 
 
+def _usage(source: str, obj: Mapping[str, Any], where: str) -> NodeUsage | None:
+    raw = obj.get("usage")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(source, line_of(obj, "usage"), f"{where}.usage",
+                            "must be a map {cpu: <percent>, memory: <percent>}")
+    check_keys(source, raw, {"cpu", "memory"}, f"{where}.usage")
+    values: dict[str, float | None] = {}
+    for key in ("cpu", "memory"):
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not 0 <= value <= 100):
+            raise ScenarioError(source, line_of(raw, key), f"{where}.usage.{key}",
+                                f"must be a percent from 0 to 100, got {value!r}")
+        values[key] = None if value is None else float(value)
+    return NodeUsage(values["cpu"], values["memory"], CURRENT)
+
+
 def _scheduler_conf(source: str, doc: Mapping[str, Any]) -> SchedulerConfig | None:
     """The scenario's `schedulerConf` parsed (None when absent or empty: the default); a
     conf that would not load names the field, as the scheduler would refuse it at start."""
@@ -219,7 +241,7 @@ _UNIT_KEYS = {
 _ADMISSION_KEYS = {"name", "replicas", "running", "reclaim"}
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
-_NODE_KEYS = {"name", "allocatable", "labels", "numatopology"}
+_NODE_KEYS = {"name", "allocatable", "labels", "numatopology", "usage"}
 _TOP_KEYS = {
     "name", "description", "steps", "oversellRate", "quotas", "units", "nodes", "schedulerConf",
     "history",
@@ -505,6 +527,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 allocatable=resources_field(source, n, "allocatable", where),
                 labels=str_map(source, n, "labels", where),
                 numatopology=_numatopology(source, n, where),
+                usage=_usage(source, n, where),
             )
         )
     steps = int_field(source, doc, "steps", "scenario", None)

@@ -281,7 +281,8 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
     topologies = numa.topologies({n.name: n.numatopology for n in scenario.nodes}, numa_given)
     result = run_session(
         ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)],
-                        numatopologies=topologies),
+                        numatopologies=topologies,
+                        node_usage={n.name: n.usage for n in scenario.nodes if n.usage}),
         scenario.scheduler_config,
     )
     numa_given.update(result.numa_assigned)

@@ -1,11 +1,10 @@
 """The scheduler on the real API server with a conf naming all six actions of Volcano v1.14.1
-and the 21 of its 24 plugins koordqueue builds (issue 34's "a conf listing all ... loads and
-schedules"; tests/conformance/volcano/test_volcano_v1141_conf.py gives the lists, and its
-strict xfail the three still missing: usage, extender, rescheduling). The runner starts
+and all 24 of its plugins (issue 34's "a conf listing all ... loads and schedules";
+tests/conformance/volcano/test_volcano_v1141_conf.py gives the lists). The runner starts
 (every watch those plugins need: ResourceQuotas, HyperNodes, Numatopologies, PDBs) with
 that conf in force, and a 2-pod gang's PodGroup goes Running with both pods bound, as
-kubectl shows. With `usage` left in the conf the first load is rejected, the default conf
-runs and the gang is still bound: only the conf check fails (checked).
+kubectl shows. With a plugin name koordqueue lacks in the conf the first load is rejected,
+the default conf runs and the gang is still bound: only the conf check fails (checked).
 
 Module scheduler on the shared control plane; its nodes are tainted and its pods tolerate
 the taint, so no other test's pod lands on them.

@@ -24,6 +24,7 @@ from koordqueue.kube.scheduler import names
 from koordqueue.kube.scheduler.full_build import full_build
 from koordqueue.kube.scheduler.snapshot import Built, SnapshotBuilder, exchanged
 from koordqueue.kube.scheduler.store import CachedKind, ObjectStore
+from koordqueue.scheduler.api.node_usage import NodeUsage
 
 __all__ = ["ASSUME_TTL", "Built", "CachedKind", "SchedulerCache", "exchanged"]
 # (Built, CachedKind and exchanged are re-exported for tests and tools that read the cache)
@@ -93,6 +94,17 @@ class SchedulerCache:
             if self._builder.numa_allocated(allocated):
                 self._built = None
 
+    def set_node_usage(self, readings: Mapping[str, NodeUsage]) -> None:
+        """The metrics source's latest readings: the next snapshot carries them."""
+        with self._lock:
+            if self._builder.set_node_usage(readings):
+                self._built = None
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """The raw Node objects (the metrics poller reads their allocatable)."""
+        with self._lock:
+            return list(self._store.objs[CachedKind.NODE].values())
+
     def get(self, kind: CachedKind, key: str) -> dict[str, Any] | None:
         with self._lock:
             return self._store.objs[kind].get(key)
@@ -124,4 +136,6 @@ class SchedulerCache:
         with self._lock:
             objs = {k: list(v.values()) for k, v in self._store.objs.items()}
             assumed = {u: n for u, (n, _e) in self._store.assumed.items()}
-        return full_build(objs, assumed, self.scheduler_name, gates_enabled=gates_enabled)
+            usage = self._builder.node_usage
+        return full_build(objs, assumed, self.scheduler_name, gates_enabled=gates_enabled,
+                          node_usage=usage)

@@ -18,6 +18,7 @@ from koordqueue.kube.scheduler.store import CachedKind
 from koordqueue.kube.scheduler.vc_fields import resource_quotas
 from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api.node_usage import NodeUsage
 from koordqueue.scheduler.framework.indexed import IndexedSnapshot, SnapshotIndex, placed
 from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opted_in
 
@@ -25,6 +26,7 @@ from koordqueue.scheduler.gates import GateState, GateView, classify_gates, opte
 def full_build(
     objs: Mapping[CachedKind, list[dict[str, Any]]], assumed: Mapping[str, str],
     scheduler_name: str, *, gates_enabled: bool = False,
+    node_usage: Mapping[str, NodeUsage] | None = None,
 ) -> Built:
     """A snapshot converted from scratch: every node, job and queue from the raw objects."""
     nodes: dict[str, NodeInfo] = {}
@@ -101,6 +103,7 @@ def full_build(
         hypernodes=hyper_nodes(objs.get(CachedKind.HYPER_NODE, ())),
         resource_quotas=resource_quotas(objs.get(CachedKind.RESOURCE_QUOTA, ())),
         numatopologies=numatopologies(objs.get(CachedKind.NUMATOPOLOGY, ())),
+        node_usage=dict(node_usage or {}),
         namespace_labels={
             str(convert.meta(ns).get("name", "")): labels_of(ns)
             for ns in objs.get(CachedKind.NAMESPACE, ())

@@ -15,6 +15,7 @@ capacity check; these are awaited before the next session.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.devices import stamped
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.scheduler.gcfreeze import GcFreezer
+from koordqueue.kube.scheduler.node_metrics import NodeMetricsPoller, make_source, node_allocatable
 from koordqueue.kube.scheduler.podgroup_status import PodGroupStatusWriter, StatusWrite
 from koordqueue.kube.scheduler.snapshot import Built
 from koordqueue.kube.scheduler.store import CachedKind
@@ -111,7 +113,7 @@ def with_gate_plugin(
     if clock is not None and clock.timeout > 0:
         arguments.update(clock=clock, now=now)
     option = PluginOption(gate_names.PLUGIN_NAME, Arguments(arguments))
-    return SchedulerConfig(config.actions, (*config.tiers, Tier((option,))), config.configurations)
+    return dataclasses.replace(config, tiers=(*config.tiers, Tier((option,))))
 
 
 def unschedulable_message(pod: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -153,6 +155,8 @@ class Scheduler:
         self.reservations = ReservationClock(self.settings.gate_reservation_timeout)
         """--gate-reservation-timeout's memory across sessions; its `now` is injectable."""
         self._default_config: SchedulerConfig | None = None
+        self._metrics: NodeMetricsPoller | None = None
+        """Pulls node load when the conf has a `metrics` section (usage, rescheduling)."""
         self._watcher = (
             ConfigWatcher(self.settings.scheduler_conf) if self.settings.scheduler_conf else None
         )
@@ -190,6 +194,8 @@ class Scheduler:
         self.ready.set()
 
     def close(self) -> None:
+        if self._metrics is not None:
+            self._metrics.stop()
         if self.gates is not None:
             self.gates.stop()
         self._pool.shutdown(wait=True)
@@ -248,16 +254,39 @@ class Scheduler:
         self.gc.after_relist()
         return listings
 
-    def config(self, view: GateView, now: float = 0.0) -> SchedulerConfig:
+    def base_config(self) -> SchedulerConfig:
+        """The conf file's configuration (re-read when it changed), else the default."""
         if self._watcher is not None:
             self._watcher.poll()
-            base = self._watcher.current
-        else:
-            # parsed once: the same object every session (a YAML parse per session was
-            # ~1 ms, and the quiet-job memo compares configurations)
-            if self._default_config is None:
-                self._default_config = default_config()
-            base = self._default_config
+            return self._watcher.current
+        # parsed once: the same object every session (a YAML parse per session was ~1 ms,
+        # and the quiet-job memo compares configurations)
+        if self._default_config is None:
+            self._default_config = default_config()
+        return self._default_config
+
+    def sync_metrics(self, config: SchedulerConfig) -> None:
+        """Run the node metrics poller the conf's `metrics` section asks for (restarted
+        when the section changes, stopped when it goes)."""
+        current = self._metrics.config if self._metrics is not None else None
+        if config.metrics == current:
+            return
+        if self._metrics is not None:
+            self._metrics.stop()
+            self._metrics = None
+            self.cache.set_node_usage({})
+        if config.metrics is not None:
+            cache = self.cache
+            self._metrics = NodeMetricsPoller(
+                config.metrics, make_source(config.metrics, self.api),
+                lambda: node_allocatable(cache.nodes()), cache.set_node_usage)
+            self._metrics.start()
+            log.info("pulling node metrics", type=config.metrics.type,
+                     address=config.metrics.address, interval_s=config.metrics.interval)
+
+    def config(self, view: GateView, now: float = 0.0) -> SchedulerConfig:
+        base = self.base_config()
+        self.sync_metrics(base)
         if not self.gates_enabled:
             return base
         return with_gate_plugin(base, view, self.reservations, now)

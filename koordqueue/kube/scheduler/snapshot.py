@@ -33,6 +33,7 @@ from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.hypernode import HyperNode
 from koordqueue.scheduler.api.job_info import standalone_phase
+from koordqueue.scheduler.api.node_usage import NodeUsage
 from koordqueue.scheduler.api.numa import NumaTopology
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
@@ -215,6 +216,7 @@ class SnapshotBuilder:
         """The Numatopologies less the cpus sessions gave since (numa-aware)."""
         """The PriorityClasses' values, redone when one changes (the store then marks every
         PodGroup, so each job is remade with its class's value)."""
+        self.node_usage: Mapping[str, NodeUsage] = {}  # the metrics poller's, replaced whole
 
     def build(self, generation: int, *, gates_enabled: bool) -> Built:
         """A snapshot of the store, updated from the last one for the keys marked since."""
@@ -231,8 +233,8 @@ class SnapshotBuilder:
                 nodes=list(d.node_list), jobs=LiveJobs(d.jobs, d.epoch),
                 queues=list(d.queues.values()), index=d.index, pdbs=d.pdbs,
                 namespace_labels=d.namespace_labels, hypernodes=d.hypernodes,
-                resource_quotas=d.resource_quotas,
-                numatopologies=d.numatopologies,
+                resource_quotas=d.resource_quotas, numatopologies=d.numatopologies,
+                node_usage=self.node_usage,
             ),
             pods=d.pods,
             groups=d.groups,
@@ -244,6 +246,12 @@ class SnapshotBuilder:
             built.view = GateView(frozenset(d.candidates), frozenset(d.reserved))
             built.gate_without_opt_in = sorted(d.no_opt_in.values())
         return built
+
+    def set_node_usage(self, readings: Mapping[str, NodeUsage]) -> bool:
+        """Take new readings; whether they differ from the last."""
+        changed = readings != self.node_usage
+        self.node_usage = dict(readings) if changed else self.node_usage
+        return changed
 
     def numa_allocated(self, allocated: Mapping[str, Mapping[str, frozenset[int]]]) -> bool:
         """Take a session's numa-aware cpus off the view; whether the view changed."""

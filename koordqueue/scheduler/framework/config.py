@@ -11,6 +11,7 @@ import yaml
 
 from koordqueue.scheduler.api import names
 from koordqueue.scheduler.framework.interface import KNOWN_SWITCHES, Arguments, ExtensionPoint
+from koordqueue.scheduler.framework.metrics_config import MetricsConfig, parse_metrics
 
 
 class ConfigError(ValueError):
@@ -52,6 +53,8 @@ class SchedulerConfig:
     configurations: tuple[tuple[str, Arguments], ...] = ()
     """Volcano's `configurations`: per action name, its arguments (a tuple of pairs so the
     configuration stays hashable: the quiet memo keys on it)."""
+    metrics: MetricsConfig | None = None
+    """Volcano's `metrics` section: the node load source (None: no load is read)."""
 
     def action_arguments(self, action: str) -> Arguments:
         """The arguments the `configurations` list gives `action` (empty when none; the
@@ -159,7 +162,13 @@ def parse_config(text: str, source: str = "<string>", *, validate: bool = True) 
             for i, p in enumerate(tier_raw.get("plugins") or [])
         )
         tiers.append(Tier(plugins))
-    return SchedulerConfig(actions, tuple(tiers), _parse_configurations(doc, source))
+    metrics = None
+    if doc.get("metrics") is not None:
+        try:
+            metrics = parse_metrics(doc["metrics"])
+        except ValueError as exc:
+            raise ConfigError(source, str(exc)) from exc
+    return SchedulerConfig(actions, tuple(tiers), _parse_configurations(doc, source), metrics)
 
 
 def _parse_configurations(

@@ -400,6 +400,7 @@ def index_snapshot(snapshot: ClusterSnapshot) -> IndexedSnapshot:
         namespace_labels=snapshot.namespace_labels, pdbs=snapshot.pdbs, index=index,
         hypernodes=snapshot.hypernodes, resource_quotas=snapshot.resource_quotas,
         numatopologies=snapshot.numatopologies,
+        node_usage=snapshot.node_usage,
     )
 
 

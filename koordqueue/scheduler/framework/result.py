@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from koordqueue.scheduler.api import FitErrors, JobInfo, NodeInfo, PodGroupPhase, QueueInfo
 from koordqueue.scheduler.api.hypernode import HyperNode
+from koordqueue.scheduler.api.node_usage import NodeUsage
 from koordqueue.scheduler.api.numa import Assigned, NumaTopology
 from koordqueue.scheduler.api.pdb import PodDisruptionBudget
 from koordqueue.scheduler.api.resource_quota import ResourceQuotaStatus
@@ -42,6 +43,8 @@ class ClusterSnapshot:
     """Namespaces' ResourceQuotas (status hard and used), read only by resourcequota."""
     numatopologies: Mapping[str, NumaTopology] = field(default_factory=dict)
     """Node name -> its nodeinfo.volcano.sh Numatopology, as the scheduler sees it (numa-aware)."""
+    node_usage: Mapping[str, NodeUsage] = field(default_factory=dict)
+    """Node name -> its measured load (the conf's `metrics` source; usage, rescheduling)."""
 
 
 class Bind(NamedTuple):

@@ -89,9 +89,8 @@ class Session(SessionPlugins):
         self.queues: dict[str, QueueInfo] = {q.name: q for q in snapshot.queues}
         self.namespace_labels = snapshot.namespace_labels
         self.pdbs = snapshot.pdbs
-        self.resource_quotas = snapshot.resource_quotas
-        self.hypernodes = snapshot.hypernodes
-        self.numatopologies = snapshot.numatopologies
+        self.resource_quotas, self.hypernodes = snapshot.resource_quotas, snapshot.hypernodes
+        self.numatopologies, self.node_usage = snapshot.numatopologies, snapshot.node_usage
         self._index: SnapshotIndex | None = (
             snapshot.index if isinstance(snapshot, IndexedSnapshot) else None
         )

@@ -17,6 +17,7 @@ from koordqueue.scheduler.plugins.cdp import CdpPlugin
 from koordqueue.scheduler.plugins.conformance import ConformancePlugin
 from koordqueue.scheduler.plugins.deviceshare import DeviceSharePlugin
 from koordqueue.scheduler.plugins.drf import DrfPlugin
+from koordqueue.scheduler.plugins.extender import ExtenderPlugin
 from koordqueue.scheduler.plugins.gang import GangPlugin
 from koordqueue.scheduler.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from koordqueue.scheduler.plugins.nodegroup import NodeGroupPlugin
@@ -27,11 +28,13 @@ from koordqueue.scheduler.plugins.pdb import PdbPlugin
 from koordqueue.scheduler.plugins.predicates import PredicatesPlugin
 from koordqueue.scheduler.plugins.priority import PriorityPlugin
 from koordqueue.scheduler.plugins.proportion import ProportionPlugin
+from koordqueue.scheduler.plugins.rescheduling import ReschedulingPlugin
 from koordqueue.scheduler.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
 from koordqueue.scheduler.plugins.resourcequota import ResourceQuotaPlugin
 from koordqueue.scheduler.plugins.sla import SlaPlugin
 from koordqueue.scheduler.plugins.task_topology import TaskTopologyPlugin
 from koordqueue.scheduler.plugins.tdm import TdmPlugin
+from koordqueue.scheduler.plugins.usage import UsagePlugin
 
 BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     PriorityPlugin,
@@ -56,6 +59,9 @@ BUILTIN_PLUGINS: tuple[type[Plugin], ...] = (
     TdmPlugin,
     NumaAwarePlugin,
     ResourceStrategyFitPlugin,
+    UsagePlugin,
+    ExtenderPlugin,
+    ReschedulingPlugin,
 )
 
 

@@ -7,18 +7,15 @@ Volcano's own confs at that tag are loaded as written: the Helm chart's CI conf
 (`enablePreemptable`, `predicate.DynamicResourceAllocationEnable`) and the
 network-topology-aware user guide's (the hypernode binpack arguments).
 
-The conf naming all 24 plugins does not load yet: `usage`, `extender` and `rescheduling`
-are not built (issue 34 part 6). That test is a strict xfail, so it turns into a failure the
-day they are registered and the list here must be updated; it is not counted as passing.
+The conf naming all 24 plugins loads and schedules (usage, extender and rescheduling, the
+last three, came with issue 34 part 6); before that it was a strict xfail.
 """
 
 from __future__ import annotations
 
-import pytest
-
 from koordqueue.scheduler import run_session
 from koordqueue.scheduler.framework import registry
-from koordqueue.scheduler.framework.config import ConfigError, SchedulerConfig, parse_config
+from koordqueue.scheduler.framework.config import SchedulerConfig, parse_config
 from tests.unit.scheduler.builders import bound_nodes, job, node, snapshot, task
 
 V1141_PLUGINS = (
@@ -30,8 +27,8 @@ V1141_PLUGINS = (
 V1141_ACTIONS = ("reclaim", "allocate", "backfill", "preempt", "enqueue", "shuffle")
 IN_ORDER = ("enqueue", "allocate", "preempt", "reclaim", "backfill", "shuffle")
 """The six in the order a production conf runs them."""
-NOT_BUILT = ("extender", "rescheduling", "usage")
-"""What a v1.14.1 conf may name that koordqueue refuses at load (issue 34 part 6)."""
+NOT_BUILT: tuple[str, ...] = ()
+"""What a v1.14.1 conf may name that koordqueue refuses at load: nothing now."""
 
 CI_CONF = """\
 actions: "enqueue, allocate, backfill, reclaim, preempt"
@@ -122,8 +119,6 @@ def test_every_v1141_action_and_built_plugin_loads_and_schedules() -> None:
     assert _schedules_a_gang(conf) == ["p0", "p1"]
 
 
-@pytest.mark.xfail(strict=True, raises=ConfigError,
-                   reason="usage, extender and rescheduling are not built (issue 34 part 6)")
 def test_a_conf_naming_all_24_plugins_and_6_actions_loads_and_schedules() -> None:
     conf = parse_config(_conf(IN_ORDER, V1141_PLUGINS), "volcano-scheduler.conf")
     assert _schedules_a_gang(conf) == ["p0", "p1"]

@@ -38,6 +38,7 @@ EXPLAIN_CASES = [
     ("pipeline", "ml/gpu-job", 1),  # waits for the org quota while train and etl run
     ("pipeline", "ml/train", None),  # admitted and placed, then finished
     ("numa", "ml/c", 2),  # admitted, Unschedulable: numa-aware finds no NUMA node
+    ("usage", "web/pinned", 0),  # admitted, Unschedulable: usage refuses the hot node
 ]
 
 
