@@ -203,6 +203,12 @@ NOT_EXERCISED_HERE: dict[deployed.Triple, str] = {
                                 (f"{plural}/status", ("patch",)))
         for verb in verbs
     },
+    # node load for usage / rescheduling: read only when the scheduler conf's `metrics`
+    # section is of type prometheus_adaptor or metrics_server, and the test control plane
+    # serves neither API (kube/scheduler/node_metrics.py; test_node_metrics.py)
+    ("custom.metrics.k8s.io", "nodes/node_cpu_usage_avg", "get"): "metrics type adaptor",
+    ("custom.metrics.k8s.io", "nodes/node_memory_usage_avg", "get"): "metrics type adaptor",
+    ("metrics.k8s.io", "nodes", "list"): "metrics type metrics_server",
     # Kueue's further kinds (issue 26): test_integrations_kueue.py runs them
     **{
         (group, plural, verb): "--integrations off in deploy/ (test_integrations_kueue.py)"
