@@ -27,7 +27,7 @@ import json
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,17 +46,24 @@ from bench.volcano_scenarios import (
     differences,
     outcome,
 )
-from koordqueue.kube.api import NAMESPACE as NAMESPACE_KIND
+from koordqueue.domain.quantity import parse_nanos
 from koordqueue.kube.api import (
+    HYPER_NODE,
     NODE,
+    NUMATOPOLOGY,
     POD,
     POD_GROUP,
     PRIORITY_CLASS,
+    RESOURCE_QUOTA,
     VOLCANO_QUEUE,
     KubeApi,
     load_api_client,
 )
+from koordqueue.kube.api import NAMESPACE as NAMESPACE_KIND
 
+OBJECT_KINDS = {"ResourceQuota": RESOURCE_QUOTA, "HyperNode": HYPER_NODE,
+                "Numatopology": NUMATOPOLOGY}
+"""What a scenario's `objects` may hold."""
 PEER_QPS = 5000
 SPACING_S = 1.1
 """Between a spaced scenario's PodGroups: creation timestamps have whole seconds."""
@@ -102,9 +109,25 @@ def prepare(api: KubeApi, scenario: Scenario, clients: int) -> None:
         name = f"node{i:04d}"
         make_node(api, name)
         api.merge_patch(NODE, name, patch, subresource="status")
+        if scenario.node_labels.get(i):
+            api.merge_patch(NODE, name, {"metadata": {"labels": dict(scenario.node_labels[i])}})
 
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(node, range(scenario.nodes)))
+    for obj in scenario.objects:
+        create_object(api, obj)
+
+
+def create_object(api: KubeApi, obj: Mapping[str, Any]) -> None:
+    """A scenario's further object, and its status when it has one (written as the
+    controller that owns it would: no controller runs here)."""
+    kind = OBJECT_KINDS[str(obj["kind"])]
+    body = {k: v for k, v in obj.items() if k != "status"}
+    namespace = NAMESPACE if kind.namespaced else None
+    api.create(kind, body, namespace)
+    if "status" in obj:
+        api.merge_patch(kind, obj["metadata"]["name"], {"status": obj["status"]},
+                        namespace, subresource="status")
 
 
 def create_stage(api: KubeApi, scenario: Scenario, stage: int, clients: int) -> None:
@@ -119,10 +142,14 @@ def create_stage(api: KubeApi, scenario: Scenario, stage: int, clients: int) -> 
 
 
 class FakeKubelet:
-    """Marks bound pods Running and finishes deleted ones, every half second."""
+    """Marks bound pods Running and finishes deleted ones, every half second; and, standing
+    in for the quota controller, writes each scenario ResourceQuota's `status.used` cpu as
+    the bound pods' requests (what it would charge them, were the quota not scoped away
+    from the API server's admission)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, quotas: tuple[str, ...] = ()) -> None:
         self.api = api
+        self.quotas = quotas
         self.stop = threading.Event()
         self.changes = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -147,6 +174,20 @@ class FakeKubelet:
                     self.api.merge_patch(POD, meta["name"], {"status": {"phase": "Running"}},
                                          NAMESPACE, subresource="status")
                     self.changes += 1
+            if self.quotas:
+                self._charge()
+
+    def _charge(self) -> None:
+        milli = 0
+        for pod in self.api.list_objects(POD, NAMESPACE):
+            if (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get(
+                    "deletionTimestamp"):
+                for container in pod["spec"].get("containers") or ():
+                    cpu = ((container.get("resources") or {}).get("requests") or {}).get("cpu")
+                    milli += parse_nanos(cpu or "0") // 1_000_000
+        for name in self.quotas:
+            self.api.merge_patch(RESOURCE_QUOTA, name, {"status": {"used": {"cpu": f"{milli}m"}}},
+                                 NAMESPACE, subresource="status")
 
 
 def fingerprint(api: KubeApi) -> tuple[object, ...]:
@@ -230,14 +271,18 @@ def run_scenario(who: str, scenario: Scenario, args: argparse.Namespace) -> dict
             result.update({k: v for k, v in headline.items() if k != "stats"})
         else:
             create_stage(api, scenario, 0, args.clients)
-            with scheduler(who, str(cp.kubeconfig), conf, log, args), FakeKubelet(api):
+            quotas = tuple(str(o["metadata"]["name"]) for o in scenario.objects
+                           if o["kind"] == "ResourceQuota")
+            with scheduler(who, str(cp.kubeconfig), conf, log, args), FakeKubelet(api, quotas):
                 took = [settle(api, args.settle_s, args.timeout_s)]
                 for stage in range(1, scenario.stages):
                     create_stage(api, scenario, stage, args.clients)
                     took.append(settle(api, args.settle_s, args.timeout_s))
             result["settled_after_s"] = took
+        labels = {str(n["metadata"]["name"]): n["metadata"].get("labels") or {}
+                  for n in api.list_objects(NODE)}
         final = outcome(scenario, api.list_objects(POD, NAMESPACE),
-                        api.list_objects(POD_GROUP, NAMESPACE))
+                        api.list_objects(POD_GROUP, NAMESPACE), labels)
         result["outcome"] = final.as_dict()
     return result
 
@@ -245,8 +290,9 @@ def run_scenario(who: str, scenario: Scenario, args: argparse.Namespace) -> dict
 def as_outcome(raw: dict[str, Any]) -> Outcome:
     conditions = {k: tuple(tuple(c) for c in v) for k, v in raw["conditions"].items()}
     current = {k: (v[0], v[1], v[2]) for k, v in raw.get("current", {}).items()}
+    groups = {k: tuple(v) for k, v in raw.get("groups_by_job", {}).items()}
     return Outcome(raw["bound_by_queue"], raw["bound_by_job"], raw["evicted_by_job"],
-                   raw["phases"], conditions, raw["nodes_used"], current)
+                   raw["phases"], conditions, raw["nodes_used"], current, groups)
 
 
 def gang_table(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:

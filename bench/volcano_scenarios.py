@@ -67,11 +67,17 @@ class Queue:
     capability: Mapping[str, str] | None = None
     reclaimable: bool = True
     state: str = "Open"
+    node_groups: tuple[str, ...] = ()
+    """nodegroup: the groups the queue's pods must run in (spec.affinity's required node
+    group affinity)."""
 
     def body(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"weight": self.weight, "reclaimable": self.reclaimable}
         if self.capability:
             spec["capability"] = dict(self.capability)
+        if self.node_groups:
+            spec["affinity"] = {"nodeGroupAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": list(self.node_groups)}}
         return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                 "metadata": {"name": self.name}, "spec": spec}
 
@@ -88,6 +94,8 @@ class Gang:
     priority_class: str = ""
     stage: int = 0
     selector: Mapping[str, str] | None = None
+    network_topology: Mapping[str, Any] | None = None
+    """The PodGroup's spec.networkTopology (network-topology-aware)."""
 
     def group(self, namespace: str = NAMESPACE) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -97,6 +105,8 @@ class Gang:
         }
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
+        if self.network_topology:
+            spec["networkTopology"] = dict(self.network_topology)
         return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                 "metadata": {"name": self.name, "namespace": namespace}, "spec": spec}
 
@@ -137,6 +147,13 @@ class Scenario:
     gang_shape: bool = False
     """Volcano's gang benchmark shape: pods are created in a burst while the scheduler runs
     (latency, CPU per pod and nodes used are measured), not in stages."""
+    node_labels: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    """Node index -> labels (node groups, zones)."""
+    group_label: str = ""
+    """A node label whose values, per job, the outcome compares (where its pods went)."""
+    objects: tuple[Mapping[str, Any], ...] = ()
+    """Further objects created with the cluster (in the scenario's namespace when
+    namespaced), e.g. a ResourceQuota with the status the quota controller would write."""
 
     @property
     def stages(self) -> int:
@@ -154,6 +171,41 @@ def gang_shape(name: str, jobs: int, replicas: int, nodes: int) -> Scenario:
     return Scenario(name, GANG_CONF, nodes, 32, 256, (Queue("default"),), gangs,
                     gang_shape=True)
 
+
+GROUP_LABEL = "volcano.sh/nodegroup-name"
+
+
+def with_plugin(actions: str, plugin: str, arguments: str = "") -> str:
+    """Volcano's default tiers with these actions and one more plugin in the second tier."""
+    return conf(actions) + f"      - name: {plugin}\n" + arguments
+
+
+RESOURCE_QUOTA = {
+    "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "bench-rq"},
+    "spec": {"hard": {"cpu": "5"}, "scopes": ["Terminating"]},
+    "status": {"hard": {"cpu": "5"}, "used": {"cpu": "0"}},
+}
+"""5 cpu for the namespace's PodGroups. Scoped to Terminating pods (ours have no deadline)
+so the API server's own quota admission charges none of the scenario's pods: what is
+compared is the schedulers' enqueue check, which reads status.hard and status.used."""
+
+SWITCH_LABEL = "bench-switch"
+
+
+def hypernode(name: str, tier: int, members: tuple[str, ...], kind: str) -> dict[str, Any]:
+    """A HyperNode whose members are nodes or HyperNodes named exactly."""
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name},
+            "spec": {"tier": tier, "members": [
+                {"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members]}}
+
+
+SWITCHES = (
+    hypernode("s0", 1, ("node0000", "node0001"), "Node"),
+    hypernode("s1", 1, ("node0002", "node0003", "node0004"), "Node"),
+    hypernode("spine", 2, ("s0", "s1"), "HyperNode"),
+)
+"""Two leaf switches (2 and 3 nodes) under one spine."""
 
 NOWHERE = {"bench-pool": "nowhere"}
 """A node selector no node matches: the gang can be enqueued but never placed."""
@@ -196,6 +248,29 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("reclaim", conf("enqueue, allocate, reclaim"), 2, 4, 16,
                  (Queue("qa"), Queue("qb")),
                  (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 4, 1, stage=1))),
+        # nodegroup: qa must run in g2 (nodes 2, 3), qb in g1 (nodes 0, 1); without the plugin
+        # the spread of nodeorder puts each gang on both groups
+        Scenario("nodegroup", with_plugin("enqueue, allocate", "nodegroup"), 4, 4, 16,
+                 (Queue("qa", node_groups=("g2",)), Queue("qb", node_groups=("g1",))),
+                 (Gang("qa-job", "qa", 4, 4), Gang("qb-job", "qb", 4, 4)),
+                 node_labels={i: {GROUP_LABEL: "g1" if i < 2 else "g2"} for i in range(4)},
+                 group_label=GROUP_LABEL),
+        # resourcequota: two 2-cpu gangs run under a 5-cpu quota; a third, arriving once
+        # their 4 cpu are charged, is not enqueued (the nodes have 4 cpu free for it)
+        Scenario("resourcequota", with_plugin("enqueue, allocate", "resourcequota"), 2, 4, 16,
+                 (Queue("default"),),
+                 (Gang("rq-0", "default", 2, 2), Gang("rq-1", "default", 2, 2),
+                  Gang("rq-2", "default", 2, 2, stage=1)),
+                 objects=(RESOURCE_QUOTA,)),
+        # network-topology-aware: a 6-pod gang of 2-cpu pods on 4-cpu nodes, hard within one
+        # tier-1 switch, fits only s1's three nodes (leastrequested alone would spread six
+        # pods over all five nodes, both switches)
+        Scenario("network-topology", with_plugin("enqueue, allocate", "network-topology-aware"),
+                 5, 4, 16, (Queue("default"),),
+                 (Gang("ring", "default", 6, 6, cpu=2,
+                       network_topology={"mode": "hard", "highestTierAllowed": 1}),),
+                 node_labels={i: {SWITCH_LABEL: "s0" if i < 2 else "s1"} for i in range(5)},
+                 group_label=SWITCH_LABEL, objects=SWITCHES),
         # a low-priority job fills the queue, then a high-priority gang arrives: preempt
         Scenario("preempt", conf("enqueue, allocate, preempt", overcommit=False), 2, 4, 16,
                  (Queue("default"),),
@@ -225,6 +300,8 @@ class Outcome:
     current: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
     """PodGroup -> its current condition: the latest lastTransitionTime, `Scheduled` on a
     tie (it only ever follows an `Unschedulable`)."""
+    groups_by_job: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Job -> the sorted values of the scenario's `group_label` on the nodes it runs on."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -233,20 +310,24 @@ class Outcome:
             "conditions": {k: [list(c) for c in v] for k, v in self.conditions.items()},
             "nodes_used": self.nodes_used,
             "current": {k: list(v) for k, v in self.current.items()},
+            "groups_by_job": {k: list(v) for k, v in self.groups_by_job.items()},
         }
 
 
 def outcome(
     scenario: Scenario, pods: Iterable[Mapping[str, Any]], groups: Iterable[Mapping[str, Any]],
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Outcome:
     """The outcome from the pods and PodGroups listed at the end (a pod created and no longer
-    listed was evicted: nothing else deletes pods here)."""
+    listed was evicted: nothing else deletes pods here); `node_labels` (node name -> labels)
+    gives each job's node groups when the scenario names a `group_label`."""
     queue_of = {g.name: g.queue for g in scenario.gangs}
     created: Counter[str] = Counter({g.name: g.replicas for g in scenario.gangs})
     listed: Counter[str] = Counter()
     by_job: Counter[str] = Counter()
     by_queue: Counter[str] = Counter()
     nodes: set[str] = set()
+    where: dict[str, set[str]] = {}
     for pod in pods:
         job = str(((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION))
         listed[job] += 1
@@ -255,6 +336,9 @@ def outcome(
             by_job[job] += 1
             by_queue[queue_of.get(job, "?")] += 1
             nodes.add(str(node))
+            if scenario.group_label:
+                labels = (node_labels or {}).get(str(node)) or {}
+                where.setdefault(job, set()).add(labels.get(scenario.group_label, "<none>"))
     phases: dict[str, str] = {}
     conditions: dict[str, tuple[tuple[str, str, str], ...]] = {}
     current: dict[str, tuple[str, str, str]] = {}
@@ -273,7 +357,7 @@ def outcome(
                              str(last.get("reason") or ""))
     evicted = {job: n - listed[job] for job, n in created.items() if n > listed[job]}
     return Outcome(dict(by_queue), dict(by_job), evicted, phases, conditions, len(nodes),
-                   current)
+                   current, {job: tuple(sorted(v)) for job, v in sorted(where.items())})
 
 
 def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
@@ -293,6 +377,10 @@ def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
     counts("bound in queue", ours.bound_by_queue, peer.bound_by_queue)
     counts("bound in job", ours.bound_by_job, peer.bound_by_job)
     counts("evicted from job", ours.evicted_by_job, peer.evicted_by_job)
+    for job in sorted(set(ours.groups_by_job) | set(peer.groups_by_job)):
+        a_groups, b_groups = ours.groups_by_job.get(job, ()), peer.groups_by_job.get(job, ())
+        if a_groups != b_groups:
+            out.append(f"node groups of {job}: ours {list(a_groups)}, volcano {list(b_groups)}")
     for name in sorted(set(ours.phases) | set(peer.phases)):
         a, b = ours.phases.get(name, "<none>"), peer.phases.get(name, "<none>")
         if a != b:

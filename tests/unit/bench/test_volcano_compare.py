@@ -15,6 +15,7 @@ from bench import bench_volcano
 from bench.volcano_scenarios import (
     DIFFERENTIAL,
     GANG_SHAPES,
+    GROUP_LABEL,
     SCENARIOS,
     Gang,
     Outcome,
@@ -33,7 +34,8 @@ def test_volcanos_gang_benchmark_shapes() -> None:
     assert (len(large.gangs), large.gangs[0].replicas, large.nodes) == (20, 250, 500)
     assert GANG_SHAPES == ["gang", "gang-large"]
     assert set(DIFFERENTIAL) == {"proportion", "capability", "gang-min-member", "priority",
-                                 "overcommit", "closed-queue", "reclaim", "preempt"}
+                                 "overcommit", "closed-queue", "reclaim", "preempt",
+                                 "nodegroup", "resourcequota", "network-topology"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -131,6 +133,41 @@ def test_nodes_used_may_differ_by_fifteen_percent_of_volcanos() -> None:
     assert differences(used(116), used(100), compare_nodes=True) == [
         "nodes used: ours 116, volcano 100 (more than 15% apart)"]
     assert differences(used(116), used(100)) == []  # only the gang shapes compare nodes
+
+
+def test_node_groups_per_job_are_compared() -> None:
+    """nodegroup's scenario: where each job's pods went, by the nodes' group label."""
+    scenario = SCENARIOS["nodegroup"]
+    labels = {f"n{i}": {GROUP_LABEL: "g1" if i < 2 else "g2"} for i in range(4)}
+    pods = [pod("qa-job", i, f"n{2 + i % 2}") for i in range(4)]
+    pods += [pod("qb-job", i, f"n{i}") for i in range(4)]  # n2, n3 are g2
+    ours = outcome(scenario, pods, [], labels)
+    assert ours.groups_by_job == {"qa-job": ("g2",), "qb-job": ("g1", "g2")}
+    right = outcome(scenario, pods[:4] + [pod("qb-job", i, f"n{i % 2}") for i in range(4)], [],
+                    labels)
+    assert differences(ours, right) == [
+        "node groups of qb-job: ours ['g1', 'g2'], volcano ['g1']"]
+    assert bench_volcano.as_outcome(ours.as_dict()) == ours
+
+
+def test_the_topology_scenario_names_volcanos_hypernodes_and_the_gangs_limit() -> None:
+    scenario = SCENARIOS["network-topology"]
+    tiers = {o["metadata"]["name"]: o["spec"]["tier"] for o in scenario.objects}
+    assert tiers == {"s0": 1, "s1": 1, "spine": 2}
+    assert scenario.gangs[0].group()["spec"]["networkTopology"] == {
+        "mode": "hard", "highestTierAllowed": 1}
+    # s0 has 8 cpu, s1 12: only s1 takes the gang's 6 x 2 cpu
+    assert sum(1 for i in range(scenario.nodes) if scenario.node_labels[i][
+        "bench-switch"] == "s1") * scenario.node_cpu == 12
+
+
+def test_the_resource_quota_is_invisible_to_the_api_servers_pod_admission() -> None:
+    """Scoped to Terminating pods: the scenario's pods (no activeDeadlineSeconds) are not
+    charged at creation, so only the schedulers' enqueue check reads it."""
+    quota = SCENARIOS["resourcequota"].objects[0]
+    assert quota["spec"]["scopes"] == ["Terminating"]
+    assert all("activeDeadlineSeconds" not in p["spec"]
+               for g in SCENARIOS["resourcequota"].gangs for p in g.pods())
 
 
 def test_outcomes_round_trip_through_the_json_lines() -> None:
