@@ -1,6 +1,7 @@
 """Pod creation -> bind latency of the live scheduler on a real API server.
 
     python bench/bench_scheduler.py [--pods 2000] [--nodes 50] [--period 1.0] [--dump F]
+                                    [--scheduler-conf bench/placement-plugins.conf]
 
 Starts etcd + kube-apiserver (tests/controlplane), creates N Node objects (Ready, no kubelet:
 bound pods stay Pending, which is all a scheduler benchmark needs), runs `koordqueue
@@ -152,6 +153,10 @@ def main() -> int:
         help="sample every running thread, not only the GIL's holder",
     )
     parser.add_argument(
+        "--scheduler-conf", default="",
+        help="a volcano-scheduler.conf for the scheduler (default: koordqueue's built-in conf)",
+    )
+    parser.add_argument(
         "--period-default", action="store_true",
         help="leave --schedule-period at koordqueue's default (as bench_peers does)",
     )
@@ -177,6 +182,8 @@ def main() -> int:
         ]
         if not args.period_default:
             schedule.insert(2, f"--schedule-period={args.period}")
+        if args.scheduler_conf:
+            schedule.append(f"--scheduler-conf={Path(args.scheduler_conf).resolve()}")
         with component(schedule, args.log) as pid, profiled(pid, args):
             split_before = cpu_split(pid)
             switches_before = context_switches(pid)
