@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,10 @@ def prepare(api: KubeApi, scenario: Scenario, clients: int) -> None:
         name = f"node{i:04d}"
         make_node(api, name)
         api.merge_patch(NODE, name, patch, subresource="status")
+        if scenario.node_capacity.get(i):
+            extra = dict(scenario.node_capacity[i])
+            api.merge_patch(NODE, name, {"status": {"capacity": extra, "allocatable": extra}},
+                            subresource="status")
         if scenario.node_labels.get(i):
             api.merge_patch(NODE, name, {"metadata": {"labels": dict(scenario.node_labels[i])}})
 
@@ -217,9 +221,42 @@ def settle(api: KubeApi, quiet_s: float, timeout_s: float) -> float:
 # --------------------------------------------------------------------------- one run
 
 
+IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@contextmanager
+def in_cluster(cp: Any, kubectl: Any) -> Iterator[dict[str, str]]:
+    """The environment and files of an in-cluster client (a ServiceAccount token, the API
+    server's CA, KUBERNETES_SERVICE_HOST/PORT): Volcano's deviceshare builds its own client
+    with rest.InClusterConfig and, without one, skips every GPU node ("deviceshare
+    initClient failed"), so the peer would not run the plugin at all. The files are removed
+    afterwards; refused (RuntimeError) when they exist already."""
+    if IN_CLUSTER.exists():
+        raise RuntimeError(f"{IN_CLUSTER} exists: not overwriting another client's identity")
+    made = [p for p in (IN_CLUSTER.parent.parent, IN_CLUSTER.parent) if not p.exists()]
+    kubectl("create", "serviceaccount", "vc-bench", "-n", "kube-system")
+    kubectl("create", "clusterrolebinding", "vc-bench", "--clusterrole=cluster-admin",
+            "--serviceaccount=kube-system:vc-bench")
+    token = kubectl("create", "token", "vc-bench", "-n", "kube-system").stdout.strip()
+    IN_CLUSTER.mkdir(parents=True)
+    try:
+        (IN_CLUSTER / "token").write_text(token)
+        (IN_CLUSTER / "ca.crt").write_bytes(Path(cp._pki["ca.crt"]).read_bytes())
+        (IN_CLUSTER / "namespace").write_text("kube-system")
+        host, _, port = str(cp.server).removeprefix("https://").rpartition(":")
+        yield {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+    finally:
+        for name in ("token", "ca.crt", "namespace"):
+            (IN_CLUSTER / name).unlink(missing_ok=True)
+        IN_CLUSTER.rmdir()
+        for parent in reversed(made):
+            parent.rmdir()
+
+
 @contextmanager
 def scheduler(who: str, kubeconfig: str, conf: Path, log: str,
-              args: argparse.Namespace) -> Iterator[int]:
+              args: argparse.Namespace, *, env: dict[str, str] | None = None,
+              ) -> Iterator[int]:
     if who == OURS:
         run = ["schedule", f"--kubeconfig={kubeconfig}", f"--scheduler-conf={conf}",
                "--metrics-port=0", "--health-port=0", "--log-level=info",
@@ -234,7 +271,8 @@ def scheduler(who: str, kubeconfig: str, conf: Path, log: str,
     binary = str(peers.ensure_peer(peers.VOLCANO).binary)
     health = free_port()
     argv = vc_argv(binary, kubeconfig, conf, health, free_port())
-    with peer_process(argv, log, ready=lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"),
+    with peer_process(argv, log, env=env,
+                      ready=lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"),
                       startup_s=2.0) as pid:
         yield pid
 
@@ -273,7 +311,13 @@ def run_scenario(who: str, scenario: Scenario, args: argparse.Namespace) -> dict
             create_stage(api, scenario, 0, args.clients)
             quotas = tuple(str(o["metadata"]["name"]) for o in scenario.objects
                            if o["kind"] == "ResourceQuota")
-            with scheduler(who, str(cp.kubeconfig), conf, log, args), FakeKubelet(api, quotas):
+            with ExitStack() as stack:
+                env = None
+                if who == PEER and "deviceshare" in scenario.conf:
+                    kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
+                    env = stack.enter_context(in_cluster(cp, kubectl))
+                stack.enter_context(scheduler(who, str(cp.kubeconfig), conf, log, args, env=env))
+                stack.enter_context(FakeKubelet(api, quotas))
                 took = [settle(api, args.settle_s, args.timeout_s)]
                 for stage in range(1, scenario.stages):
                     create_stage(api, scenario, stage, args.clients)

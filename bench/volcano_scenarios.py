@@ -96,6 +96,10 @@ class Gang:
     selector: Mapping[str, str] | None = None
     network_topology: Mapping[str, Any] | None = None
     """The PodGroup's spec.networkTopology (network-topology-aware)."""
+    pod_annotations: Mapping[str, str] | None = None
+    """Further annotations on each pod (numa-aware's policy)."""
+    limits: Mapping[str, str] | None = None
+    """Further limits of each pod's container (deviceshare's GPU memory)."""
 
     def group(self, namespace: str = NAMESPACE) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -112,10 +116,11 @@ class Gang:
 
     def pods(self, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
         requests = {"cpu": str(self.cpu), "memory": f"{self.memory_gi}Gi"}
+        limits = {**requests, **(self.limits or {})}
         spec: dict[str, Any] = {
             "schedulerName": SCHEDULER_NAME,
             "containers": [{"name": "main", "image": "busybox",
-                            "resources": {"requests": requests, "limits": requests}}],
+                            "resources": {"requests": requests, "limits": limits}}],
         }
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
@@ -125,7 +130,8 @@ class Gang:
             {"apiVersion": "v1", "kind": "Pod",
              "metadata": {"name": f"{self.name}-{i:04d}", "namespace": namespace,
                           "labels": {"bench-job": self.name},
-                          "annotations": {GROUP_ANNOTATION: self.name}},
+                          "annotations": {GROUP_ANNOTATION: self.name,
+                                          **(self.pod_annotations or {})}},
              "spec": spec}
             for i in range(self.replicas)
         ]
@@ -151,6 +157,8 @@ class Scenario:
     """Node index -> labels (node groups, zones)."""
     group_label: str = ""
     """A node label whose values, per job, the outcome compares (where its pods went)."""
+    node_capacity: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    """Node index -> further capacity (and allocatable), e.g. Volcano's GPU resources."""
     objects: tuple[Mapping[str, Any], ...] = ()
     """Further objects created with the cluster (in the scenario's namespace when
     namespaced), e.g. a ResourceQuota with the status the quota controller would write."""
@@ -206,6 +214,21 @@ SWITCHES = (
     hypernode("spine", 2, ("s0", "s1"), "HyperNode"),
 )
 """Two leaf switches (2 and 3 nodes) under one spine."""
+
+NODE_LABEL = "bench-node"
+CPU_DETAIL = {str(c): {"numa": c // 4, "socket": c // 4, "core": c // 2} for c in range(8)}
+
+
+def numatopology(node: str, free: str) -> dict[str, Any]:
+    """What Volcano's resource exporter writes for a node whose kubelet runs the static cpu
+    manager under single-numa-node: 2 NUMA nodes of 4 cpus, `free` of them allocatable."""
+    return {"apiVersion": "nodeinfo.volcano.sh/v1alpha1", "kind": "Numatopology",
+            "metadata": {"name": node},
+            "spec": {"policies": {"CPUManagerPolicy": "static",
+                                  "TopologyManagerPolicy": "single-numa-node"},
+                     "numares": {"cpu": {"allocatable": free, "capacity": 8}},
+                     "cpuDetail": CPU_DETAIL}}
+
 
 NOWHERE = {"bench-pool": "nowhere"}
 """A node selector no node matches: the gang can be enqueued but never placed."""
@@ -271,6 +294,28 @@ SCENARIOS: dict[str, Scenario] = {
                        network_topology={"mode": "hard", "highestTierAllowed": 1}),),
                  node_labels={i: {SWITCH_LABEL: "s0" if i < 2 else "s1"} for i in range(5)},
                  group_label=SWITCH_LABEL, objects=SWITCHES),
+        # deviceshare: node0 has 4 GPUs of 8000 MiB, node1 2 of 16000 (32000 each in all); a
+        # pod asking 12000 fits one GPU of node1 only
+        Scenario("deviceshare", with_plugin("enqueue, allocate", "deviceshare",
+                                            "        arguments:\n"
+                                            "          deviceshare.GPUSharingEnable: true\n"),
+                 2, 8, 16, (Queue("default"),),
+                 (Gang("gpu", "default", 1, 1, limits={"volcano.sh/gpu-memory": "12000"}),),
+                 node_labels={i: {NODE_LABEL: f"node{i}"} for i in range(2)},
+                 node_capacity={0: {"volcano.sh/gpu-memory": "32000",
+                                    "volcano.sh/gpu-number": "4"},
+                                1: {"volcano.sh/gpu-memory": "32000",
+                                    "volcano.sh/gpu-number": "2"}},
+                 group_label=NODE_LABEL),
+        # numa-aware: node0 has 3 free cpus on each NUMA node, node1 4; a 4-cpu Guaranteed
+        # pod under single-numa-node fits node1 only (node0 has 6 free in all)
+        Scenario("numa-aware", with_plugin("enqueue, allocate", "numa-aware"),
+                 2, 8, 16, (Queue("default"),),
+                 (Gang("numa", "default", 1, 1, cpu=4, pod_annotations={
+                     "volcano.sh/numa-topology-policy": "single-numa-node"}),),
+                 node_labels={i: {NODE_LABEL: f"node{i}"} for i in range(2)},
+                 group_label=NODE_LABEL,
+                 objects=(numatopology("node0000", "1-3,5-7"), numatopology("node0001", "0-7"))),
         # a low-priority job fills the queue, then a high-priority gang arrives: preempt
         Scenario("preempt", conf("enqueue, allocate, preempt", overcommit=False), 2, 4, 16,
                  (Queue("default"),),

@@ -35,7 +35,8 @@ def test_volcanos_gang_benchmark_shapes() -> None:
     assert GANG_SHAPES == ["gang", "gang-large"]
     assert set(DIFFERENTIAL) == {"proportion", "capability", "gang-min-member", "priority",
                                  "overcommit", "closed-queue", "reclaim", "preempt",
-                                 "nodegroup", "resourcequota", "network-topology"}
+                                 "nodegroup", "resourcequota", "network-topology",
+                                 "deviceshare", "numa-aware"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -159,6 +160,36 @@ def test_the_topology_scenario_names_volcanos_hypernodes_and_the_gangs_limit() -
     # s0 has 8 cpu, s1 12: only s1 takes the gang's 6 x 2 cpu
     assert sum(1 for i in range(scenario.nodes) if scenario.node_labels[i][
         "bench-switch"] == "s1") * scenario.node_cpu == 12
+
+
+def test_the_device_and_numa_scenarios_ask_what_only_one_node_has() -> None:
+    """deviceshare: 12000 MiB fits no 8000 MiB GPU of node0, one 16000 MiB GPU of node1;
+    numa-aware: 4 cpus fit no NUMA node of node0 (3 free on each), one of node1."""
+    ds = SCENARIOS["deviceshare"]
+    per_gpu = {i: int(c["volcano.sh/gpu-memory"]) // int(c["volcano.sh/gpu-number"])
+               for i, c in ds.node_capacity.items()}
+    assert per_gpu == {0: 8000, 1: 16000}
+    limits = ds.gangs[0].pods()[0]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["volcano.sh/gpu-memory"] == "12000"
+    numa = SCENARIOS["numa-aware"]
+    assert [o["spec"]["numares"]["cpu"]["allocatable"] for o in numa.objects] == [
+        "1-3,5-7", "0-7"]
+    pod = numa.gangs[0].pods()[0]
+    assert pod["metadata"]["annotations"]["volcano.sh/numa-topology-policy"] == \
+        "single-numa-node"
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == resources["limits"]  # Guaranteed: the cpu manager's pods
+
+
+def test_an_in_cluster_identity_is_never_overwritten(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """The peer's in-cluster files (deviceshare) refuse to replace existing ones."""
+    target = tmp_path / "serviceaccount"
+    target.mkdir()
+    monkeypatch.setattr(bench_volcano, "IN_CLUSTER", target)
+    with pytest.raises(RuntimeError, match="not overwriting"), \
+            bench_volcano.in_cluster(object(), object()):
+        pass
 
 
 def test_the_resource_quota_is_invisible_to_the_api_servers_pod_admission() -> None:
