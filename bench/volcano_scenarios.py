@@ -25,6 +25,7 @@ from typing import Any
 
 SCHEDULER_NAME = "volcano"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+TASK_SPEC = "volcano.sh/task-spec"
 NAMESPACE = "vcbench"
 
 GANG_CONF = """\
@@ -100,6 +101,10 @@ class Gang:
     """Further annotations on each pod (numa-aware's policy)."""
     limits: Mapping[str, str] | None = None
     """Further limits of each pod's container (deviceshare's GPU memory)."""
+    tasks: tuple[str, ...] = ()
+    """Task names, pod i taking tasks[i % n] as its `volcano.sh/task-spec` annotation."""
+    group_annotations: Mapping[str, str] | None = None
+    """Annotations of the PodGroup (task-topology's affinity)."""
 
     def group(self, namespace: str = NAMESPACE) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -111,8 +116,11 @@ class Gang:
             spec["priorityClassName"] = self.priority_class
         if self.network_topology:
             spec["networkTopology"] = dict(self.network_topology)
+        metadata: dict[str, Any] = {"name": self.name, "namespace": namespace}
+        if self.group_annotations:
+            metadata["annotations"] = dict(self.group_annotations)
         return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": self.name, "namespace": namespace}, "spec": spec}
+                "metadata": metadata, "spec": spec}
 
     def pods(self, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
         requests = {"cpu": str(self.cpu), "memory": f"{self.memory_gi}Gi"}
@@ -131,7 +139,9 @@ class Gang:
              "metadata": {"name": f"{self.name}-{i:04d}", "namespace": namespace,
                           "labels": {"bench-job": self.name},
                           "annotations": {GROUP_ANNOTATION: self.name,
-                                          **(self.pod_annotations or {})}},
+                                          **(self.pod_annotations or {}),
+                                          **({TASK_SPEC: self.tasks[i % len(self.tasks)]}
+                                             if self.tasks else {})}},
              "spec": spec}
             for i in range(self.replicas)
         ]
@@ -316,6 +326,14 @@ SCENARIOS: dict[str, Scenario] = {
                  node_labels={i: {NODE_LABEL: f"node{i}"} for i in range(2)},
                  group_label=NODE_LABEL,
                  objects=(numatopology("node0000", "1-3,5-7"), numatopology("node0001", "0-7"))),
+        # task-topology: ps and worker pods (2 cpu each) of one job are affine; only node1
+        # (8 cpu) takes all four, node0 has 6 (leastrequested alone spreads them over both)
+        Scenario("task-topology", with_plugin("enqueue, allocate", "task-topology"),
+                 2, 8, 16, (Queue("default"),),
+                 (Gang("tf", "default", 4, 4, cpu=2, tasks=("ps", "worker"),
+                       group_annotations={"volcano.sh/task-topology-affinity": "ps,worker"}),),
+                 node_labels={i: {NODE_LABEL: f"node{i}"} for i in range(2)},
+                 node_capacity={0: {"cpu": "6"}}, group_label=NODE_LABEL),
         # a low-priority job fills the queue, then a high-priority gang arrives: preempt
         Scenario("preempt", conf("enqueue, allocate, preempt", overcommit=False), 2, 4, 16,
                  (Queue("default"),),

@@ -36,7 +36,7 @@ def test_volcanos_gang_benchmark_shapes() -> None:
     assert set(DIFFERENTIAL) == {"proportion", "capability", "gang-min-member", "priority",
                                  "overcommit", "closed-queue", "reclaim", "preempt",
                                  "nodegroup", "resourcequota", "network-topology",
-                                 "deviceshare", "numa-aware"}
+                                 "deviceshare", "numa-aware", "task-topology"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -179,6 +179,14 @@ def test_the_device_and_numa_scenarios_ask_what_only_one_node_has() -> None:
         "single-numa-node"
     resources = pod["spec"]["containers"][0]["resources"]
     assert resources["requests"] == resources["limits"]  # Guaranteed: the cpu manager's pods
+
+
+def test_task_topology_pods_carry_their_task_and_the_group_its_affinity() -> None:
+    gang = SCENARIOS["task-topology"].gangs[0]
+    assert [p["metadata"]["annotations"]["volcano.sh/task-spec"] for p in gang.pods()] == [
+        "ps", "worker", "ps", "worker"]
+    assert gang.group()["metadata"]["annotations"] == {
+        "volcano.sh/task-topology-affinity": "ps,worker"}
 
 
 def test_an_in_cluster_identity_is_never_overwritten(monkeypatch: pytest.MonkeyPatch,
