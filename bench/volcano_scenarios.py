@@ -334,6 +334,19 @@ SCENARIOS: dict[str, Scenario] = {
                        group_annotations={"volcano.sh/task-topology-affinity": "ps,worker"}),),
                  node_labels={i: {NODE_LABEL: f"node{i}"} for i in range(2)},
                  node_capacity={0: {"cpu": "6"}}, group_label=NODE_LABEL),
+        # tdm: node1 is a revocable node of zone rz1, open all day; the pod allowed on revocable
+        # nodes goes there (tdm scores it 100), the ordinary one to node0 (without the plugin
+        # the first, created first, takes node0 by name and the second node1)
+        Scenario("tdm", with_plugin("enqueue, allocate", "tdm",
+                                    "        arguments:\n"
+                                    "          tdm.revocable-zone.rz1: \"0:00-0:00\"\n"),
+                 2, 4, 16, (Queue("default"),),
+                 (Gang("lent", "default", 1, 1, cpu=2,
+                       pod_annotations={"volcano.sh/revocable-zone": "*"}),
+                  Gang("plain", "default", 1, 1, cpu=2)),
+                 node_labels={0: {NODE_LABEL: "node0"},
+                              1: {NODE_LABEL: "node1", "volcano.sh/revocable-zone": "rz1"}},
+                 group_label=NODE_LABEL, spaced=True),
         # a low-priority job fills the queue, then a high-priority gang arrives: preempt
         Scenario("preempt", conf("enqueue, allocate, preempt", overcommit=False), 2, 4, 16,
                  (Queue("default"),),
