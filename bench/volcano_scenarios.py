@@ -225,6 +225,23 @@ SWITCHES = (
 )
 """Two leaf switches (2 and 3 nodes) under one spine."""
 
+SLA_CONF = """\
+actions: "enqueue, allocate"
+tiers:
+  - plugins:
+      - name: priority
+      - name: gang
+      - name: conformance
+      - name: sla
+  - plugins:
+      - name: overcommit
+      - name: drf
+      - name: predicates
+      - name: proportion
+      - name: nodeorder
+"""
+"""sla in the first tier, as Volcano's sla guide puts it: its enqueue permit is then asked
+before overcommit's refusal."""
 NODE_LABEL = "bench-node"
 CPU_DETAIL = {str(c): {"numa": c // 4, "socket": c // 4, "core": c // 2} for c in range(8)}
 
@@ -347,6 +364,14 @@ SCENARIOS: dict[str, Scenario] = {
                  node_labels={0: {NODE_LABEL: "node0"},
                               1: {NODE_LABEL: "node1", "volcano.sh/revocable-zone": "rz1"}},
                  group_label=NODE_LABEL, spaced=True),
+        # sla: a 4-cpu job fills the one node; a later 2-cpu job is over overcommit's 4.8 cpu
+        # and stays Pending, unless it has waited its volcano.sh/sla-waiting-time (1s): then
+        # sla enqueues it (Inqueue, nothing placed)
+        Scenario("sla", SLA_CONF, 1, 4, 16, (Queue("default"),),
+                 (Gang("big", "default", 1, 1, cpu=4),
+                  Gang("due", "default", 1, 1, cpu=2, stage=1,
+                       group_annotations={"volcano.sh/sla-waiting-time": "1s"}),
+                  Gang("waits", "default", 1, 1, cpu=2, stage=1))),
         # a low-priority job fills the queue, then a high-priority gang arrives: preempt
         Scenario("preempt", conf("enqueue, allocate, preempt", overcommit=False), 2, 4, 16,
                  (Queue("default"),),

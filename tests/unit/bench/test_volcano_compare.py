@@ -36,7 +36,7 @@ def test_volcanos_gang_benchmark_shapes() -> None:
     assert set(DIFFERENTIAL) == {"proportion", "capability", "gang-min-member", "priority",
                                  "overcommit", "closed-queue", "reclaim", "preempt",
                                  "nodegroup", "resourcequota", "network-topology",
-                                 "deviceshare", "numa-aware", "task-topology", "tdm"}
+                                 "deviceshare", "numa-aware", "task-topology", "tdm", "sla"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
