@@ -168,7 +168,8 @@ class FakeKubelet:
 
     def _run(self) -> None:
         while not self.stop.wait(0.5):
-            for pod in self.api.list_objects(POD, NAMESPACE):
+            pods = self.api.list_objects(POD, NAMESPACE)
+            for pod in pods:
                 meta, spec = pod["metadata"], pod.get("spec") or {}
                 if meta.get("deletionTimestamp"):
                     self.api.request("DELETE", POD.path(NAMESPACE, meta["name"]),
@@ -179,11 +180,12 @@ class FakeKubelet:
                                          NAMESPACE, subresource="status")
                     self.changes += 1
             if self.quotas:
-                self._charge()
+                self._charge(pods)
 
-    def _charge(self) -> None:
+    def _charge(self, pods: list[dict[str, Any]]) -> None:
+        """Charge the bound pods of this tick's listing, those being deleted excepted."""
         milli = 0
-        for pod in self.api.list_objects(POD, NAMESPACE):
+        for pod in pods:
             if (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get(
                     "deletionTimestamp"):
                 for container in pod["spec"].get("containers") or ():

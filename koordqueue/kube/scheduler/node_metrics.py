@@ -23,13 +23,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
 
 from koordqueue.domain.quantity import parse_nanos
 from koordqueue.kube.api_errors import ApiError
+from koordqueue.kube.scheduler.convert import timestamp
 from koordqueue.scheduler.api import load_names as ln
 from koordqueue.scheduler.api.node_usage import NodeUsage
 from koordqueue.scheduler.framework.metrics_config import MetricsConfig
@@ -63,15 +63,6 @@ class MetricsSource(Protocol):
 class RawGet(Protocol):
     def request(self, method: str, path: str) -> dict[str, Any]:
         ...
-
-
-def _timestamp(text: object) -> float:
-    if not isinstance(text, str) or not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 class PrometheusSource:
@@ -140,7 +131,7 @@ class AdaptorSource:
             except ValueError:
                 continue
             if isinstance(name, str):
-                out[name] = (value, _timestamp(item.get("timestamp")))
+                out[name] = (value, timestamp(item.get("timestamp")))
         return out
 
     def read(self, nodes: Allocatable) -> dict[str, NodeUsage]:
@@ -182,7 +173,7 @@ class MetricsServerSource:
             out[name] = NodeUsage(
                 cpu / cpu_alloc * 100 if cpu_alloc else None,
                 memory / mem_alloc * 100 if mem_alloc else None,
-                _timestamp(item.get("timestamp")))
+                timestamp(item.get("timestamp")))
         return out
 
 

@@ -104,7 +104,7 @@ class ReschedulingPlugin(Plugin):
         if not self.due():
             return None
         chosen: dict[str, TaskInfo] = {}
-        for conf in self.confs:
+        for conf in self.confs:  # fresh loads each: `victims` lowers them as it picks
             for task in victims(self.loads(), candidates, conf):
                 chosen.setdefault(task.uid, task)
         return list(chosen.values())

@@ -15,25 +15,24 @@ from dataclasses import dataclass, field
 import structlog
 
 from koordqueue.domain.queue_items import parse_go_duration
+from koordqueue.scheduler.api import load_names as ln
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_INTERVAL_SECONDS = 300.0
-LOW_NODE_UTILIZATION = "lowNodeUtilization"
 THRESHOLD_KEYS = ("cpu", "memory", "pods")
 
 
 def parse_interval(raw: object) -> float:
     """Seconds between runs; 5m, with a warning, for a missing or unparsable value."""
     if raw is None:
-        return DEFAULT_INTERVAL_SECONDS
+        return ln.RESCHEDULING_DEFAULT_INTERVAL
     if isinstance(raw, str):
         try:
             return parse_go_duration(raw)
         except ValueError:
             pass
     log.warning("rescheduling: interval is not a Go duration; using 5m", interval=repr(raw))
-    return DEFAULT_INTERVAL_SECONDS
+    return ln.RESCHEDULING_DEFAULT_INTERVAL
 
 
 def _defaults() -> dict[str, float]:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from koordqueue.domain.resources import Resources
+from koordqueue.scheduler import ClusterSnapshot
 from koordqueue.scheduler.api import PodGroupPhase, TaskInfo, TaskStatus
 from koordqueue.scheduler.api import load_names as ln
 from koordqueue.scheduler.api.node_usage import NodeUsage
@@ -71,7 +72,7 @@ ARGS = {"interval": "5m",
             "targetThresholds": {"cpu": 70, "memory": 70}}}]}
 
 
-def _cluster(age: float = 0.0) -> object:
+def _cluster(age: float = 0.0) -> ClusterSnapshot:
     nodes = [node("hot", rl("10", "10Gi", {"pods": "20"})),
              node("cold", rl("10", "10Gi", {"pods": "20"}))]
     pods = [pod(f"p{i}", "hot", True, rl("2", "2Gi"), "pg1", priority=i) for i in range(4)]
@@ -84,7 +85,7 @@ def _cluster(age: float = 0.0) -> object:
 def _shuffle(args: dict[str, object] = ARGS, age: float = 0.0) -> list[str]:
     plugin = "binpack" if _off else ln.RESCHEDULING
     config = tiers((plugin, {"Victim"}), arguments={plugin: args})
-    return run(_cluster(age), config, "shuffle").evicted  # type: ignore[arg-type]
+    return run(_cluster(age), config, "shuffle").evicted
 
 
 def test_shuffle_evicts_from_the_hot_node_once_an_interval_has_passed() -> None:
@@ -110,13 +111,13 @@ def test_a_stale_reading_moves_nothing() -> None:
 def test_unknown_strategies_are_named_in_a_warning() -> None:
     args = {"strategies": [{"name": "highNodeUtilization"}, {"name": "lowNodeUtilization"}]}
     config = tiers((ln.RESCHEDULING, {"Victim"}), arguments={ln.RESCHEDULING: args})
-    session = open_session(_cluster(), config)  # type: ignore[arg-type]
+    session = open_session(_cluster(), config)
     assert session.warnings == [
         "rescheduling: strategies[0]: unknown strategy 'highNodeUtilization' "
         "(known: lowNodeUtilization); skipped"]
     config = tiers((ln.RESCHEDULING, {"Victim"}),
                    arguments={ln.RESCHEDULING: {"strategies": "lowNodeUtilization"}})
-    session = open_session(_cluster(), config)  # type: ignore[arg-type]
+    session = open_session(_cluster(), config)
     assert session.warnings == ["rescheduling: strategies must be a list of {name, "
                                 "parameters}, got str; using lowNodeUtilization"]
 

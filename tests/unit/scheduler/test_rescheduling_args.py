@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from koordqueue.scheduler.plugins.rescheduling_args import (
-    DEFAULT_INTERVAL_SECONDS,
     LowNodeUtilizationConf,
     parse_interval,
 )
 
 
 def test_a_bare_number_interval_falls_back_to_5m() -> None:
-    assert parse_interval(5) == DEFAULT_INTERVAL_SECONDS
+    assert parse_interval(5) == 300.0  # Volcano's 5m
 
 
 def test_a_valid_interval_applies() -> None:
@@ -18,7 +17,7 @@ def test_a_valid_interval_applies() -> None:
 
 
 def test_an_unparsable_interval_falls_back_to_5m() -> None:
-    assert parse_interval("often") == DEFAULT_INTERVAL_SECONDS
+    assert parse_interval("often") == 300.0  # Volcano's 5m
 
 
 def test_mixed_threshold_types_take_the_int_and_skip_the_string() -> None:
