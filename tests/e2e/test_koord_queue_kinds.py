@@ -373,7 +373,15 @@ def lifecycle(kubectl: Any, kind: Kind, ns: str) -> None:
     assert unit(kubectl, ns, urgent)["spec"]["priority"] == 100
     kq.wait_for(lambda: kq.events_for(kubectl, ns, low, "Preempted"), what=f"{low} preempted")
     wait_phase(kubectl, ns, low, "Enqueued")
-    kq.wait_for(lambda: is_held(kubectl, kind, "low", ns), what="low held again")
+    kq.wait_for(
+        lambda: is_held(kubectl, kind, "low", ns),
+        what="low held again",
+        state=lambda: (
+            kq.phase(kubectl, ns, low),
+            kq.phase(kubectl, ns, urgent),
+            kq.get(kubectl, kind.resource, "low", ns),
+        ),
+    )
     admitted(kubectl, ns, urgent, quota)
     wait_released(kubectl, kind, "urgent", ns)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from koordqueue.domain.integrations.base import (
+    DeleteWorkload,
     Integration,
     JobStatus,
     Mutation,
@@ -35,6 +36,7 @@ from koordqueue.domain.names import (
     JOB_ENQUEUE_TIMESTAMP_ANNOTATION,
     JOB_HAS_ENQUEUED_ANNOTATION,
 )
+from koordqueue.domain.queue_unit import Phase
 
 ENQUEUE_MARK: Final = (JOB_HAS_ENQUEUED_ANNOTATION, JOB_ENQUEUE_TIMESTAMP_ANNOTATION)
 """The annotations that mark a workload enqueued; its unit holds copies."""
@@ -146,6 +148,35 @@ def creation_skip(integration: Integration, members: Sequence[Obj]) -> str:
     if status not in (JobStatus.CREATED, JobStatus.QUEUING):
         return f"already {status.value}"  # enqueued and released before; its unit is gone
     return ""
+
+
+_NOT_STARTED: Final = (JobStatus.CREATED, JobStatus.QUEUING, JobStatus.PENDING)
+"""No pod runs yet (a kind's status may say QUEUING for an object let go by hand)."""
+
+
+def hold_again(
+    integration: Integration,
+    members: Sequence[Obj],
+    unit: Obj,
+    status: JobStatus,
+    *,
+    phase: Phase,
+    admitted: bool,
+) -> bool:
+    """A workload of ours let go while its unit waits (Enqueued, not admitted): hold it again.
+
+    Koord-Queue leaves such a workload alone; a quota system must not let it run outside its
+    quota (Kueue stops a job whose workload is not admitted). It comes from a release that
+    lands after the round that took the quota back, or a suspend flag cleared by hand. Only
+    where holding is done in place: a pod let go is deleted to hold it, which only a round's
+    preemption decides.
+    """
+    if admitted or phase is not Phase.ENQUEUED or status not in _NOT_STARTED:
+        return False
+    if not owned_by(unit, members, integration):
+        return False
+    writes = [w for m in members for w in integration.suspend(m)]
+    return bool(writes) and not any(isinstance(w, DeleteWorkload) for w in writes)
 
 
 def owned_by(unit: Obj, members: Sequence[Obj], integration: Integration | None = None) -> bool:

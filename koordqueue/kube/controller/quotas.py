@@ -230,7 +230,9 @@ class QuotaHandlers:
                 if outcome is None:
                     self.reported.pop(key, None)  # the next change or resync retries
 
-            self.state.writer.submit(PatchQuotaStatus(namespace, name, tuple(wanted), kept), failed)
+            # keyed: two patches of one quota in flight on the pool land in the order made
+            write = PatchQuotaStatus(namespace, name, tuple(wanted), kept)
+            self.state.writer.submit(write, failed, key=f"quota-status/{namespace}/{name}")
 
     def _kept(self, key: Key) -> dict[str, Any] | None:
         """`status.lastValid` for the object: the definition kept in force while it is

@@ -34,6 +34,7 @@ from koordqueue.domain.integrations.reconcile import (
     creation_skip,
     effective_status,
     enqueue_mark,
+    hold_again,
     is_stale,
     made_for,
     owned_by,
@@ -351,6 +352,12 @@ class WorkloadReconciler:
         action = reconcile_job(status, unit.phase, since, settings.job_running_timeout, backoff)
         if action.phase is Phase.RUNNING and not admitted and state.engine.is_inactive(uid):
             action = JobAction()  # deactivated, its pods going: parked until activated
+        elif hold_again(
+            integration, members, unit_obj, status, phase=unit.phase, admitted=admitted
+        ):
+            log.warning("workload released while its unit waits; held again",
+                        kind=self.kind.kind, unit=key)
+            action = JobAction(suspend=True)
         target = target_of(integration, members[0])
 
         def after_phase(written: bool) -> None:
