@@ -175,6 +175,11 @@ def _conditions(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list(((obj or {}).get("status") or {}).get("conditions") or [])
 
 
+def _moves_phase(group: list[Effect]) -> bool:
+    """The chain writes the unit's phase (the engine holds the new one already)."""
+    return any(isinstance(e, SetUnitStatus) and e.phase is not None for e in group)
+
+
 def _planned_unit(group: list[Effect]) -> tuple[str, bool]:
     """(uid, admitted) of one unit's chain (see `AdmissionRounds._unplanned`)."""
     first = group[0]
@@ -243,6 +248,15 @@ class AdmissionRounds:
         if not groups and done is not None:
             done()
 
+        in_flight = state.phases_in_flight
+
+        def landed(uid: str) -> None:
+            left = in_flight.get(uid, 0) - 1
+            if left > 0:
+                in_flight[uid] = left
+            else:
+                in_flight.pop(uid, None)
+
         def taken_in(outcome: ChainOutcome) -> None:
             self._took_in(outcome)
             pending[0] -= 1
@@ -271,7 +285,20 @@ class AdmissionRounds:
                     tuple(group), current, workload, now_string(), state.features.conditions,
                     state.features.maximum_execution_time,
                 )
-                state.writer.submit(chain, taken_in, uid)
+                then = taken_in
+                if _moves_phase(group):
+                    in_flight[uid] = in_flight.get(uid, 0) + 1
+
+                    def then(outcome: ChainOutcome, uid: str = uid) -> None:
+                        landed(uid)
+                        taken_in(outcome)
+
+                try:
+                    state.writer.submit(chain, then, uid)
+                except Exception:
+                    if then is not taken_in:
+                        landed(uid)
+                    raise
             except Exception:
                 # this chain and those after it were never handed to the writer
                 if before is None:

@@ -82,6 +82,9 @@ class ControllerState:
         self.reported: dict[str, str] = {}
         """uid -> the last status message written (or in flight): rounds plan a message once."""
         self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
+        self.phases_in_flight: dict[str, int] = {}
+        """uid -> a round's phase writes of the unit not yet taken in: an event that says
+        another phase meanwhile is from before them (units.py drops it)."""
         self.units_being_created: dict[str, dict[str, Any] | None] = {}
         """namespace/name of units whose creator has not taken in its create call yet -> the
         watch's version of the unit that came first (held until then, see units.py)."""

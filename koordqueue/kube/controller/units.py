@@ -79,6 +79,11 @@ class UnitHandlers:
             self._back_off(unit, obj)
             return
         known = state.engine.unit(uid)
+        if known is not None and unit.phase is not known.phase and uid in state.phases_in_flight:
+            # from before a round's phase write still in flight (writes of a unit are keyed,
+            # so none of ours lands between): folded in, a victim reclaimed a moment ago
+            # would count as admitted again; the write's answer and its event come next
+            return
         if known is not None and state.engine.is_admitted(uid) and unit.phase in WAITING_PHASES:
             # A stale event from before our own admission write: our decision stands.
             unit = replace(unit, phase=known.phase)
