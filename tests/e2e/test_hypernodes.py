@@ -21,8 +21,8 @@ import pytest
 
 from koordqueue.kube.scheduler.runner import SchedulerRunner
 from koordqueue.kube.scheduler.store import CachedKind
-from koordqueue.kube.settings import ControllerSettings
 from tests.controlplane.harness import ControlPlane
+from tests.e2e.conf_scheduler import scheduler_with_conf
 from tests.e2e.conftest import Kubectl, install_crds
 from tests.e2e.kq import namespace, unique, wait_for
 from tests.e2e.test_scheduler_binding import make_node, make_pod, node_of
@@ -45,16 +45,12 @@ tiers:
 @pytest.fixture(scope="module")
 def topology(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[Kubectl, SchedulerRunner]]:  # fmt: skip
-    conf = tmp_path_factory.mktemp("conf") / "scheduler.conf"
-    conf.write_text(CONF)
     with ControlPlane(control_plane.binaries) as cp:
         assert cp.kubeconfig is not None
         kubectl = Kubectl(control_plane.binaries.kubectl, cp.kubeconfig)
         install_crds(kubectl, VOLCANO_CRDS)
-        settings = ControllerSettings(kubeconfig=str(cp.kubeconfig), schedule_period=0.2,
-                                      metrics_port=0, log_format="console",
-                                      scheduler_conf=str(conf))  # fmt: skip
-        with SchedulerRunner(settings) as runner:
+        conf = tmp_path_factory.mktemp("conf")
+        with scheduler_with_conf(cp.kubeconfig, conf, CONF) as runner:
             yield kubectl, runner
 
 

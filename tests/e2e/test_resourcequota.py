@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from koordqueue.kube.scheduler.runner import SchedulerRunner
-from koordqueue.kube.settings import ControllerSettings
+from tests.e2e.conf_scheduler import scheduler_with_conf
 from tests.e2e.kq import get, namespace, unique, wait_for
 from tests.e2e.test_scheduler_binding import make_node, node_of
 
@@ -43,12 +43,7 @@ TAINT = "kq-e2e/resourcequota"
 @pytest.fixture(scope="module")
 def scheduler(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[SchedulerRunner]:  # fmt: skip
-    conf = tmp_path_factory.mktemp("conf") / "volcano-scheduler.conf"
-    conf.write_text(CONF)
-    settings = ControllerSettings(kubeconfig=str(kubeconfig), schedule_period=0.2,
-                                  metrics_port=0, log_format="console",
-                                  scheduler_conf=str(conf))  # fmt: skip
-    with SchedulerRunner(settings) as runner:
+    with scheduler_with_conf(kubeconfig, tmp_path_factory.mktemp("conf"), CONF) as runner:
         yield runner
 
 

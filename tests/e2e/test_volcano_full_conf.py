@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from koordqueue.kube.scheduler.runner import SchedulerRunner
-from koordqueue.kube.settings import ControllerSettings
 from tests.conformance.volcano.test_volcano_v1141_conf import (
     IN_ORDER,
     NOT_BUILT,
     V1141_PLUGINS,
     _conf,
 )
+from tests.e2e.conf_scheduler import scheduler_with_conf
 from tests.e2e.kq import get, namespace, unique, wait_for
 from tests.e2e.test_scheduler_binding import make_node, node_of
 
@@ -35,12 +35,8 @@ TAINT = "kq-e2e/fullconf"
 @pytest.fixture(scope="module")
 def scheduler(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[SchedulerRunner]:  # fmt: skip
-    conf = tmp_path_factory.mktemp("conf") / "volcano-scheduler.conf"
-    conf.write_text(_conf(IN_ORDER, tuple(p for p in V1141_PLUGINS if p not in NOT_BUILT)))
-    settings = ControllerSettings(kubeconfig=str(kubeconfig), schedule_period=0.2,
-                                  metrics_port=0, log_format="console",
-                                  scheduler_conf=str(conf))  # fmt: skip
-    with SchedulerRunner(settings) as runner:
+    conf = _conf(IN_ORDER, tuple(p for p in V1141_PLUGINS if p not in NOT_BUILT))
+    with scheduler_with_conf(kubeconfig, tmp_path_factory.mktemp("conf"), conf) as runner:
         yield runner
 
 

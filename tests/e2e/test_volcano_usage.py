@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from koordqueue.kube.scheduler.runner import SchedulerRunner
-from koordqueue.kube.settings import ControllerSettings
+from tests.e2e.conf_scheduler import scheduler_with_conf
 from tests.e2e.kq import events_for, namespace, unique, wait_for
 from tests.e2e.test_scheduler_binding import make_node, node_of
 
@@ -58,8 +58,7 @@ def scheduler(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[SchedulerRunner]:  # fmt: skip
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    conf = tmp_path_factory.mktemp("conf") / "volcano-scheduler.conf"
-    conf.write_text(f"""\
+    conf = f"""\
 actions: "enqueue, allocate, backfill"
 tiers:
 - plugins:
@@ -77,11 +76,8 @@ metrics:
   type: prometheus
   address: http://127.0.0.1:{server.server_address[1]}
   interval: 1s
-""")
-    settings = ControllerSettings(kubeconfig=str(kubeconfig), schedule_period=0.2,
-                                  metrics_port=0, log_format="console",
-                                  scheduler_conf=str(conf))  # fmt: skip
-    with SchedulerRunner(settings) as runner:
+"""
+    with scheduler_with_conf(kubeconfig, tmp_path_factory.mktemp("conf"), conf) as runner:
         yield runner
     server.shutdown()
     server.server_close()
