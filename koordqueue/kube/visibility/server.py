@@ -27,7 +27,13 @@ import structlog
 from koordqueue.domain import names
 from koordqueue.kube.api import ApiError
 from koordqueue.kube.visibility.auth import Attributes, Delegated, Headers, User
-from koordqueue.kube.visibility.view import API_VERSION, BadQuery, PendingView, parse_query
+from koordqueue.kube.visibility.view import (
+    API_VERSION,
+    BadQuery,
+    Parts,
+    PendingView,
+    parse_query,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -77,7 +83,7 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
             "message": message, "reason": reason, "code": code}
 
 
-Answer = tuple[int, dict[str, Any] | bytes]
+Answer = tuple[int, dict[str, Any] | bytes | Parts]
 """A status code and its body: a document, or JSON already serialised (view.py)."""
 
 
@@ -213,12 +219,16 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             log.exception("visibility request failed", path=self.path)
             code, body = 500, status(500, "InternalError", "internal error")
-        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        if isinstance(body, Parts):
+            chunks = body.chunks
+        else:
+            chunks = (body if isinstance(body, bytes) else orjson.dumps(body),)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(sum(len(chunk) for chunk in chunks)))
         self.end_headers()
-        self.wfile.write(data)
+        for chunk in chunks:
+            self.wfile.write(chunk)
 
     def log_message(self, format: str, *args: Any) -> None:
         """(Quiet: one log line per request would drown the controller's.)"""

@@ -4,7 +4,8 @@ The owner thread publishes each round's `RoundResult` (one reference swap, `Publ
 nothing here touches the engine. The first request after a round reads its record once
 (`domain.pending`) under this module's lock, on the caller's thread, and later requests of
 the same round reuse it: a client polling every second costs one read of the record per
-round, and none when nobody asks.
+round, and none when nobody asks. A round whose pending order is the one before (a quiet
+backlog) keeps that order's answers: only their header (the round) is new.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
+from cachetools import LRUCache
 
 from koordqueue.domain import names
 from koordqueue.domain.pending import (
@@ -113,6 +115,13 @@ def parse_query(params: Mapping[str, list[str]]) -> Query:
     )
 
 
+ANSWERS_KEPT: Final = 64
+"""Answers (their items) kept per pending order: one per distinct query asked."""
+
+AnswerKey = tuple[str, str, Query]
+"""(route, queue or quota name, query)."""
+
+
 @dataclass(slots=True)
 class Snapshot:
     """One round's pending units, read from its record once (columns: `PendingOrder`)."""
@@ -123,10 +132,26 @@ class Snapshot:
     """Each unit's position among the units counted against its own quota (0: not tried)."""
     queues: dict[str, int] = field(default_factory=dict)
     """Queue -> pending units (tried or not)."""
+    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Queue -> its chain up to the root, as the round had it."""
+    answers: LRUCache[AnswerKey, tuple[int, bytes]] = field(
+        default_factory=lambda: LRUCache(ANSWERS_KEPT)
+    )
+    """Each query's (total, items) for this pending order: shared by the snapshots of later
+    rounds whose order is the same, so a client polling a quiet backlog costs one order
+    build and a comparison per round, not a walk of every unit per answer."""
 
-    @property
-    def paths(self) -> dict[str, tuple[str, ...]]:
-        return self.round.result.paths
+    def same_order(self, order: PendingOrder, paths: Mapping[str, tuple[str, ...]]) -> bool:
+        """The same units, queues, positions and verdicts (compared by identity in C)."""
+        mine = self.order
+        return (
+            mine.tried == order.tried
+            and mine.units == order.units
+            and mine.verdicts == order.verdicts
+            and mine.queues == order.queues
+            and mine.in_queue == order.in_queue
+            and self.paths == paths
+        )
 
 
 class PendingView:
@@ -156,6 +181,13 @@ class PendingView:
             current = self._snapshot
             if current is None or current.round is not last:
                 order = pending_order(last.result, self._verdicts, _breathe)
+                paths = last.result.paths
+                if current is not None and current.same_order(order, paths):
+                    current = self._snapshot = Snapshot(
+                        last, current.order, current.in_own_quota, current.queues,
+                        current.paths, current.answers,
+                    )
+                    return current
                 if len(self._static) > len(order) or len(self._lines) > len(order):
                     keep = {unit.uid for unit in order.units}
                     self._static = {k: v for k, v in self._static.items() if k in keep}
@@ -163,47 +195,60 @@ class PendingView:
                 queues: dict[str, int] = {}
                 for queue in order.queues:
                     queues[queue] = queues.get(queue, 0) + 1
-                positions = own_quota_positions(order, last.result.paths, _breathe)
-                current = self._snapshot = Snapshot(last, order, positions, queues)
+                positions = own_quota_positions(order, paths, _breathe)
+                current = self._snapshot = Snapshot(last, order, positions, queues, dict(paths))
             return current
 
     # --- answers --------------------------------------------------------------------------
-    def pending(self, snap: Snapshot, query: Query, name: str = "") -> bytes:
+    def pending(self, snap: Snapshot, query: Query, name: str = "") -> Parts:
         """pendingunits (every queue) or queues/NAME/queueunits (`name`: the queue)."""
-        queue = name or query.queue
-        order = snap.order
-        rows = array("l")
-        for i in range(len(order)):
-            if _matches(order, i, query, queue):
-                rows.append(i)
-            if i % PAUSE_EVERY == PAUSE_EVERY - 1:
-                _breathe()
-        return self._summary(snap, name, rows, snap.in_own_quota, query)
+        key: AnswerKey = ("pending", name, query)
+        answer = self._kept(snap, key)
+        if answer is None:
+            queue = name or query.queue
+            order = snap.order
+            rows = array("l")
+            for i in range(len(order)):
+                if _matches(order, i, query, queue):
+                    rows.append(i)
+                if i % PAUSE_EVERY == PAUSE_EVERY - 1:
+                    _breathe()
+            answer = self._keep(snap, key, self._page(snap, rows, snap.in_own_quota, query))
+        return _summary(snap, name, answer)
 
-    def in_quota(self, snap: Snapshot, quota: str, query: Query) -> bytes:
+    def in_quota(self, snap: Snapshot, quota: str, query: Query) -> Parts:
         """elasticquotas/NAME/queueunits: the quota's subtree, positions within it."""
-        indexes, positions = in_quota(snap.order, quota, snap.paths)
-        order = snap.order
-        by_index = array("l", [0]) * len(order)
-        rows = array("l")
-        for index, position in zip(indexes, positions, strict=True):
-            if _matches(order, index, query, query.queue):
-                rows.append(index)
-                by_index[index] = position
-        return self._summary(snap, quota, rows, by_index, query)
+        key: AnswerKey = ("quota", quota, query)
+        answer = self._kept(snap, key)
+        if answer is None:
+            indexes, positions = in_quota(snap.order, quota, snap.paths)
+            order = snap.order
+            by_index = array("l", [0]) * len(order)
+            rows = array("l")
+            for index, position in zip(indexes, positions, strict=True):
+                if _matches(order, index, query, query.queue):
+                    rows.append(index)
+                    by_index[index] = position
+            answer = self._keep(snap, key, self._page(snap, rows, by_index, query))
+        return _summary(snap, quota, answer)
 
-    def _summary(
-        self, snap: Snapshot, name: str, rows: array[int], in_quota: array[int], query: Query
-    ) -> bytes:
-        head = orjson.dumps({
-            "apiVersion": API_VERSION,
-            "kind": names.VISIBILITY_SUMMARY_KIND,
-            "metadata": {"name": name} if name else {},
-            "round": _round(snap.round),
-            "total": len(rows),
-        })
+    def _kept(self, snap: Snapshot, key: AnswerKey) -> tuple[int, bytes] | None:
+        with self._lock:  # (an LRUCache reorders itself on reads)
+            return snap.answers.get(key)
+
+    def _keep(
+        self, snap: Snapshot, key: AnswerKey, answer: tuple[int, bytes]
+    ) -> tuple[int, bytes]:
+        with self._lock:
+            snap.answers[key] = answer
+        return answer
+
+    def _page(
+        self, snap: Snapshot, rows: array[int], in_quota: array[int], query: Query
+    ) -> tuple[int, bytes]:
+        """(how many match, the JSON of the asked page's items)."""
         page = rows[query.offset : query.offset + query.limit]
-        return head[:-1] + b',"items":[' + b",".join(self._items(snap, page, in_quota)) + b"]}"
+        return len(rows), b",".join(self._items(snap, page, in_quota))
 
     def _items(self, snap: Snapshot, page: array[int], in_quota: array[int]) -> list[bytes]:
         order, static, lines = snap.order, self._static, self._lines
@@ -260,6 +305,32 @@ class PendingView:
             "pending": snap.queues.get(name, 0),
             "round": _round(snap.round),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """An answer as pieces sent one after another: its items are a kept blob of megabytes,
+    which joining into one buffer per answer copied twice with the interpreter held."""
+
+    chunks: tuple[bytes, ...]
+
+    def __len__(self) -> int:
+        return sum(len(chunk) for chunk in self.chunks)
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _summary(snap: Snapshot, name: str, answer: tuple[int, bytes]) -> Parts:
+    total, items = answer
+    head = orjson.dumps({
+        "apiVersion": API_VERSION,
+        "kind": names.VISIBILITY_SUMMARY_KIND,
+        "metadata": {"name": name} if name else {},
+        "round": _round(snap.round),
+        "total": total,
+    })
+    return Parts((head[:-1] + b',"items":[', items, b"]}"))
 
 
 ITEM: Final = b'{%s,"position":%s,"positionInQueue":%s,"positionInQuota":%s,%s}'

@@ -11,7 +11,14 @@ from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
-from koordqueue.kube.visibility.view import BadQuery, PendingView, Publication, Query, parse_query
+from koordqueue.kube.visibility.view import (
+    BadQuery,
+    Parts,
+    PendingView,
+    Publication,
+    Query,
+    parse_query,
+)
 
 
 def engine_with_backlog() -> AdmissionEngine:
@@ -24,8 +31,8 @@ def engine_with_backlog() -> AdmissionEngine:
     return engine
 
 
-def names_of(answer: bytes) -> list[tuple[str, int]]:
-    items = orjson.loads(answer)["items"]
+def names_of(answer: Parts) -> list[tuple[str, int]]:
+    items = orjson.loads(bytes(answer))["items"]
     assert isinstance(items, list)
     return [(i["metadata"]["name"], i["priority"]) for i in items]
 
@@ -59,3 +66,49 @@ def test_query_options_are_read_or_refused_by_name() -> None:
             assert next(iter(bad)) in str(exc)
         else:
             raise AssertionError(f"{bad} accepted")
+
+
+def test_a_later_round_with_the_same_order_reuses_the_answers_under_its_own_header() -> None:
+    engine = engine_with_backlog()
+    publication = Publication()
+    view = PendingView(publication)
+    publication.publish(engine.run_round(1.0), 1.0)
+    first = view.snapshot()
+    assert first is not None
+    answer = view.pending(first, Query())
+    publication.publish(engine.run_round(2.0), 2.0)  # nothing changed
+    second = view.snapshot()
+    assert second is not None and second is not first
+    assert second.answers is first.answers and second.order is first.order
+    again = view.pending(second, Query())
+    assert again.chunks[1] is answer.chunks[1]  # the items: kept, not rebuilt
+    assert orjson.loads(bytes(again))["round"]["number"] == 2  # the header: this round's
+    assert names_of(again) == names_of(answer)
+    # another query of the same order is built once, then kept too
+    one = view.pending(second, Query(limit=1))
+    assert names_of(one) == [("b", 1)]
+    assert view.pending(second, Query(limit=1)).chunks[1] is one.chunks[1]
+
+
+def test_a_new_unit_or_a_moved_quota_rebuilds_the_order() -> None:
+    engine = engine_with_backlog()
+    publication = Publication()
+    view = PendingView(publication)
+    publication.publish(engine.run_round(1.0), 1.0)
+    first = view.snapshot()
+    assert first is not None
+    view.pending(first, Query())
+    engine.upsert_unit(QueueUnit("ns", "d", uid="d", resource=Resources.of(cpu="1"),
+                                 priority=9, labels={QUOTA_NAME_LABEL: "q"}))
+    publication.publish(engine.run_round(2.0), 2.0)
+    second = view.snapshot()
+    assert second is not None and second.answers is not first.answers
+    assert names_of(view.pending(second, Query())) == [("d", 9), ("b", 1), ("a", 0)]
+    engine.upsert_quota(QuotaSpec("top", max=Resources.of(cpu="8")))
+    engine.upsert_quota(QuotaSpec("q", max=Resources.of(cpu="1"), parent="top"))
+    publication.publish(engine.run_round(3.0), 3.0)
+    third = view.snapshot()
+    assert third is not None and third.answers is not second.answers
+    assert third.paths["q"] == ("q", "top")
+    top = orjson.loads(bytes(view.in_quota(third, "top", Query())))
+    assert [i["positionInQuota"] for i in top["items"]] == [1, 2, 3]
