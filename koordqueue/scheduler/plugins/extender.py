@@ -23,7 +23,7 @@ import contextlib
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -118,8 +118,14 @@ class ExtenderPlugin(Plugin):
         """Volcano's IsInterested: no managed resources, or the task requests one."""
         if not self.managed:
             return True
-        wanted = set(task.resreq) | set(task.init_resreq or ())
-        return bool(wanted & self.managed)
+        return self.names_managed(task.resreq) or self.names_managed(task.init_resreq or ())
+
+    def names_managed(self, resources: Iterable[str] | None) -> bool:
+        """Volcano's hasResourcesInList: one of `resources` is managed (none managed: no).
+        Its hasManagedResources asks this of each container's requests and limits; a task's
+        request is their sum, with an extended resource's request defaulted from its limit
+        by the API server."""
+        return bool(resources) and not self.managed.isdisjoint(resources or ())
 
     # --- session --------------------------------------------------------------------------
     def on_session_open(self, session: Session) -> None:

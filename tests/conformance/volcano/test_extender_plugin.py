@@ -100,6 +100,55 @@ def test_is_interested(managed: str, request_: dict[str, str], want: bool) -> No
     assert plugin.interested(next(iter(task.values()))) is want
 
 
+
+def _task_requesting(requests: dict[str, str]) -> Any:
+    scalars = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
+    tasks = build([node("n1", rl("4", "8Gi"))],
+                  [pod("p1", "", False, rl(requests.get("cpu", ""), requests.get("memory", ""),
+                                           scalars), "pg1")],
+                  [pg("pg1", "q1", 1, PENDING)], [queue("q1")], "c1").jobs[0].tasks
+    return next(iter(tasks.values()))
+
+
+@pytest.mark.parametrize(("requests", "want"), [
+    ({}, False),  # no containers
+    ({"nvidia.com/gpu": "1"}, True),  # in requests
+    ({"nvidia.com/gpu": "1"}, True),  # in limits (the request defaulted from it)
+    ({"nvidia.com/gpu": "1"}, True),  # in both
+    ({"cpu": "100m", "nvidia.com/gpu": "1"}, True),  # two containers, one asks it
+    ({"cpu": "100m", "memory": "128Mi"}, False),
+    ({}, False),  # empty requirements
+    ({"nvidia.com/gpu": "1", "intel.com/gpu": "1"}, True),  # managed: nvidia and amd
+], ids=["no-containers", "requests", "limits", "both", "one-of-two", "none-managed",
+        "empty", "partial-match"])
+def test_has_managed_resources(requests: dict[str, str], want: bool) -> None:
+    """TestHasManagedResources: a task whose containers ask a managed resource (in requests or
+    limits) is the extender's; the containers' requests are summed on the task."""
+    managed = "nvidia.com/gpu, amd.com/gpu" if "intel.com/gpu" in requests else "nvidia.com/gpu"
+    plugin = ExtenderPlugin(Arguments({ln.EXTENDER_MANAGED_RESOURCES: managed}))
+    task = _task_requesting(requests)
+    assert plugin.interested(task) is want
+    assert plugin.names_managed(task.resreq) is want
+
+
+@pytest.mark.parametrize(("managed", "resources", "want"), [
+    ("nvidia.com/gpu", {}, False),
+    ("nvidia.com/gpu", None, False),
+    ("nvidia.com/gpu", {"cpu": "100m", "nvidia.com/gpu": "1"}, True),
+    ("nvidia.com/gpu", {"cpu": "100m", "memory": "128Mi"}, False),
+    ("nvidia.com/gpu,amd.com/gpu", {"cpu": "100m", "nvidia.com/gpu": "1", "amd.com/gpu": "1"},
+     True),
+    ("nvidia.com/gpu,amd.com/gpu", {"cpu": "100m", "amd.com/gpu": "1"}, True),
+    ("", {"cpu": "100m", "nvidia.com/gpu": "1"}, False),
+], ids=["empty", "nil", "contains", "contains-none", "contains-several", "one-of-several",
+        "nothing-managed"])
+def test_has_resources_in_list(managed: str, resources: dict[str, str] | None,
+                               want: bool) -> None:
+    """TestHasResourcesInList, resource list by resource list."""
+    plugin = ExtenderPlugin(Arguments({ln.EXTENDER_MANAGED_RESOURCES: managed}))
+    assert plugin.names_managed(resources) is want
+
+
 def test_an_answer_past_the_body_limit_is_an_error(extender: Extender) -> None:
     """TestMaxBodySizeLimit2: an answer one byte past the limit is refused, not read."""
     extender.routes["test"] = lambda _b: (200, b'{"padding":"' + b"a" * (ext.MAX_BODY + 1) + b'"}')
