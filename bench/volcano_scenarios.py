@@ -172,6 +172,9 @@ class Scenario:
     objects: tuple[Mapping[str, Any], ...] = ()
     """Further objects created with the cluster (in the scenario's namespace when
     namespaced), e.g. a ResourceQuota with the status the quota controller would write."""
+    volcano_from: str = ""
+    """The Volcano release whose actions the conf names, when newer than the pinned peer
+    (v1.14.1): run only by name, against such a peer (bench/README.md, "v1.15 peer")."""
 
     @property
     def stages(self) -> int:
@@ -298,6 +301,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("reclaim", conf("enqueue, allocate, reclaim"), 2, 4, 16,
                  (Queue("qa"), Queue("qb")),
                  (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 4, 1, stage=1))),
+        # the same, through gangreclaim (Volcano v1.15's action: whole gangs of other queues)
+        Scenario("gangreclaim", conf("enqueue, allocate, gangreclaim"), 2, 4, 16,
+                 (Queue("qa"), Queue("qb")),
+                 (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 4, 1, stage=1)),
+                 volcano_from="v1.15.1"),
         # nodegroup: qa must run in g2 (nodes 2, 3), qb in g1 (nodes 0, 1); without the plugin
         # the spread of nodeorder puts each gang on both groups
         Scenario("nodegroup", with_plugin("enqueue, allocate", "nodegroup"), 4, 4, 16,
@@ -378,9 +386,18 @@ SCENARIOS: dict[str, Scenario] = {
                  (Gang("low-job", "default", 8, 1, priority_class="bench-low"),
                   Gang("high-job", "default", 4, 4, priority_class="bench-high", stage=1)),
                  classes={"bench-low": 10, "bench-high": 1000}),
+        # the same, through gangpreempt (Volcano v1.15's action: whole gangs as victims, in
+        # domains picked from the network topology's gradients; one domain without one)
+        Scenario("gangpreempt", conf("enqueue, allocate, gangpreempt", overcommit=False),
+                 2, 4, 16, (Queue("default"),),
+                 (Gang("low-job", "default", 8, 1, priority_class="bench-low"),
+                  Gang("high-job", "default", 4, 4, priority_class="bench-high", stage=1)),
+                 classes={"bench-low": 10, "bench-high": 1000}, volcano_from="v1.15.1"),
     )
 }
-DIFFERENTIAL = [name for name, s in SCENARIOS.items() if not s.gang_shape]
+DIFFERENTIAL = [name for name, s in SCENARIOS.items() if not s.gang_shape and not s.volcano_from]
+NEWER_VOLCANO = [name for name, s in SCENARIOS.items() if s.volcano_from]
+"""Scenarios the pinned peer cannot run (their actions came later): by name only."""
 GANG_SHAPES = [name for name, s in SCENARIOS.items() if s.gang_shape]
 
 

@@ -16,6 +16,7 @@ from bench.volcano_scenarios import (
     DIFFERENTIAL,
     GANG_SHAPES,
     GROUP_LABEL,
+    NEWER_VOLCANO,
     SCENARIOS,
     Gang,
     Outcome,
@@ -37,6 +38,7 @@ def test_volcanos_gang_benchmark_shapes() -> None:
                                  "overcommit", "closed-queue", "reclaim", "preempt",
                                  "nodegroup", "resourcequota", "network-topology",
                                  "deviceshare", "numa-aware", "task-topology", "tdm", "sla"}
+    assert NEWER_VOLCANO == ["gangreclaim", "gangpreempt"]  # v1.15 actions: by name only
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
