@@ -188,6 +188,26 @@ class _Usage:
         return True
 
 
+def reverse_and_cap(groups: list[list[str]], cap: int) -> list[list[str]]:
+    """Volcano's reverseAndCapEvictionGradients: eviction tries the widest domains first
+    (gradients run from the lowest tier up), at most `cap` HyperNodes in all, the last ones
+    of a gradient kept when it is cut; no cap (<= 0): the gradients as they are."""
+    if cap <= 0:
+        return groups
+    remaining = cap
+    out: list[list[str]] = []
+    for group in reversed(groups):
+        if remaining == 0:
+            break
+        if len(group) <= remaining:
+            out.append(group)
+            remaining -= len(group)
+        else:
+            out.append(group[len(group) - remaining:])
+            remaining = 0
+    return out
+
+
 class NetworkTopologyAwarePlugin(Plugin):
     """Registers HyperNode gradients and scores and the node scores described above."""
 
@@ -277,7 +297,7 @@ class _State:
         groups = [eligible[t] for t in sorted(eligible)]
         if purpose != PURPOSE_EVICT:
             return groups
-        return self._reverse_and_cap(groups)
+        return reverse_and_cap(groups, self.args.evict_max_hypernodes)
 
     def search_root(self, available: str, tier: int, allocated: str) -> str | None:
         """Where to search: `available`, narrowed to the highest ancestor of the job's
@@ -317,20 +337,6 @@ class _State:
         if purpose == PURPOSE_EVICT:
             return usage.fits(h, minimum, "allocatable")
         return usage.fits(h, minimum, "idle") or usage.fits(h, minimum, "future")
-
-    def _reverse_and_cap(self, groups: list[list[str]]) -> list[list[str]]:
-        remaining = self.args.evict_max_hypernodes
-        out: list[list[str]] = []
-        for group in reversed(groups):
-            if remaining == 0:
-                break
-            if len(group) <= remaining:
-                out.append(group)
-                remaining -= len(group)
-            else:
-                out.append(group[len(group) - remaining:])
-                remaining = 0
-        return out
 
     # --- HyperNode scores ----------------------------------------------------------------
     def hypernode_scores(self, job: JobInfo, hypernodes: list[str]) -> dict[str, float]:

@@ -44,6 +44,7 @@ from koordqueue.scheduler.plugins.network_topology_aware import (
     NetworkTopologyAwarePlugin,
     TopologyArguments,
     parse_arguments,
+    reverse_and_cap,
 )
 
 from .harness import Pod, build, node, pg, pod, queue, rl, tiers
@@ -538,3 +539,11 @@ def test_hypernode_gradient_pre_filtering(
     assert any("hn-1-0" in group for group in groups) is selected
     tiers_seen = [session.topology.tier(group[0]) for group in groups if group]
     assert tiers_seen == sorted(tiers_seen)
+
+
+def test_reverse_and_cap_eviction_gradients() -> None:
+    """TestReverseAndCapEvictionGradients (v1.15.1): widest gradient first, three HyperNodes
+    at most (the last of a cut gradient kept); no cap leaves the gradients as they are."""
+    gradients = [["a", "b"], ["c", "d"]]
+    assert reverse_and_cap(gradients, 3) == [["c", "d"], ["b"]]
+    assert reverse_and_cap(gradients, 0) == gradients
