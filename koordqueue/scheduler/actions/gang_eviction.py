@@ -294,8 +294,10 @@ def nomination_plan(
         if job.network_topology is not None and job.network_topology.hard_tier(
             session.topology.tier_names
         ) is not None:
-            places = [h for row in session.hypernode_gradients(job, domain, PURPOSE_EVICT)
-                      for h in row]  # fmt: skip
+            # the sub-job form (simulate.go): a HyperNode must hold the pending requests
+            gradients = session.hypernode_gradients(job, domain, PURPOSE_EVICT,
+                                                    job.pending_request())  # fmt: skip
+            places = [h for row in gradients for h in row]
         else:
             places = [domain]
         trial = None

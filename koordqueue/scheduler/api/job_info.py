@@ -329,6 +329,14 @@ class JobInfo:
         """Sum of the requests of tasks in allocated statuses."""
         return Resources(self._allocated)
 
+    def pending_request(self) -> Resources:
+        """What the pending tasks ask in all: the minimum of the job's one sub-job
+        (Volcano's SubJobInfo.GetMinResources, gang scheduled: every pending task)."""
+        total = Resources()
+        for task in self.task_status_index.get(TaskStatus.PENDING, {}).values():
+            total = total + task.request
+        return total
+
     def min_request(self) -> Resources:
         """minResources, or an empty list for a job without one."""
         return self.min_resources if self.min_resources is not None else Resources()

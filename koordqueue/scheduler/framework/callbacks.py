@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.job_info import JobInfo
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.queue_info import QueueInfo
@@ -45,8 +46,10 @@ VictimTasksFn = Callable[[list[TaskInfo]], list[TaskInfo] | None]
 TaskEventFn = Callable[[TaskInfo], None]
 HyperNodeOrderFn = Callable[[JobInfo, list[str]], Mapping[str, float]]
 """(job, candidate HyperNodes) -> score per HyperNode; summed over plugins."""
-HyperNodeGradientFn = Callable[[JobInfo, str, str], list[list[str]]]
-"""(job, HyperNode to search under, purpose) -> HyperNodes to try, in groups tried in order."""
+HyperNodeGradientFn = Callable[[JobInfo, str, str, Resources | None], list[list[str]]]
+"""(job, HyperNode to search under, purpose, minimum) -> HyperNodes to try, in groups tried in
+order. `minimum`: what a HyperNode must hold, None for the job's minResources (Volcano's
+HyperNodeGradientForJobFn); a sub-job's pending requests for HyperNodeGradientForSubJobFn."""
 GANG_PREEMPT: Final = "gangpreempt"
 GANG_RECLAIM: Final = "gangreclaim"
 """Kinds of gang-aware eviction (`EvictionContext.kind`: the action's name)."""

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, Final, TypeVar
 
+from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.api.job_info import JobInfo
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.queue_info import QueueInfo
@@ -518,14 +519,16 @@ class SessionPlugins(VictimDispatch):
         return total
 
     def hypernode_gradients(
-        self, job: JobInfo, hypernode: str, purpose: str = PURPOSE_ALLOCATE
+        self, job: JobInfo, hypernode: str, purpose: str = PURPOSE_ALLOCATE,
+        minimum: Resources | None = None,
     ) -> list[list[str]]:
         """The first enabled gradient plugin's groups of HyperNodes under `hypernode` to try
-        `job` in; without one, `hypernode` alone."""
+        `job` in; without one, `hypernode` alone. `minimum`: as HyperNodeGradientFn's (the
+        sub-job form passes `JobInfo.pending_request()`)."""
         fns = self._flat(ExtensionPoint.HYPERNODE_GRADIENT)
         if not fns:
             return [[hypernode]]
-        answer: list[list[str]] = fns[0](job, hypernode, purpose)
+        answer: list[list[str]] = fns[0](job, hypernode, purpose, minimum)
         return answer
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:

@@ -269,7 +269,9 @@ class _State:
         self._closeness: dict[str, FloatArray] = {}
 
     # --- gradients -----------------------------------------------------------------------
-    def gradients(self, job: JobInfo, hypernode: str, purpose: str) -> list[list[str]]:
+    def gradients(
+        self, job: JobInfo, hypernode: str, purpose: str, minimum: Resources | None = None
+    ) -> list[list[str]]:
         topo = self.topo
         tier = (
             job.network_topology.hard_tier(topo.tier_names)
@@ -282,7 +284,8 @@ class _State:
         root = self.search_root(hypernode, tier, allocated)
         if root is None:
             return []
-        minimum = job.min_request()
+        if minimum is None:
+            minimum = job.min_request()
         eligible: dict[int, list[str]] = {}
         queue = [root]
         seen = {root}
