@@ -14,7 +14,7 @@ import threading
 import time
 from array import array
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -132,8 +132,6 @@ class Snapshot:
     """Each unit's position among the units counted against its own quota (0: not tried)."""
     queues: dict[str, int] = field(default_factory=dict)
     """Queue -> pending units (tried or not)."""
-    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Queue -> its chain up to the root, as the round had it."""
     answers: LRUCache[AnswerKey, tuple[int, bytes]] = field(
         default_factory=lambda: LRUCache(ANSWERS_KEPT)
     )
@@ -152,6 +150,10 @@ class Snapshot:
             and mine.in_queue == order.in_queue
             and self.paths == paths
         )
+
+    @property
+    def paths(self) -> dict[str, tuple[str, ...]]:
+        return self.round.result.paths
 
 
 class PendingView:
@@ -183,10 +185,7 @@ class PendingView:
                 order = pending_order(last.result, self._verdicts, _breathe)
                 paths = last.result.paths
                 if current is not None and current.same_order(order, paths):
-                    current = self._snapshot = Snapshot(
-                        last, current.order, current.in_own_quota, current.queues,
-                        current.paths, current.answers,
-                    )
+                    current = self._snapshot = replace(current, round=last)
                     return current
                 if len(self._static) > len(order) or len(self._lines) > len(order):
                     keep = {unit.uid for unit in order.units}
@@ -196,7 +195,7 @@ class PendingView:
                 for queue in order.queues:
                     queues[queue] = queues.get(queue, 0) + 1
                 positions = own_quota_positions(order, paths, _breathe)
-                current = self._snapshot = Snapshot(last, order, positions, queues, dict(paths))
+                current = self._snapshot = Snapshot(last, order, positions, queues)
             return current
 
     # --- answers --------------------------------------------------------------------------

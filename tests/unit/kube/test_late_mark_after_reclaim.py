@@ -15,28 +15,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from koordqueue.domain.names import QUEUE_POLICY_KEY
-from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE, QUEUE_UNIT
+from koordqueue.kube.api import QUEUE_UNIT
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
-from tests.unit.kube.test_queue_preemption_controller import _feed, _get, _unit
+from tests.unit.kube.test_queue_preemption_controller import (
+    _feed,
+    _get,
+    _unit,
+    reserving_quota,
+)
 
 
 def _marked(api: MemoryApi) -> tuple[Controller, dict[str, Any]]:
     """test_queue_preemption_controller's setup up to the mark: the victim's marked copy."""
-    api.create(ELASTIC_QUOTA, {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
-        "metadata": {
-            "name": "q", "namespace": "default", "labels": {QUEUE_POLICY_KEY: "Block"},
-            "annotations": {"koord-queue/wait-for-pods-running": "true"},
-        },
-        "spec": {"min": {"cpu": "4"}, "max": {"cpu": "4"}},
-    }, "default")
-    c = Controller(api, ControllerSettings(), writers=1)
-    c.resync()
-    for obj in api.list_objects(QUEUE):
-        c.on_queue("ADDED", obj)
+    c = reserving_quota(api)
     c.on_unit("ADDED", api.create(QUEUE_UNIT, _unit("victim", 10), "ns"))
     c.admission_round()
     _feed(c, api, "victim")

@@ -48,8 +48,8 @@ def _events(api: MemoryApi, name: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def test_mark_then_reclaim_then_admit_again() -> None:
-    api = MemoryApi()
+def reserving_quota(api: MemoryApi) -> Controller:
+    """Quota q (4 cpu, Block, wait-for-pods-running) and a controller serving its queue."""
     api.create(ELASTIC_QUOTA, {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
         "metadata": {
@@ -62,6 +62,12 @@ def test_mark_then_reclaim_then_admit_again() -> None:
     c.resync()
     for obj in api.list_objects(QUEUE):
         c.on_queue("ADDED", obj)
+    return c
+
+
+def test_mark_then_reclaim_then_admit_again() -> None:
+    api = MemoryApi()
+    c = reserving_quota(api)
     c.on_unit("ADDED", api.create(QUEUE_UNIT, _unit("victim", 10), "ns"))
     c.admission_round()
     status = _get(api, "victim")["status"]

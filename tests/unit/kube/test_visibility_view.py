@@ -17,6 +17,7 @@ from koordqueue.kube.visibility.view import (
     PendingView,
     Publication,
     Query,
+    Snapshot,
     parse_query,
 )
 
@@ -68,13 +69,19 @@ def test_query_options_are_read_or_refused_by_name() -> None:
             raise AssertionError(f"{bad} accepted")
 
 
-def test_a_later_round_with_the_same_order_reuses_the_answers_under_its_own_header() -> None:
+def first_round() -> tuple[AdmissionEngine, Publication, PendingView, Snapshot]:
+    """The backlog's first round published and read."""
     engine = engine_with_backlog()
     publication = Publication()
     view = PendingView(publication)
     publication.publish(engine.run_round(1.0), 1.0)
     first = view.snapshot()
     assert first is not None
+    return engine, publication, view, first
+
+
+def test_a_later_round_with_the_same_order_reuses_the_answers_under_its_own_header() -> None:
+    engine, publication, view, first = first_round()
     answer = view.pending(first, Query())
     publication.publish(engine.run_round(2.0), 2.0)  # nothing changed
     second = view.snapshot()
@@ -91,12 +98,7 @@ def test_a_later_round_with_the_same_order_reuses_the_answers_under_its_own_head
 
 
 def test_a_new_unit_or_a_moved_quota_rebuilds_the_order() -> None:
-    engine = engine_with_backlog()
-    publication = Publication()
-    view = PendingView(publication)
-    publication.publish(engine.run_round(1.0), 1.0)
-    first = view.snapshot()
-    assert first is not None
+    engine, publication, view, first = first_round()
     view.pending(first, Query())
     engine.upsert_unit(QueueUnit("ns", "d", uid="d", resource=Resources.of(cpu="1"),
                                  priority=9, labels={QUOTA_NAME_LABEL: "q"}))
