@@ -57,7 +57,7 @@ from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.framework.topology import CLUSTER_TOP
 
 from .harness import build, node, pg, pod, queue, rl, tiers
-from .topology import hard, nodes_of, with_topology
+from .topology import hard, nodes_of, parent_of, with_topology
 
 INQUEUE = PodGroupPhase.INQUEUE
 RUNNING = PodGroupPhase.RUNNING
@@ -466,3 +466,23 @@ def test_unified_evictable_gang_reclaim_permits_all() -> None:
     assert sorted(t.name for t in reclaim) == ["high-task", "low-task"]
     preempt = session.unified_evictable(EvictionContext(GANG_PREEMPT, reclaimer, ""), candidates)
     assert [t.name for t in preempt] == ["low-task"]
+
+
+def test_nomination_plan_tries_only_hypernodes_that_hold_the_pending_requests() -> None:
+    """The trial's gradient inside a domain is the sub-job form (simulate.go): a HyperNode
+    must hold the pending tasks' requests. Here ten tier-1 zones under the domain, the one
+    that holds the 6-cpu task (z0, 8 cpu) first, nine of 4 cpu after; without minResources
+    the job form would keep all ten and the eviction cap (8, widest and last first) would
+    cut z0 off, leaving no plan."""
+    nodes = [node("n0", rl("8")), *(node(f"n{i}", rl("4")) for i in range(1, 10))]
+    snapshot = build(nodes, [pod("t1", "", False, rl("6"), "job")],
+                     [pg("job", "q1", 1, INQUEUE)], [queue("q1")])
+    zones = [nodes_of(f"z{i}", 1, f"n{i}") for i in range(10)]
+    snapshot = with_topology(snapshot, [*zones, parent_of("dom", 2, *(z.name for z in zones))],
+                             {"job": hard(1)})
+    session = open_session(snapshot, tiers(("gang", {"JobPipelined"}),
+                                           ("network-topology-aware", {"HyperNodeGradient"})))
+    job = session.jobs["ns1/job"]
+    plan = ge.nomination_plan(session, queue=None, job=job, domain="dom", victims=[],
+                              reason="test")  # fmt: skip
+    assert plan is not None and [(op.kind.value, op.node) for op in plan] == [("pipeline", "n0")]
