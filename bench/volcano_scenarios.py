@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 SCHEDULER_NAME = "volcano"
@@ -301,11 +301,6 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("reclaim", conf("enqueue, allocate, reclaim"), 2, 4, 16,
                  (Queue("qa"), Queue("qb")),
                  (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 4, 1, stage=1))),
-        # the same, through gangreclaim (Volcano v1.15's action: whole gangs of other queues)
-        Scenario("gangreclaim", conf("enqueue, allocate, gangreclaim"), 2, 4, 16,
-                 (Queue("qa"), Queue("qb")),
-                 (Gang("qa-job", "qa", 8, 1), Gang("qb-job", "qb", 4, 1, stage=1)),
-                 volcano_from="v1.15.1"),
         # nodegroup: qa must run in g2 (nodes 2, 3), qb in g1 (nodes 0, 1); without the plugin
         # the spread of nodeorder puts each gang on both groups
         Scenario("nodegroup", with_plugin("enqueue, allocate", "nodegroup"), 4, 4, 16,
@@ -386,15 +381,17 @@ SCENARIOS: dict[str, Scenario] = {
                  (Gang("low-job", "default", 8, 1, priority_class="bench-low"),
                   Gang("high-job", "default", 4, 4, priority_class="bench-high", stage=1)),
                  classes={"bench-low": 10, "bench-high": 1000}),
-        # the same, through gangpreempt (Volcano v1.15's action: whole gangs as victims, in
-        # domains picked from the network topology's gradients; one domain without one)
-        Scenario("gangpreempt", conf("enqueue, allocate, gangpreempt", overcommit=False),
-                 2, 4, 16, (Queue("default"),),
-                 (Gang("low-job", "default", 8, 1, priority_class="bench-low"),
-                  Gang("high-job", "default", 4, 4, priority_class="bench-high", stage=1)),
-                 classes={"bench-low": 10, "bench-high": 1000}, volcano_from="v1.15.1"),
     )
 }
+# reclaim's and preempt's shapes through Volcano v1.15's gangreclaim and gangpreempt (whole
+# gangs as victims, in domains picked from the network topology's gradients; one domain
+# without one): the same clusters, another action
+SCENARIOS["gangreclaim"] = replace(
+    SCENARIOS["reclaim"], name="gangreclaim", conf=conf("enqueue, allocate, gangreclaim"),
+    volcano_from="v1.15.1")
+SCENARIOS["gangpreempt"] = replace(
+    SCENARIOS["preempt"], name="gangpreempt",
+    conf=conf("enqueue, allocate, gangpreempt", overcommit=False), volcano_from="v1.15.1")
 DIFFERENTIAL = [name for name, s in SCENARIOS.items() if not s.gang_shape and not s.volcano_from]
 NEWER_VOLCANO = [name for name, s in SCENARIOS.items() if s.volcano_from]
 """Scenarios the pinned peer cannot run (their actions came later): by name only."""
