@@ -24,6 +24,8 @@ SCHEDULE_POLICY: Final = "deviceshare.SchedulePolicy"
 SCHEDULE_WEIGHT: Final = "deviceshare.ScheduleWeight"
 KNOWN_GEOMETRIES_CM_NAME: Final = "deviceshare.KnownGeometriesCMName"
 KNOWN_GEOMETRIES_CM_NAMESPACE: Final = "deviceshare.KnownGeometriesCMNamespace"
+GPU_EXCLUSIVE_RULES: Final = "deviceshare.GPUExclusiveRules"
+"""A list of label maps (Volcano v1.15): pods matching one never share a vGPU card."""
 POLICY_BINPACK: Final = "binpack"
 POLICY_SPREAD: Final = "spread"
 
@@ -94,6 +96,12 @@ VGPU_TOO_FEW_CARDS: Final = "no enough gpu cards ({request} " + VGPU_NUMBER + ")
 VGPU_NOT_FITTED: Final = (
     "not enough gpu fitted ({number} " + VGPU_NUMBER + " with {memory} " + VGPU_MEMORY
     + " and {cores} " + VGPU_CORES + " each)"
+)
+VGPU_EXCLUSIVE_HELD: Final = (
+    "GPU-exclusive rule {rules}: GPU {cards} already run pods of the same rule"
+)
+EXCLUSIVE_RULES_BAD: Final = (
+    "deviceshare: " + GPU_EXCLUSIVE_RULES + " {problem}; Volcano ignores it too"
 )
 CONFLICTING_MODES: Final = (
     "deviceshare: {first} and {second} cannot both be true; {second} is ignored"

@@ -12,6 +12,8 @@ As in Volcano:
 - the **node score** (`deviceshare.ScheduleWeight` > 0) is the vGPU score under
   `deviceshare.SchedulePolicy` (binpack: how full the GPUs' memory would be; spread: GPUs
   that were idle), rounded, times the weight; gpushare scores 0;
+- `deviceshare.GPUExclusiveRules` (v1.15): pods matching one label rule never share a vGPU
+  card (devices/gpu_exclusive.py), in the predicate, the score and allocate alike;
 - **allocate** gives the pod its GPUs in the session (the next pod sees them taken),
   **deallocate** gives them back; the pod annotations Volcano writes (`volcano.sh/gpu-index`;
   `volcano.sh/vgpu-ids-new` and the rest) go with the bind (`Session.bind_annotations`).
@@ -33,6 +35,7 @@ from koordqueue.scheduler.api import NodeInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api import device_names as dn
 from koordqueue.scheduler.api.devices import PodDevices
 from koordqueue.scheduler.devices import gpushare, vgpu
+from koordqueue.scheduler.devices.gpu_exclusive import ExclusiveCards, Fit, load_rules
 from koordqueue.scheduler.devices.gpushare import GpuShareDevices
 from koordqueue.scheduler.devices.vgpu import VGpuDevices
 from koordqueue.scheduler.framework.interface import Arguments, ExtensionPoint, Plugin
@@ -50,7 +53,10 @@ _HOLDING: Final = frozenset({
 class DeviceShareArguments:
     """The plugin's arguments as Volcano reads them, conflicts resolved."""
 
-    __slots__ = ("gpu_number", "gpu_sharing", "node_lock", "policy", "vgpu", "warnings", "weight")
+    __slots__ = (
+        "exclusive_rules", "gpu_number", "gpu_sharing", "node_lock", "policy", "vgpu",
+        "warnings", "weight",
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         self.gpu_sharing = arguments.get_bool(dn.GPU_SHARING_ENABLE, False)
@@ -59,7 +65,7 @@ class DeviceShareArguments:
         self.node_lock = arguments.get_bool(dn.NODE_LOCK_ENABLE, False)
         self.policy = arguments.get_str(dn.SCHEDULE_POLICY, "")
         self.weight = arguments.get_int(dn.SCHEDULE_WEIGHT, 0)
-        self.warnings: list[str] = []
+        self.exclusive_rules, self.warnings = load_rules(arguments)
         if self.gpu_sharing and self.gpu_number:
             self._conflict(dn.GPU_SHARING_ENABLE, dn.GPU_NUMBER_ENABLE)
             self.gpu_number = False
@@ -116,6 +122,8 @@ class DeviceState:
         self.size = session.tensor.size
         self.gpushare: dict[str, tuple[int, GpuShareDevices]] = {}
         self.vgpu: dict[str, tuple[int, VGpuDevices]] = {}
+        self.exclusive: dict[str, ExclusiveCards] = {}
+        """Nodes whose vGPUs the GPU exclusivity rules govern (all, when there are rules)."""
         for node in session.node_list:
             if node.devices is not None:
                 self._open_node(node)
@@ -127,8 +135,12 @@ class DeviceState:
         virtual = VGpuDevices.from_source(node.name, source) if self.args.vgpu else None
         if share is not None:
             self.gpushare[node.name] = (node.index, share)
+        exclusive: ExclusiveCards | None = None
         if virtual is not None:
             self.vgpu[node.name] = (node.index, virtual)
+            if self.args.exclusive_rules:
+                exclusive = ExclusiveCards(virtual, self.args.exclusive_rules)
+                self.exclusive[node.name] = exclusive
         if share is None and virtual is None:
             return
         for task in node.tasks.values():
@@ -139,6 +151,8 @@ class DeviceState:
                 share.add(task.uid, devices, devices.gpu_index())
             if virtual is not None:
                 virtual.add(task.uid, vgpu.decode(devices.annotations.get(dn.VGPU_IDS, "")))
+                if exclusive is not None:
+                    exclusive.track(task.uid, task.labels)
 
     # --- which devices a pod asks for -----------------------------------------------------
     def _share_request(self, devices: PodDevices) -> bool:
@@ -146,6 +160,16 @@ class DeviceState:
 
     def _vgpu_request(self, devices: PodDevices) -> bool:
         return self.args.vgpu and vgpu.has_request(devices)
+
+    def _vgpu_fit(
+        self, task: TaskInfo, name: str, virtual: VGpuDevices, commit: str | None = None,
+    ) -> Fit:
+        """The vGPU fit, with the exclusivity rules where they govern the node."""
+        assert task.devices is not None
+        exclusive = self.exclusive.get(name)
+        if exclusive is None:
+            return virtual.fit(task.devices, self.args.policy, commit=commit)
+        return exclusive.fit(task.devices, task.labels, self.args.policy, commit=commit)
 
     # --- predicate ------------------------------------------------------------------------
     def refusal(self, task: TaskInfo, name: str) -> str | None:
@@ -160,7 +184,7 @@ class DeviceState:
                 return reason
         virtual = self.vgpu.get(name)
         if virtual is not None and self._vgpu_request(devices):
-            fitted = virtual[1].fit(devices, self.args.policy)
+            fitted = self._vgpu_fit(task, name, virtual[1])
             if isinstance(fitted, str):
                 return dn.VGPU_REFUSED.format(detail=fitted)
         return None
@@ -189,14 +213,14 @@ class DeviceState:
         devices = task.devices
         if devices is None or not self._vgpu_request(devices):
             return None
-        policy, weight = self.args.policy, self.args.weight
+        weight = self.args.weight
 
         def score(eff: FloatArray) -> FloatArray:
             out = np.zeros(self.size, dtype=np.float64)
-            for index, virtual in self.vgpu.values():
+            for name, (index, virtual) in self.vgpu.items():
                 if eff[index] == -np.inf:
                     continue
-                fitted = virtual.fit(devices, policy)
+                fitted = self._vgpu_fit(task, name, virtual)
                 if not isinstance(fitted, str):
                     out[index] = vgpu.node_score(fitted[1], weight)
             return out
@@ -217,7 +241,7 @@ class DeviceState:
                 given.update(gpushare.bind_annotations(ids))
         virtual = self.vgpu.get(name)
         if virtual is not None and self._vgpu_request(devices):
-            fitted = virtual[1].fit(devices, self.args.policy, commit=task.uid)
+            fitted = self._vgpu_fit(task, name, virtual[1], commit=task.uid)
             if not isinstance(fitted, str):
                 given.update(vgpu.bind_annotations(name, fitted[0]))
         if given:
@@ -229,4 +253,6 @@ class DeviceState:
         for table in (self.gpushare, self.vgpu):
             for _index, devices in table.values():
                 devices.remove(task.uid)
+        for exclusive in self.exclusive.values():
+            exclusive.untrack(task.uid)
         self.session.bind_annotations.pop(task.uid, None)

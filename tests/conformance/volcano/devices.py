@@ -26,6 +26,7 @@ def pod_object(
     init: Sequence[Resources] = (),
     requests: Sequence[Resources] | None = None,
     annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     node: str = "",
     running: bool = False,
     cpu: str = "1",
@@ -47,6 +48,8 @@ def pod_object(
     meta: dict[str, Any] = {"uid": f"{NS}-{name}", "name": name, "namespace": NS}
     if annotations:
         meta["annotations"] = dict(annotations)
+    if labels:
+        meta["labels"] = dict(labels)
     return {"metadata": meta, "spec": spec,
             "status": {"phase": "Running" if running else "Pending"}}
 
