@@ -18,12 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 from koordqueue.domain import admission_checks as ac
-from koordqueue.domain import names, requeue
-from koordqueue.domain.effects import Effect, ResumeConsumer, SetUnitStatus, UnitEvent
-from koordqueue.domain.job_extension import backoff_delay
+from koordqueue.domain import requeue, reservation
+from koordqueue.domain.effects import Effect, SetUnitStatus
 from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_unit import Phase, QueueUnit
-from koordqueue.kube.controller.base import DELETED, NORMAL, WARNING, log, meta
+from koordqueue.kube.controller.base import DELETED, log, meta
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import (
     REQUEUE_FIELD,
@@ -105,26 +104,18 @@ class AdmissionChecks:
         return ac.strict_for(queue, self.state.settings.strict_dequeue_mode, self.strict_queues)
 
     def reserve(self, group: list[Effect]) -> list[Effect]:
-        """A unit's effects of a round, as Koord-Queue's Dequeue writes them: an admission on
-        a queue with matching checks becomes a reservation (Reserved, checks Pending, event
-        QuotaReserved), one on a strict-dequeue queue SchedReady (the scheduler's SchedSucceed
-        resumes it); either way the workload stays suspended."""
+        """A unit's effects of a round with its admission made a reservation or SchedReady
+        where its queue says so (reservation.reserve, which the replay calls too)."""
         admission = next(
             (e for e in group if isinstance(e, SetUnitStatus) and e.admission is not None), None
         )
         if admission is None:
             return group
         checks = self.asked(admission.unit)
-        objects = self.known(checks)
-        if checks:
-            phase, message = Phase.RESERVED, ac.MSG_RESERVED
-            event: tuple[str, str] | None = (
-                names.REASON_QUOTA_RESERVED,
-                ac.MSG_RESERVED_EVENT.format(checks=ac.labelled(checks, objects)),
-            )
-        elif self.strict(admission.unit):
-            phase, message, event = Phase.SCHED_READY, ac.MSG_SCHED_READY, None
-        else:
+        out, phase = reservation.reserve(
+            group, checks, self.known(checks), self.strict(admission.unit)
+        )
+        if phase is None:
             return group
         engine = self.state.engine
         held = engine.unit(admission.unit.uid)
@@ -132,57 +123,54 @@ class AdmissionChecks:
             # the engine's own record says so from now on: a Job event seen before the
             # write's echo must not read Dequeued and resume the Job
             engine.upsert_unit(replace(held, phase=phase))
-        out: list[Effect] = []
-        for effect in group:
-            if effect is admission:
-                said = tuple(ac.pending_message(objects.get(n)) for n in checks)
-                out.append(
-                    replace(
-                        effect, message=message, phase=phase, checks=checks, check_messages=said
-                    )
-                )
-            elif isinstance(effect, UnitEvent) and effect.reason == names.REASON_ADMITTED:
-                if event is not None:
-                    out.append(replace(effect, reason=event[0], message=event[1]))
-                else:
-                    out.append(effect)
-            elif not isinstance(effect, ResumeConsumer):
-                out.append(effect)
         return out
 
     # --- the unit side ----------------------------------------------------------------------
     def on_reserved(self, unit: QueueUnit, obj: dict[str, Any]) -> None:
-        """A Reserved unit as the API shows it: release it, back it off, or keep waiting."""
+        """A Reserved unit as the API shows it: release it, back it off, or keep waiting
+        (reservation.fate, which the replay calls too)."""
         if unit.uid in self.deciding:
             return
-        states = ac.states_from_objects((obj.get("status") or {}).get(ac.CHECKS_FIELD))
-        evaluation = ac.evaluate(states, self.asked(unit))
-        if evaluation.verdict is ac.Verdict.READY:
-            self._release(unit, obj)
-        elif evaluation.verdict is ac.Verdict.BACK_OFF and evaluation.failed is not None:
-            self._back_off(unit, obj, evaluation.failed)
-
-    def _release(self, unit: QueueUnit, obj: dict[str, Any]) -> None:
         state = self.state
-        strict = self.strict(unit)
-        phase = Phase.SCHED_READY if strict else Phase.DEQUEUED
+        status = obj.get("status") or {}
+        states = ac.states_from_objects(status.get(ac.CHECKS_FIELD))
+        structured = state.features.requeue_state
+        clock = reservation.Clock(
+            state.clock(),
+            attempts=int(status.get("attempts") or 0),
+            structured=structured,
+            previous=(requeue.state_of(unit.requeue_count, unit.requeue_at)
+                      if structured else None),
+            base=state.settings.backoff_base_seconds,
+        )
+        decided = reservation.fate(states, self.asked(unit), self.strict(unit), clock)
+        if isinstance(decided, reservation.Release):
+            self._release(unit, obj, decided)
+        elif isinstance(decided, reservation.BackOff):
+            self._back_off(unit, obj, decided, clock.now)
+
+    def _release(
+        self, unit: QueueUnit, obj: dict[str, Any], decided: reservation.Release
+    ) -> None:
+        state = self.state
+        phase = decided.phase
         patch = unit_status_patch(
-            ac.MSG_ALL_READY,
+            decided.message,
             phase,
             resource_version=meta(obj).get("resourceVersion"),
             conditions=seen_conditions(state.features, obj),
         )
         consumer = state.consumer_of(obj)
-        resume = consumer.resume(obj) if consumer is not None and not strict else None
+        resume = consumer.resume(obj) if consumer is not None and decided.resume else None
 
         def written(updated: dict[str, Any] | None) -> None:
             self.deciding.discard(unit.uid)
             if updated is None:
                 return  # a newer version (a check changed again) is evaluated instead
-            state.remember_unit(unit.uid, updated, ac.MSG_ALL_READY)
+            state.remember_unit(unit.uid, updated, decided.message)
             state.engine.upsert_unit(replace(unit, phase=phase))
             state.writer.submit(
-                RecordEvent(updated, NORMAL, names.REASON_ADMITTED, ac.MSG_ALL_READY)
+                RecordEvent(updated, decided.event_type, decided.reason, decided.message)
             )
             if resume is not None:  # strict mode: the scheduler's SchedSucceed resumes it
                 state.writer.submit(resume, key=unit.uid)
@@ -191,37 +179,34 @@ class AdmissionChecks:
         write = PatchUnitStatus(unit.namespace, unit.name, patch, operation="release unit")
         state.writer.submit(write, written, unit.uid)
 
-    def _back_off(self, unit: QueueUnit, obj: dict[str, Any], failed: ac.CheckState) -> None:
+    def _back_off(
+        self, unit: QueueUnit, obj: dict[str, Any], decided: reservation.BackOff, now: float
+    ) -> None:
         """Release the reservation and re-queue at requeueAt (BackoffTimeout)."""
         state = self.state
-        now = state.clock()
-        attempts = int((obj.get("status") or {}).get("attempts") or 0) + 1
-        structured = None
-        if state.features.requeue_state:
-            previous = requeue.state_of(unit.requeue_count, unit.requeue_at)
-            structured = requeue.record(previous, state.settings.backoff_base_seconds, now)
-        until = structured.requeue_at if structured else now + backoff_delay(attempts)
-        message = ac.failure_message(failed, until - now)
+        message, until = decided.message, decided.until
         patch = unit_status_patch(
             message,
-            Phase.BACKOFF,
-            attempts=attempts,
+            decided.phase,
+            attempts=decided.attempts,
             resource_version=meta(obj).get("resourceVersion"),
             conditions=seen_conditions(state.features, obj),
         )
-        if structured is not None:
-            patch["status"][REQUEUE_FIELD] = requeue_object(structured)
+        if decided.requeue is not None:
+            patch["status"][REQUEUE_FIELD] = requeue_object(decided.requeue)
 
         def written(updated: dict[str, Any] | None) -> None:
             self.deciding.discard(unit.uid)
             if updated is None:
                 return
             state.remember_unit(unit.uid, updated, message)
-            state.engine.upsert_unit(replace(unit, phase=Phase.BACKOFF))
+            state.engine.upsert_unit(replace(unit, phase=decided.phase))
             state.engine.requeue(unit.uid, until)  # its quota goes back now
             state.wake.set()
-            state.writer.submit(RecordEvent(updated, WARNING, names.REASON_BACKOFF, message))
-            log.info("admission check failed", unit=unit.key, check=failed.name)
+            state.writer.submit(
+                RecordEvent(updated, decided.event_type, decided.reason, message)
+            )
+            log.info("admission check failed", unit=unit.key, check=decided.failed.name)
 
         self.deciding.add(unit.uid)
         write = PatchUnitStatus(unit.namespace, unit.name, patch, operation="back off unit")
