@@ -24,7 +24,20 @@ from koordqueue.domain.effects import (
     UnitEvent,
 )
 from koordqueue.domain.job_extension import backoff_delay
+from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_unit import Phase, QueueUnit
+
+
+def queue_of(unit: QueueUnit) -> str | None:
+    """The Queue whose checks `unit` answers to (its quota's name), None without one."""
+    resolution = queue_name_for(unit.labels)
+    return resolution.name if isinstance(resolution, QuotaName) else None
+
+
+def asked(by_queue: Mapping[str, tuple[ac.CheckSpec, ...]], unit: QueueUnit) -> tuple[str, ...]:
+    """The checks `unit` must pass, given each Queue's checks (none: released at once)."""
+    queue = queue_of(unit)
+    return ac.required(by_queue.get(queue, ()), unit.labels) if queue else ()
 
 
 def reserve(

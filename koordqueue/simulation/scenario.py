@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from koordqueue.domain import admission_checks as ac
 from koordqueue.domain.integrations import (
     INTEGRATIONS,
     Integration,
@@ -37,6 +38,7 @@ from koordqueue.scheduler import SchedulerConfig, parse_config
 from koordqueue.scheduler.api.node_usage import CURRENT, NodeUsage
 from koordqueue.scheduler.framework.config import ConfigError
 from koordqueue.simulation.history import RunHistory
+from koordqueue.simulation.scenario_checks import queue_checks, unit_checks, unit_labels
 from koordqueue.simulation.scenario_fields import (
     Loader,
     ScenarioError,
@@ -46,6 +48,7 @@ from koordqueue.simulation.scenario_fields import (
     list_field,
     maps_of,
     name_field,
+    plain,
     resources_field,
     str_map,
 )
@@ -60,6 +63,8 @@ class QuotaDef:
     policy: str = DEFAULT_POLICY
     annotations: Mapping[str, str] = field(default_factory=dict)
     namespace: str = "default"
+    admission_checks: tuple[ac.CheckSpec, ...] = ()
+    """Its Queue's spec.admissionChecks: an admission on it is a reservation (Reserved)."""
 
     def as_object(self) -> dict[str, Any]:
         """The ElasticQuota object this definition stands for."""
@@ -111,6 +116,13 @@ class UnitDef:
     active: bool | None = None
     """spec.active as it arrives (a snapshot's unit: persisted on the QueueUnit, whatever its
     Job's annotation says now); None: from the `scheduling.x-k8s.io/active` annotation."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Its labels besides the quota's (those an admission check's labelSelector reads)."""
+    checks: tuple[ac.CheckState, ...] = ()
+    """A Reserved unit's status.admissionChecks: the replay releases it when every check its
+    queue asks for is Ready, backs it off on a Retry or Rejected, else it stays Reserved."""
+    attempts: int = 0
+    """status.attempts: back-offs so far (the next one's delay grows with it)."""
 
     def pod_request(self) -> Resources:
         return Resources({k: v // self.pods for k, v in self.resource.items()})
@@ -178,8 +190,8 @@ def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, 
     if not isinstance(raw, Mapping):
         raise ScenarioError(source, line_of(obj, "numatopology"), f"{where}.numatopology",
                             "must be a map (a Numatopology's spec)")
-    plain: dict[str, Any] = _plain(raw)
-    return plain
+    spec: dict[str, Any] = plain(raw)
+    return spec
 
 
 def _usage(source: str, obj: Mapping[str, Any], where: str) -> NodeUsage | None:
@@ -217,7 +229,9 @@ def _scheduler_conf(source: str, doc: Mapping[str, Any]) -> SchedulerConfig | No
                             exc.detail) from exc
 
 
-_QUOTA_KEYS = {"name", "parent", "min", "max", "policy", "annotations", "namespace"}
+_QUOTA_KEYS = {
+    "name", "parent", "min", "max", "policy", "annotations", "namespace", ac.CHECKS_FIELD,
+}
 _UNIT_KEYS = {
     "name",
     "namespace",
@@ -237,6 +251,9 @@ _UNIT_KEYS = {
     "consumerKind",
     "active",
     "admissions",
+    "labels",
+    ac.CHECKS_FIELD,
+    "attempts",
 }
 _ADMISSION_KEYS = {"name", "replicas", "running", "reclaim"}
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
@@ -246,15 +263,6 @@ _TOP_KEYS = {
     "name", "description", "steps", "oversellRate", "quotas", "units", "nodes", "schedulerConf",
     "history",
 }
-
-
-def _plain(value: Any) -> Any:
-    """YAML's located maps as plain dicts and lists (what the integrations read)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _resolved(
@@ -267,7 +275,7 @@ def _resolved(
     if not isinstance(raw, list) or not all(isinstance(r, Mapping) for r in raw):
         line, field_ = line_of(u, "references"), f"{where}.references"
         raise ScenarioError(source, line, field_, "must be a list of objects")
-    given = [_plain(r) for r in raw]
+    given = [plain(r) for r in raw]
     found: dict[Reference, Obj | None] = {
         ref: next((r for r in given if _names(r, ref)), None)
         for ref in integration.references(obj)
@@ -291,7 +299,7 @@ def _workload_units(source: str, u: Mapping[str, Any], where: str) -> list[UnitD
     raw = u["workload"]
     if not (isinstance(raw, Mapping) and raw.get("kind") == lws.LWS_KIND.kind):
         return [_workload_unit(source, u, where)]
-    obj = _plain(raw)
+    obj = plain(raw)
     field_ = f"{where}.workload"
     try:
         groups = [lws.group_pods(obj, g) for g in range(lws.replicas(obj))]
@@ -323,7 +331,7 @@ def _workload_unit(
     members = (
         group  # (a LeaderWorkerSet's)
         if group is not None
-        else _plain(raw) if isinstance(raw, list) else [_plain(raw)]
+        else plain(raw) if isinstance(raw, list) else [plain(raw)]
     )
     if not members or not all(isinstance(m, dict) for m in members):
         raise ScenarioError(source, line, field_, "must be an object or a list of Pods")
@@ -373,6 +381,8 @@ def _workload_unit(
         pods=pods,
         node_selector=str_map(source, u, "nodeSelector", where),
         consumer_kind=integration.workload.kind,
+        labels={str(k): str(v) for k, v in body["metadata"]["labels"].items()
+                if k != QUOTA_NAME_LABEL},
     )
 
 
@@ -383,9 +393,12 @@ ARRIVAL_PHASES: tuple[str, ...] = (
 ADMITTED_VALUES: frozenset[str] = frozenset(p.value for p in ADMITTED_PHASES)
 
 
-def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A unit's `phase`, `message`, `created`, `consumerKind` (spec.consumerRef.kind) and
-    `active` (spec.active): the state a snapshot caught it in."""
+def _arrival(
+    source: str, u: Mapping[str, Any], where: str, asked: Mapping[str, tuple[ac.CheckSpec, ...]]
+) -> dict[str, Any]:
+    """A unit's `phase`, `message`, `created`, `consumerKind` (spec.consumerRef.kind),
+    `active` (spec.active), `admissions`, `labels`, `admissionChecks` and `attempts`: the
+    state a snapshot caught it in (`asked`: each quota's admission checks)."""
     phase = u.get("phase", Phase.ENQUEUED.value)
     if phase not in ARRIVAL_PHASES:
         raise ScenarioError(
@@ -415,20 +428,20 @@ def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
         )
     admissions: list[AdmissionCount] = []
     listed = list_field(source, u, "admissions")
-    for at, a in maps_of(source, u, "admissions", listed, _ADMISSION_KEYS):
+    for at, a in maps_of(source, u, "admissions", listed, _ADMISSION_KEYS, where):
         if phase not in ADMITTED_VALUES:
             raise ScenarioError(source, line_of(u, "admissions"), f"{where}.admissions",
                                 f"only a unit that arrives admitted has admissions, not {phase}")
         name = a.get("name", "")
         if not isinstance(name, str):
             raise ScenarioError(
-                source, line_of(a, "name"), f"{where}.{at}.name", "must be a string"
+                source, line_of(a, "name"), f"{at}.name", "must be a string"
             )
-        replicas = int_field(source, a, "replicas", f"{where}.{at}", 1) or 0
-        running = int_field(source, a, "running", f"{where}.{at}", None)
-        reclaim = int_field(source, a, "reclaim", f"{where}.{at}", 0) or 0
+        replicas = int_field(source, a, "replicas", at, 1) or 0
+        running = int_field(source, a, "running", at, None)
+        reclaim = int_field(source, a, "reclaim", at, 0) or 0
         if reclaim > replicas or (running is not None and running > replicas):
-            raise ScenarioError(source, line_of(u, "admissions"), f"{where}.{at}",
+            raise ScenarioError(source, line_of(u, "admissions"), at,
                                 "running and reclaim must not exceed replicas")
         admissions.append(AdmissionCount(name, replicas, running, reclaim))
     return {
@@ -438,6 +451,9 @@ def _arrival(source: str, u: Mapping[str, Any], where: str) -> dict[str, Any]:
         "created": None if created is None else float(created),
         "active": active,
         "admissions": tuple(admissions),
+        "labels": unit_labels(source, u, where),
+        "checks": unit_checks(source, u, where, phase, asked),
+        "attempts": int_field(source, u, "attempts", where, 0) or 0,
     }
 
 
@@ -478,8 +494,10 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 policy=policy,
                 annotations=str_map(source, q, "annotations", where),
                 namespace=str(q.get("namespace") or "default"),
+                admission_checks=queue_checks(source, q, where),
             )
         )
+    asked = {q.name: q.admission_checks for q in quotas}
     units: list[UnitDef] = []
     for where, u in maps_of(source, doc, "units", units_raw, _UNIT_KEYS):
         if "workload" in u:
@@ -516,7 +534,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 annotations=str_map(source, u, "annotations", where),
                 pods=pods,
                 node_selector=str_map(source, u, "nodeSelector", where),
-                **_arrival(source, u, where),
+                **_arrival(source, u, where, asked),
             )
         )
     nodes: list[NodeDef] = []

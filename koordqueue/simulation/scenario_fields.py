@@ -124,13 +124,25 @@ def list_field(source: str, doc: Mapping[str, Any], key: str) -> list[Any]:
     return raw
 
 
-def maps_of(
-    source: str, doc: Mapping[str, Any], key: str, raw: list[Any], allowed: set[str]
+def maps_of(  # noqa: PLR0917 - the reader's usual arguments, and where doc is
+    source: str, doc: Mapping[str, Any], key: str, raw: list[Any], allowed: set[str],
+    within: str = "",
 ) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Each entry of the list `doc[key]` as (its path, the map), checked one at a time."""
+    """Each entry of the list `doc[key]` as (its path, the map), checked one at a time;
+    `within`: the path of `doc` itself (a unit's list: `units[0]`), so errors name it all."""
     for i, item in enumerate(raw):
-        where = f"{key}[{i}]"
+        where = f"{within}.{key}[{i}]" if within else f"{key}[{i}]"
         if not isinstance(item, Mapping):
             raise ScenarioError(source, line_of(doc, key), where, "must be a map")
         check_keys(source, item, allowed, where)
         yield where, item
+
+
+def plain(value: Any) -> Any:
+    """YAML's located maps as plain dicts and lists (what the integrations and the domain's
+    parsers read)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value

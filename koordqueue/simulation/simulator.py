@@ -5,6 +5,8 @@ finish (releasing quota), then one admission round runs. The round's record goes
 same `effects()` the live controller executes, and the simulator records those effects, so its
 events and status messages are the controller's by construction. A workload's unit (given as
 `workload:`) gets, as it arrives, the first status its creator writes (`created_effects`).
+Admission checks go the controller's way too (reservations.py): an admission on a queue with
+checks is Reserved, and a Reserved unit's check states release it or back it off as it arrives.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import quota_from_object
 from koordqueue.domain.quota_tree import QuotaUsage
+from koordqueue.domain.reservation import BackOff, fate_effects
 from koordqueue.domain.round import Admit, Preempted, Reclaimed
 from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.api.numa import CpuSet
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
 from koordqueue.simulation import numa
+from koordqueue.simulation.reservations import Reservations
 from koordqueue.simulation.scenario import Scenario, UnitDef
 
 
@@ -68,6 +72,11 @@ class StepRecord:
     placements: dict[str, dict[str, str]] = field(default_factory=dict)
     """Unit -> pod -> node, for pods bound this step."""
     waiting: list[str] = field(default_factory=list)
+    decided: dict[str, str] = field(default_factory=dict)
+    """Reserved units released or backed off on arrival by their check states (unit ->
+    phase), before the round."""
+    reserved: dict[str, str] = field(default_factory=dict)
+    """Units the round admitted on a queue with admission checks: Reserved, not Dequeued."""
     effects: list[Effect] = field(default_factory=list)
     """The round's effects as the controller would execute them (status writes included)."""
 
@@ -100,10 +109,12 @@ class SimulationResult:
         ) in self.steps:  # in a step: finishes first, then the round's preemptions/admissions
             for key in record.finished:
                 phases[key] = Phase.SUCCEED.value
+            phases.update(record.decided)
             for key in record.preempted:
                 phases[key] = Phase.ENQUEUED.value
             for key in record.admitted:
                 phases[key] = Phase.DEQUEUED.value
+            phases.update(record.reserved)
             for key in record.running:
                 phases[key] = Phase.RUNNING.value
         for unit in self.scenario.units:  # as it arrived (a snapshot's admitted units)
@@ -133,6 +144,7 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
         error = engine.upsert_queue(desired.name, desired.policy, dict(desired.annotations))
         if error:
             result.queue_errors[desired.name] = error
+    reservations = Reservations(scenario)
     admitted_at: dict[str, int] = {}
     durations = {f"{u.namespace}/{u.name}": u.duration for u in scenario.units}
     unit_defs = {f"{u.namespace}/{u.name}": u for u in scenario.units}
@@ -157,7 +169,9 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                 placed.pop(key, None)
         for u in scenario.units:
             if u.arrive == step:
-                labels = {QUOTA_NAME_LABEL: u.quota} if u.quota is not None else {}
+                labels = dict(u.labels)  # (those a check's labelSelector reads)
+                if u.quota is not None:
+                    labels[QUOTA_NAME_LABEL] = u.quota
                 arrived = QueueUnit(
                     namespace=u.namespace,
                     name=u.name,
@@ -183,13 +197,27 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                     admitted_at[arrived.uid] = step
                 if u.message is not None:  # a snapshot's: its status says it already
                     reported[arrived.uid] = u.message
-                    continue
-                # a workload's unit says what its creator writes before any round (Enqueued)
-                for effect in created_effects(arrived):
-                    _record(effect, record, reported)
+                else:  # a workload's unit says what its creator writes before any round
+                    for effect in created_effects(arrived):
+                        _record(effect, record, reported)
+                fate = reservations.arrived(arrived, u, float(step))
+                if fate is not None:  # a Reserved unit's checks decide, as live
+                    engine.upsert_unit(replace(arrived, phase=fate.phase))
+                    if isinstance(fate, BackOff):
+                        engine.requeue(arrived.uid, fate.until)  # its quota goes back
+                        admitted_at.pop(arrived.uid, None)
+                    for effect in fate_effects(arrived, fate):
+                        _record(effect, record, reported)
+                    record.decided[arrived.key] = fate.phase.value
         outcome = engine.run_round(float(step))
-        for effect in effects(outcome, reported):
+        planned, reserved = reservations.reserve(effects(outcome, reported))
+        for effect in planned:
             _record(effect, record, reported)
+        for uid, phase in reserved.items():
+            held = engine.unit(uid)
+            if held is not None:  # its workload stays suspended until the checks answer
+                engine.upsert_unit(replace(held, phase=phase))
+                record.reserved[held.key] = phase.value
         for decided in outcome.outcomes:
             if isinstance(decided, Admit):
                 admitted_at[decided.unit.uid] = step
@@ -241,8 +269,8 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
         del numa_given[uid]  # the pod is gone: its cpus are free again
     jobs: list[JobInfo] = []
     for unit in engine.units():
-        if not engine.is_admitted(unit.uid):
-            continue
+        if not engine.is_admitted(unit.uid) or unit.phase is Phase.RESERVED:
+            continue  # (a Reserved unit's workload is suspended: no pods yet)
         spec = unit_defs[unit.uid]
         bound = placed.get(unit.uid, {})
         tasks = []

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import yaml
 
+from koordqueue.domain import admission_checks as ac
 from koordqueue.domain.activation import active_from
 from koordqueue.domain.names import (
     DEFAULT_POLICY,
@@ -37,6 +38,7 @@ from koordqueue.domain.queue_unit import (
     queue_unit_from_object,
 )
 from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.reservation import queue_of
 from koordqueue.simulation.cluster_view import ClusterView
 from koordqueue.simulation.history import run_history
 
@@ -81,10 +83,14 @@ def _ordered(quotas: Iterable[QuotaSpec]) -> list[QuotaSpec]:
 
 
 def _quota_entry(
-    spec: QuotaSpec, queue: Mapping[str, Any] | None, labels: Mapping[str, Any]
+    spec: QuotaSpec,
+    queue: Mapping[str, Any] | None,
+    labels: Mapping[str, Any],
+    checks: tuple[ac.CheckSpec, ...] = (),
 ) -> dict[str, Any]:
     """A quota in force with the policy and settings its Queue is served with (the Queue's
-    own when it exists: that is what the engine reads; else what the quota's labels say)."""
+    own when it exists: that is what the engine reads; else what the quota's labels say),
+    and the admission checks the Queue asks for."""
     if queue is not None:
         policy = str((queue.get("spec") or {}).get("queuePolicy") or DEFAULT_POLICY)
         annotations = (queue.get("metadata") or {}).get("annotations") or {}
@@ -102,7 +108,80 @@ def _quota_entry(
     synced = synced_annotations({**spec.annotations, **annotations})
     if synced:
         entry["annotations"] = dict(sorted(synced.items()))
+    if checks:
+        entry[ac.CHECKS_FIELD] = [_check_spec_entry(c) for c in checks]
     return entry
+
+
+def _check_spec_entry(check: ac.CheckSpec) -> dict[str, Any]:
+    """A Queue's check as its spec says it (the selector only when it has one)."""
+    out: dict[str, Any] = {"name": check.name}
+    if check.match_labels is not None:
+        selector: dict[str, Any] = {}
+        if check.match_labels:
+            selector["matchLabels"] = dict(check.match_labels)
+        if check.match_expressions:
+            selector["matchExpressions"] = [
+                {"key": r.key, "operator": r.operator, **({"values": list(r.values)}
+                                                          if r.values else {})}
+                for r in check.match_expressions
+            ]
+        out["labelSelector"] = selector
+    return out
+
+
+def _queue_checks(
+    queues: Mapping[str, Mapping[str, Any]], notes: list[str]
+) -> dict[str, tuple[ac.CheckSpec, ...]]:
+    """Each Queue's admission checks, as the controller reads them; one it cannot read asks
+    for none there, and is noted."""
+    out: dict[str, tuple[ac.CheckSpec, ...]] = {}
+    for name, queue in sorted(queues.items()):
+        try:
+            checks = ac.parse_checks((queue.get("spec") or {}).get(ac.CHECKS_FIELD))
+        except ac.InvalidAdmissionCheckError as exc:
+            notes.append(f"Queue {name}: {exc}: the controller asks for no checks there, "
+                         "nor does the replay")
+            continue
+        if checks:
+            out[name] = checks
+    return out
+
+
+def _selector_keys(by_queue: Mapping[str, tuple[ac.CheckSpec, ...]]) -> frozenset[str]:
+    """The label keys some check's labelSelector reads (the units carry these labels)."""
+    keys: set[str] = set()
+    for checks in by_queue.values():
+        for c in checks:
+            keys.update(k for k, _ in c.match_labels or ())
+            keys.update(r.key for r in c.match_expressions)
+    return frozenset(keys)
+
+
+def _check_states(
+    obj: Mapping[str, Any], unit: QueueUnit, asks: tuple[ac.CheckSpec, ...], key: str,
+    notes: list[str],
+) -> list[dict[str, Any]]:
+    """A Reserved unit's status.admissionChecks as the controller evaluates them: a state of
+    a check its Queue no longer asks for is left out (it counts as Ready), one that is none of
+    Kueue's four is carried as Pending (it neither releases nor backs off). Both noted."""
+    out: list[dict[str, Any]] = []
+    names = {c.name for c in asks}
+    for s in ac.states_from_objects((obj.get("status") or {}).get(ac.CHECKS_FIELD)):
+        if s.name not in names:
+            notes.append(f"{key}: check {s.name!r} is no check its Queue {queue_of(unit)} asks "
+                         f"for: left out (the controller counts it as Ready)")
+            continue
+        state = s.state
+        if state not in ac.STATES:
+            notes.append(f"{key}: check {s.name!r} has state {state!r}, none of "
+                         f"{', '.join(ac.STATES)}: carried as Pending (the controller waits)")
+            state = ac.PENDING
+        entry = {"name": s.name, "state": state}
+        if s.message:
+            entry["message"] = s.message
+        out.append(entry)
+    return out
 
 
 def _pods(obj: Mapping[str, Any]) -> int:
@@ -111,12 +190,14 @@ def _pods(obj: Mapping[str, Any]) -> int:
     return max(total, 1)
 
 
-def _unit_entry(
-    obj: Mapping[str, Any], unit: QueueUnit, now: float, honour_active: bool
+def _unit_entry(  # noqa: PLR0917 - the fold's state, passed through once
+    obj: Mapping[str, Any], unit: QueueUnit, now: float, honour_active: bool,
+    by_queue: Mapping[str, tuple[ac.CheckSpec, ...]], notes: list[str],
 ) -> dict[str, Any] | None:
     """A unit as it stands; None for a finished one (it holds nothing, and never will).
     `honour_active`: the controller's QueueUnitActive gate (off: spec.active and the Job's
-    annotation change nothing)."""
+    annotation change nothing). `by_queue`: each Queue's admission checks (a Reserved unit
+    carries its check states; every unit the labels their selectors read)."""
     if unit.phase in FINISHED_PHASES:
         return None
     entry: dict[str, Any] = {"name": unit.name, "namespace": unit.namespace}
@@ -136,10 +217,22 @@ def _unit_entry(
         entry["annotations"] = dict(sorted(annotations.items()))
     if unit.consumer_kind:
         entry["consumerKind"] = unit.consumer_kind
+    read = _selector_keys(by_queue)
+    labels = {k: str(v) for k, v in unit.labels.items() if k in read and k != QUOTA_NAME_LABEL}
+    if labels:
+        entry["labels"] = dict(sorted(labels.items()))
     if unit.admitted:
         entry["phase"] = unit.phase.value
         if unit.admissions:  # who runs, and a reclaim a queue-level preemption marked
             entry["admissions"] = [_admission_entry(a) for a in unit.admissions]
+    if unit.phase is Phase.RESERVED:
+        asks = by_queue.get(queue_of(unit) or "", ())
+        states = _check_states(obj, unit, asks, f"QueueUnit {unit.key}", notes)
+        if states:
+            entry[ac.CHECKS_FIELD] = states
+        attempts = int((obj.get("status") or {}).get("attempts") or 0)
+        if attempts > 0:  # (a back-off's delay grows with it)
+            entry["attempts"] = attempts
     active = unit.active or not honour_active
     if active != (active_from(unit.annotations) is not False):
         # spec.active persists (the annotation may be gone or never set), and a controller
@@ -158,18 +251,6 @@ def _admission_entry(a: AdmissionCount) -> dict[str, Any]:
         out["running"] = a.running
     if a.reclaim:
         out["reclaim"] = a.reclaim
-    return out
-
-
-def _uncarried(unit: QueueUnit | None, key: str) -> list[str]:
-    """What a unit's object says that a scenario unit cannot (yet): said, not guessed.
-    (None: the object is not a valid unit, noted as left out.)"""
-    if unit is None or unit.phase in FINISHED_PHASES:
-        return []
-    out = []
-    if unit.phase is Phase.RESERVED:
-        out.append(f"{key} is Reserved: replayed holding its quota; its admission checks "
-                   "are not carried")
     return out
 
 
@@ -206,8 +287,11 @@ def snapshot_from_objects(
     by_queue = {str((q.get("metadata") or {}).get("name")): q for q in queue_list}
     tree = view.engine.tree
     in_force = [q for q in tree if tree.get(q.name) is q]
+    checks = {n: c for n, c in _queue_checks(by_queue, notes).items()
+              if any(q.name == n for q in in_force)}
     quota_entries = [
-        _quota_entry(q, by_queue.get(q.name), labels.get((q.name, q.namespace), {}))
+        _quota_entry(q, by_queue.get(q.name), labels.get((q.name, q.namespace), {}),
+                     checks.get(q.name, ()) if q.name in by_queue else ())
         for q in _ordered(in_force)
     ]
     for name, refused in sorted(view.refused_quotas.items()):
@@ -218,28 +302,24 @@ def snapshot_from_objects(
             notes.append(f"quota {q.name} has no Queue in {queue_namespace} yet: "
                          "the replay serves one")
     unit_entries: list[dict[str, Any]] = []
-    parsed: list[QueueUnit | None] = []  # (unit_list's order: the notes below read both)
     for obj in unit_list:
         try:
             unit = queue_unit_from_object(obj)
         except InvalidQueueUnitError as exc:
             notes.append(f"{exc}: left out")
-            parsed.append(None)
             continue
-        parsed.append(unit)
-        entry = _unit_entry(obj, unit, now, honour_active)
+        entry = _unit_entry(obj, unit, now, honour_active, checks, notes)
         if entry is not None:
             unit_entries.append(entry)
     unit_entries.sort(key=lambda e: (e["created"], e["namespace"], e["name"]))
     waiting = {p.value for p in (Phase.BACKOFF, Phase.PREEMPTED, Phase.SCHED_FAILED)}
-    for obj, parsed_unit in zip(unit_list, parsed, strict=True):
+    for obj in unit_list:
         phase = (obj.get("status") or {}).get("phase")
         meta = obj.get("metadata") or {}
         key = f"QueueUnit {meta.get('namespace')}/{meta.get('name')}"
         if phase in waiting:
             notes.append(f"{key} is {phase}: "
                          "replayed as Enqueued (its back-off deadline is not carried)")
-        notes += _uncarried(parsed_unit, key)
     doc: dict[str, Any] = {
         "name": "snapshot",
         "description": f"koordqueue snapshot of {source or 'a cluster'}",

@@ -20,8 +20,8 @@ from typing import Any
 from koordqueue.domain import admission_checks as ac
 from koordqueue.domain import requeue, reservation
 from koordqueue.domain.effects import Effect, SetUnitStatus
-from koordqueue.domain.mapping import QuotaName, queue_name_for
 from koordqueue.domain.queue_unit import Phase, QueueUnit
+from koordqueue.domain.reservation import queue_of
 from koordqueue.kube.controller.base import DELETED, log, meta
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import (
@@ -31,11 +31,6 @@ from koordqueue.kube.controller.status import (
     unit_status_patch,
 )
 from koordqueue.kube.controller.writes import PatchUnitStatus, RecordEvent
-
-
-def queue_of(unit: QueueUnit) -> str | None:
-    resolution = queue_name_for(unit.labels)
-    return resolution.name if isinstance(resolution, QuotaName) else None
 
 
 class AdmissionChecks:
@@ -95,8 +90,7 @@ class AdmissionChecks:
 
     def asked(self, unit: QueueUnit) -> tuple[str, ...]:
         """The checks `unit` must pass on its queue (none: it is released at once)."""
-        queue = queue_of(unit)
-        return ac.required(self.by_queue.get(queue, ()), unit.labels) if queue else ()
+        return reservation.asked(self.by_queue, unit)
 
     def strict(self, unit: QueueUnit) -> bool:
         """Strict dequeue mode holds on the unit's queue (--strictDequeueMode, --queue-list)."""

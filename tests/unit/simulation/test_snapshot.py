@@ -143,10 +143,10 @@ def test_an_unreadable_unit_is_a_note_not_a_failure() -> None:
     assert any("ns/bad" in n and "left out" in n for n in snap.notes)
 
 
-def test_unit_state_a_scenario_cannot_carry_is_a_note() -> None:
-    """The Reserved phase's admission checks (main's issue-35 work) are not scenario fields
-    yet: the snapshot says so instead of replaying them silently wrong. spec.active and a
-    reclaimState are carried (`active`, `admissions`), so they are no notes."""
+def test_unit_state_a_scenario_carries_is_no_note() -> None:
+    """spec.active, a reclaimState and a Reserved unit's admission checks are carried
+    (`active`, `admissions`, `admissionChecks`: test_snapshot_checks.py), so they are no
+    notes."""
     inactive = unit("off", "a", "1")
     inactive["spec"]["active"] = False
     marked = unit("marked", "a", "1", phase="Running", message="admitted")
@@ -156,11 +156,7 @@ def test_unit_state_a_scenario_cannot_carry_is_a_note() -> None:
     plain = unit("plain", "a", "1")
     snap = snapshot_from_objects([quota("a", "4")], [], [inactive, marked, reserved, plain],
                                  now=NOW)
-    notes = [n for n in snap.notes if n.startswith("QueueUnit")]
-    assert notes == [
-        "QueueUnit ns/held is Reserved: replayed holding its quota; its admission checks "
-        "are not carried",
-    ]
+    assert [n for n in snap.notes if n.startswith("QueueUnit")] == []
 
 
 def test_a_reclaim_in_flight_is_carried_and_the_replay_takes_it_back_first() -> None:
