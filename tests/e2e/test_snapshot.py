@@ -302,6 +302,101 @@ def test_a_snapshot_replays_an_inactive_unit_as_the_controller_shows_it(
     assert {key: (phases[key], messages.get(key)) for key in live} == live
 
 
+QUEUES = "queues.scheduling.x-k8s.io"
+
+
+def _set_check_status(kubectl: Any, ns: str, name: str, attempts: int | None = None,
+                      **states: str) -> None:
+    """What a check's controller writes on the unit (every entry, some with a new state)."""
+    unit = kq.get(kubectl, UNITS, name, ns)
+    assert unit is not None
+    entries = unit["status"]["admissionChecks"]
+    for entry in entries:
+        entry["state"] = states.get(entry["name"], entry["state"])
+    status: dict[str, Any] = {"admissionChecks": entries}
+    if attempts is not None:
+        status["attempts"] = attempts
+    kubectl("patch", UNITS, name, "-n", ns, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": status}))
+
+
+def _without_delay(seen: Observed) -> Observed:
+    """A back-off's message up to its delay (jittered +-10 % by the controller and by the
+    replay alike); the delay itself is checked on its own."""
+    return {k: (p, m.split("; retry in ")[0] if m else m) for k, (p, m) in seen.items()}
+
+
+def test_a_snapshot_replays_reserved_units_as_their_admission_checks_decide(
+    kubectl: Any, kubeconfig: Path, deployment: tuple[str, str],
+    as_viewer: Callable[..., tuple[int, str, str]], tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A Queue asks for checks c1, c2 (max 3 cpu at --oversellrate=2: 6). held, freed and
+    bounce reserve 5 cpu; waiter (2) waits. freed's checks go Ready and the controller
+    releases it; held has c1 Ready, c2 Pending. The snapshot (as the viewer) carries the
+    checks and states, and the replay shows what kubectl shows, unit by unit.
+
+    Then, with the controller stopped, the checks' controllers answer: held's c2 Ready,
+    bounce's c2 Retry (its 5th back-off: ~160 s, so it stays backed off while we look). A
+    fresh snapshot's replay says held is released, bounce backed off and its cpu given to
+    waiter, which is Reserved in turn; the controller started again does the same."""
+    prefix = kq.unique("snap-ac")
+    ns = kq.namespace(kubectl, prefix)
+    q = f"{prefix}-q"
+    kubectl.apply(kq.quota(q, ns, max_={"cpu": "3"}, policy="Priority"))
+    held, freed, bounce, waiter = (f"{ns}/{n}" for n in ("held", "freed", "bounce", "waiter"))
+
+    def replayed() -> Observed:
+        out = tmp_path_factory.mktemp("snap") / "snapshot.yaml"
+        code, _, err = as_viewer("snapshot", "--controller-namespace", deployment[0],
+                                 "--controller-deployment", deployment[1], "-o", out)
+        assert code == 0, err
+        text = out.read_text()
+        assert "admissionChecks" in text and "not carried" not in text, text
+        result = simulate(load_scenario(out))
+        phases, messages = result.final_phases(), result.final_messages()
+        return {k: (phases[k], messages.get(k)) for k in phases if k.startswith(f"{ns}/")}
+
+    with RunningController(kubeconfig, oversell_rate="2"):
+        kq.wait_for(lambda: kq.get(kubectl, QUEUES, q, "koord-queue"), what="queue made")
+        checks = {"spec": {"admissionChecks": [{"name": "c1"}, {"name": "c2"}]}}
+        kubectl("patch", QUEUES, q, "-n", "koord-queue", "--type=merge", "-p",
+                json.dumps(checks))
+        time.sleep(0.5)  # (the controller's Queue watch delivers the checks)
+        kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
+            unit_manifest(n, ns, q, cpu, 0) for n, cpu in (("held", 2), ("freed", 2),
+                                                           ("bounce", 1))]})
+        kq.wait_for(lambda: all(
+            (kq.get(kubectl, UNITS, n, ns) or {}).get("status", {}).get("admissionChecks")
+            for n in ("held", "freed", "bounce")), what="three units Reserved",
+            state=lambda: observed(kubectl, ns))
+        kubectl.apply(unit_manifest("waiter", ns, q, 2, 0))
+        _set_check_status(kubectl, ns, "freed", c1="Ready", c2="Ready")
+        _set_check_status(kubectl, ns, "held", c1="Ready")
+        _set_check_status(kubectl, ns, "bounce", attempts=4)
+        live = settled(kubectl, ns, 4)
+        assert {k: v[0] for k, v in live.items()} == {
+            held: "Reserved", freed: "Dequeued", bounce: "Reserved", waiter: "Enqueued"}
+        assert live[freed][1] == "all admission checks success"
+        assert live[held][1] == "Reserved resources success, waiting admission checks to be ready"
+        assert replayed() == live
+        assert observed(kubectl, ns) == live  # (still settled while it was read)
+
+    _set_check_status(kubectl, ns, "held", c2="Ready")
+    _set_check_status(kubectl, ns, "bounce", c2="Retry")
+    predicted = replayed()
+    assert {k: v[0] for k, v in predicted.items()} == {
+        held: "Dequeued", freed: "Dequeued", bounce: "TimeoutBackoff", waiter: "Reserved"}
+    assert predicted[held][1] == "all admission checks success"
+    with RunningController(kubeconfig, oversell_rate="2"):
+        kq.wait_for(lambda: _without_delay(observed(kubectl, ns)) == _without_delay(predicted),
+                    timeout=30.0, what="the controller to do what the replay said",
+                    state=lambda: (observed(kubectl, ns), predicted))
+        for seen in (observed(kubectl, ns), predicted):
+            message = seen[bounce][1] or ""
+            assert message.startswith("admission check failed: c2 is Retry; retry in ")
+            assert 144 <= int(message.rsplit(" ", 1)[1].rstrip("s")) <= 176  # the 5th: 160 s
+
+
 # --- what-if: each edit kind, then the same edit made for real --------------------------------
 
 
