@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from koordqueue.domain.queue_unit import FINISHED_PHASES, Phase
+from koordqueue.simulation.scenario_fields import ScenarioError, check_keys, int_field, line_of
 
 MAX_STEPS: Final = 20_000
 """Most steps a replay paced by history runs: beyond it the note says so (a 10-minute median
@@ -89,3 +90,26 @@ def run_history(units: Iterable[Mapping[str, Any]], step_seconds: float) -> RunH
     if not spans or step_seconds <= 0:
         return None
     return RunHistory(len(spans), statistics.median(spans), step_seconds)
+
+
+def history_field(source: str, doc: Mapping[str, Any]) -> RunHistory | None:
+    """A scenario's `history` (what a snapshot found of the finished units)."""
+    raw = doc.get("history")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(source, line_of(doc, "history"), "history", "must be a map")
+    check_keys(source, raw, {"finished", "medianRunSeconds", "stepSeconds"}, "history")
+    finished = int_field(source, raw, "finished", "history", 1) or 0
+    values = []
+    for key, default in (("medianRunSeconds", None), ("stepSeconds", 1.0)):
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
+            key == "stepSeconds" and value == 0
+        ):
+            raise ScenarioError(source, line_of(raw, key), f"history.{key}",
+                                f"must be a number > 0, got {value!r}")
+        values.append(float(value))
+    if finished < 1:
+        raise ScenarioError(source, line_of(raw, "finished"), "history.finished", "must be >= 1")
+    return RunHistory(finished, values[0], values[1])

@@ -33,11 +33,13 @@ from koordqueue.domain.names import (
 )
 from koordqueue.domain.quantity import InvalidQuantityError
 from koordqueue.domain.queue_unit import ADMITTED_PHASES, AdmissionCount, Phase
+from koordqueue.domain.reclaimable import PodSetShare
 from koordqueue.domain.resources import Resources
+from koordqueue.domain.unit_share import pod_set_shares
 from koordqueue.scheduler import SchedulerConfig, parse_config
 from koordqueue.scheduler.api.node_usage import CURRENT, NodeUsage
 from koordqueue.scheduler.framework.config import ConfigError
-from koordqueue.simulation.history import RunHistory
+from koordqueue.simulation.history import RunHistory, history_field
 from koordqueue.simulation.scenario_checks import queue_checks, unit_checks, unit_labels
 from koordqueue.simulation.scenario_fields import (
     Loader,
@@ -52,6 +54,7 @@ from koordqueue.simulation.scenario_fields import (
     resources_field,
     str_map,
 )
+from koordqueue.simulation.scenario_podsets import POD_SETS_FIELD, heterogeneous, pod_sets_field
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +126,19 @@ class UnitDef:
     queue asks for is Ready, backs it off on a Retry or Rejected, else it stays Reserved."""
     attempts: int = 0
     """status.attempts: back-offs so far (the next one's delay grows with it)."""
+    pod_sets: tuple[PodSetShare, ...] = ()
+    """Pod sets whose requests differ (scenario_podsets.py): placement places each pod with
+    its set's request; () splits `resource` evenly over `pods`."""
 
     def pod_request(self) -> Resources:
         return Resources({k: v // self.pods for k, v in self.resource.items()})
+
+    def pod_requests(self) -> list[tuple[str, Resources]]:
+        """Each pod's name and request, as placement creates them."""
+        if not self.pod_sets:
+            return [(f"{self.name}-{i}", self.pod_request()) for i in range(self.pods)]
+        return [(f"{self.name}-{s.name}-{i}", s.request)
+                for s in self.pod_sets for i in range(s.count)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,28 +172,6 @@ class Scenario:
     history: RunHistory | None = None
     """How long the cluster's finished workloads ran (a snapshot's `history`): what `whatif`
     paces the replay by when no --runtime is given."""
-
-
-def _history(source: str, doc: Mapping[str, Any]) -> RunHistory | None:
-    raw = doc.get("history")
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise ScenarioError(source, line_of(doc, "history"), "history", "must be a map")
-    check_keys(source, raw, {"finished", "medianRunSeconds", "stepSeconds"}, "history")
-    finished = int_field(source, raw, "finished", "history", 1) or 0
-    values = []
-    for key, default in (("medianRunSeconds", None), ("stepSeconds", 1.0)):
-        value = raw.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
-            key == "stepSeconds" and value == 0
-        ):
-            raise ScenarioError(source, line_of(raw, key), f"history.{key}",
-                                f"must be a number > 0, got {value!r}")
-        values.append(float(value))
-    if finished < 1:
-        raise ScenarioError(source, line_of(raw, "finished"), "history.finished", "must be >= 1")
-    return RunHistory(finished, values[0], values[1])
 
 
 def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, Any] | None:
@@ -254,6 +245,7 @@ _UNIT_KEYS = {
     "labels",
     ac.CHECKS_FIELD,
     "attempts",
+    POD_SETS_FIELD,
 }
 _ADMISSION_KEYS = {"name", "replicas", "running", "reclaim"}
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
@@ -366,6 +358,10 @@ def _workload_unit(
     except InvalidQuantityError as exc:
         raise ScenarioError(source, line, field_, str(exc)) from exc
     pods = sum(int(ps.get("count") or 0) for ps in spec["podSet"]) or 1
+    try:
+        pod_sets = heterogeneous(pod_set_shares(spec["podSet"]))
+    except ValueError as exc:  # (its quantities were read once already, above)
+        raise ScenarioError(source, line, field_, str(exc)) from exc
     return UnitDef(
         name=body["metadata"]["name"],
         namespace=body["metadata"]["namespace"],
@@ -383,6 +379,7 @@ def _workload_unit(
         consumer_kind=integration.workload.kind,
         labels={str(k): str(v) for k, v in body["metadata"]["labels"].items()
                 if k != QUOTA_NAME_LABEL},
+        pod_sets=pod_sets,
     )
 
 
@@ -515,7 +512,10 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         if pods < 1:
             raise ScenarioError(source, line_of(u, "pods"), f"{where}.pods", "must be >= 1")
         resource = resources_field(source, u, "resource", where)
-        if any(v % pods for v in resource.values()):
+        pod_sets = pod_sets_field(source, u, where)
+        if pod_sets:
+            pods = sum(p.count for p in pod_sets)
+        elif any(v % pods for v in resource.values()):
             raise ScenarioError(
                 source,
                 line_of(u, "resource"),
@@ -534,6 +534,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 annotations=str_map(source, u, "annotations", where),
                 pods=pods,
                 node_selector=str_map(source, u, "nodeSelector", where),
+                pod_sets=pod_sets,
                 **_arrival(source, u, where, asked),
             )
         )
@@ -567,7 +568,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         description=str(doc.get("description") or ""),
         nodes=tuple(nodes),
         scheduler_config=_scheduler_conf(source, doc),
-        history=_history(source, doc),
+        history=history_field(source, doc),
     )
 
 

@@ -274,21 +274,20 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
         spec = unit_defs[unit.uid]
         bound = placed.get(unit.uid, {})
         tasks = []
-        for i in range(spec.pods):
-            pod = f"{spec.name}-{i}"
+        for pod, request in spec.pod_requests():  # (each pod set's own request)
             node = bound.get(pod)
             tasks.append(
                 TaskInfo(
                     uid=f"{unit.uid}/{pod}",
                     name=pod,
                     namespace=spec.namespace,
-                    resreq=spec.pod_request(),
+                    resreq=request,
                     priority=spec.priority,
                     status=TaskStatus.RUNNING if node else TaskStatus.PENDING,
                     node_name=node,
                     node_selector=dict(spec.node_selector),
                     creation=float(spec.arrive),
-                    numa=numa.task_numa(spec.annotations, spec.pod_request().get("cpu", 0)),
+                    numa=numa.task_numa(spec.annotations, request.get("cpu", 0)),
                 )
             )
         jobs.append(

@@ -38,9 +38,16 @@ from koordqueue.domain.queue_unit import (
     queue_unit_from_object,
 )
 from koordqueue.domain.quota import QuotaSpec
+from koordqueue.domain.reclaimable import PodSetShare
 from koordqueue.domain.reservation import queue_of
+from koordqueue.domain.unit_share import pod_set_shares
 from koordqueue.simulation.cluster_view import ClusterView
 from koordqueue.simulation.history import run_history
+from koordqueue.simulation.scenario_podsets import (
+    POD_SETS_FIELD,
+    heterogeneous,
+    pod_set_entries,
+)
 
 SNAPSHOT_STEPS: Final = 2
 """Steps a snapshot replays by default: the controller's next round, and one more to show
@@ -190,6 +197,15 @@ def _pods(obj: Mapping[str, Any]) -> int:
     return max(total, 1)
 
 
+def _pod_sets(obj: Mapping[str, Any]) -> tuple[PodSetShare, ...]:
+    """spec.podSet's per-pod requests, when they differ from set to set (a template whose
+    quantities cannot be read: none, the unit is one pod as before)."""
+    try:
+        return heterogeneous(pod_set_shares((obj.get("spec") or {}).get("podSet")))
+    except ValueError:
+        return ()
+
+
 def _unit_entry(  # noqa: PLR0917 - the fold's state, passed through once
     obj: Mapping[str, Any], unit: QueueUnit, now: float, honour_active: bool,
     by_queue: Mapping[str, tuple[ac.CheckSpec, ...]], notes: list[str],
@@ -205,8 +221,11 @@ def _unit_entry(  # noqa: PLR0917 - the fold's state, passed through once
     if quota is not None:
         entry["quota"] = str(quota)
     entry["resource"] = unit.resource.to_quantities()
+    shares = _pod_sets(obj)
     pods = _pods(obj)
-    if pods > 1 and not any(v % pods for v in unit.resource.values()):
+    if shares:  # (pod sets asking for different requests: each placed with its own)
+        entry[POD_SETS_FIELD] = pod_set_entries(shares)
+    elif pods > 1 and not any(v % pods for v in unit.resource.values()):
         entry["pods"] = pods  # (a gang the scenario can split evenly; else one pod)
     if unit.priority:
         entry["priority"] = unit.priority
