@@ -37,7 +37,7 @@ from koordqueue.domain.reclaimable import PodSetShare
 from koordqueue.domain.resources import Resources
 from koordqueue.domain.unit_share import pod_set_shares
 from koordqueue.scheduler import SchedulerConfig, parse_config
-from koordqueue.scheduler.api.node_usage import CURRENT, NodeUsage
+from koordqueue.scheduler.api.task_info import Toleration
 from koordqueue.scheduler.framework.config import ConfigError
 from koordqueue.simulation.history import RunHistory, history_field
 from koordqueue.simulation.scenario_checks import queue_checks, unit_checks, unit_labels
@@ -53,6 +53,16 @@ from koordqueue.simulation.scenario_fields import (
     plain,
     resources_field,
     str_map,
+)
+from koordqueue.simulation.scenario_nodes import (
+    RUNNING_PODS_FIELD,
+    TOLERATIONS_FIELD,
+    NodeDef,
+    RunningPod,
+    nodes_field,
+    running_pods_field,
+    tolerations_field,
+    with_running,
 )
 from koordqueue.simulation.scenario_podsets import POD_SETS_FIELD, heterogeneous, pod_sets_field
 
@@ -129,29 +139,21 @@ class UnitDef:
     pod_sets: tuple[PodSetShare, ...] = ()
     """Pod sets whose requests differ (scenario_podsets.py): placement places each pod with
     its set's request; () splits `resource` evenly over `pods`."""
+    tolerations: tuple[Toleration, ...] = ()
+    running_pods: tuple[RunningPod, ...] = ()
+    """Its workload's pods where they run as it arrives (scenario_nodes.py): bound there."""
 
     def pod_request(self) -> Resources:
         return Resources({k: v // self.pods for k, v in self.resource.items()})
 
     def pod_requests(self) -> list[tuple[str, Resources]]:
-        """Each pod's name and request, as placement creates them."""
+        """Each pod's name and request, as placement creates them (running pods first)."""
         if not self.pod_sets:
-            return [(f"{self.name}-{i}", self.pod_request()) for i in range(self.pods)]
-        return [(f"{self.name}-{s.name}-{i}", s.request)
-                for s in self.pod_sets for i in range(s.count)]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeDef:
-    """A node the scheduler may place admitted units' pods on."""
-
-    name: str
-    allocatable: Resources
-    labels: Mapping[str, str] = field(default_factory=dict)
-    numatopology: Mapping[str, Any] | None = None
-    """The spec of the node's Numatopology (nodeinfo.volcano.sh), for numa-aware."""
-    usage: NodeUsage | None = None
-    """Measured load (`usage: {cpu: 90, memory: 40}`, percent), for usage and rescheduling."""
+            slots = [(f"{self.name}-{i}", self.pod_request()) for i in range(self.pods)]
+        else:
+            slots = [(f"{self.name}-{s.name}-{i}", s.request)
+                     for s in self.pod_sets for i in range(s.count)]
+        return with_running(slots, self.running_pods) if self.running_pods else slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,36 +174,6 @@ class Scenario:
     history: RunHistory | None = None
     """How long the cluster's finished workloads ran (a snapshot's `history`): what `whatif`
     paces the replay by when no --runtime is given."""
-
-
-def _numatopology(source: str, obj: Mapping[str, Any], where: str) -> dict[str, Any] | None:
-    raw = obj.get("numatopology")
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise ScenarioError(source, line_of(obj, "numatopology"), f"{where}.numatopology",
-                            "must be a map (a Numatopology's spec)")
-    spec: dict[str, Any] = plain(raw)
-    return spec
-
-
-def _usage(source: str, obj: Mapping[str, Any], where: str) -> NodeUsage | None:
-    raw = obj.get("usage")
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise ScenarioError(source, line_of(obj, "usage"), f"{where}.usage",
-                            "must be a map {cpu: <percent>, memory: <percent>}")
-    check_keys(source, raw, {"cpu", "memory"}, f"{where}.usage")
-    values: dict[str, float | None] = {}
-    for key in ("cpu", "memory"):
-        value = raw.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not 0 <= value <= 100):
-            raise ScenarioError(source, line_of(raw, key), f"{where}.usage.{key}",
-                                f"must be a percent from 0 to 100, got {value!r}")
-        values[key] = None if value is None else float(value)
-    return NodeUsage(values["cpu"], values["memory"], CURRENT)
 
 
 def _scheduler_conf(source: str, doc: Mapping[str, Any]) -> SchedulerConfig | None:
@@ -246,11 +218,12 @@ _UNIT_KEYS = {
     ac.CHECKS_FIELD,
     "attempts",
     POD_SETS_FIELD,
+    TOLERATIONS_FIELD,
+    RUNNING_PODS_FIELD,
 }
 _ADMISSION_KEYS = {"name", "replicas", "running", "reclaim"}
 _WORKLOAD_EXCLUSIVE = ("name", "namespace", "resource", "priority", "pods")
 """Unit keys a `workload:` manifest decides (its unit is built as the controller builds it)."""
-_NODE_KEYS = {"name", "allocatable", "labels", "numatopology", "usage"}
 _TOP_KEYS = {
     "name", "description", "steps", "oversellRate", "quotas", "units", "nodes", "schedulerConf",
     "history",
@@ -380,6 +353,8 @@ def _workload_unit(
         labels={str(k): str(v) for k, v in body["metadata"]["labels"].items()
                 if k != QUOTA_NAME_LABEL},
         pod_sets=pod_sets,
+        tolerations=tolerations_field(source, u, where),
+        running_pods=running_pods_field(source, u, where, Phase.ENQUEUED.value, False, {}),
     )
 
 
@@ -391,11 +366,13 @@ ADMITTED_VALUES: frozenset[str] = frozenset(p.value for p in ADMITTED_PHASES)
 
 
 def _arrival(
-    source: str, u: Mapping[str, Any], where: str, asked: Mapping[str, tuple[ac.CheckSpec, ...]]
+    source: str, u: Mapping[str, Any], where: str, asked: Mapping[str, tuple[ac.CheckSpec, ...]],
+    nodes: Mapping[str, NodeDef],
 ) -> dict[str, Any]:
     """A unit's `phase`, `message`, `created`, `consumerKind` (spec.consumerRef.kind),
-    `active` (spec.active), `admissions`, `labels`, `admissionChecks` and `attempts`: the
-    state a snapshot caught it in (`asked`: each quota's admission checks)."""
+    `active` (spec.active), `admissions`, `labels`, `admissionChecks`, `attempts` and
+    `runningPods`: the state a snapshot caught it in (`asked`: each quota's admission checks;
+    `nodes`: the scenario's, by name)."""
     phase = u.get("phase", Phase.ENQUEUED.value)
     if phase not in ARRIVAL_PHASES:
         raise ScenarioError(
@@ -451,6 +428,8 @@ def _arrival(
         "labels": unit_labels(source, u, where),
         "checks": unit_checks(source, u, where, phase, asked),
         "attempts": int_field(source, u, "attempts", where, 0) or 0,
+        "running_pods": running_pods_field(source, u, where, phase, phase in ADMITTED_VALUES,
+                                           nodes),
     }
 
 
@@ -495,6 +474,8 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
             )
         )
     asked = {q.name: q.admission_checks for q in quotas}
+    nodes = nodes_field(source, doc)
+    by_name = {n.name: n for n in nodes}
     units: list[UnitDef] = []
     for where, u in maps_of(source, doc, "units", units_raw, _UNIT_KEYS):
         if "workload" in u:
@@ -535,18 +516,8 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
                 pods=pods,
                 node_selector=str_map(source, u, "nodeSelector", where),
                 pod_sets=pod_sets,
-                **_arrival(source, u, where, asked),
-            )
-        )
-    nodes: list[NodeDef] = []
-    for where, n in maps_of(source, doc, "nodes", list_field(source, doc, "nodes"), _NODE_KEYS):
-        nodes.append(
-            NodeDef(
-                name=name_field(source, n, where),
-                allocatable=resources_field(source, n, "allocatable", where),
-                labels=str_map(source, n, "labels", where),
-                numatopology=_numatopology(source, n, where),
-                usage=_usage(source, n, where),
+                tolerations=tolerations_field(source, u, where),
+                **_arrival(source, u, where, asked, by_name),
             )
         )
     steps = int_field(source, doc, "steps", "scenario", None)
@@ -566,7 +537,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         quotas=tuple(quotas),
         units=tuple(units),
         description=str(doc.get("description") or ""),
-        nodes=tuple(nodes),
+        nodes=nodes,
         scheduler_config=_scheduler_conf(source, doc),
         history=history_field(source, doc),
     )

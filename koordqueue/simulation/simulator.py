@@ -39,7 +39,7 @@ from koordqueue.domain.quota import quota_from_object
 from koordqueue.domain.quota_tree import QuotaUsage
 from koordqueue.domain.reservation import BackOff, fate_effects
 from koordqueue.domain.round import Admit, Preempted, Reclaimed
-from koordqueue.scheduler.api import JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus
+from koordqueue.scheduler.api import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from koordqueue.scheduler.api.names import DEFAULT_QUEUE
 from koordqueue.scheduler.api.numa import CpuSet
 from koordqueue.scheduler.framework import ClusterSnapshot, run_session
@@ -195,6 +195,8 @@ def iter_simulation(scenario: Scenario, result: SimulationResult) -> Iterator[St
                 engine.upsert_unit(arrived)  # an admitted phase: counted, as at a restart
                 if arrived.admitted:
                     admitted_at[arrived.uid] = step
+                    if u.running_pods:  # its workload runs already: bound where it runs
+                        placed[arrived.uid] = {p.name: p.node for p in u.running_pods}
                 if u.message is not None:  # a snapshot's: its status says it already
                     reported[arrived.uid] = u.message
                 else:  # a workload's unit says what its creator writes before any round
@@ -274,7 +276,7 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
         spec = unit_defs[unit.uid]
         bound = placed.get(unit.uid, {})
         tasks = []
-        for pod, request in spec.pod_requests():  # (each pod set's own request)
+        for pod, request in spec.pod_requests():  # (running pods', each pod set's own)
             node = bound.get(pod)
             tasks.append(
                 TaskInfo(
@@ -286,6 +288,7 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
                     status=TaskStatus.RUNNING if node else TaskStatus.PENDING,
                     node_name=node,
                     node_selector=dict(spec.node_selector),
+                    tolerations=spec.tolerations,
                     creation=float(spec.arrive),
                     numa=numa.task_numa(spec.annotations, request.get("cpu", 0)),
                 )
@@ -304,7 +307,7 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
         )
     if not jobs:
         return
-    nodes = [NodeInfo(n.name, n.allocatable, labels=dict(n.labels)) for n in scenario.nodes]
+    nodes = [n.node_info() for n in scenario.nodes]  # (taints, pods of no unit on it)
     topologies = numa.topologies({n.name: n.numatopology for n in scenario.nodes}, numa_given)
     result = run_session(
         ClusterSnapshot(nodes=nodes, jobs=jobs, queues=[QueueInfo(DEFAULT_QUEUE)],
@@ -324,7 +327,7 @@ def _place(  # noqa: PLR0917 - private helper threading the step's state through
                 record.step, job_uid, REASON_SCHEDULED, f"bound {len(pods)} pod(s): {where}"
             )
         )
-        if len(placed.get(job_uid, {})) == spec.pods:
+        if len(placed.get(job_uid, {})) == len(spec.pod_requests()):
             admitted_unit = engine.unit(job_uid)
             if admitted_unit is not None:
                 engine.upsert_unit(replace(admitted_unit, phase=Phase.RUNNING))
