@@ -1,9 +1,10 @@
 """`koordqueue snapshot`: the live cluster's admission state as a scenario file.
 
-Read-only: it gets and lists (ElasticQuotas, Queues, QueueUnits, the controller's Deployment)
-and writes nothing to the cluster; deploy/whatif-viewer.yaml is all the RBAC it needs. The
-controller's --oversellrate and --namespace come from its Deployment's arguments (parsed
-with `koordqueue run`'s own flags) unless given here.
+Read-only: it gets and lists (ElasticQuotas, Queues, QueueUnits, the controller's Deployment;
+with --nodes what the scheduler's cache lists) and writes nothing to the cluster;
+deploy/whatif-viewer.yaml is all the RBAC it needs. The controller's --oversellrate and
+--namespace come from its Deployment's arguments (parsed with `koordqueue run`'s own flags)
+unless given here.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def add_snapshot_parser(sub: Any) -> None:
                     "2 bad input.",
     )
     add_live_arguments(parser)
+    parser.add_argument("--nodes", action="store_true",
+                        help="also carry the ready nodes and what runs on them (each admitted "
+                             "unit's running pods, other pods as their node's occupied "
+                             "request), read as `whatif --nodes` reads them: `simulate` then "
+                             "places pods around what already runs")
     parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                         help="write the scenario here (default: standard output); written "
                              "only when the whole cluster was read")
@@ -123,8 +129,9 @@ def deployment_flags(deployment: dict[str, Any] | None) -> dict[str, str]:
     return {}
 
 
-def read_snapshot(args: argparse.Namespace) -> Snapshot:
-    """List everything and fold it; raises SnapshotError. Only get and list are called."""
+def read_snapshot(args: argparse.Namespace, nodes: bool = False) -> Snapshot:
+    """List everything and fold it; raises SnapshotError. Only get and list are called.
+    `nodes`: also the nodes and pods, by the scheduler cache's relist (`whatif --nodes`)."""
     from kubernetes.config import ConfigException
 
     from koordqueue.kube.api import (
@@ -159,6 +166,12 @@ def read_snapshot(args: argparse.Namespace) -> Snapshot:
         quotas = api.list_objects(ELASTIC_QUOTA)
         queues = api.list_objects(QUEUE, flags.queue_namespace)
         units = api.list_objects(QUEUE_UNIT)
+        live = None
+        if nodes:
+            from koordqueue.cli.whatif_nodes import live_nodes, relist_cache
+            from koordqueue.kube.settings import SchedulerSettings
+
+            live = live_nodes(relist_cache(api_client, SchedulerSettings().scheduler_name))
     except ApiError as exc:
         raise SnapshotError(f"cannot read the cluster: {exc}", EXIT_FAILURE) from exc
     finally:
@@ -168,7 +181,7 @@ def read_snapshot(args: argparse.Namespace) -> Snapshot:
         quotas, queues, units, oversell_rate=flags.oversell_rate,
         queue_namespace=flags.queue_namespace, now=time.time(), source=f"cluster {host}",
         honour_active=parse_feature_gates(flags.feature_gates).active,
-        step_seconds=flags.admission_period,
+        step_seconds=flags.admission_period, nodes=live,
     )
     snapshot.notes.insert(0, f"controller flags from {flags.source}: --oversellrate="
                              f"{flags.oversell_rate} --namespace={flags.queue_namespace}"
@@ -208,7 +221,7 @@ def controller_flags(
 
 def run_snapshot(args: argparse.Namespace) -> int:
     try:
-        snapshot = read_snapshot(args)
+        snapshot = read_snapshot(args, nodes=args.nodes)
     except SnapshotError as exc:
         print(f"koordqueue snapshot: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -221,6 +234,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"koordqueue snapshot: error: cannot write {args.output}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    nodes = f", {len(snapshot.doc['nodes'])} nodes" if "nodes" in snapshot.doc else ""
     print(f"koordqueue snapshot: {len(snapshot.doc['quotas'])} quotas, "
-          f"{len(snapshot.doc['units'])} units -> {args.output}", file=sys.stderr)
+          f"{len(snapshot.doc['units'])} units{nodes} -> {args.output}", file=sys.stderr)
     return EXIT_OK

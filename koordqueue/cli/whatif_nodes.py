@@ -1,9 +1,9 @@
 """`koordqueue whatif --nodes`: the scheduler core's what-if (issue 29 part 3).
 
 The cluster is read as the scheduler reads it (its cache's relist: nodes, Queues, PodGroups,
-pods; get and list only), and two dry sessions run: as it is and with the node and queue
-edits. Printed per queue: the pods whose fate differs (placed where, evicted by reclaim or
-preempt, still pending).
+pods; get and list only; `snapshot --nodes` reads it the same way), and two dry sessions
+run: as it is and with the node and queue edits. Printed per queue: the pods whose fate
+differs (placed where, evicted by reclaim or preempt, still pending).
 """
 
 from __future__ import annotations
@@ -11,12 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koordqueue.cli.render import table
+from koordqueue.domain.quantity import InvalidQuantityError
+from koordqueue.domain.resources import Resources
 from koordqueue.scheduler.framework import ClusterSnapshot
 from koordqueue.simulation.node_whatif import NODE_EDIT_KINDS, NodeWhatIf, node_what_if
+from koordqueue.simulation.snapshot_nodes import LiveNodes
 from koordqueue.simulation.whatif import Edit
+
+if TYPE_CHECKING:
+    from koordqueue.kube.scheduler.cache import SchedulerCache
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -38,28 +44,59 @@ class LiveReadError(Exception):
         super().__init__(message)
 
 
+def relist_cache(api_client: Any, scheduler_name: str) -> SchedulerCache:
+    """The scheduler's cache filled by its own relist (nodes, Queues, PodGroups, pods...):
+    what `whatif --nodes` and `snapshot --nodes` read. Only GET/LIST; raises ApiError."""
+    from koordqueue.kube.api import KubeApi
+    from koordqueue.kube.scheduler.cache import SchedulerCache
+    from koordqueue.kube.scheduler.scheduler import Scheduler
+    from koordqueue.kube.settings import SchedulerSettings
+
+    cache = SchedulerCache(scheduler_name)
+    api = KubeApi(api_client, timeout=15.0)
+    scheduler = Scheduler(api, SchedulerSettings(scheduler_name=scheduler_name), cache=cache)
+    try:
+        scheduler.relist()
+    finally:
+        scheduler.close()
+    return cache
+
+
+def live_nodes(cache: SchedulerCache) -> LiveNodes:
+    """The ready nodes as the scheduler converts them, the pods it keeps, and notes for the
+    nodes it leaves out (not Ready) or reads as empty (an allocatable it cannot parse)."""
+    from koordqueue.kube.scheduler.convert import node_ready
+
+    nodes = list(cache.build().snapshot.nodes)
+    ready = {n.name for n in nodes}
+    notes = []
+    for raw in sorted(cache.nodes(), key=lambda n: str((n.get("metadata") or {}).get("name"))):
+        name = str((raw.get("metadata") or {}).get("name"))
+        if name not in ready or not node_ready(raw):
+            notes.append(f"node {name} is not Ready: left out (the scheduler places nothing "
+                         "there)")
+            continue
+        status = raw.get("status") or {}
+        try:
+            Resources.parse(status.get("allocatable") or status.get("capacity") or {},
+                            f"node {name} allocatable")
+        except InvalidQuantityError as exc:
+            notes.append(f"{exc}: carried as empty (as the scheduler reads it)")
+    return LiveNodes(nodes, cache.pods(), notes)
+
+
 def read_scheduler_snapshot(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
     """The scheduler's own view (its cache filled by its relist); only GET/LIST are sent."""
     from kubernetes.config import ConfigException
 
-    from koordqueue.kube.api import ApiError, KubeApi, KubeconfigError, load_api_client
-    from koordqueue.kube.scheduler.cache import SchedulerCache
-    from koordqueue.kube.scheduler.scheduler import Scheduler
-    from koordqueue.kube.settings import SchedulerSettings
+    from koordqueue.kube.api import ApiError, KubeconfigError, load_api_client
 
     try:
         api_client = load_api_client(args.kubeconfig, args.context)
     except (ConfigException, OSError, KubeconfigError) as exc:
         raise LiveReadError(f"cannot load kubeconfig: {exc}", EXIT_BAD_INPUT) from exc
-    cache = SchedulerCache(args.scheduler_name)
     try:
-        api = KubeApi(api_client, timeout=15.0)
-        scheduler = Scheduler(api, SchedulerSettings(scheduler_name=args.scheduler_name),
-                              cache=cache)
-        try:
-            scheduler.relist()
-        finally:
-            scheduler.close()
+        cache = relist_cache(api_client, args.scheduler_name)
     except ApiError as exc:
         raise LiveReadError(f"cannot read the cluster: {exc}", EXIT_FAILURE) from exc
     finally:

@@ -48,6 +48,7 @@ from koordqueue.simulation.scenario_podsets import (
     heterogeneous,
     pod_set_entries,
 )
+from koordqueue.simulation.snapshot_nodes import LiveNodes, carry_nodes
 
 SNAPSHOT_STEPS: Final = 2
 """Steps a snapshot replays by default: the controller's next round, and one more to show
@@ -284,10 +285,13 @@ def snapshot_from_objects(
     source: str = "",
     honour_active: bool = False,
     step_seconds: float = 1.0,
+    nodes: LiveNodes | None = None,
 ) -> Snapshot:
     """The scenario for these objects as listed at `now` (epoch seconds). `honour_active`:
     the controller's QueueUnitActive gate (alpha, off by default). `step_seconds`: its
-    --admission-period, one replay step (the finished units' run times become steps)."""
+    --admission-period, one replay step (the finished units' run times become steps).
+    `nodes`: the nodes and pods the scheduler's cache read (snapshot_nodes.py), carried so
+    that the replay places pods around what already runs; None: no nodes, no placement."""
     unit_list = list(units)
     queue_list = [
         q for q in queues
@@ -320,7 +324,7 @@ def snapshot_from_objects(
         if q.name not in by_queue:
             notes.append(f"quota {q.name} has no Queue in {queue_namespace} yet: "
                          "the replay serves one")
-    unit_entries: list[dict[str, Any]] = []
+    carried: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
     for obj in unit_list:
         try:
             unit = queue_unit_from_object(obj)
@@ -329,7 +333,9 @@ def snapshot_from_objects(
             continue
         entry = _unit_entry(obj, unit, now, honour_active, checks, notes)
         if entry is not None:
-            unit_entries.append(entry)
+            carried.append((obj, entry))
+    node_entries = carry_nodes(nodes, carried, notes) if nodes is not None else []
+    unit_entries = [entry for _, entry in carried]
     unit_entries.sort(key=lambda e: (e["created"], e["namespace"], e["name"]))
     waiting = {p.value for p in (Phase.BACKOFF, Phase.PREEMPTED, Phase.SCHED_FAILED)}
     for obj in unit_list:
@@ -347,6 +353,8 @@ def snapshot_from_objects(
         "quotas": quota_entries,
         "units": unit_entries,
     }
+    if nodes is not None:
+        doc["nodes"] = node_entries
     history = run_history(unit_list, step_seconds)
     if history is not None:
         doc["history"] = history.to_doc()

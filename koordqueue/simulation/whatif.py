@@ -192,7 +192,7 @@ def _added(edit: Edit, units: Sequence[UnitDef]) -> list[UnitDef]:
         if f"{like.namespace}/{name}" in taken:
             raise EditError(edit.text, f"unit {like.namespace}/{name} exists already")
         out.append(replace(like, name=name, arrive=0, phase=Phase.ENQUEUED.value,
-                           message=None, created=0.0))
+                           message=None, created=0.0, admissions=(), running_pods=()))
     return out
 
 

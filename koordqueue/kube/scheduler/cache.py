@@ -105,6 +105,12 @@ class SchedulerCache:
         with self._lock:
             return list(self._store.objs[CachedKind.NODE].values())
 
+    def pods(self) -> list[dict[str, Any]]:
+        """The raw Pod objects kept: ours, and others' while they hold a node (a snapshot
+        reads where they run and who owns them)."""
+        with self._lock:
+            return list(self._store.objs[CachedKind.POD].values())
+
     def get(self, kind: CachedKind, key: str) -> dict[str, Any] | None:
         with self._lock:
             return self._store.objs[kind].get(key)

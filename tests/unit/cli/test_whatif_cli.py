@@ -195,3 +195,34 @@ def test_the_viewer_role_lists_every_kind_the_schedulers_relist_reads() -> None:
     for kind in CachedKind:
         rest = convert_kind(kind)
         assert (rest.group, rest.plural) in listed, kind
+
+
+def test_snapshot_nodes_are_the_schedulers_ready_nodes_and_the_rest_is_a_note() -> None:
+    """`snapshot --nodes` reads what `whatif --nodes` reads (the scheduler's cache): its ready
+    nodes, converted as it converts them, and the pods it keeps; a node that is not Ready, or
+    whose allocatable cannot be read, is a note."""
+    from koordqueue.cli.whatif_nodes import live_nodes
+    from koordqueue.kube.scheduler.cache import SchedulerCache
+    from koordqueue.kube.scheduler.store import CachedKind
+
+    def node(name: str, ready: str, cpu: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "labels": {"zone": "a"}},
+                "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"cpu": cpu},
+                           "conditions": [{"type": "Ready", "status": ready}]}}
+
+    cache = SchedulerCache()
+    cache.replace(CachedKind.NODE, [node("up", "True", "4"), node("down", "False", "4"),
+                                    node("odd", "True", "lots")])
+    running = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+               "spec": {"nodeName": "up", "schedulerName": "default-scheduler"},
+               "status": {"phase": "Running"}}
+    cache.replace(CachedKind.POD, [running])
+    live = live_nodes(cache)
+    assert sorted(n.name for n in live.nodes) == ["odd", "up"]
+    up = next(n for n in live.nodes if n.name == "up")
+    assert (up.allocatable.to_quantities(), up.labels, [t.key for t in up.taints]) == (
+        {"cpu": "4"}, {"zone": "a"}, ["k"])
+    assert [p["metadata"]["name"] for p in live.pods] == ["p"]
+    assert live.notes[0] == "node down is not Ready: left out (the scheduler places nothing there)"
+    assert "node odd allocatable" in live.notes[1] and "carried as empty" in live.notes[1]
