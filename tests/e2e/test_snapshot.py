@@ -397,6 +397,97 @@ def test_a_snapshot_replays_reserved_units_as_their_admission_checks_decide(
             assert 144 <= int(message.rsplit(" ", 1)[1].rstrip("s")) <= 176  # the 5th: 160 s
 
 
+def _running_pod(kubectl: Any, ns: str, name: str, node: str, cpu: str,
+                 job: dict[str, Any] | None = None) -> None:
+    """A pod where a kubelet would run it (none here does): created on `node`, its status
+    Running, owned by `job` as the Job controller owns the pods it makes."""
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if job is not None:
+        meta["ownerReferences"] = [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
+            "uid": job["metadata"]["uid"], "controller": True}]
+    kubectl.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+        "nodeName": node, "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]}})
+    kubectl("patch", "pod", name, "-n", ns, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"phase": "Running"}}))
+
+
+def test_a_snapshot_with_nodes_replays_admitted_jobs_running_where_they_run(
+    kubectl: Any, kubeconfig: Path, deployment: tuple[str, str],
+    as_viewer: Callable[..., tuple[int, str, str]], tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Two 2-cpu nodes; Jobs r1 (two 1-cpu pods), r2 and new (one each) admitted, wait
+    waiting on the quota (4 cpu at --oversellrate=2). r1's pods run on n1; r2's and a pod of
+    no Job on n2; new has no pod yet (no Job controller here; a scheduler would find no room
+    either). The viewer's `snapshot --nodes` carries the nodes, r1's and r2's running pods
+    and n2's other pod, and `simulate` shows what kubectl shows: r1 and r2 Running where
+    they run, new Dequeued (the replay's scheduler finds no room for it), wait Enqueued.
+    Placed from scratch, new (first by name) would take the room and show Running."""
+    prefix = kq.unique("snap-nodes")
+    ns = kq.namespace(kubectl, prefix)
+    pool = kq.unique("snappool")
+    n1, n2 = f"{pool}-1", f"{pool}-2"
+    for name in (n1, n2):
+        make_node(kubectl, name, "2", labels={TEST_LABEL: pool})
+    q = f"{prefix}-q"
+    kubectl.apply(kq.quota(q, ns, max_={"cpu": "2", "memory": "8Gi"}, policy="Priority"))
+
+    def job(name: str, pods: int) -> dict[str, Any]:
+        made = kq.job(name, ns, q, cpu="1", memory="256Mi", parallelism=pods)
+        made["spec"]["template"]["spec"]["nodeSelector"] = {TEST_LABEL: pool}
+        return made
+
+    keys = {n: f"{ns}/{n}" for n in ("r1", "r2", "new", "wait")}
+    try:
+        with RunningController(kubeconfig, oversell_rate="2"):
+            kubectl.apply({"apiVersion": "v1", "kind": "List",
+                           "items": [job("r1", 2), job("r2", 1), job("new", 1)]})
+            kq.wait_for(lambda: all(kq.phase(kubectl, ns, n) == "Dequeued"
+                                    for n in ("r1", "r2", "new")),
+                        what="r1, r2 and new admitted", state=lambda: observed(kubectl, ns))
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            for name, node, pods in (("r1", n1, 2), ("r2", n2, 1)):
+                made = kq.get(kubectl, "job", name, ns)
+                assert made is not None
+                for i in range(pods):
+                    _running_pod(kubectl, ns, f"{name}-{i}", node, "1", made)
+                kubectl("patch", "job", name, "-n", ns, "--subresource=status",
+                        "--type=merge", "-p", json.dumps({"status": {
+                            "startTime": now, "active": pods, "ready": pods}}))
+            _running_pod(kubectl, ns, "other", n2, "1")
+            kubectl.apply(job("wait", 1))
+            live = settled(kubectl, ns, 4)
+            assert {k: v[0] for k, v in live.items()} == {
+                keys["r1"]: "Running", keys["r2"]: "Running", keys["new"]: "Dequeued",
+                keys["wait"]: "Enqueued"}
+            out = tmp_path_factory.mktemp("snap") / "snapshot.yaml"
+            code, _, err = as_viewer("snapshot", "--nodes", "--controller-namespace",
+                                     deployment[0], "--controller-deployment", deployment[1],
+                                     "-o", out)
+            assert code == 0, err
+            assert observed(kubectl, ns) == live  # (still settled while it was read)
+        doc = yaml.safe_load(out.read_text())
+        nodes = {n["name"]: n for n in doc["nodes"]}
+        assert "occupied" not in nodes[n1]
+        assert nodes[n2]["occupied"] == {"pods": 1, "request": {"cpu": "1", "memory": "256Mi"}}
+        units = {f"{u['namespace']}/{u['name']}": u for u in doc["units"]}
+        assert {k: [(p["name"], p["node"]) for p in units[k].get("runningPods", [])]
+                for k in keys.values()} == {
+            keys["r1"]: [("r1-0", n1), ("r1-1", n1)], keys["r2"]: [("r2-0", n2)],
+            keys["new"]: [], keys["wait"]: []}
+        assert units[keys["new"]]["nodeSelector"] == {TEST_LABEL: pool}
+        result = simulate(load_scenario(out))
+        phases, messages = result.final_phases(), result.final_messages()
+        assert {k: (phases[k], messages.get(k)) for k in live} == live
+        assert not any(set(r.placements) & set(keys.values()) for r in result.steps)
+        why = [e.message for r in result.steps for e in r.events if e.unit == keys["new"]]
+        assert why and "Insufficient cpu" in why[0], why
+    finally:
+        kubectl("delete", "node", n1, n2, "--wait=false", check=False)
+
+
 # --- what-if: each edit kind, then the same edit made for real --------------------------------
 
 
