@@ -70,19 +70,27 @@ def device_annotations(meta: Mapping[str, Any]) -> tuple[object, ...]:
 
 def node_devices(node: Mapping[str, Any]) -> NodeDeviceSource | None:
     """What Volcano's device plugins wrote on the node, None if nothing."""
-    capacity = (node.get("status") or {}).get("capacity") or {}
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or {}
     annotations = (node.get("metadata") or {}).get("annotations") or {}
     memory = capacity.get(dn.GPU_MEMORY)
     number = capacity.get(dn.GPU_NUMBER)
     register = annotations.get(dn.VGPU_REGISTER)
     if memory is None and number is None and register is None:
         return None
+
+    def amount(raw: object) -> int | None:
+        return _whole(raw) if raw is not None else None
+
     return NodeDeviceSource(
-        gpu_memory=_whole(memory) if memory is not None else None,
-        gpu_number=_whole(number) if number is not None else None,
+        gpu_memory=amount(memory),
+        gpu_number=amount(number),
         unhealthy_ids=annotations.get(dn.UNHEALTHY_GPU_IDS),
         vgpu_register=register,
-        vgpu_handshake=annotations.get(dn.VGPU_HANDSHAKE),
+        vgpu_number=amount(allocatable.get(dn.VGPU_NUMBER)),
+        vgpu_cores=amount(allocatable.get(dn.VGPU_CORES)),
+        vgpu_memory=amount(allocatable.get(dn.VGPU_MEMORY)),
     )
 
 

@@ -1,4 +1,4 @@
-"""Names of Volcano's shared devices (deviceshare plugin, v1.14.1): its arguments, the
+"""Names of Volcano's shared devices (deviceshare plugin, v1.15.1): its arguments, the
 extended resources pods ask for, the node capacity and annotations Volcano's device plugins
 write, the pod annotations the scheduler writes at bind, and the refusals it gives.
 
@@ -50,9 +50,9 @@ VGPU_CORES: Final = "volcano.sh/vgpu-cores"
 VGPU_MEMORY_PERCENTAGE: Final = "volcano.sh/vgpu-memory-percentage"
 """Read only when a device config names it (Volcano's default config does not)."""
 VGPU_REGISTER: Final = "volcano.sh/node-vgpu-register"
-"""Node annotation the vgpu device plugin writes: "uuid,count,memory,type,health,mode:" per GPU."""
-VGPU_HANDSHAKE: Final = "volcano.sh/node-vgpu-handshake"
-"""Node annotation: "Reported_<time>" from the device plugin; "Deleted_<time>" drops the GPUs."""
+"""Node annotation the vgpu device plugin writes: "uuid,count,memory,type,health,mode:" per GPU.
+The node has vGPUs only with allocatable VGPU_NUMBER, VGPU_CORES and VGPU_MEMORY above 0
+(v1.15; v1.14 read a `volcano.sh/node-vgpu-handshake` annotation instead)."""
 VGPU_IDS: Final = "volcano.sh/vgpu-ids-new"
 """Pod annotation written at bind: per container "uuid,type,memory,cores:" joined by ";"."""
 VGPU_DEVICES_TO_ALLOCATE: Final = "volcano.sh/devices-to-allocate"
@@ -63,12 +63,16 @@ BIND_PHASE: Final = "volcano.sh/bind-phase"
 BIND_PHASE_ALLOCATING: Final = "allocating"
 VGPU_MODE: Final = "volcano.sh/vgpu-mode"
 """Pod annotation: the sharing mode the pod needs (hami-core or mig)."""
+VGPU_PODGROUP_POLICY: Final = "volcano.sh/vgpu-podgroup-policy"
+"""Pod annotation (v1.15): "spread" keeps the pod off GPUs a pod of its PodGroup uses."""
+KUBE_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
+VOLCANO_GROUP_NAME: Final = "scheduling.volcano.sh/group-name"
+"""Pod annotations naming its PodGroup (the first wins), read for VGPU_PODGROUP_POLICY."""
 USE_GPU_TYPE: Final = "nvidia.com/use-gputype"
 NOUSE_GPU_TYPE: Final = "nvidia.com/nouse-gputype"
 NVIDIA: Final = "NVIDIA"
 MODE_HAMI_CORE: Final = "hami-core"
 MODE_MIG: Final = "mig"
-HANDSHAKE_DELETED: Final = "Deleted"
 DEFAULT_MEM_PERCENTAGE: Final = 101
 """Volcano's "no percentage asked" marker."""
 MULTIPLIER: Final = 100
@@ -78,7 +82,10 @@ DEVICE_RESOURCES: Final = frozenset(
     {GPU_MEMORY, GPU_NUMBER, VGPU_NUMBER, VGPU_MEMORY, VGPU_CORES, VGPU_MEMORY_PERCENTAGE}
 )
 """Extended resources whose per-container amounts a pod's device request keeps."""
-POD_ANNOTATIONS: Final = (GPU_INDEX, VGPU_IDS, VGPU_MODE, USE_GPU_TYPE, NOUSE_GPU_TYPE)
+POD_ANNOTATIONS: Final = (
+    GPU_INDEX, VGPU_IDS, VGPU_NODE, VGPU_MODE, USE_GPU_TYPE, NOUSE_GPU_TYPE, VGPU_PODGROUP_POLICY,
+    KUBE_GROUP_NAME, VOLCANO_GROUP_NAME,
+)
 """Pod annotations device accounting and filtering read."""
 
 # --- refusals (one per failing node; "deviceshare:" names the plugin for explain) -------------
@@ -96,6 +103,10 @@ VGPU_TOO_FEW_CARDS: Final = "no enough gpu cards ({request} " + VGPU_NUMBER + ")
 VGPU_NOT_FITTED: Final = (
     "not enough gpu fitted ({number} " + VGPU_NUMBER + " with {memory} " + VGPU_MEMORY
     + " and {cores} " + VGPU_CORES + " each)"
+)
+VGPU_PODGROUP_SPREAD: Final = (
+    "pod group {group} already uses every GPU that could take the pod ("
+    + VGPU_PODGROUP_POLICY + ": spread)"
 )
 VGPU_EXCLUSIVE_HELD: Final = (
     "GPU-exclusive rule {rules}: GPU {cards} already run pods of the same rule"

@@ -67,10 +67,13 @@ class PodDevices:
 @dataclass(frozen=True, slots=True)
 class NodeDeviceSource:
     """What Volcano's device plugins wrote on a node: gpushare's capacity and unhealthy ids,
-    the vgpu plugin's register and handshake annotations (None where absent)."""
+    the vgpu plugin's register annotation and allocatable vGPU resources (None where
+    absent)."""
 
     gpu_memory: int | None = None
     gpu_number: int | None = None
     unhealthy_ids: str | None = None
     vgpu_register: str | None = None
-    vgpu_handshake: str | None = None
+    vgpu_number: int | None = None
+    vgpu_cores: int | None = None
+    vgpu_memory: int | None = None

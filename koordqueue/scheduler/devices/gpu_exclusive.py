@@ -6,7 +6,9 @@ pod matching rules R is tried on a node, every card already running a pod that m
 rule of R is closed to it (its share count capped at what is used, so the vGPU allocator
 skips it), for the fit, the score and the allocation alike. Pods of different rules, and
 pods of none, share cards as before. Only HAMi-core nodes have such cards here (without a
-MIG geometry config every node is HAMi-core), which is where Volcano applies the rules.
+MIG geometry config every node is HAMi-core), which is where Volcano applies the rules. A pod
+Releasing when the session opens holds no card (v1.15.1) but still closes the cards its
+annotation names to its rules, as Volcano reads them from the annotation then.
 
 Where this differs from Volcano, and why:
 - The cards a rule holds are derived from the pods on the cards each time they are asked.
@@ -88,13 +90,17 @@ def matching_rules(labels: Mapping[str, str] | None, rules: Sequence[ExclusiveRu
 class ExclusiveCards:
     """A node's vGPUs under the rules: the cards, and which rules each placed pod matches."""
 
-    __slots__ = ("inner", "pod_rules", "rules")
+    __slots__ = ("annotated", "inner", "pod_rules", "rules")
 
     def __init__(self, inner: VGpuDevices, rules: Sequence[ExclusiveRule]) -> None:
         self.inner = inner
         self.rules = rules
         self.pod_rules: dict[str, frozenset[int]] = {}
         """pod uid -> the rules it matches (pods matching none are not kept)."""
+        self.annotated: dict[str, frozenset[int]] = {}
+        """pod uid -> the cards its `volcano.sh/vgpu-ids-new` names, for a pod that holds
+        none (a Releasing pod when the session opens: Volcano v1.15.1 frees its memory but
+        still closes its cards to its rules, read from the annotation)."""
 
     def track(self, uid: str, labels: Mapping[str, str] | None) -> None:
         """A pod placed on the node: remember the rules it matches."""
@@ -102,8 +108,21 @@ class ExclusiveCards:
         if matched:
             self.pod_rules[uid] = frozenset(matched)
 
+    def track_annotated(
+        self, uid: str, labels: Mapping[str, str] | None, assignment: list[ContainerAssignment],
+    ) -> None:
+        """A pod on the node holding no card: its annotation's cards (the uuid exactly)
+        stay closed to its rules."""
+        matched = matching_rules(labels, self.rules)
+        if not matched:
+            return
+        self.pod_rules[uid] = frozenset(matched)
+        named = {uuid for container in assignment for uuid, _t, _m, _c in container}
+        self.annotated[uid] = frozenset(c.index for c in self.inner.cards if c.uuid in named)
+
     def untrack(self, uid: str) -> None:
         self.pod_rules.pop(uid, None)
+        self.annotated.pop(uid, None)
 
     def rule_cards(self) -> dict[int, set[int]]:
         """rule -> the indices of the cards running a pod that matches it."""
@@ -112,6 +131,9 @@ class ExclusiveCards:
             for uid in card.pods:
                 for rule in self.pod_rules.get(uid, ()):
                     out.setdefault(rule, set()).add(card.index)
+        for uid, indices in self.annotated.items():
+            for rule in self.pod_rules.get(uid, ()):
+                out.setdefault(rule, set()).update(indices)
         return out
 
     def reserved_for(self, labels: Mapping[str, str] | None) -> set[int]:
@@ -138,20 +160,22 @@ class ExclusiveCards:
 
     def fit(
         self, devices: PodDevices, labels: Mapping[str, str] | None, policy: str,
-        *, commit: str | None = None,
+        *, group: str = "", commit: str | None = None,
     ) -> Fit:
         """`VGpuDevices.fit` with the pod's rules' cards closed; a pod given cards
         (`commit`, its uid) is tracked. A refusal the rules alone cause says so."""
         reserved = self.reserved_for(labels)
         if not reserved:
-            fitted = self.inner.fit(devices, policy, commit=commit)
+            fitted = self.inner.fit(devices, policy, group=group, commit=commit)
         else:
             saved = self.cap(reserved)
             try:
-                fitted = self.inner.fit(devices, policy, commit=commit)
+                fitted = self.inner.fit(devices, policy, group=group, commit=commit)
             finally:
                 self.restore(saved)
-            if isinstance(fitted, str) and not isinstance(self.inner.fit(devices, policy), str):
+            if isinstance(fitted, str) and not isinstance(
+                self.inner.fit(devices, policy, group=group), str
+            ):
                 return self._held(labels, reserved)
         if commit is not None and not isinstance(fitted, str):
             self.track(commit, labels)

@@ -1,11 +1,12 @@
 """gpushare: GPUs shared by memory (`volcano.sh/gpu-memory`) and whole GPUs by number
-(`volcano.sh/gpu-number`), Volcano's nvidia/gpushare device (v1.14.1) for one node.
+(`volcano.sh/gpu-number`), Volcano's nvidia/gpushare device (v1.15.1) for one node.
 
 The node offers `gpu-number` GPUs of `gpu-memory / gpu-number` memory each, less those the
 `volcano.sh/gpu-unhealthy-ids` annotation names. A pod sharing by memory fits on a GPU with
 that much memory not taken by the other pods on it; the GPU with the lowest id wins. A pod
 asking for whole GPUs takes idle ones (no pod on them). Pods already placed hold the GPUs of
-their `volcano.sh/gpu-index` annotation.
+their `volcano.sh/gpu-index` annotation. (v1.15.1 changed the device only by a deep copy
+for preemption's dry runs; a fit here never changes the GPUs, so there is nothing to copy.)
 """
 
 from __future__ import annotations

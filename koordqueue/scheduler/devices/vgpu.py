@@ -1,14 +1,26 @@
 """vGPU: GPUs split by count, memory and cores (HAMi-core), Volcano's nvidia/vgpu device
-(v1.14.1) for one node, with Volcano's default device config.
+(v1.15.1) for one node, with Volcano's default device config.
 
 The vgpu device plugin registers the node's GPUs in `volcano.sh/node-vgpu-register`
-("uuid,count,memory,type,health,mode:" per GPU); a container asks for `volcano.sh/vgpu-number`
-GPUs (1 when it names only `vgpu-memory`), each with `vgpu-memory` memory (all of it when
-none is asked) and `vgpu-cores` percent of its cores. GPUs are tried from the highest index
-down; a GPU takes the container when it has a share left (`count`), the memory, the cores
-(100 asks for it alone), and its type passes the pod's `nvidia.com/use-gputype` /
-`nouse-gputype` annotations. The binpack policy scores a GPU by how full its memory would be,
-spread by whether it was idle (x 100 each, summed over the GPUs given).
+("uuid,count,memory,type,health,mode:" per GPU) and offers `volcano.sh/vgpu-number`,
+`vgpu-cores` and `vgpu-memory` as allocatable; a node lacking any of the three (or with 0)
+has no vGPUs. A container asks for `vgpu-number` GPUs (1 when it names only `vgpu-memory`),
+each with `vgpu-memory` memory (all of it when none is asked) and `vgpu-cores` percent of its
+cores. A GPU takes the container when it has a share left (`count`), the memory, the cores
+(100 asks for it alone), its type passes the pod's `nvidia.com/use-gputype` /
+`nouse-gputype` annotations and, for a pod annotated `volcano.sh/vgpu-podgroup-policy:
+spread`, no pod of the same PodGroup uses it. The GPUs are tried, per container, in the
+order of `deviceshare.SchedulePolicy`: binpack the most memory used first, spread the fewest
+shares used first, otherwise the highest index first. A GPU's score is taken once the
+container is tentatively on it: binpack how full its memory is, spread 100 if it was idle;
+as the container is already counted, spread always scores 0 (Volcano's v1.15.1 arithmetic).
+
+Accounting, as Volcano v1.15.1's HAMi-core sharing: a placed pod is put on each GPU its
+`volcano.sh/vgpu-ids-new` names once (a second entry on the same GPU, another container's, is
+not counted again), and taken off per entry (its first entry there, then the entry is gone).
+A pod given GPUs in the session counts every entry, so a pod whose two containers share a GPU
+holds more in its session than when read back from its annotation in the next, as in Volcano.
+A fit that fails leaves nothing behind.
 
 MIG needs a geometry ConfigMap; without one Volcano falls back to HAMi-core, and so do we.
 """
@@ -16,6 +28,7 @@ MIG needs a geometry ConfigMap; without one Volcano falls back to HAMi-core, and
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from koordqueue.scheduler.api import device_names as dn
@@ -37,6 +50,16 @@ class ContainerRequest:
 
 
 @dataclass(slots=True)
+class PodUsage:
+    """What one pod uses of one GPU and its PodGroup (Volcano's GPUUsage)."""
+
+    memory: int = 0
+    cores: int = 0
+    group: str = ""
+    """namespace/name of the pod's PodGroup, "" for a pod of none."""
+
+
+@dataclass(slots=True)
 class VGpuCard:
     """One GPU and what the pods on it use (Volcano's GPUDevice)."""
 
@@ -49,19 +72,41 @@ class VGpuCard:
     used_num: int = 0
     used_mem: int = 0
     used_core: int = 0
-    pods: dict[str, list[int]] = field(default_factory=dict)
-    """pod uid -> [memory, cores, shares] it holds here."""
+    pods: dict[str, PodUsage] = field(default_factory=dict)
+    """pod uid -> its usage here (Volcano's PodMap)."""
 
-    def take(self, uid: str, memory: int, cores: int) -> None:
+    def try_add(self, memory: int, cores: int) -> None:
+        """Count a container on the GPU (HAMi-core's TryAddPod: no pod entry)."""
         self.used_num += 1
         self.used_mem += memory
         self.used_core += cores
-        held = self.pods.setdefault(uid, [0, 0, 0])
-        held[0] += memory
-        held[1] += cores
-        held[2] += 1
+
+    def add_pod(self, uid: str, memory: int, cores: int, group: str) -> None:
+        """HAMi-core's AddPod: a pod already on the GPU is not counted again."""
+        held = self.pods.get(uid)
+        if held is None:
+            self.pods[uid] = PodUsage(memory, cores, group)
+            self.try_add(memory, cores)
+        else:
+            held.group = group
+
+    def sub_pod(self, uid: str, memory: int, cores: int) -> None:
+        """HAMi-core's SubPod: one entry's amounts off, and the pod off the GPU; a pod not
+        on it changes nothing."""
+        if self.pods.pop(uid, None) is not None:
+            self.used_num -= 1
+            self.used_mem -= memory
+            self.used_core -= cores
+
+    def has_group(self, group: str) -> bool:
+        """A pod of PodGroup `group` uses the GPU (Volcano's deviceHasPodFromSameGroup: an
+        entry left with no memory and no cores does not count)."""
+        return bool(group) and any(
+            u.group == group and (u.memory > 0 or u.cores > 0) for u in self.pods.values()
+        )
 
     def copy(self) -> VGpuCard:
+        """The counters copied; the pod entries shared (a fit reads them only)."""
         return VGpuCard(self.index, self.uuid, self.number, self.memory, self.type, self.health,
                         self.used_num, self.used_mem, self.used_core, self.pods)
 
@@ -117,7 +162,15 @@ def has_request(devices: PodDevices) -> bool:
     )
 
 
-def gpu_type_allowed(annotations: dict[str, str] | None, card_type: str) -> bool:
+def pod_group_key(namespace: str, annotations: Mapping[str, str] | None) -> str:
+    """Volcano's getPodGroupKey: "namespace/group" from `scheduling.k8s.io/group-name`, else
+    `scheduling.volcano.sh/group-name`; "" for a pod of no PodGroup."""
+    annotations = annotations or {}
+    group = annotations.get(dn.KUBE_GROUP_NAME) or annotations.get(dn.VOLCANO_GROUP_NAME)
+    return f"{namespace}/{group}" if group else ""
+
+
+def gpu_type_allowed(annotations: Mapping[str, str] | None, card_type: str) -> bool:
     """The pod's use-gputype (any listed type in the card's) or nouse-gputype (none)."""
     annotations = annotations or {}
     upper = card_type.upper()
@@ -131,12 +184,23 @@ def gpu_type_allowed(annotations: dict[str, str] | None, card_type: str) -> bool
 
 
 def gpu_score(policy: str, card: VGpuCard) -> float:
-    """A GPU's score once the container is on it (Volcano's GPUScore)."""
+    """A GPU's score (Volcano's GPUScore): binpack how full its memory is, spread 100 for an
+    idle GPU. The fit asks once the container is counted on it."""
     if policy == dn.POLICY_BINPACK:
         return dn.MULTIPLIER * (card.used_mem / card.memory) if card.memory else 0.0
     if policy == dn.POLICY_SPREAD:
-        return float(dn.MULTIPLIER) if card.used_num == 1 else 0.0
+        return float(dn.MULTIPLIER) if card.used_num == 0 else 0.0
     return 0.0
+
+
+def card_order(cards: list[VGpuCard], policy: str) -> list[int]:
+    """Positions of the GPUs in the order a container tries them (Volcano's
+    sortedDeviceIndicesByPolicy); ties go to the lower index."""
+    if policy == dn.POLICY_BINPACK:
+        return sorted(range(len(cards)), key=lambda i: (-cards[i].used_mem, cards[i].index))
+    if policy == dn.POLICY_SPREAD:
+        return sorted(range(len(cards)), key=lambda i: (cards[i].used_num, cards[i].index))
+    return list(range(len(cards) - 1, -1, -1))
 
 
 @dataclass(slots=True)
@@ -146,14 +210,17 @@ class VGpuDevices:
     name: str
     cards: list[VGpuCard]
     mode: str = dn.MODE_HAMI_CORE
+    assigned: dict[str, list[ContainerAssignment]] = field(default_factory=dict)
+    """pod uid -> the GPUs its annotation names (what SubResource reads back)."""
 
     @classmethod
     def from_source(cls, name: str, source: NodeDeviceSource) -> VGpuDevices | None:
-        """The node's vGPUs; None without both annotations, with a malformed or empty
-        register, or once the handshake says the device plugin is gone ("Deleted_...")."""
-        if source.vgpu_register is None or source.vgpu_handshake is None:
+        """The node's vGPUs; None without the register annotation, without allocatable
+        vgpu-number, vgpu-cores and vgpu-memory all above 0, or with a malformed or empty
+        register (Volcano's NewGPUDevices)."""
+        if source.vgpu_register is None:
             return None
-        if dn.HANDSHAKE_DELETED in source.vgpu_handshake:
+        if not (source.vgpu_number and source.vgpu_cores and source.vgpu_memory):
             return None
         decoded = decode_register(source.vgpu_register)
         if decoded is None or not decoded[0]:
@@ -161,27 +228,34 @@ class VGpuDevices:
         return cls(name, decoded[0], decoded[1])
 
     def fit(
-        self, devices: PodDevices, policy: str, *, commit: str | None = None,
+        self, devices: PodDevices, policy: str, *, group: str = "", commit: str | None = None,
     ) -> tuple[list[ContainerAssignment], float] | str:
         """The GPUs per container and the score, or why the pod does not fit (Volcano's
-        checkNodeGPUSharingPredicateAndScore). `commit`: the pod uid to give them to;
-        None tries on copies."""
+        checkNodeGPUSharingPredicateAndScore). `group`: the pod's PodGroup key; `commit`:
+        the pod uid to give the GPUs to (None only tries)."""
         wanted = devices.annotations.get(dn.VGPU_MODE)
         if wanted is not None and wanted != self.mode:
             return dn.VGPU_MODE_MISMATCH.format(pod=wanted, node=self.mode)
-        cards = self.cards if commit is not None else [c.copy() for c in self.cards]
-        annotations = dict(devices.annotations)
+        annotations = devices.annotations
+        spread_group = (
+            group if annotations.get(dn.VGPU_PODGROUP_POLICY) == dn.POLICY_SPREAD else "")
+        cards = [c.copy() for c in self.cards]  # tentative: the real GPUs change on success
         score = 0.0
         given: list[ContainerAssignment] = []
+        taken: list[tuple[int, int, int, bool]] = []
+        """Each tentative add: position, memory, cores, and whether it gave the pod a GPU
+        (a container asking 0 GPUs still counts on the first that fits, as in Volcano)."""
         for req in requests(devices):
             if req.nums > len(cards):
                 return dn.VGPU_TOO_FEW_CARDS.format(request=req.nums)
             left = req.nums
             mine: ContainerAssignment = []
-            for card in reversed(cards):
+            for position in card_order(cards, policy):
+                card = cards[position]
                 memory = self._memory_for(card, req)
                 if (
                     card.number <= card.used_num
+                    or (spread_group and card.has_group(spread_group))
                     or card.memory - card.used_mem < memory
                     or card.used_core + req.coresreq > dn.FULL_CORES
                     or (req.coresreq == dn.FULL_CORES and card.used_num > 0)
@@ -190,12 +264,8 @@ class VGpuDevices:
                     or not gpu_type_allowed(annotations, card.type)
                 ):
                     continue
-                if commit is not None:
-                    card.take(commit, memory, req.coresreq)
-                else:
-                    card.used_num += 1
-                    card.used_mem += memory
-                    card.used_core += req.coresreq
+                card.try_add(memory, req.coresreq)
+                taken.append((position, memory, req.coresreq, left > 0))
                 if left > 0:
                     left -= 1
                     mine.append((card.uuid, req.type, memory, req.coresreq))
@@ -203,10 +273,30 @@ class VGpuDevices:
                 if left == 0:
                     break
             if left > 0:
+                if spread_group and not isinstance(self.fit(devices, policy), str):
+                    return dn.VGPU_PODGROUP_SPREAD.format(group=spread_group)
                 return dn.VGPU_NOT_FITTED.format(
                     number=req.nums, memory=req.memreq, cores=req.coresreq)
             given.append(mine)
+        if commit is not None:
+            self._commit(commit, given, taken, group)
         return given, score
+
+    def _commit(
+        self, uid: str, given: list[ContainerAssignment],
+        taken: list[tuple[int, int, int, bool]], group: str,
+    ) -> None:
+        """Volcano's Allocate after the fit: the tentative adds made on the real GPUs, and
+        the pod's usage summed on each GPU it was given (addToPodMap)."""
+        for position, memory, cores, entry in taken:
+            card = self.cards[position]
+            card.try_add(memory, cores)
+            if entry:
+                held = card.pods.setdefault(uid, PodUsage())
+                held.memory += memory
+                held.cores += cores
+                held.group = group
+        self.assigned[uid] = given
 
     @staticmethod
     def _memory_for(card: VGpuCard, req: ContainerRequest) -> int:
@@ -214,24 +304,30 @@ class VGpuDevices:
             return int(card.memory * req.mem_percentage / 100.0)
         return req.memreq
 
-    def add(self, uid: str, assignment: list[ContainerAssignment]) -> None:
-        """A placed pod holds its GPUs (Volcano's AddResource: a GPU whose uuid the entry
-        contains; an entry matching none is skipped)."""
+    def _card_of(self, uuid: str) -> VGpuCard | None:
+        """The GPU an annotation entry names: the first whose uuid the entry contains."""
+        for card in self.cards:
+            if card.uuid in uuid:
+                return card
+        return None
+
+    def add(self, uid: str, assignment: list[ContainerAssignment], group: str = "") -> None:
+        """A placed pod holds its GPUs (Volcano's AddResource: once per GPU; an entry naming
+        no GPU of the node is skipped)."""
         for container in assignment:
             for uuid, _type, memory, cores in container:
-                for card in self.cards:
-                    if card.uuid in uuid:
-                        card.take(uid, memory, cores)
-                        break
+                card = self._card_of(uuid)
+                if card is not None:
+                    card.add_pod(uid, memory, cores, group)
+        self.assigned[uid] = assignment
 
     def remove(self, uid: str) -> None:
-        """The pod gives its GPUs back."""
-        for card in self.cards:
-            held = card.pods.pop(uid, None)
-            if held is not None:
-                card.used_mem -= held[0]
-                card.used_core -= held[1]
-                card.used_num -= held[2]
+        """The pod gives its GPUs back (Volcano's SubResource over its annotation)."""
+        for container in self.assigned.pop(uid, ()):
+            for uuid, _type, memory, cores in container:
+                card = self._card_of(uuid)
+                if card is not None:
+                    card.sub_pod(uid, memory, cores)
 
     def holds(self, uid: str) -> bool:
         return any(uid in card.pods for card in self.cards)
@@ -264,6 +360,13 @@ def decode(value: str) -> list[ContainerAssignment]:
             container.append((items[0], items[1], _int(items[2]), _int(items[3])))
         out.append(container)
     return out
+
+
+def assigned_on(annotations: Mapping[str, str], node: str) -> bool:
+    """The pod already carries GPUs of `node` (Volcano's alreadyAssignedOnNode: Allocate then
+    gives it none anew)."""
+    return bool(node) and annotations.get(dn.VGPU_NODE) == node and bool(
+        annotations.get(dn.VGPU_IDS))
 
 
 def bind_annotations(node: str, assignment: list[ContainerAssignment]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""deviceshare: Volcano's shared GPUs (its plugin of that name, v1.14.1) — GPU sharing by
+"""deviceshare: Volcano's shared GPUs (its plugin of that name, v1.15.1) — GPU sharing by
 memory and whole GPUs by number (gpushare), and vGPUs split by count, memory and cores.
 
 As in Volcano:
@@ -10,19 +10,33 @@ As in Volcano:
   free, too few idle GPUs, no vGPU fit), naming the device in the reason; a node without
   the device is left to the resource fit (its extended resources);
 - the **node score** (`deviceshare.ScheduleWeight` > 0) is the vGPU score under
-  `deviceshare.SchedulePolicy` (binpack: how full the GPUs' memory would be; spread: GPUs
-  that were idle), rounded, times the weight; gpushare scores 0;
+  `deviceshare.SchedulePolicy` (binpack: how full the GPUs' memory would be; spread: 0, as
+  v1.15.1 asks for idle GPUs once the pod is counted on them), rounded, times the weight;
+  gpushare scores 0; the policy also orders the GPUs a pod is given (devices/vgpu.py);
 - `deviceshare.GPUExclusiveRules` (v1.15): pods matching one label rule never share a vGPU
   card (devices/gpu_exclusive.py), in the predicate, the score and allocate alike;
 - **allocate** gives the pod its GPUs in the session (the next pod sees them taken),
-  **deallocate** gives them back; the pod annotations Volcano writes (`volcano.sh/gpu-index`;
-  `volcano.sh/vgpu-ids-new` and the rest) go with the bind (`Session.bind_annotations`).
+  **deallocate** gives them back (an evicted pod's too); the pod annotations Volcano writes
+  (`volcano.sh/gpu-index`; `volcano.sh/vgpu-ids-new` and the rest) go with the bind
+  (`Session.bind_annotations`). A pod that already carries vGPUs of the node
+  (`volcano.sh/vgpu-node`, e.g. a victim whose eviction is undone) takes those back and is
+  given none anew.
 
 Device state is built when the session opens, only for nodes whose device plugin wrote
-something (`NodeInfo.devices`), from the pods placed there; a pod that asks for no device
-costs one attribute check per query (its predicate and score answer None).
-`deviceshare.NodeLockEnable` is read and has no effect: binds here are serialised by the
-scheduler, so there is no second scheduler to lock the node against.
+something (`NodeInfo.devices`), from the pods placed there, Releasing pods not counted (their
+GPUs are free, as in v1.15.1, so a preemptor can be given them); a pod that asks for no
+device costs one attribute check per query (its predicate and score answer None).
+
+Where this differs from Volcano, and why:
+- Volcano's Release also strips the vGPU annotations off a pod whose `volcano.sh/bind-phase`
+  is not "success" (a running victim's too): the scheduler writes pod annotations only with a
+  bind, so a victim keeps them.
+- A victim whose eviction is undone gets back exactly the GPUs its annotations name. Volcano
+  re-adds them too, but then gives a gpushare pod, or a vGPU pod without
+  `volcano.sh/vgpu-node`, more GPUs anew; preempt's dry runs here evict and undo on the
+  session itself (Volcano's run on copies), so they must leave the GPUs as they were.
+- `deviceshare.NodeLockEnable` is read and has no effect: binds here are serialised by the
+  scheduler, so there is no second scheduler to lock the node against.
 """
 
 from __future__ import annotations
@@ -44,10 +58,12 @@ from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.interpod import plugin_enabled
 
 _HOLDING: Final = frozenset({
-    TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND,
-    TaskStatus.RUNNING, TaskStatus.RELEASING,
+    TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING,
 })
-"""Statuses whose pods hold their GPUs when a session opens."""
+"""Statuses whose pods hold their GPUs when a session opens (Volcano v1.15.1's NodeInfo adds
+no device for Releasing and Pipelined tasks)."""
+_RESTORED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+"""Statuses an allocate event finds only on a pod whose eviction was undone."""
 
 
 class DeviceShareArguments:
@@ -145,14 +161,17 @@ class DeviceState:
             return
         for task in node.tasks.values():
             devices = task.devices
-            if devices is None or task.status not in _HOLDING:
+            if devices is None:
+                continue
+            if task.status not in _HOLDING:
+                if exclusive is not None and task.status is TaskStatus.RELEASING:
+                    ids = vgpu.decode(devices.annotations.get(dn.VGPU_IDS, ""))
+                    exclusive.track_annotated(task.uid, task.labels, ids)
                 continue
             if share is not None:
                 share.add(task.uid, devices, devices.gpu_index())
             if virtual is not None:
-                virtual.add(task.uid, vgpu.decode(devices.annotations.get(dn.VGPU_IDS, "")))
-                if exclusive is not None:
-                    exclusive.track(task.uid, task.labels)
+                self._restore(task, virtual, exclusive)
 
     # --- which devices a pod asks for -----------------------------------------------------
     def _share_request(self, devices: PodDevices) -> bool:
@@ -161,15 +180,28 @@ class DeviceState:
     def _vgpu_request(self, devices: PodDevices) -> bool:
         return self.args.vgpu and vgpu.has_request(devices)
 
+    @staticmethod
+    def _restore(task: TaskInfo, virtual: VGpuDevices, exclusive: ExclusiveCards | None) -> None:
+        """The placed pod holds the GPUs its `volcano.sh/vgpu-ids-new` names."""
+        devices = task.devices
+        assert devices is not None
+        group = vgpu.pod_group_key(task.namespace, devices.annotations)
+        virtual.add(task.uid, vgpu.decode(devices.annotations.get(dn.VGPU_IDS, "")), group)
+        if exclusive is not None:
+            exclusive.track(task.uid, task.labels)
+
     def _vgpu_fit(
         self, task: TaskInfo, name: str, virtual: VGpuDevices, commit: str | None = None,
     ) -> Fit:
         """The vGPU fit, with the exclusivity rules where they govern the node."""
-        assert task.devices is not None
+        devices = task.devices
+        assert devices is not None
+        group = vgpu.pod_group_key(task.namespace, devices.annotations)
         exclusive = self.exclusive.get(name)
         if exclusive is None:
-            return virtual.fit(task.devices, self.args.policy, commit=commit)
-        return exclusive.fit(task.devices, task.labels, self.args.policy, commit=commit)
+            return virtual.fit(devices, self.args.policy, group=group, commit=commit)
+        return exclusive.fit(
+            devices, task.labels, self.args.policy, group=group, commit=commit)
 
     # --- predicate ------------------------------------------------------------------------
     def refusal(self, task: TaskInfo, name: str) -> str | None:
@@ -233,17 +265,28 @@ class DeviceState:
         name = task.node_name
         if devices is None or name is None:
             return
+        # a placed pod's eviction undone: it takes back the GPUs its annotations name
+        undone = task.status in _RESTORED
         given: dict[str, str] = {}
         share = self.gpushare.get(name)
         if share is not None and self._share_request(devices):
-            ids = share[1].allocate(task.uid, devices)
-            if ids:
-                given.update(gpushare.bind_annotations(ids))
+            if undone:
+                share[1].add(task.uid, devices, devices.gpu_index())
+            else:
+                ids = share[1].allocate(task.uid, devices)
+                if ids:
+                    given.update(gpushare.bind_annotations(ids))
         virtual = self.vgpu.get(name)
         if virtual is not None and self._vgpu_request(devices):
-            fitted = self._vgpu_fit(task, name, virtual[1], commit=task.uid)
-            if not isinstance(fitted, str):
-                given.update(vgpu.bind_annotations(name, fitted[0]))
+            if undone or vgpu.assigned_on(devices.annotations, name):
+                # Volcano: NodeInfo re-adds the pod from its annotation (not when Pipelined)
+                # and Allocate skips it (alreadyAssignedOnNode)
+                if task.status is not TaskStatus.PIPELINED:
+                    self._restore(task, virtual[1], self.exclusive.get(name))
+            else:
+                fitted = self._vgpu_fit(task, name, virtual[1], commit=task.uid)
+                if not isinstance(fitted, str):
+                    given.update(vgpu.bind_annotations(name, fitted[0]))
         if given:
             self.session.bind_annotations[task.uid] = given
 

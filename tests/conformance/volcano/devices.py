@@ -76,15 +76,19 @@ def register(*gpus: tuple[str, int, int, str]) -> str:
     return "".join(f"{u},{count},{mem},{kind},true,hami-core:" for u, count, mem, kind in gpus)
 
 
+VGPU_ALLOCATABLE: Mapping[str, str] = {
+    dn.VGPU_NUMBER: "100", dn.VGPU_MEMORY: "1000000", dn.VGPU_CORES: "10000"}
+"""vGPU resources sized to hold every vGPU, so only the device predicate can refuse."""
+
+
 def vgpu_node(
-    name: str, gpus: Sequence[tuple[str, int, int, str]], *, handshake: str = "Reported_now",
+    name: str, gpus: Sequence[tuple[str, int, int, str]], *,
+    vgpu_resources: Mapping[str, str] = VGPU_ALLOCATABLE,
 ) -> NodeInfo:
-    """A node as the vgpu device plugin registers it (its extended resources sized to hold
-    every vGPU, so only the device predicate can refuse)."""
-    amounts = {"cpu": "16", "memory": "64Gi", "pods": "110",
-               dn.VGPU_NUMBER: "100", dn.VGPU_MEMORY: "1000000", dn.VGPU_CORES: "10000"}
-    annotations = {dn.VGPU_REGISTER: register(*gpus), dn.VGPU_HANDSHAKE: handshake}
-    return node_info(_node(name, amounts, annotations))
+    """A node as the vgpu device plugin registers it: the register annotation and the
+    allocatable vGPU resources (`vgpu_resources`)."""
+    amounts = {"cpu": "16", "memory": "64Gi", "pods": "110", **vgpu_resources}
+    return node_info(_node(name, amounts, {dn.VGPU_REGISTER: register(*gpus)}))
 
 
 def plain_node(name: str) -> NodeInfo:

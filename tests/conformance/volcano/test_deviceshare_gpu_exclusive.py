@@ -20,7 +20,7 @@ from koordqueue.scheduler.devices.gpu_exclusive import (
     matching_rules,
     parse_rules,
 )
-from koordqueue.scheduler.devices.vgpu import VGpuCard, VGpuDevices
+from koordqueue.scheduler.devices.vgpu import PodUsage, VGpuCard, VGpuDevices
 from koordqueue.scheduler.framework import open_session
 from koordqueue.scheduler.framework.interface import Arguments
 
@@ -36,7 +36,7 @@ def _card(index: int, number: int, used_num: int, pods: tuple[str, ...] = ()) ->
     """Volcano's makeTestGPUDevice: 16384 MiB, healthy, NVIDIA, the given pods on it."""
     card = VGpuCard(index, f"GPU-{index}", number, 16384, "NVIDIA", True, used_num)
     for uid in pods:
-        card.pods[uid] = [0, 0, 1]
+        card.pods[uid] = PodUsage()
     return card
 
 

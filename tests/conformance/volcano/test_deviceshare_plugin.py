@@ -1,7 +1,15 @@
-"""deviceshare plugin: cases of volcano-sh/volcano v1.14.1
-pkg/scheduler/plugins/deviceshare/deviceshare_test.go (TestArguments, TestVgpuScore,
-Test_FilterNode), then the plugin in a session: predicate, score, allocate and the bind
-annotations, on nodes and pods as Volcano's device plugins and users write them.
+"""deviceshare plugin: cases of volcano-sh/volcano pkg/scheduler/plugins/deviceshare/
+deviceshare_test.go (TestArguments, TestVgpuScore, Test_FilterNode; the same in v1.14.1 and
+v1.15.1), then the plugin in a session: predicate, score, allocate and the bind annotations,
+on nodes and pods as Volcano's device plugins and users write them.
+
+Moved by v1.15.1 (these were written against v1.14.1): the spread score of TestVgpuScore is
+0, not 100 (GPUScore now rewards UsedNum == 0, and is asked after the tentative add; Volcano's
+test checks only that the score is not above 100); Test_FilterNode's GPUs are given in binpack
+order, lowest index first among equals (sortedDeviceIndicesByPolicy; Volcano's test checks
+only the fit); the binpack / spread case (spread no longer scores, so node order decides,
+and spread orders the GPUs); the node whose handshake said "Deleted" (the handshake is no
+longer read; a node without allocatable vGPU resources has none).
 
 Checked failing with the feature switched off (`conf(None)`, deviceshare not configured, or
 its `deviceshare.*Enable` argument false): each session case below says what then happens.
@@ -18,6 +26,7 @@ from koordqueue.scheduler.framework.interface import Arguments
 from koordqueue.scheduler.plugins.deviceshare import DeviceShareArguments, DeviceSharePlugin
 
 from .devices import (
+    VGPU_ALLOCATABLE,
     annotations_of,
     cluster,
     conf,
@@ -58,27 +67,29 @@ def _one_gpu(used_num: int, used_mem: int) -> VGpuDevices:
 
 def test_vgpu_score() -> None:
     """TestVgpuScore: a pod of 1 vGPU with 1000 memory on a GPU of 30000 already holding 3000
-    (1 share) scores 4000 x 100 / 30000 under binpack; on an idle GPU, 100 under spread."""
+    (1 share) scores 4000 x 100 / 30000 under binpack; on an idle GPU, 0 under spread
+    (v1.15.1: the GPU is no longer idle once the pod is counted on it; v1.14.1 gave 100)."""
     pod = pod_devices("p3", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "1000"}])
     binpack = _one_gpu(1, 3000).fit(pod, "binpack")
     assert not isinstance(binpack, str)
     assert binpack[1] == pytest.approx(4000 * 100 / 30000)
     spread = _one_gpu(0, 0).fit(pod, "spread")
     assert not isinstance(spread, str)
-    assert spread[1] == 100.0
+    assert spread[1] == 0.0
     assert vgpu.node_score(binpack[1], 10) == 130.0  # rounded, then weighted
 
 
 def test_filter_node_three_exclusive_gpus_of_different_memory() -> None:
     """Test_FilterNode case0: 3 vGPUs with 100 cores each fit on 3 GPUs of 30000, 20000 and
-    30000 memory (no memory asked: each takes all of its GPU's)."""
+    30000 memory (no memory asked: each takes all of its GPU's), in binpack order: none used,
+    so the lowest index first (v1.15.1; v1.14.1 went from the highest index down)."""
     devices = VGpuDevices("node1", [VGpuCard(i, f"GPU-{i}", 10, mem, "NVIDIA")
                                     for i, mem in enumerate((30000, 20000, 30000))])
     pod = pod_devices("p1", [{dn.VGPU_NUMBER: "3", dn.VGPU_CORES: "100"}])
     fitted = devices.fit(pod, "binpack")
     assert not isinstance(fitted, str)
     assert [[(u, m, c) for u, _t, m, c in ctr] for ctr in fitted[0]] == [
-        [("GPU-2", 30000, 100), ("GPU-1", 20000, 100), ("GPU-0", 30000, 100)]]
+        [("GPU-0", 30000, 100), ("GPU-1", 20000, 100), ("GPU-2", 30000, 100)]]
     busy = pod_devices("p2", [{dn.VGPU_NUMBER: "1", dn.VGPU_CORES: "100"}])
     devices.add("p0", [[("GPU-0", "NVIDIA", 10, 10)]])  # GPU-0 shared: not exclusive now
     again = devices.fit(pod, "binpack")
@@ -164,12 +175,15 @@ VGPU = {dn.VGPU_ENABLE: "true"}
 GPUS = [("GPU-a", 10, 16000, "NVIDIA-A100"), ("GPU-b", 10, 16000, "NVIDIA-A100")]
 
 
-def test_vgpu_binpack_and_spread_pick_different_nodes() -> None:
+def test_vgpu_binpack_scores_and_spread_orders_the_gpus() -> None:
     """Two vGPU nodes; n1's GPU-b already holds 8000 (a running pod). A pod of 1 vGPU with
-    4000: binpack (weight 10) puts it beside it on n1 (GPU-b, the fuller), spread on n2 (an
-    idle GPU on the higher index first). The bind writes vgpu-ids-new and its twins. With
-    ScheduleWeight 0 (no score) both runs take n1 by node order alone: checked (spread then
-    differs)."""
+    4000: binpack (weight 10) puts it beside it on n1 (GPU-b, the fuller), whose score is
+    higher. Spread scores 0 everywhere in v1.15.1 (GPUScore asks for an idle GPU once the pod
+    is counted on it), so node order picks n1 too, and there spread gives the idle GPU-a
+    (fewest shares used first); v1.14.1's spread scored n2's idle GPU and chose n2. The bind
+    writes vgpu-ids-new and its twins. With ScheduleWeight 0 (no score) binpack still takes
+    n1 but GPU-b by its card order alone; checked that without the card order (highest index
+    first) spread gives GPU-b."""
     running = pod_object("r", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "8000"}], node="n1",
                          running=True, annotations={dn.VGPU_IDS: "GPU-b,NVIDIA,8000,0:"})
     fresh = pod_object("p", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "4000"}])
@@ -183,8 +197,8 @@ def test_vgpu_binpack_and_spread_pick_different_nodes() -> None:
     nodes = [vgpu_node("n1", GPUS), vgpu_node("n2", [("GPU-c", 10, 16000, "NVIDIA-A100")])]
     spread = schedule(cluster(nodes, [running, fresh]), conf(
         {**VGPU, dn.SCHEDULE_POLICY: "spread", dn.SCHEDULE_WEIGHT: 10}))
-    assert placed(spread) == {"p": "n2"}
-    assert annotations_of(spread, "p")[dn.VGPU_IDS] == "GPU-c,NVIDIA,4000,0:"
+    assert placed(spread) == {"p": "n1"}
+    assert annotations_of(spread, "p")[dn.VGPU_IDS] == "GPU-a,NVIDIA,4000,0:"
 
 
 def test_vgpu_pods_fill_gpus_and_the_next_is_refused() -> None:
@@ -204,9 +218,26 @@ def test_vgpu_pods_fill_gpus_and_the_next_is_refused() -> None:
         "a": "n1", "b": "n1", "c": "n1", "d": "n1"}
 
 
-def test_vgpu_node_whose_plugin_left_is_not_offered() -> None:
-    """Handshake "Deleted_<time>": the node's vGPUs are gone (Volcano drops them), so a vGPU
-    pod there finds no GPU: only the resource fit speaks, and the node is used as a node
-    without devices (the extended resources it still reports)."""
-    gone = vgpu_node("n1", GPUS, handshake="Deleted_2026.01.01 00:00:00")
-    assert VGpuDevices.from_source("n1", gone.devices) is None  # type: ignore[arg-type]
+@pytest.mark.parametrize("missing", [dn.VGPU_NUMBER, dn.VGPU_CORES, dn.VGPU_MEMORY])
+@pytest.mark.parametrize("value", [None, "0"])
+def test_vgpu_node_without_allocatable_vgpu_resources_has_no_vgpus(
+    missing: str, value: str | None,
+) -> None:
+    """v1.15.1's NewGPUDevices: the register annotation alone is not enough; allocatable
+    vgpu-number, vgpu-cores and vgpu-memory must all be above 0 (v1.14.1 read the handshake
+    annotation instead, which is gone). Without vGPUs the node is left to the resource fit:
+    a pod asking only vgpu-number and vgpu-memory is bound to a node lacking vgpu-cores,
+    with no vGPU annotations (as Volcano binds it past a nil device). With the check taken
+    out, the cores-less node gets GPUs and the annotations (checked)."""
+    resources = {k: v for k, v in VGPU_ALLOCATABLE.items() if k != missing}
+    if value is not None:
+        resources[missing] = value
+    node = vgpu_node("n1", GPUS, vgpu_resources=resources)
+    assert node.devices is not None
+    assert VGpuDevices.from_source("n1", node.devices) is None
+    assert VGpuDevices.from_source("n1", vgpu_node("n1", GPUS).devices) is not None  # type: ignore[arg-type]
+    if missing == dn.VGPU_CORES:
+        pod = pod_object("p", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "1000"}])
+        result = schedule(cluster([node], [pod]), conf(VGPU))
+        assert placed(result) == {"p": "n1"}
+        assert annotations_of(result, "p") == {}
