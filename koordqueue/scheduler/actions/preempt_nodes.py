@@ -14,6 +14,7 @@ from koordqueue.scheduler.api import TaskInfo, TaskStatus
 from koordqueue.scheduler.api.fit_errors import preemption_answer
 from koordqueue.scheduler.api.node_info import NodeInfo
 from koordqueue.scheduler.api.resource import fits
+from koordqueue.scheduler.framework.placement import RESOLVABLE_BY_EVICTION
 from koordqueue.scheduler.framework.session import Session
 from koordqueue.scheduler.interpod import preemption_candidates
 
@@ -55,15 +56,18 @@ def victims_cover(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bo
 
 def candidate_nodes(session: Session, task: TaskInfo) -> list[int]:
     """Node indices, best score first, passing the predicates except what evictions could
-    lift: inter-pod anti-affinity and spread skew, the `pods` limit, and the plain (per-node)
+    lift: inter-pod anti-affinity and spread skew, the `pods` limit, the plain (per-node)
     predicates of other plugins (Volcano's PredicateForPreemptAction keeps a node whose
-    failure is Unschedulable; a plugin's FitError is). Nodes are re-checked after each
-    eviction (`node_fits`)."""
+    failure is Unschedulable; a plugin's FitError is), and query-time predicates marked
+    `RESOLVABLE_BY_EVICTION` (deviceshare's GPUs). Nodes are re-checked after each eviction
+    (`node_fits`)."""
     engine = session.placement
     tensor = session.tensor
     full = bool((tensor.pod_count >= tensor.pod_limit).any())
+    lifted_any = any(getattr(fn, RESOLVABLE_BY_EVICTION, False)
+                     for fn, _explain in engine.dynamic_predicates)
     with preemption_candidates(session):
-        if not engine.predicates and not full:
+        if not engine.predicates and not full and not lifted_any:
             nodes: list[int] = engine.predicate_nodes(task).tolist()
             return nodes
         idx = np.arange(tensor.size, dtype=np.intp)
@@ -74,6 +78,8 @@ def candidate_nodes(session: Session, task: TaskInfo) -> list[int]:
             lifted = getattr(fn, "without_pod_limit", fn)
             passes &= lifted(task, idx)
         for dynamic, _explain in engine.dynamic_predicates:
+            if getattr(dynamic, RESOLVABLE_BY_EVICTION, False):
+                continue
             mask = dynamic(task)
             if mask is not None:
                 passes &= mask

@@ -126,6 +126,10 @@ _SCALAR_MAX: Final = 48
 a node costs them a few microseconds, a numpy pass tens of microseconds whatever its size."""
 _NEG_INF: Final = float("-inf")
 _GENERIC_REASON: Final = "node(s) didn't pass the predicates"
+RESOLVABLE_BY_EVICTION: Final = "resolvable_by_eviction"
+"""Attribute of a query-time predicate whose refusals evictions may lift (Volcano's
+Unschedulable status, e.g. deviceshare's GPUs): preempt and reclaim keep the node as a
+candidate and ask the predicate again after each eviction."""
 
 
 class _Entry:
@@ -376,7 +380,8 @@ class PlacementEngine:
 
     # --- queries -------------------------------------------------------------------------
     def add_dynamic_predicate(self, fn: DynamicPredicateFn, explain: PredicateFn) -> None:
-        """Register a query-time filter; `explain` gives one failing node's reason."""
+        """Register a query-time filter; `explain` gives one failing node's reason. A filter
+        carrying RESOLVABLE_BY_EVICTION (true) is not asked for preemption's candidates."""
         self.dynamic_predicates.append((fn, explain))
 
     def add_dynamic_score(self, fn: DynamicScoreFn) -> None:

@@ -53,7 +53,12 @@ from koordqueue.scheduler.devices.gpu_exclusive import ExclusiveCards, Fit, load
 from koordqueue.scheduler.devices.gpushare import GpuShareDevices
 from koordqueue.scheduler.devices.vgpu import VGpuDevices
 from koordqueue.scheduler.framework.interface import Arguments, ExtensionPoint, Plugin
-from koordqueue.scheduler.framework.placement import BoolArray, FloatArray, Scorer
+from koordqueue.scheduler.framework.placement import (
+    RESOLVABLE_BY_EVICTION,
+    BoolArray,
+    FloatArray,
+    Scorer,
+)
 from koordqueue.scheduler.framework.session import EventHandler, Session
 from koordqueue.scheduler.interpod import plugin_enabled
 
@@ -239,6 +244,10 @@ class DeviceState:
 
     def explain(self, task: TaskInfo, node: NodeInfo) -> str | None:
         return self.refusal(task, node.name)
+
+    # Volcano's device refusal is Unschedulable: a victim's eviction frees its GPUs (v1.15.1
+    # for vGPUs), so preempt and reclaim keep the node as a candidate
+    setattr(predicate, RESOLVABLE_BY_EVICTION, True)
 
     # --- score ----------------------------------------------------------------------------
     def scorer(self, task: TaskInfo) -> Scorer | None:
