@@ -13,6 +13,9 @@ longer read; a node without allocatable vGPU resources has none).
 
 Checked failing with the feature switched off (`conf(None)`, deviceshare not configured, or
 its `deviceshare.*Enable` argument false): each session case below says what then happens.
+The v1.15.1 updates were checked failing with the change switched off: `gpu_score`'s spread
+as v1.14.1 (TestVgpuScore), `card_order` highest index first (Test_FilterNode, the spread
+case), the allocatable check dropped (the node without vGPU resources).
 """
 
 from __future__ import annotations
@@ -181,9 +184,8 @@ def test_vgpu_binpack_scores_and_spread_orders_the_gpus() -> None:
     higher. Spread scores 0 everywhere in v1.15.1 (GPUScore asks for an idle GPU once the pod
     is counted on it), so node order picks n1 too, and there spread gives the idle GPU-a
     (fewest shares used first); v1.14.1's spread scored n2's idle GPU and chose n2. The bind
-    writes vgpu-ids-new and its twins. With ScheduleWeight 0 (no score) binpack still takes
-    n1 but GPU-b by its card order alone; checked that without the card order (highest index
-    first) spread gives GPU-b."""
+    writes vgpu-ids-new and its twins. With spread's card order taken out (highest index
+    first) spread gives GPU-b (checked)."""
     running = pod_object("r", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "8000"}], node="n1",
                          running=True, annotations={dn.VGPU_IDS: "GPU-b,NVIDIA,8000,0:"})
     fresh = pod_object("p", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "4000"}])
@@ -228,7 +230,7 @@ def test_vgpu_node_without_allocatable_vgpu_resources_has_no_vgpus(
     annotation instead, which is gone). Without vGPUs the node is left to the resource fit:
     a pod asking only vgpu-number and vgpu-memory is bound to a node lacking vgpu-cores,
     with no vGPU annotations (as Volcano binds it past a nil device). With the check taken
-    out, the cores-less node gets GPUs and the annotations (checked)."""
+    out every case fails (checked)."""
     resources = {k: v for k, v in VGPU_ALLOCATABLE.items() if k != missing}
     if value is not None:
         resources[missing] = value

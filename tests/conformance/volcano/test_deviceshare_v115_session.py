@@ -161,7 +161,7 @@ def test_a_failed_fit_leaves_the_gpus_as_they_were() -> None:
 def test_an_undone_eviction_gives_back_the_same_shared_gpu() -> None:
     """gpushare: a running pod on GPU 1 of two, evicted then the eviction undone, holds GPU
     1 again and is given no GPU anew (no bind annotations). Allocating it as a new pod
-    instead gives GPU 0, the lowest id with room, and writes `gpu-index: "0"` (checked)."""
+    instead gives it GPU 0, the lowest id with room (checked)."""
     running = pod_object("r", [{dn.GPU_MEMORY: "10000"}], node="n1", running=True,
                          annotations={dn.GPU_INDEX: "1"})
     session = open_session(cluster([gpushare_node("n1", 32000, 2)], [running]),

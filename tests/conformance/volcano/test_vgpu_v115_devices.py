@@ -25,13 +25,14 @@ bind-phase is not "success" has no case here.
 
 Checked failing with each rule switched off: `VGpuCard.add_pod` counting a pod already on the
 GPU (the duplicate and after-allocate AddPod cases); `sub_pod` keeping the pod's entry (the
-SubPod case); the PodGroup check dropped from the fit (TestSpreadPreventsCoLocation and
-TestSpreadWithNoRoomFails); `pod_group_key` reading only the Kubernetes annotation (the Volcano
-annotation case); `has_group` ignoring the zero-usage rule (the released case); `card_order`
-always highest index first (the binpack and spread picks, TestBinpackStacksSequentialPods);
-`gpu_score` with v1.14.1's `used_num == 1` (the idle spread case); the fit working on the real
-GPUs when committing (the failed fit leaves counters behind); the restore in
-`DeviceState.allocate` dropped (the undone eviction gets GPU-b and bind annotations).
+SubPod case and both Release cases); the PodGroup check dropped from the fit
+(TestSpreadPreventsCoLocation, TestSpreadWithNoRoomFails); `pod_group_key` reading only the
+Kubernetes annotation (the Volcano annotation case); `has_group` ignoring the zero-usage rule
+(the released case); `VGpuDevices.add` recording no PodGroup (TestAddResourceSetsPodGroupKey);
+`card_order` highest index first under binpack (the binpack pick; spread's pick and
+TestBinpackStacksSequentialPods pass either way, the highest index being idle or the one
+stacked on); `gpu_score` with v1.14.1's `used_num == 1` (the idle and shared spread cases);
+the restore in `DeviceState.allocate` dropped (the undone eviction gets GPU-b).
 """
 
 from __future__ import annotations
