@@ -115,6 +115,9 @@ def prepare(api: KubeApi, scenario: Scenario, clients: int) -> None:
                             subresource="status")
         if scenario.node_labels.get(i):
             api.merge_patch(NODE, name, {"metadata": {"labels": dict(scenario.node_labels[i])}})
+        if scenario.node_annotations.get(i):
+            api.merge_patch(NODE, name, {"metadata": {
+                "annotations": dict(scenario.node_annotations[i])}})
 
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(node, range(scenario.nodes)))
@@ -337,8 +340,9 @@ def as_outcome(raw: dict[str, Any]) -> Outcome:
     conditions = {k: tuple(tuple(c) for c in v) for k, v in raw["conditions"].items()}
     current = {k: (v[0], v[1], v[2]) for k, v in raw.get("current", {}).items()}
     groups = {k: tuple(v) for k, v in raw.get("groups_by_job", {}).items()}
+    gpus = {k: tuple(v) for k, v in raw.get("gpus_by_job", {}).items()}
     return Outcome(raw["bound_by_queue"], raw["bound_by_job"], raw["evicted_by_job"],
-                   raw["phases"], conditions, raw["nodes_used"], current, groups)
+                   raw["phases"], conditions, raw["nodes_used"], current, groups, gpus)
 
 
 def gang_table(rows: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:

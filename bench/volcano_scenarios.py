@@ -105,6 +105,8 @@ class Gang:
     """Task names, pod i taking tasks[i % n] as its `volcano.sh/task-spec` annotation."""
     group_annotations: Mapping[str, str] | None = None
     """Annotations of the PodGroup (task-topology's affinity)."""
+    pod_labels: Mapping[str, str] | None = None
+    """Further labels on each pod (deviceshare's GPU exclusivity rules)."""
 
     def group(self, namespace: str = NAMESPACE) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -137,7 +139,7 @@ class Gang:
         return [
             {"apiVersion": "v1", "kind": "Pod",
              "metadata": {"name": f"{self.name}-{i:04d}", "namespace": namespace,
-                          "labels": {"bench-job": self.name},
+                          "labels": {"bench-job": self.name, **(self.pod_labels or {})},
                           "annotations": {GROUP_ANNOTATION: self.name,
                                           **(self.pod_annotations or {}),
                                           **({TASK_SPEC: self.tasks[i % len(self.tasks)]}
@@ -169,6 +171,8 @@ class Scenario:
     """A node label whose values, per job, the outcome compares (where its pods went)."""
     node_capacity: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     """Node index -> further capacity (and allocatable), e.g. Volcano's GPU resources."""
+    node_annotations: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    """Node index -> annotations, e.g. the vGPU device plugin's register."""
     objects: tuple[Mapping[str, Any], ...] = ()
     """Further objects created with the cluster (in the scenario's namespace when
     namespaced), e.g. a ResourceQuota with the status the quota controller would write."""
@@ -246,6 +250,10 @@ tiers:
 """sla in the first tier, as Volcano's sla guide puts it: its enqueue permit is then asked
 before overcommit's refusal."""
 NODE_LABEL = "bench-node"
+VGPU_NODE = {"volcano.sh/vgpu-number": "10", "volcano.sh/vgpu-memory": "16000",
+             "volcano.sh/vgpu-cores": "100"}
+"""A node's allocatable vGPU resources as the vgpu device plugin offers one card of 16000."""
+VGPU_POD = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "2000"}
 CPU_DETAIL = {str(c): {"numa": c // 4, "socket": c // 4, "core": c // 2} for c in range(8)}
 
 
@@ -337,6 +345,27 @@ SCENARIOS: dict[str, Scenario] = {
                                 1: {"volcano.sh/gpu-memory": "32000",
                                     "volcano.sh/gpu-number": "2"}},
                  group_label=NODE_LABEL),
+        # deviceshare's vGPUs under its GPU exclusivity rules (Volcano v1.15: run by name
+        # against a v1.15 peer): node0 (8 cpu) and node1 (2 cpu) have one vGPU card each.
+        # nodeorder alone puts both train pods on node0 (more cpu free); the rule (pods
+        # labelled app=train never share a card) sends the second to node1. Then a third train
+        # pod finds both cards held by its rule (stays Pending), a pod of no rule shares node0's
+        Scenario("vgpu-exclusive", with_plugin("enqueue, allocate", "deviceshare",
+                                               "        arguments:\n"
+                                               "          deviceshare.VGPUEnable: true\n"
+                                               "          deviceshare.GPUExclusiveRules:\n"
+                                               "            - app: train\n"),
+                 2, 8, 16, (Queue("default"),),
+                 (Gang("train", "default", 2, 2, limits=VGPU_POD, pod_labels={"app": "train"}),
+                  Gang("late", "default", 1, 1, limits=VGPU_POD, pod_labels={"app": "train"},
+                       stage=1),
+                  Gang("free", "default", 1, 1, limits=VGPU_POD, stage=1)),
+                 node_labels={i: {NODE_LABEL: f"node{i}"} for i in range(2)},
+                 node_capacity={0: VGPU_NODE, 1: {"cpu": "2", **VGPU_NODE}},
+                 node_annotations={i: {"volcano.sh/node-vgpu-register":
+                                       f"GPU-node{i}-a,10,16000,NVIDIA-A100,true,hami-core:"}
+                                   for i in range(2)},
+                 group_label=NODE_LABEL, volcano_from="v1.15.1"),
         # numa-aware: node0 has 3 free cpus on each NUMA node, node1 4; a 4-cpu Guaranteed
         # pod under single-numa-node fits node1 only (node0 has 6 free in all)
         Scenario("numa-aware", with_plugin("enqueue, allocate", "numa-aware"),
@@ -417,6 +446,9 @@ class Outcome:
     tie (it only ever follows an `Unschedulable`)."""
     groups_by_job: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Job -> the sorted values of the scenario's `group_label` on the nodes it runs on."""
+    gpus_by_job: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Job -> its bound pods' GPUs, "node/GPU" sorted: each `volcano.sh/vgpu-ids-new` uuid,
+    each `volcano.sh/gpu-index` id (jobs with none left out)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -426,6 +458,7 @@ class Outcome:
             "nodes_used": self.nodes_used,
             "current": {k: list(v) for k, v in self.current.items()},
             "groups_by_job": {k: list(v) for k, v in self.groups_by_job.items()},
+            "gpus_by_job": {k: list(v) for k, v in self.gpus_by_job.items()},
         }
 
 
@@ -443,11 +476,16 @@ def outcome(
     by_queue: Counter[str] = Counter()
     nodes: set[str] = set()
     where: dict[str, set[str]] = {}
+    gpus: dict[str, list[str]] = {}
     for pod in pods:
-        job = str(((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_ANNOTATION))
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        job = str(annotations.get(GROUP_ANNOTATION))
         listed[job] += 1
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
+            held = _gpus(annotations)
+            if held:
+                gpus.setdefault(job, []).extend(f"{node}/{g}" for g in held)
             by_job[job] += 1
             by_queue[queue_of.get(job, "?")] += 1
             nodes.add(str(node))
@@ -472,7 +510,18 @@ def outcome(
                              str(last.get("reason") or ""))
     evicted = {job: n - listed[job] for job, n in created.items() if n > listed[job]}
     return Outcome(dict(by_queue), dict(by_job), evicted, phases, conditions, len(nodes),
-                   current, {job: tuple(sorted(v)) for job, v in sorted(where.items())})
+                   current, {job: tuple(sorted(v)) for job, v in sorted(where.items())},
+                   {job: tuple(sorted(v)) for job, v in sorted(gpus.items())})
+
+
+def _gpus(annotations: Mapping[str, Any]) -> list[str]:
+    """The GPUs a pod's deviceshare annotations name: vGPU uuids, else gpushare ids."""
+    ids = str(annotations.get("volcano.sh/vgpu-ids-new") or "")
+    uuids = [e.split(",")[0] for c in ids.split(";") for e in c.split(":") if "," in e]
+    if uuids:
+        return uuids
+    index = str(annotations.get("volcano.sh/gpu-index") or "")
+    return [i for i in index.split(",") if i]
 
 
 def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
@@ -496,6 +545,10 @@ def differences(ours: Outcome, peer: Outcome, *, nodes_tolerance: float = 0.15,
         a_groups, b_groups = ours.groups_by_job.get(job, ()), peer.groups_by_job.get(job, ())
         if a_groups != b_groups:
             out.append(f"node groups of {job}: ours {list(a_groups)}, volcano {list(b_groups)}")
+    for job in sorted(set(ours.gpus_by_job) | set(peer.gpus_by_job)):
+        a_gpus, b_gpus = ours.gpus_by_job.get(job, ()), peer.gpus_by_job.get(job, ())
+        if a_gpus != b_gpus:
+            out.append(f"GPUs of {job}: ours {list(a_gpus)}, volcano {list(b_gpus)}")
     for name in sorted(set(ours.phases) | set(peer.phases)):
         a, b = ours.phases.get(name, "<none>"), peer.phases.get(name, "<none>")
         if a != b:

@@ -38,7 +38,8 @@ def test_volcanos_gang_benchmark_shapes() -> None:
                                  "overcommit", "closed-queue", "reclaim", "preempt",
                                  "nodegroup", "resourcequota", "network-topology",
                                  "deviceshare", "numa-aware", "task-topology", "tdm", "sla"}
-    assert NEWER_VOLCANO == ["gangreclaim", "gangpreempt"]  # v1.15 actions: by name only
+    # v1.15 actions and arguments: by name only
+    assert NEWER_VOLCANO == ["vgpu-exclusive", "gangreclaim", "gangpreempt"]
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -151,6 +152,37 @@ def test_node_groups_per_job_are_compared() -> None:
     assert differences(ours, right) == [
         "node groups of qb-job: ours ['g1', 'g2'], volcano ['g1']"]
     assert bench_volcano.as_outcome(ours.as_dict()) == ours
+
+
+def test_the_gpus_each_job_holds_are_compared() -> None:
+    """A bound pod's GPUs from its vGPU ids (each uuid) or gpushare index, per job."""
+    scenario = SCENARIOS["vgpu-exclusive"]
+    train = [pod("train", i, f"node000{i}") for i in range(2)]
+    for i, p in enumerate(train):
+        p["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"] = f"GPU-node{i}-a,NVIDIA,2000,0:"
+    shared = pod("free", 0, "node0000")
+    shared["metadata"]["annotations"]["volcano.sh/gpu-index"] = "0,2"
+    ours = outcome(scenario, [*train, shared], [])
+    assert ours.gpus_by_job == {"train": ("node0000/GPU-node0-a", "node0001/GPU-node1-a"),
+                                "free": ("node0000/0", "node0000/2")}
+    assert bench_volcano.as_outcome(ours.as_dict()) == ours
+    train[1]["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"] = "GPU-node0-a,NVIDIA,2000,0:"
+    assert differences(ours, outcome(scenario, [*train, shared], [])) == [
+        "GPUs of train: ours ['node0000/GPU-node0-a', 'node0001/GPU-node1-a'], "
+        "volcano ['node0000/GPU-node0-a', 'node0001/GPU-node0-a']"]
+
+
+def test_the_vgpu_scenario_registers_one_card_a_node_and_labels_the_rules_pods() -> None:
+    """vgpu-exclusive: each node's register names one card and offers the three vGPU
+    resources; train and late pods carry the rule's label, free's do not."""
+    scenario = SCENARIOS["vgpu-exclusive"]
+    assert scenario.volcano_from == "v1.15.1"
+    registers = [a["volcano.sh/node-vgpu-register"] for a in scenario.node_annotations.values()]
+    assert [r.count(":") for r in registers] == [1, 1]
+    assert all(set(c) >= {"volcano.sh/vgpu-number", "volcano.sh/vgpu-memory",
+                          "volcano.sh/vgpu-cores"} for c in scenario.node_capacity.values())
+    labels = {g.name: g.pods()[0]["metadata"]["labels"].get("app") for g in scenario.gangs}
+    assert labels == {"train": "train", "late": "train", "free": None}
 
 
 def test_the_topology_scenario_names_volcanos_hypernodes_and_the_gangs_limit() -> None:
