@@ -66,6 +66,9 @@ OBJECT_KINDS = {"ResourceQuota": RESOURCE_QUOTA, "HyperNode": HYPER_NODE,
 """What a scenario's `objects` may hold."""
 PEER_QPS = 5000
 SPACING_S = 1.1
+DEVICE_WARMUP_S = 3.0
+"""How long a deviceshare scenario lets the scheduler run sessions before touching the nodes
+(`touch_nodes`), and then before creating its first pods."""
 """Between a spaced scenario's PodGroups: creation timestamps have whole seconds."""
 OURS, PEER = "koordqueue", "vc-scheduler"
 
@@ -123,6 +126,18 @@ def prepare(api: KubeApi, scenario: Scenario, clients: int) -> None:
         list(pool.map(node, range(scenario.nodes)))
     for obj in scenario.objects:
         create_object(api, obj)
+
+
+def touch_nodes(api: KubeApi, scenario: Scenario) -> None:
+    """Update every node once the scheduler has run a session, as a kubelet's status report
+    would. Volcano v1.15 handles the initial node list before its first session builds
+    deviceshare, whose switches say which devices the cache gives a node: without a later
+    node update no node has GPUs (v1.14 raced the two, so some nodes did)."""
+    time.sleep(DEVICE_WARMUP_S)
+    for i in range(scenario.nodes):
+        api.merge_patch(NODE, f"node{i:04d}", {"metadata": {"annotations": {
+            "bench/touched": str(time.time())}}})
+    time.sleep(DEVICE_WARMUP_S)
 
 
 def create_object(api: KubeApi, obj: Mapping[str, Any]) -> None:
@@ -313,16 +328,21 @@ def run_scenario(who: str, scenario: Scenario, args: argparse.Namespace) -> dict
             headline = _headline(burst, len(bodies), "scheduler_to_bind")
             result.update({k: v for k, v in headline.items() if k != "stats"})
         else:
-            create_stage(api, scenario, 0, args.clients)
+            devices = "deviceshare" in scenario.conf
+            if not devices:
+                create_stage(api, scenario, 0, args.clients)
             quotas = tuple(str(o["metadata"]["name"]) for o in scenario.objects
                            if o["kind"] == "ResourceQuota")
             with ExitStack() as stack:
                 env = None
-                if who == PEER and "deviceshare" in scenario.conf:
+                if who == PEER and devices:
                     kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
                     env = stack.enter_context(in_cluster(cp, kubectl))
                 stack.enter_context(scheduler(who, str(cp.kubeconfig), conf, log, args, env=env))
                 stack.enter_context(FakeKubelet(api, quotas))
+                if devices:  # both schedulers alike: nodes updated, then the first pods
+                    touch_nodes(api, scenario)
+                    create_stage(api, scenario, 0, args.clients)
                 took = [settle(api, args.settle_s, args.timeout_s)]
                 for stage in range(1, scenario.stages):
                     create_stage(api, scenario, stage, args.clients)
