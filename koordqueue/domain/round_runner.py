@@ -247,6 +247,7 @@ class RoundRunner:
                 first.append((seq[uid], self._reclaimed(units[uid])))
                 backing.setdefault(place[1], set()).add(uid)  # waits again from the next round
                 reclaimed.add(uid)
+                held_out.add(uid)  # (the index still counts it admitted until reindexed)
         for uid in list(self.inactive):
             place = where.get(uid)
             if place is None or uid in reclaimed:

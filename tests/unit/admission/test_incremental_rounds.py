@@ -394,6 +394,39 @@ def test_a_unit_whose_budget_runs_out_no_longer_holds_a_wait_for_pods_running_qu
         ("BudgetSpent", "u1"), ("Admit", "u0")]
 
 
+def test_a_unit_reclaimed_this_round_no_longer_holds_a_wait_for_pods_running_queue() -> None:
+    """Found by the parked-backlog property: an admitted unit marked for reclaim (pods not
+    running) is reclaimed at the round's start and, in the full scan, no longer holds its
+    wait-for-pods-running queue, so the waiting unit is admitted. The incremental round
+    still counted it among the queue's admitted units (its index entry is renewed only
+    after the round), paused the queue behind it and preempted it a second time. Fails
+    without the reclaimed units in `held_out` (run_incremental)."""
+    quota = "q0"
+    notes = {PREEMPTIBLE_ANNOTATION: "true"}
+    labels = {QUOTA_NAME_LABEL: quota}
+    twin = Twin()
+    for op in (
+        ("quota", QuotaSpec(quota)),
+        ("queue", quota, "Priority", {}),
+        ("unit", QueueUnit("ns", "u0", uid="u0", labels=labels, annotations=notes,
+                           reclaiming=True)),
+        ("unit", QueueUnit("ns", "u1", uid="u1", labels=labels, annotations=notes,
+                           phase=Phase.DEQUEUED, reclaiming=True,
+                           admissions=(AdmissionCount("u1", 2),))),
+        ("queue", quota, "Priority", {MAX_DEPTH_ANNOTATION: "1",
+                                      WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+                                      BLOCK_TIMEOUT_ANNOTATION: "5",
+                                      PRIORITY_THRESHOLD_ANNOTATION: "1"}),
+        ("round", 0.0),
+    ):
+        twin.apply(op)
+    twin.finish()
+    full, _fast = twin.pending or (None, None)
+    assert full is not None
+    assert [(type(o).__name__, o.unit.name) for o in full.outcomes] == [
+        ("Reclaimed", "u1"), ("Admit", "u0")]
+
+
 class CountingEngine(AdmissionEngine):
     """Counts CheckUsage calls (try_admit and check) made by rounds."""
 
