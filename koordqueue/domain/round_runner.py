@@ -240,14 +240,13 @@ class RoundRunner:
             first.append((seq[uid], Unmapped(unit, resolution)))
         backing: dict[str, set[str]] = {}
         reclaimed: set[str] = set()
-        held_out: set[str] = set()  # admitted, but not among the full scan's admitted_by_queue
         for uid in sorted(self.reclaiming, key=seq.__getitem__):  # the full scan's order
             place = where.get(uid)
             if place is not None and place[0] == ADMITTED:
                 first.append((seq[uid], self._reclaimed(units[uid])))
                 backing.setdefault(place[1], set()).add(uid)  # waits again from the next round
                 reclaimed.add(uid)
-                held_out.add(uid)  # (the index still counts it admitted until reindexed)
+        held_out = set(reclaimed)  # admitted by the index, not in the full scan's admitted_by_queue
         for uid in list(self.inactive):
             place = where.get(uid)
             if place is None or uid in reclaimed:
