@@ -18,6 +18,11 @@ blocked in libcurl or on a queue as busy: a map of where threads wait, not of CP
 1,000-Job burst gave ~450, and 18 % of them landed on `orjson.loads` of write answers that
 take 3 us each (timeit), so a sample's line is where a thread took the GIL back, not
 always where CPU went.
+`--release` (issue 36, bench/release.py) measures admission without the creator: the Jobs
+are created under quotas of max 0, and once every one has its QueueUnit Enqueued and the
+controller is quiet, one merge patch per quota raises its max; latency, wall, CPU (the
+controller's and the API server's) and writes count from that edit (`--profile-s` still
+starts with the controller, so it covers the hold too).
 Target (issue 4): p99 < 2 s with a 1 s admission period for 1,000 Jobs over 50 quotas.
 """
 
@@ -25,12 +30,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,9 +41,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.burst import component, run_burst, summary  # noqa: E402
+from bench.burst import api_writes, component, run_burst, summary, writes_per_job  # noqa: E402
 from bench.calibration import calibrate  # noqa: E402
-from koordqueue.kube.api import ELASTIC_QUOTA, JOB, KubeApi, load_api_client  # noqa: E402
+from bench.release import (  # noqa: E402
+    ZERO_QUOTA,
+    elastic_quota_plan,
+    fitting_quota,
+    release_summary,
+    run_release,
+    unit_pending,
+)
+from koordqueue.kube.api import (  # noqa: E402
+    ELASTIC_QUOTA,
+    JOB,
+    QUEUE_UNIT,
+    KubeApi,
+    load_api_client,
+)
 from tests.controlplane.harness import ControlPlane  # noqa: E402
 from tests.e2e import kq  # noqa: E402
 from tests.e2e.conftest import Kubectl, install_crds  # noqa: E402
@@ -52,47 +69,6 @@ def _threads(pid: int) -> int:
         if line.startswith("Threads:"):
             return int(line.split()[1])
     return 0
-
-
-_REQUEST = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-WRITE_VERBS = frozenset({"POST", "PATCH", "PUT", "DELETE", "APPLY", "CREATE", "UPDATE"})
-
-
-def api_writes(api: KubeApi, writes_only: bool = True) -> Counter[str]:
-    """The API server's write requests so far (every request with `writes_only` False), by
-    "VERB resource[/subresource]", from its own apiserver_request_total (every client:
-    subtract what the benchmark itself sent)."""
-    method, url, headers, body, post = api.api_client.param_serialize(
-        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
-    )
-    response = api.api_client.call_api(method, url, headers, body, post, _request_timeout=30)
-    text = response.read().decode()
-    counts: Counter[str] = Counter()
-    for line in text.splitlines():
-        match = _REQUEST.match(line)
-        if match is None:
-            continue
-        labels = dict(_LABEL.findall(match.group(1)))
-        if writes_only and labels.get("verb") not in WRITE_VERBS:
-            continue
-        resource = labels.get("resource", "")
-        if labels.get("subresource"):
-            resource += "/" + labels["subresource"]
-        counts[f"{labels['verb']} {resource}"] += int(float(match.group(2)))
-    return counts
-
-
-def writes_per_job(
-    before: Counter[str], after: Counter[str], jobs: int, created: int
-) -> dict[str, float]:
-    """The controller's writes per Job by kind (the benchmark's own `created` Job creates
-    taken out), and their total."""
-    diff = after - before
-    diff["POST jobs"] -= created
-    out = {k: round(v / max(jobs, 1), 3) for k, v in sorted(diff.items()) if v > 0}
-    out["total"] = round(sum(v for v in diff.values() if v > 0) / max(jobs, 1), 3)
-    return out
 
 
 @contextmanager
@@ -136,6 +112,11 @@ def main() -> int:
     parser.add_argument(
         "--settle-s", type=float, default=5.0, help="wait after the burst before counting writes"
     )
+    parser.add_argument(
+        "--release", action="store_true",
+        help="create every Job under quotas of max 0, wait until all are pending, then raise "
+             "each quota with one edit: latency, CPU and writes from the edit (issue 36)",
+    )  # fmt: skip
     args = parser.parse_args()
     cal = calibrate()  # before the control plane starts: the yardstick of an idle box
 
@@ -148,17 +129,15 @@ def main() -> int:
         )
         ns = kq.namespace(kubectl, "bench")
         api = KubeApi(load_api_client(str(cp.kubeconfig)))
-        per_quota = -(-args.jobs // args.quotas)
-        for i in range(args.quotas):  # every Job fits: the benchmark measures latency, not waiting
-            api.create(
-                ELASTIC_QUOTA,
-                kq.quota(f"bq{i}", max_={"cpu": str(per_quota), "memory": f"{per_quota}Gi"}),
-                "default",
-            )
+        # every Job fits (the benchmark measures latency, not waiting); --release: once released
+        max_ = ZERO_QUOTA if args.release else fitting_quota(args.jobs, args.quotas)
+        for i in range(args.quotas):
+            api.create(ELASTIC_QUOTA, kq.quota(f"bq{i}", max_=dict(max_)), "default")
         jobs = [
             kq.job(f"job{i:05d}", ns, f"bq{i % args.quotas}", cpu="1", memory="1Gi")
             for i in range(args.jobs)
         ]
+        resumed = lambda job: (job.get("spec") or {}).get("suspend") is False  # noqa: E731
         run = [
             "run",
             f"--kubeconfig={cp.kubeconfig}",
@@ -173,42 +152,54 @@ def main() -> int:
             profiled(pid, args.profile_s, args.profile_out, not args.profile_threads,
                      args.profile_rate),
         ):
-            writes_before = api_writes(api)
-            burst = run_burst(
-                api,
-                JOB,
-                ns,
-                jobs,
-                reached=lambda job: (job.get("spec") or {}).get("suspend") is False,
-                pid=pid,
-                clients=args.clients,
-            )
-            threads = _threads(pid)  # after the burst: every pool has grown to its size
-            time.sleep(args.settle_s)  # background writes (events, usage) land
-            writes = writes_per_job(writes_before, api_writes(api), args.jobs, len(burst.created))
+            if args.release:
+                released = run_release(
+                    api, JOB, ns, jobs, elastic_quota_plan(args.jobs, args.quotas),
+                    pending_kind=QUEUE_UNIT, pending=unit_pending, reached=resumed, pid=pid,
+                    apiserver_pid=cp.procs["kube-apiserver"].pid, clients=args.clients,
+                    settle_s=args.settle_s,
+                )  # fmt: skip
+                burst, writes = released.burst, released.writes
+                threads = _threads(pid)
+            else:
+                writes_before = api_writes(api)
+                burst = run_burst(
+                    api, JOB, ns, jobs, reached=resumed, pid=pid, clients=args.clients
+                )
+                threads = _threads(pid)  # after the burst: every pool has grown to its size
+                time.sleep(args.settle_s)  # background writes (events, usage) land
+                writes = writes_per_job(
+                    writes_before, api_writes(api), args.jobs, len(burst.created)
+                )
 
-    resumed = len(burst.reached)
-    stats = summary(burst, "controller_to_resume", args.dump)
+    resumed_count = len(burst.reached)
+    if args.release:
+        stats = {"hold_s": vars(released.held), **release_summary(burst, args.dump),
+                 "apiserver_cpu_ms_per_admission": round(
+                     1000 * burst.apiserver_cpu_s / max(resumed_count, 1), 2)}  # fmt: skip
+    else:
+        stats = summary(burst, "controller_to_resume", args.dump)
     p99 = stats["latency_s"]["p99"]
     result = {
         "jobs": args.jobs,
         "quotas": args.quotas,
         "admission_period_s": args.period,
-        "resumed": resumed,
+        "mode": "release" if args.release else "create",
+        "resumed": resumed_count,
         **stats,
         "p99_over_period": round(p99 / args.period, 2),
         "controller_cpu_s": round(burst.cpu_s, 2),
         "controller_threads": threads,
         "api_writes_per_job": writes,
-        "controller_cpu_ms_per_admission": round(1000 * burst.cpu_s / max(resumed, 1), 2),
+        "controller_cpu_ms_per_admission": round(1000 * burst.cpu_s / max(resumed_count, 1), 2),
         "controller_cpu_py_ref_per_admission": round(
-            cal.in_py_refs(burst.cpu_s / max(resumed, 1)), 3
+            cal.in_py_refs(burst.cpu_s / max(resumed_count, 1)), 3
         ),
         "calibration": cal.as_dict(),
         "target_p99_lt_2s": p99 < 2.0,
     }
     print(json.dumps(result, indent=2))
-    return 0 if resumed == args.jobs else 1
+    return 0 if resumed_count == args.jobs else 1
 
 
 if __name__ == "__main__":

@@ -61,7 +61,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_controller import api_writes  # noqa: E402
 from bench.bench_peers import (  # noqa: E402
     CLUSTER_QUEUE,
     KUEUE_GROUP,
@@ -76,7 +75,13 @@ from bench.bench_peers import (  # noqa: E402
     resource_flavor,
     wait_until,
 )
-from bench.burst import component, cpu_seconds, percentile, watch_objects  # noqa: E402
+from bench.burst import (  # noqa: E402
+    api_writes,
+    component,
+    cpu_seconds,
+    percentile,
+    watch_objects,
+)
 from bench.calibration import calibrate  # noqa: E402
 from koordqueue.domain.names import (  # noqa: E402
     QUOTA_IS_PARENT_LABEL,

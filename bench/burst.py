@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -135,6 +137,7 @@ class Burst:
     create_s: float = 0.0
     total_s: float = 0.0
     cpu_s: float = 0.0
+    apiserver_cpu_s: float = 0.0
 
 
 def run_burst(
@@ -182,16 +185,21 @@ def run_burst(
     return burst
 
 
+def dump_times(burst: Burst, path: str) -> None:
+    """Every object's wall times (JSON), for a closer look than the percentiles."""
+    times = {
+        "created": burst.created,
+        "accepted": burst.accepted,
+        "added": burst.added,
+        "reached": burst.reached,
+    }
+    Path(path).write_text(json.dumps(times))
+
+
 def summary(burst: Burst, last_stage: str, dump: str = "") -> dict[str, Any]:
     """Latency percentiles, throughput and the stage split; `dump` keeps every timestamp."""
     if dump:
-        times = {
-            "created": burst.created,
-            "accepted": burst.accepted,
-            "added": burst.added,
-            "reached": burst.reached,
-        }
-        Path(dump).write_text(json.dumps(times))
+        dump_times(burst, dump)
     latencies = [burst.reached[n] - burst.created[n] for n in burst.reached if n in burst.created]
     return {
         "create_phase_s": round(burst.create_s, 2),
@@ -211,3 +219,50 @@ def summary(burst: Burst, last_stage: str, dump: str = "") -> dict[str, Any]:
             last_stage: stage(burst.added, burst.reached),
         },
     }
+
+
+_REQUEST = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+WRITE_VERBS = frozenset({"POST", "PATCH", "PUT", "DELETE", "APPLY", "CREATE", "UPDATE"})
+
+
+def api_writes(api: KubeApi, writes_only: bool = True) -> Counter[str]:
+    """The API server's write requests so far (every request with `writes_only` False), by
+    "VERB resource[/subresource]", from its own apiserver_request_total (every client:
+    subtract what the benchmark itself sent)."""
+    method, url, headers, body, post = api.api_client.param_serialize(
+        "GET", "/metrics", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
+    )
+    response = api.api_client.call_api(method, url, headers, body, post, _request_timeout=30)
+    text = response.read().decode()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        match = _REQUEST.match(line)
+        if match is None:
+            continue
+        labels = dict(_LABEL.findall(match.group(1)))
+        if writes_only and labels.get("verb") not in WRITE_VERBS:
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[f"{labels['verb']} {resource}"] += int(float(match.group(2)))
+    return counts
+
+
+def writes_per_job(
+    before: Counter[str],
+    after: Counter[str],
+    jobs: int,
+    created: int,
+    own: Mapping[str, int] | None = None,
+) -> dict[str, float]:
+    """The controller's writes per Job by kind (the benchmark's own `created` Job creates and
+    `own` other writes, such as release mode's quota edits, taken out), and their total."""
+    diff = after - before
+    diff["POST jobs"] -= created
+    for key, count in (own or {}).items():
+        diff[key] -= count
+    out = {k: round(v / max(jobs, 1), 3) for k, v in sorted(diff.items()) if v > 0}
+    out["total"] = round(sum(v for v in diff.values() if v > 0) / max(jobs, 1), 3)
+    return out
