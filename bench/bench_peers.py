@@ -35,6 +35,15 @@ then the peer, with the same creators (`--clients` threads) and the same watch (
   (the API server's apiserver_request_total, less the benchmark's own Job creates), printed
   for both under the table.
 
+`--release` (admission only, issue 36 point 4; bench/release.py): the normal mode's wall is
+the creators' create phase, so it measures the creator as much as admission. Here the Jobs are
+created while every quota admits nothing (ElasticQuota max 0 / ClusterQueue nominalQuota 0),
+the script waits until each has its QueueUnit Enqueued / Workload QuotaReserved=False and the
+controller is quiet, reads the controller's and the API server's CPU and the write counts, and
+raises every quota with one merge patch (8 at a time): p50 / p99 release -> un-suspend, the
+wall until the last, CPU per admitted Job and API writes per Job (less the edits), all over the
+release window only. The table then adds wall and writes per Job.
+
 Peers are built (then cached) by tests/controlplane/peers.py on first use. CPU is user + system
 time from /proc of the component's own process. Prints the calibration yardstick, one JSON
 line per run, then a table of medians over `--runs` with the ratios koordqueue / peer.
@@ -62,14 +71,34 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_controller import api_writes, writes_per_job  # noqa: E402
 from bench.bench_scheduler import make_node, pod  # noqa: E402
-from bench.burst import Burst, component, cpu_seconds, run_burst, summary  # noqa: E402
+from bench.burst import (  # noqa: E402
+    Burst,
+    api_writes,
+    component,
+    cpu_seconds,
+    run_burst,
+    summary,
+    writes_per_job,
+)
 from bench.calibration import calibrate  # noqa: E402
+from bench.release import (  # noqa: E402
+    ZERO_QUOTA,
+    Edit,
+    Released,
+    elastic_quota_plan,
+    fitting_quota,
+    release_plan,
+    release_summary,
+    run_release,
+    unit_pending,
+    workload_pending,
+)
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
     JOB,
     POD,
+    QUEUE_UNIT,
     Kind,
     KubeApi,
     load_api_client,
@@ -114,6 +143,7 @@ def kueue_profile_line(name: str) -> str:
 CLUSTER_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
 LOCAL_QUEUE = Kind(KUEUE_GROUP, KUEUE_VERSION, "localqueues", "LocalQueue")
 RESOURCE_FLAVOR = Kind(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
+WORKLOAD = Kind(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload")
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -217,6 +247,16 @@ def local_queue(name: str, namespace: str, cluster_queue_name: str) -> dict[str,
     }
 
 
+def cluster_queue_plan(jobs: int, quotas: int) -> list[Edit]:
+    """Kueue's release: raise each ClusterQueue `cq<q>`'s nominalQuota from 0 to what its Jobs
+    need. A merge patch replaces a list whole, so the edit carries all of resourceGroups."""
+    fit = fitting_quota(jobs, quotas)
+    groups = cluster_queue("", fit["cpu"], fit["memory"])["spec"]["resourceGroups"]
+    names = [f"cq{q}" for q in range(quotas)]
+    return release_plan(CLUSTER_QUEUE, names, None, lambda _q: {"spec": {
+        "resourceGroups": groups}}, jobs)  # fmt: skip
+
+
 def kueue_job(job: dict[str, Any], queue: str) -> dict[str, Any]:
     """The same Job body, pointed at a Kueue LocalQueue instead of a koordqueue quota."""
     labels = {
@@ -235,22 +275,32 @@ def ratio(ours: float, peer: float) -> str:
     return f"{ours / peer:.2f}x" if peer else "n/a"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of koordqueue vs peer figures, one row per (workload, size)."""
+def table(rows: list[dict[str, Any]], release: bool = False) -> str:
+    """Markdown table of koordqueue vs peer figures, one row per (workload, size); `release`
+    adds the wall until the last Job and the API writes per Job (release mode's window)."""
     head = (
         "| workload | size | p50 s (ours / peer, ratio) | p99 s (ours / peer, ratio) "
         "| throughput /s (ours / peer) | CPU ms per item (ours / peer, ratio) |"
     )
-    lines = [head, "|---|---|---|---|---|---|"]
+    if release:
+        head += " wall s (ours / peer, ratio) | API writes per Job (ours / peer) |"
+    lines = [head, "|---|---|---|---|---|---|" + ("---|---|" if release else "")]
     for row in rows:
         o, p = row["ours"], row["peer"]
-        lines.append(
+        line = (
             f"| {row['workload']} vs {row['peer_name']} | {row['size']} "
             f"| {o['p50']} / {p['p50']} ({ratio(o['p50'], p['p50'])}) "
             f"| {o['p99']} / {p['p99']} ({ratio(o['p99'], p['p99'])}) "
             f"| {o['throughput']} / {p['throughput']} "
             f"| {o['cpu_ms']} / {p['cpu_ms']} ({ratio(o['cpu_ms'], p['cpu_ms'])}) |"
         )
+        if release:
+            line += (
+                f" {o.get('wall_s')} / {p.get('wall_s')} "
+                f"({ratio(o.get('wall_s', 0.0), p.get('wall_s', 0.0))}) "
+                f"| {o.get('writes_total')} / {p.get('writes_total')} |"
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -265,7 +315,7 @@ def placement_targets(ours: dict[str, float], peer: dict[str, float]) -> dict[st
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
     """Median of each headline over repeated runs of one component at one size."""
-    keys = ("p50", "p99", "throughput", "cpu_ms", "apiserver_cpu_ms")
+    keys = ("p50", "p99", "throughput", "cpu_ms", "apiserver_cpu_ms", "wall_s", "writes_total")
     return {k: round(statistics.median(r[k] for r in runs), 3) for k in keys
             if all(k in r for r in runs)}  # fmt: skip
 
@@ -418,6 +468,28 @@ def _headline(burst: Burst, count: int, stage: str, dump: str = "") -> dict[str,
     }
 
 
+def _release_headline(released: Released, count: int, dump: str = "") -> dict[str, Any]:
+    """_headline's figures for a release-mode run, all from the quota edit: p50 / p99 release
+    -> un-suspend, the wall until the last, and CPU per admitted Job over that window."""
+    burst = released.burst
+    stats = release_summary(burst, dump)
+    stats["hold_s"] = vars(released.held)
+    reached = max(len(burst.reached), 1)
+    return {
+        "mode": "release",
+        "reached": len(burst.reached),
+        "of": count,
+        "p50": stats["latency_s"]["p50"],
+        "p99": stats["latency_s"]["p99"],
+        "wall_s": stats["total_s"],
+        "throughput": stats["throughput_per_s"],
+        "cpu_ms": round(1000 * burst.cpu_s / reached, 3),
+        "cpu_s": round(burst.cpu_s, 2),
+        "apiserver_cpu_ms": round(1000 * burst.apiserver_cpu_s / reached, 3),
+        "stats": stats,
+    }
+
+
 def _dump(args: argparse.Namespace, who: str, name: str) -> str:
     """With `--dump`: where this run's per-object wall times go (JSON), else ""."""
     return f"{args.log_dir}/times-{name}-{who}.json" if args.dump else ""
@@ -492,13 +564,16 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
 
     profile = who.removeprefix("kueue-") if who.startswith("kueue-") else None
     kueue = peers.ensure_peer(peers.KUEUE) if profile is not None else None
-    per_quota = -(-jobs // quotas)  # every Job fits: latency, not waiting, is measured
-    cpu, memory = str(per_quota), f"{per_quota}Gi"
+    # every Job fits: latency, not waiting, is measured (--release: once the quotas are raised)
+    fit = ZERO_QUOTA if args.release else fitting_quota(jobs, quotas)
+    cpu, memory = fit["cpu"], fit["memory"]
+    released: Released | None = None
     with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         assert cp.kubeconfig is not None
         kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
         api = KubeApi(load_api_client(str(cp.kubeconfig)))
         log = f"{args.log_dir}/admission-{who}-{jobs}x{quotas}.log"
+        apiserver = cp.procs["kube-apiserver"].pid
         resumed = lambda job: (job.get("spec") or {}).get("suspend") is False  # noqa: E731
         if kueue is None:
             install_crds(kubectl)
@@ -522,11 +597,19 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 *shlex.split(args.koordqueue_run_flags),
             ]
             with component(run, log) as pid, profiled(pid, f"admission-{jobs}x{quotas}", args):
-                before = api_writes(api)
-                burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
-                                  clients=args.clients)  # fmt: skip
-                time.sleep(WRITES_SETTLE_S)
-                writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
+                if args.release:
+                    released = run_release(
+                        api, JOB, ns, bodies, elastic_quota_plan(jobs, quotas),
+                        pending_kind=QUEUE_UNIT, pending=unit_pending, reached=resumed, pid=pid,
+                        apiserver_pid=apiserver, clients=args.clients, settle_s=WRITES_SETTLE_S,
+                    )  # fmt: skip
+                    burst, writes = released.burst, released.writes
+                else:
+                    before = api_writes(api)
+                    burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
+                                      clients=args.clients)  # fmt: skip
+                    time.sleep(WRITES_SETTLE_S)
+                    writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
         else:
             assert kueue.crds is not None
             install_crds(kubectl, kueue.crds)
@@ -544,15 +627,27 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
             with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v,
                                profile=profile) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
-                before = api_writes(api)
-                burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
-                                  clients=args.clients)  # fmt: skip
-                time.sleep(WRITES_SETTLE_S)
-                writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
+                if args.release:
+                    released = run_release(
+                        api, JOB, ns, bodies, cluster_queue_plan(jobs, quotas),
+                        pending_kind=WORKLOAD, pending=workload_pending, reached=resumed,
+                        pid=pid, apiserver_pid=apiserver, clients=args.clients,
+                        settle_s=WRITES_SETTLE_S,
+                    )  # fmt: skip
+                    burst, writes = released.burst, released.writes
+                else:
+                    before = api_writes(api)
+                    burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
+                                      clients=args.clients)  # fmt: skip
+                    time.sleep(WRITES_SETTLE_S)
+                    writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
     dump = _dump(args, who, f"admission-{jobs}x{quotas}")
-    headline = _headline(burst, jobs, "controller_to_resume", dump)
+    if released is None:
+        headline = _headline(burst, jobs, "controller_to_resume", dump)
+    else:
+        headline = _release_headline(released, jobs, dump)
     return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}", **headline,
-            "writes_per_job": writes}  # fmt: skip
+            "writes_per_job": writes, "writes_total": writes["total"]}  # fmt: skip
 
 
 @contextmanager
@@ -641,6 +736,10 @@ def main() -> int:
                         help="placement: also run bench/binder.py (binds, decides nothing)")
     parser.add_argument("--kueue-profiles", default="shipped,best",
                         help=f"admission: Kueue configurations to run, of {sorted(KUEUE_PROFILES)}")
+    parser.add_argument("--release", action="store_true",
+                        help="admission: create the Jobs under quotas of 0, wait until all are "
+                             "pending, release them with one edit per quota and measure from "
+                             "it (bench/release.py)")
     parser.add_argument("--volcano-scenarios", default="all",
                         help="with --what volcano: scenario names (bench/volcano_scenarios.py)")
     parser.add_argument("--settle-s", type=float, default=4.0,
@@ -684,7 +783,10 @@ def main() -> int:
                 result = measure(who)
                 size = result["size"]
                 print(json.dumps({k: v for k, v in result.items() if k != "stats"}), flush=True)
-                print(json.dumps({"stages_s": result["stats"]["stages_s"]}), flush=True)
+                print(json.dumps({"stages_s": result["stats"]["stages_s"],
+                                  **({"hold_s": result["stats"]["hold_s"]}
+                                     if "hold_s" in result["stats"] else {})}),
+                      flush=True)  # fmt: skip
                 if result["reached"] != result["of"]:
                     print(f"WARNING: {who} reached {result['reached']} of {result['of']}")
                 done.append(result)
@@ -703,7 +805,7 @@ def main() -> int:
             })  # fmt: skip
     print()
     print(cal.line())
-    print(table(rows))
+    print(table(rows, release=args.release))
     for line in floors:
         print(line)
     for row in rows:
