@@ -113,10 +113,9 @@ class ExclusiveCards:
     ) -> None:
         """A pod on the node holding no card: its annotation's cards (the uuid exactly)
         stay closed to its rules."""
-        matched = matching_rules(labels, self.rules)
-        if not matched:
+        self.track(uid, labels)
+        if uid not in self.pod_rules:
             return
-        self.pod_rules[uid] = frozenset(matched)
         named = {uuid for container in assignment for uuid, _t, _m, _c in container}
         self.annotated[uid] = frozenset(c.index for c in self.inner.cards if c.uuid in named)
 
@@ -185,8 +184,3 @@ class ExclusiveCards:
         rules = " and ".join(str(self.rules[i]) for i in matching_rules(labels, self.rules))
         cards = ", ".join(str(i) for i in sorted(reserved))
         return dn.VGPU_EXCLUSIVE_HELD.format(rules=rules, cards=cards)
-
-    def remove(self, uid: str) -> None:
-        """The pod gives its cards back and no longer holds them for its rules."""
-        self.inner.remove(uid)
-        self.untrack(uid)

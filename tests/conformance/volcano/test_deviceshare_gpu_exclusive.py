@@ -231,7 +231,8 @@ def test_the_score_is_taken_with_the_cards_closed() -> None:
 
 
 def test_a_released_pod_reopens_its_card() -> None:
-    """A pod given a card holds it for its rule until it gives it back (deallocate)."""
+    """A pod given a card holds it for its rule until it gives it back (deallocate: its
+    cards back to the node, then untracked)."""
     wrapper = _cards(_card(0, 10, 0), _card(1, 10, 0))
     devices = pod_object("x", [{dn.VGPU_NUMBER: "1", dn.VGPU_MEMORY: "1000"}])
     from koordqueue.kube.scheduler.convert import task_info
@@ -241,7 +242,8 @@ def test_a_released_pod_reopens_its_card() -> None:
     fitted = wrapper.fit(request, TRAINING, "", commit="uid-x")
     assert not isinstance(fitted, str)
     assert wrapper.reserved_for(TRAINING) == {1}
-    wrapper.remove("uid-x")
+    wrapper.inner.remove("uid-x")
+    wrapper.untrack("uid-x")
     assert wrapper.reserved_for(TRAINING) == set()
     assert all(not c.pods and c.used_num == 0 for c in wrapper.inner.cards)
 
