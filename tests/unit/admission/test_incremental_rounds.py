@@ -13,7 +13,7 @@ full scan's from every entry) and checks both engines' per-queue unit counts aga
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -364,34 +364,43 @@ def test_incremental_rounds_match_the_full_scan_with_a_parked_backlog(
     twin.finish()
 
 
+PAUSING_QUEUE: Final = {MAX_DEPTH_ANNOTATION: "1", WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
+                         BLOCK_TIMEOUT_ANNOTATION: "5", PRIORITY_THRESHOLD_ANNOTATION: "1"}
+"""A wait-for-pods-running Priority queue with preemption: an admitted unit whose pods do
+not run pauses it."""
+
+
+def _waiting_then_admitted(admitted: dict[str, Any], step: float) -> list[tuple[str, str]]:
+    """The full scan's outcomes (type, unit) of one round over a waiting unit u0 (marked
+    for reclaim) and an admitted unit u1 (`admitted`: its further fields) in quota q0's
+    pausing queue; the twin checks the incremental round gives the same."""
+    labels = {QUOTA_NAME_LABEL: "q0"}
+    notes = {PREEMPTIBLE_ANNOTATION: "true"}
+    twin = Twin()
+    for op in (
+        ("quota", QuotaSpec("q0")),
+        ("unit", QueueUnit("ns", "u0", uid="u0", labels=labels, annotations=notes,
+                           reclaiming=True)),
+        ("unit", QueueUnit("ns", "u1", uid="u1", labels=labels, annotations=notes,
+                           phase=Phase.DEQUEUED, **admitted)),
+        ("queue", "q0", "Priority", PAUSING_QUEUE),
+        ("round", step),
+    ):
+        twin.apply(op)
+    twin.finish()
+    full, _fast = twin.pending or (None, None)
+    assert full is not None
+    return [(type(o).__name__, o.unit.name) for o in full.outcomes]
+
+
 def test_a_unit_whose_budget_runs_out_no_longer_holds_a_wait_for_pods_running_queue() -> None:
     """Found by the parked-backlog property: a unit admitted, not running, whose execution
     budget ran out this round is deactivated and left out of the queue's admitted set by the
     full scan (so a waiting unit is offered); the incremental round still counted it, paused
     the queue behind it and preempted it for the waiting unit. The same for a deactivated
     admitted unit. Fails without `held_out` in run_incremental."""
-    quota = "q0"
-    notes = {PREEMPTIBLE_ANNOTATION: "true"}
-    labels = {QUOTA_NAME_LABEL: quota}
-    twin = Twin()
-    for op in (
-        ("quota", QuotaSpec(quota)),
-        ("unit", QueueUnit("ns", "u0", uid="u0", labels=labels, annotations=notes,
-                           reclaiming=True)),
-        ("unit", QueueUnit("ns", "u1", uid="u1", labels=labels, annotations=notes,
-                           phase=Phase.DEQUEUED, max_exec_seconds=1, pods_ready_since=0.0)),
-        ("queue", quota, "Priority", {MAX_DEPTH_ANNOTATION: "1",
-                                      WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
-                                      BLOCK_TIMEOUT_ANNOTATION: "5",
-                                      PRIORITY_THRESHOLD_ANNOTATION: "1"}),
-        ("round", 1.0),
-    ):
-        twin.apply(op)
-    twin.finish()
-    full, _fast = twin.pending or (None, None)
-    assert full is not None
-    assert [(type(o).__name__, o.unit.name) for o in full.outcomes] == [
-        ("BudgetSpent", "u1"), ("Admit", "u0")]
+    outcomes = _waiting_then_admitted({"max_exec_seconds": 1, "pods_ready_since": 0.0}, 1.0)
+    assert outcomes == [("BudgetSpent", "u1"), ("Admit", "u0")]
 
 
 def test_a_unit_reclaimed_this_round_no_longer_holds_a_wait_for_pods_running_queue() -> None:
@@ -401,30 +410,9 @@ def test_a_unit_reclaimed_this_round_no_longer_holds_a_wait_for_pods_running_que
     still counted it among the queue's admitted units (its index entry is renewed only
     after the round), paused the queue behind it and preempted it a second time. Fails
     without the reclaimed units in `held_out` (run_incremental)."""
-    quota = "q0"
-    notes = {PREEMPTIBLE_ANNOTATION: "true"}
-    labels = {QUOTA_NAME_LABEL: quota}
-    twin = Twin()
-    for op in (
-        ("quota", QuotaSpec(quota)),
-        ("queue", quota, "Priority", {}),
-        ("unit", QueueUnit("ns", "u0", uid="u0", labels=labels, annotations=notes,
-                           reclaiming=True)),
-        ("unit", QueueUnit("ns", "u1", uid="u1", labels=labels, annotations=notes,
-                           phase=Phase.DEQUEUED, reclaiming=True,
-                           admissions=(AdmissionCount("u1", 2),))),
-        ("queue", quota, "Priority", {MAX_DEPTH_ANNOTATION: "1",
-                                      WAIT_FOR_PODS_RUNNING_ANNOTATION: "true",
-                                      BLOCK_TIMEOUT_ANNOTATION: "5",
-                                      PRIORITY_THRESHOLD_ANNOTATION: "1"}),
-        ("round", 0.0),
-    ):
-        twin.apply(op)
-    twin.finish()
-    full, _fast = twin.pending or (None, None)
-    assert full is not None
-    assert [(type(o).__name__, o.unit.name) for o in full.outcomes] == [
-        ("Reclaimed", "u1"), ("Admit", "u0")]
+    outcomes = _waiting_then_admitted(
+        {"reclaiming": True, "admissions": (AdmissionCount("u1", 2),)}, 0.0)
+    assert outcomes == [("Reclaimed", "u1"), ("Admit", "u0")]
 
 
 class CountingEngine(AdmissionEngine):
