@@ -567,7 +567,6 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
     # every Job fits: latency, not waiting, is measured (--release: once the quotas are raised)
     fit = ZERO_QUOTA if args.release else fitting_quota(jobs, quotas)
     cpu, memory = fit["cpu"], fit["memory"]
-    released: Released | None = None
     with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         assert cp.kubeconfig is not None
         kubectl = Kubectl(cp.binaries.kubectl, cp.kubeconfig)
@@ -575,6 +574,25 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
         log = f"{args.log_dir}/admission-{who}-{jobs}x{quotas}.log"
         apiserver = cp.procs["kube-apiserver"].pid
         resumed = lambda job: (job.get("spec") or {}).get("suspend") is False  # noqa: E731
+
+        def measure(
+            ns: str, bodies: list[dict[str, Any]], pid: int, plan: list[Edit],
+            *, pending_kind: Kind, pending: Callable[[dict[str, Any]], bool],
+        ) -> tuple[Burst, dict[str, float], Released | None]:
+            """The burst (or, with --release, the held Jobs released by `plan`), the writes
+            per Job, and the release's record: the same for both controllers."""
+            if args.release:
+                held = run_release(
+                    api, JOB, ns, bodies, plan, pending_kind=pending_kind, pending=pending,
+                    reached=resumed, pid=pid, apiserver_pid=apiserver, clients=args.clients,
+                    settle_s=WRITES_SETTLE_S,
+                )
+                return held.burst, held.writes, held
+            before = api_writes(api)
+            burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
+                              clients=args.clients)  # fmt: skip
+            time.sleep(WRITES_SETTLE_S)
+            return burst, writes_per_job(before, api_writes(api), jobs, len(burst.created)), None
         if kueue is None:
             install_crds(kubectl)
             kubectl.apply(
@@ -597,19 +615,9 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 *shlex.split(args.koordqueue_run_flags),
             ]
             with component(run, log) as pid, profiled(pid, f"admission-{jobs}x{quotas}", args):
-                if args.release:
-                    released = run_release(
-                        api, JOB, ns, bodies, elastic_quota_plan(jobs, quotas),
-                        pending_kind=QUEUE_UNIT, pending=unit_pending, reached=resumed, pid=pid,
-                        apiserver_pid=apiserver, clients=args.clients, settle_s=WRITES_SETTLE_S,
-                    )  # fmt: skip
-                    burst, writes = released.burst, released.writes
-                else:
-                    before = api_writes(api)
-                    burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
-                                      clients=args.clients)  # fmt: skip
-                    time.sleep(WRITES_SETTLE_S)
-                    writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
+                burst, writes, released = measure(
+                    ns, bodies, pid, elastic_quota_plan(jobs, quotas),
+                    pending_kind=QUEUE_UNIT, pending=unit_pending)
         else:
             assert kueue.crds is not None
             install_crds(kubectl, kueue.crds)
@@ -627,20 +635,9 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
             with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v,
                                profile=profile) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
-                if args.release:
-                    released = run_release(
-                        api, JOB, ns, bodies, cluster_queue_plan(jobs, quotas),
-                        pending_kind=WORKLOAD, pending=workload_pending, reached=resumed,
-                        pid=pid, apiserver_pid=apiserver, clients=args.clients,
-                        settle_s=WRITES_SETTLE_S,
-                    )  # fmt: skip
-                    burst, writes = released.burst, released.writes
-                else:
-                    before = api_writes(api)
-                    burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
-                                      clients=args.clients)  # fmt: skip
-                    time.sleep(WRITES_SETTLE_S)
-                    writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
+                burst, writes, released = measure(
+                    ns, bodies, pid, cluster_queue_plan(jobs, quotas),
+                    pending_kind=WORKLOAD, pending=workload_pending)
     dump = _dump(args, who, f"admission-{jobs}x{quotas}")
     if released is None:
         headline = _headline(burst, jobs, "controller_to_resume", dump)

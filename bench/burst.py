@@ -196,6 +196,16 @@ def dump_times(burst: Burst, path: str) -> None:
     Path(path).write_text(json.dumps(times))
 
 
+def latency_figures(latencies: list[float]) -> dict[str, float]:
+    """p50 / p90 / p99 / max of `latencies`, in seconds to the millisecond."""
+    return {
+        "p50": round(statistics.median(latencies), 3),
+        "p90": round(percentile(latencies, 90), 3),
+        "p99": round(percentile(latencies, 99), 3),
+        "max": round(max(latencies), 3),
+    }
+
+
 def summary(burst: Burst, last_stage: str, dump: str = "") -> dict[str, Any]:
     """Latency percentiles, throughput and the stage split; `dump` keeps every timestamp."""
     if dump:
@@ -205,12 +215,7 @@ def summary(burst: Burst, last_stage: str, dump: str = "") -> dict[str, Any]:
         "create_phase_s": round(burst.create_s, 2),
         "total_s": round(burst.total_s, 2),
         "throughput_per_s": round(len(burst.reached) / burst.total_s, 1),
-        "latency_s": {
-            "p50": round(statistics.median(latencies), 3),
-            "p90": round(percentile(latencies, 90), 3),
-            "p99": round(percentile(latencies, 99), 3),
-            "max": round(max(latencies), 3),
-        },
+        "latency_s": latency_figures(latencies),
         # where the time goes: the create call; the API server's watch delivery (this script's
         # own watch sees the object); the component under test, up to the state measured
         "stages_s": {

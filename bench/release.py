@@ -10,7 +10,6 @@ release -> un-suspend; CPU and API writes are counted over the release window on
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import Counter
@@ -24,7 +23,7 @@ from bench.burst import (
     api_writes,
     cpu_seconds,
     dump_times,
-    percentile,
+    latency_figures,
     stage,
     watch_objects,
     writes_per_job,
@@ -248,12 +247,7 @@ def release_summary(burst: Burst, dump: str = "") -> dict[str, Any]:
         "edit_phase_s": round(burst.create_s, 3),
         "total_s": round(burst.total_s, 2),
         "throughput_per_s": round(len(burst.reached) / max(burst.total_s, 1e-9), 1),
-        "latency_s": {
-            "p50": round(statistics.median(latencies), 3),
-            "p90": round(percentile(latencies, 90), 3),
-            "p99": round(percentile(latencies, 99), 3),
-            "max": round(max(latencies), 3),
-        },
+        "latency_s": latency_figures(latencies),
         "stages_s": {
             "edit_call": stage(burst.created, burst.accepted),
             "edit_to_resume": stage(burst.accepted, burst.reached),
