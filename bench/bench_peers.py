@@ -62,6 +62,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -515,6 +516,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
         log = f"{args.log_dir}/placement-{who}-{pods}x{nodes}.log"
         bound = lambda p: bool((p.get("spec") or {}).get("nodeName"))  # noqa: E731
         apiserver_before = cpu_seconds(apiserver)
+        writes_before = api_writes(api)
         if who == "binder":
             argv = [sys.executable, str(ROOT / "bench" / "binder.py"),
                     f"--kubeconfig={cp.kubeconfig}", f"--namespace={ns}",
@@ -523,6 +525,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
+                writes_after = settled_writes(api)
         elif binary is None:
             run = [
                 "schedule",
@@ -536,6 +539,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
+                writes_after = settled_writes(api)
         else:
             config = Path(tmp) / "kube-scheduler.yaml"
             config.write_text(json.dumps(scheduler_config(str(cp.kubeconfig))))
@@ -544,11 +548,35 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
+                writes_after = settled_writes(api)
         apiserver_s = cpu_seconds(apiserver) - apiserver_before
     dump = _dump(args, who, f"placement-{pods}x{nodes}")
     headline = _headline(burst, pods, "scheduler_to_bind", dump)
+    writes = writes_per_pod(writes_before, writes_after, pods, len(burst.created))
     return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline,
-            "apiserver_cpu_ms": round(1000 * apiserver_s / max(pods, 1), 3)}  # fmt: skip
+            "apiserver_cpu_ms": round(1000 * apiserver_s / max(pods, 1), 3),
+            "writes_per_job": writes, "writes_total": writes["total"]}  # fmt: skip
+
+
+PLACEMENT_SETTLE_S = 1.0
+"""After a placement burst, how long the trailing writes (Scheduled events) get to land before
+the API server's write counts are read, the scheduler still running."""
+
+
+def settled_writes(api: KubeApi) -> Counter[str]:
+    time.sleep(PLACEMENT_SETTLE_S)
+    return api_writes(api)
+
+
+def writes_per_pod(
+    before: Counter[str], after: Counter[str], pods: int, created: int
+) -> dict[str, float]:
+    """A placement run's API writes per pod by verb and resource (apiserver_request_total),
+    the benchmark's own pod creates taken out: the scheduler's binds, events and any other
+    write it made while the component ran (its stop included)."""
+    writes = writes_per_job(before, after, pods, 0, own={"POST pods": created})
+    writes.pop("POST jobs", None)
+    return writes
 
 
 WRITES_SETTLE_S = 5.0
@@ -807,7 +835,8 @@ def main() -> int:
         print(line)
     for row in rows:
         if row.get("writes"):
-            print(f"API writes per Job by verb and resource, {row['workload']} {row['size']} "
+            item = "pod" if row["workload"] == "placement" else "Job"
+            print(f"API writes per {item} by verb and resource, {row['workload']} {row['size']} "
                   f"(last run): {json.dumps(row['writes'], sort_keys=True)}")
     for row in rows:
         if row["workload"] == "placement":

@@ -115,6 +115,88 @@ class CurlTransport:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+Request = tuple[str, str, bytes | None, dict[str, str]]
+"""(method, path with its query, body, headers) for `CurlTransport.send_all`."""
+
+
+class _Multi:
+    """One thread's libcurl multi handle and the easy handles it reuses."""
+
+    def __init__(self, transport: CurlTransport, http2: bool) -> None:
+        self.multi = pycurl.CurlMulti()
+        self.handles = [_Handle(transport, http2)]
+        self.http2 = http2
+
+    def handle(self, i: int, transport: CurlTransport) -> _Handle:
+        while len(self.handles) <= i:
+            self.handles.append(_Handle(transport, self.http2))
+        return self.handles[i]
+
+    def run(self) -> dict[int, tuple[int, str]]:
+        """Drive every added transfer to its end; id(curl) -> (error code, message) of
+        those that failed (select releases the GIL while waiting)."""
+        multi, failed = self.multi, {}
+        active = 1
+        while active:
+            ret, active = multi.perform()
+            while ret == pycurl.E_CALL_MULTI_PERFORM:
+                ret, active = multi.perform()
+            while True:
+                queued, _ok, errors = multi.info_read()
+                for curl, code, message in errors:
+                    failed[id(curl)] = (code, message)
+                if not queued:
+                    break
+            if active:
+                multi.select(1.0)
+        return failed
+
+
+def send_all(transport: CurlTransport, requests: list[Request], http2: bool = False,
+             ) -> list[Answer | Exception]:
+    """`requests` sent together on one multi handle of this thread, each answer (or the
+    error of its transfer) in order. HTTP/1.1: one kept-alive connection per transfer in
+    flight, from the multi's cache; `http2`: all multiplexed on one connection (TLS only).
+    The fence is asked per write, as by `send`; a transfer that never left (a connection not
+    made) and an idempotent one that failed are sent again through `send` (its retries)."""
+    local = transport._local
+    key = "multi2" if http2 else "multi1"
+    runner: _Multi | None = getattr(local, key, None)
+    if runner is None:
+        runner = _Multi(transport, http2)
+        setattr(local, key, runner)
+    prepared: list[tuple[_Handle, io.BytesIO]] = []
+    for i, (method, path, body, headers) in enumerate(requests):
+        add_token(transport.configuration, headers)
+        handle = runner.handle(i, transport)
+        handle.refused = False
+        out = handle.prepare(method, transport.host + path, body, headers,
+                             transport.fence is not None and method != "GET")
+        runner.multi.add_handle(handle.curl)
+        prepared.append((handle, out))
+    try:
+        failed = runner.run()
+    finally:
+        for handle, _out in prepared:
+            runner.multi.remove_handle(handle.curl)
+    answers: list[Answer | Exception] = []
+    for (method, path, body, headers), (handle, out) in zip(requests, prepared, strict=True):
+        error = failed.get(id(handle.curl))
+        if error is None:
+            answers.append(handle.answer(out))
+        elif handle.refused:
+            answers.append(FencedError())
+        elif error[0] in UNCONNECTED or method in IDEMPOTENT:
+            try:
+                answers.append(transport.send(method, path, body, headers))
+            except Exception as exc:  # handed back, as the others are
+                answers.append(exc)
+        else:
+            answers.append(ConnectionError(f"{method} {path}: curl error {error[0]}: "
+                                           f"{error[1]}"))
+    return answers
+
+
 def _describe(exc: pycurl.error) -> str:
     code, message = (*exc.args, 0, "")[:2]
     return f"curl error {code}: {message}"
@@ -123,14 +205,18 @@ def _describe(exc: pycurl.error) -> str:
 class _Handle:
     """One thread's libcurl handle with the options every request shares set once."""
 
-    def __init__(self, transport: CurlTransport) -> None:
+    def __init__(self, transport: CurlTransport, http2: bool = False) -> None:
         self.transport = transport
         self.refused = False
         self._lines: list[bytes] = []
         curl = self.curl = pycurl.Curl()
         configuration = transport.configuration
         curl.setopt(pycurl.NOSIGNAL, 1)  # threads: no SIGALRM for timeouts
-        curl.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1)
+        if http2:  # one connection for all of a multi's transfers (HTTP/1.1 over plain TCP)
+            curl.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_2TLS)
+            curl.setopt(pycurl.PIPEWAIT, 1)
+        else:
+            curl.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1)
         curl.setopt(pycurl.TIMEOUT_MS, transport.timeout_ms)
         curl.setopt(pycurl.CONNECTTIMEOUT_MS, transport.timeout_ms)
         curl.setopt(pycurl.TCP_NODELAY, 1)
@@ -160,6 +246,14 @@ class _Handle:
     def perform(
         self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], fenced: bool
     ) -> Answer:
+        out = self.prepare(method, url, body, headers, fenced)
+        self.curl.perform()
+        return self.answer(out)
+
+    def prepare(
+        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str], fenced: bool
+    ) -> io.BytesIO:
+        """Set the request's options; the answer's body is written to what this returns."""
         curl, lines = self.curl, self._lines
         lines.clear()
         self.refused = False
@@ -175,8 +269,12 @@ class _Handle:
         # "Expect:" off: no 100-continue round trip before a large body
         curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
         curl.setopt(pycurl.WRITEDATA, out)
-        curl.perform()
-        status = int(curl.getinfo(pycurl.RESPONSE_CODE))
+        return out
+
+    def answer(self, out: io.BytesIO) -> Answer:
+        """The finished transfer's answer."""
+        lines = self._lines
+        status = int(self.curl.getinfo(pycurl.RESPONSE_CODE))
         reason = _reason(lines)
         answer_headers: Mapping[str, str] = {} if 200 <= status < 300 else _headers(lines)
         return Answer(status, reason, out.getvalue(), answer_headers)

@@ -12,7 +12,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import structlog
@@ -24,6 +24,8 @@ from koordqueue.kube.api_errors import with_retries
 from koordqueue.kube.event_correlator import MAX_OBJECTS, EventCorrelator
 from koordqueue.kube.metrics import REGISTRY
 
+PostAll = Callable[[list[tuple[str, dict[str, Any]]]], "list[dict[str, Any] | ApiError]"]
+"""(path, body) POSTs -> each one's answer or ApiError, in order (the scheduler's BatchWriter)."""
 COMPONENT: Final = "koord-queue"
 EVENT_LINGER: Final = 0.05
 """Seconds the asynchronous writer waits, once it has emptied its queue, before it sleeps
@@ -73,6 +75,14 @@ def event_name(object_name: str) -> str:
     return f"{object_name[:200]}.{_STAMPS.next():x}"
 
 
+SeenKey = tuple[str, str, str, str]
+"""(object identity, kind, reason, de-duplication key): one Event, whose count moves."""
+
+
+def _seen_key(ref: Mapping[str, Any], namespace: str, reason: str, same: str) -> SeenKey:
+    return (ref["uid"] or f"{namespace}/{ref['name']}", ref["kind"], reason, same)
+
+
 def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
     """involvedObject for an API object dict."""
     metadata = obj.get("metadata") or {}
@@ -98,7 +108,7 @@ class EventRecorder:
         self._api = api
         self._sleep = sleep
         self._attempts = EVENT_ATTEMPTS
-        self._seen: TTLCache[tuple[str, str, str, str], tuple[str, str, int]] = TTLCache(
+        self._seen: TTLCache[SeenKey, tuple[str, str, int]] = TTLCache(
             maxsize=maxsize, ttl=ttl
         )
         self._lock = threading.Lock()
@@ -116,7 +126,7 @@ class EventRecorder:
         ref = object_reference(obj)
         namespace = ref["namespace"] or "default"
         same = dedup_key if dedup_key is not None else message
-        key = (ref["uid"] or f"{namespace}/{ref['name']}", ref["kind"], reason, same)
+        key = _seen_key(ref, namespace, reason, same)
         now = _now()
         with self._lock:
             previous = self._seen.get(key)
@@ -134,21 +144,7 @@ class EventRecorder:
                 except ApiError as exc:
                     if not exc.not_found:
                         raise
-            body = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": event_name(ref["name"]), "namespace": namespace},
-                "involvedObject": ref,
-                "reason": reason,
-                "message": message[:1024],
-                "type": event_type,
-                "source": {"component": COMPONENT},
-                "reportingComponent": COMPONENT,
-                "reportingInstance": self._instance,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }
+            body = self._body(ref, namespace, event_type, reason, message, now=now)
             try:
                 created = self._retried(lambda: self._api.create(EVENT, body, namespace))
             except ApiError as exc:
@@ -164,6 +160,46 @@ class EventRecorder:
         except ApiError as exc:
             log.warning("event not recorded", reason=reason, object=ref["name"], error=str(exc))
             return False
+
+    def _body(
+        self, ref: dict[str, Any], namespace: str, event_type: str, reason: str, message: str,
+        *, now: str,
+    ) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": event_name(ref["name"]), "namespace": namespace},
+            "involvedObject": ref,
+            "reason": reason,
+            "message": message[:1024],
+            "type": event_type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+    def fresh(
+        self, obj: Mapping[str, Any], event_type: str, reason: str, message: str,
+        *, dedup_key: str | None = None,
+    ) -> tuple[SeenKey, dict[str, Any]] | None:
+        """For a caller that sends creates itself (a batch): the new Event `record` would
+        create, with its de-duplication key, or None when this one repeats an Event already
+        written (then `record` bumps its count). Report the create with `created`."""
+        ref = object_reference(obj)
+        namespace = ref["namespace"] or "default"
+        key = _seen_key(ref, namespace, reason, dedup_key if dedup_key is not None else message)
+        with self._lock:
+            if key in self._seen:
+                return None
+        return key, self._body(ref, namespace, event_type, reason, message, now=_now())
+
+    def created(self, key: SeenKey, name: str, namespace: str) -> None:
+        """An Event from `fresh` was created: its repeats now bump its count."""
+        with self._lock:
+            self._seen[key] = (name, namespace, 1)
 
     def _retried(self, call: Callable[[], T]) -> T:
         """`call`, tried again on a passing refusal (EVENT_ATTEMPTS); a conflict goes up."""
@@ -207,8 +243,9 @@ class AsyncEventRecorder:
         self._thread = threading.Thread(target=self._drain, name="kq-events", daemon=True)
         self._thread.start()
 
-    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> bool:
-        """Queue an event; False when it was dropped (rate limit or full queue)."""
+    def _correlate(
+        self, obj: Mapping[str, Any], event_type: str, reason: str, message: str
+    ) -> tuple[str, str] | None:
         ref = object_reference(obj)
         identity = ref["uid"] or f"{ref['namespace']}/{ref['name']}"
         with self._lock:
@@ -217,6 +254,51 @@ class AsyncEventRecorder:
             )
         if correlated is None:
             EVENTS.labels("spam").inc()
+        return correlated
+
+    def record_all(
+        self, events: Sequence[tuple[Mapping[str, Any], str, str, str]], post_all: PostAll,
+    ) -> list[bool]:
+        """(object, type, reason, message) events correlated as by `record`, written in the
+        caller's thread: the new Events' creates in one `post_all` (the scheduler's batch of
+        binds' `Scheduled` events, in flight together), repeats and refused creates one at a
+        time as `record` writes them (count bumps, generateName, retries). For callers that
+        write from a pool of their own, so events keep pace with their writes instead of
+        queueing behind the one writer thread (at one POST at a time it fell behind a burst
+        of binds and dropped what overflowed its queue). True per event written."""
+        written = [False] * len(events)
+        batch: list[tuple[int, SeenKey, dict[str, Any], tuple[str, str, str, str]]] = []
+        for i, (obj, event_type, reason, message) in enumerate(events):
+            correlated = self._correlate(obj, event_type, reason, message)
+            if correlated is None:
+                continue
+            text, key = correlated
+            new = self._recorder.fresh(obj, event_type, reason, text, dedup_key=key)
+            if new is None:
+                written[i] = self._write(obj, event_type, reason, text, key)
+            else:
+                batch.append((i, new[0], new[1], (event_type, reason, text, key)))
+        posts = [(EVENT.path(body["metadata"]["namespace"]), body) for _i, _k, body, _a in batch]
+        for (i, seen, body, args), answer in zip(batch, post_all(posts), strict=True):
+            if isinstance(answer, ApiError):  # a conflict, a refusal: the one-at-a-time path
+                written[i] = self._write(events[i][0], *args)
+                continue
+            name = (answer.get("metadata") or {}).get("name") or body["metadata"]["name"]
+            self._recorder.created(seen, name, body["metadata"]["namespace"])
+            EVENTS.labels("written").inc()
+            written[i] = True
+        return written
+
+    def _write(self, obj: Mapping[str, Any], event_type: str, reason: str, text: str,
+               key: str) -> bool:  # fmt: skip
+        ok = self._recorder.record(obj, event_type, reason, text, dedup_key=key)
+        EVENTS.labels("written" if ok else "failed").inc()
+        return ok
+
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> bool:
+        """Queue an event; False when it was dropped (rate limit or full queue)."""
+        correlated = self._correlate(obj, event_type, reason, message)
+        if correlated is None:
             return False
         text, key = correlated
         try:

@@ -296,7 +296,9 @@ class Informer:
         healthy_reset: float = HEALTHY_RESET,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`watch_timeout`: the least server-side timeout of a watch (each is random in
+        """`workers`: threads handling events (0: the watch thread itself, in order, for a
+        handler that never blocks: no queue and no thread wake per event). `watch_timeout`:
+        the least server-side timeout of a watch (each is random in
         [watch_timeout, 2 x watch_timeout]); `idle_timeout`: the liveness deadline. Both in
         seconds, defaulting to $KOORDQUEUE_MIN_WATCH_TIMEOUT / $KOORDQUEUE_WATCH_IDLE_TIMEOUT,
         else MIN_WATCH_TIMEOUT / WATCH_IDLE_TIMEOUT. `healthy_reset`: seconds without a
@@ -521,18 +523,24 @@ class Informer:
             self._known[key] = uid
         elif key in self._known and self._known[key] == uid:
             del self._known[key]
+        if not self._workers:  # inline: the handler never blocks (the scheduler's cache)
+            self._handle(key, event_type, obj)
+            return
         self._queue.put(key, (event_type, obj))
+
+    def _handle(self, key: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        try:
+            self.handler(event_type, obj)
+        except Exception:  # one bad object must not stop the others
+            metrics.HANDLER_ERRORS.labels(self.kind.plural).inc()
+            log.exception("event handler failed", kind=self.kind.plural, key=key)
 
     def _work(self) -> None:
         while (item := self._queue.take()) is not None:
             key, events = item
             try:
                 for event_type, obj in events:
-                    try:
-                        self.handler(event_type, obj)
-                    except Exception:  # one bad object must not stop the others
-                        metrics.HANDLER_ERRORS.labels(self.kind.plural).inc()
-                        log.exception("event handler failed", kind=self.kind.plural, key=key)
+                    self._handle(key, event_type, obj)
             finally:
                 self._queue.done(key)
 

@@ -2,15 +2,15 @@
 
 Applying: binds through the pods/binding subresource, off the session's path: each placement
 is assumed in the cache when the session commits (the next session sees it as allocated), the
-HTTP bind runs in a worker pool and is never waited for; a failed bind forgets the assumption,
-records `FailedScheduling` and wakes the loop, so the pod is placed again (kube-scheduler's
-assume / bind cycle). A successful bind records `Scheduled`. Events go through an
-asynchronous, aggregating, rate-limited recorder. Evictions by delete (uid-guarded),
+binds go out in batches from a worker pool, each batch's requests in flight together, and are
+never waited for; a failed bind forgets the assumption, records `FailedScheduling` and wakes
+the loop, so the pod is placed again (kube-scheduler's assume / bind cycle). A successful bind
+records `Scheduled`, batched after its batch's binds (batch_writes.py); other events go
+through an asynchronous, aggregating, rate-limited recorder. Evictions by delete (uid-guarded),
 `PodScheduled=False, reason=Unschedulable` with the aggregated fit errors on pods left
 unplaced (only when the condition changes), PodGroup phase and gang condition
-(podgroup_status.py), and, with the
-SchedulingGatesQueueAdmission feature gate, gate removals for pods that passed the queue
-capacity check; these are awaited before the next session.
+(podgroup_status.py), and, with the SchedulingGatesQueueAdmission feature gate, gate removals
+for pods that passed the queue capacity check; these are awaited before the next session.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from koordqueue.kube.causes import PostedCauses
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp, report_expired
 from koordqueue.kube.scheduler import convert, metrics, names
+from koordqueue.kube.scheduler.batch_writes import BatchWriter
 from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.devices import stamped
 from koordqueue.kube.scheduler.features import parse_feature_gates
@@ -77,6 +78,11 @@ BIND_BATCH = 4
 this many, sent one after another on one thread's connection. One work item per bind woke a
 pool thread per pod (a Future, a lock handoff and a GIL switch each: ~7 % of the scheduler's
 GIL time in a 5,000-pod burst), for requests the API server serves in a few ms."""
+
+
+MULTI_BATCH = 32
+"""Binds per pool work item when they go out together (batch_writes.py): a session's binds
+in flight at once, from one pool thread, up to this many per thread."""
 
 
 def _now() -> str:
@@ -161,6 +167,8 @@ class Scheduler:
             ConfigWatcher(self.settings.scheduler_conf) if self.settings.scheduler_conf else None
         )
         self._pool = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="kq-bind")
+        self.writer = BatchWriter(api)
+        """Binds and their `Scheduled` events, a batch in flight together."""
         self._binders = binders
         self._inflight: set[Future[list[bool]]] = set()
         self._inflight_lock = threading.Lock()
@@ -342,7 +350,8 @@ class Scheduler:
         if result.numa_assigned:
             self.cache.numa_allocated(by_node(result.numa_assigned))
         binds = self._annotate(built, result) if result.bind_annotations else result.binds
-        for batch in bind_batches(binds, self._binders):
+        size = MULTI_BATCH if self.writer.transport is not None else BIND_BATCH
+        for batch in bind_batches(binds, self._binders, size):
             work = [(bind, built.pods.get(bind.task)) for bind in batch]
             sent = self._pool.submit(self._bind_batch, work)
             with self._inflight_lock:
@@ -446,31 +455,40 @@ class Scheduler:
             self._inflight.discard(future)
 
     def _bind_batch(self, work: list[tuple[Bind, dict[str, Any] | None]]) -> list[bool]:
-        return [self._bind(bind, pod) for bind, pod in work]
+        """The batch's binds in flight together, then the `Scheduled` events of those that
+        succeeded, together too (batch_writes.py), from this thread: the events keep pace
+        with the binds (one writer thread behind 16 binders fell behind a burst and dropped
+        events), and no bind waits behind an event."""
+        answers = self.writer.post_all([
+            (POD.path(bind.namespace, bind.name, "binding"), binding(bind)) for bind, _ in work
+        ])
+        results = [self._bound(bind, pod, answer)
+                   for (bind, pod), answer in zip(work, answers, strict=True)]  # fmt: skip
+        scheduled = [
+            (pod, names.EVENT_NORMAL, names.REASON_SCHEDULED, names.SCHEDULED_MESSAGE.format(
+                namespace=bind.namespace, name=bind.name, node=bind.node))
+            for (bind, pod), ok in zip(work, results, strict=True) if ok and pod is not None
+        ]
+        if scheduled:
+            self.events.record_all(scheduled, self.writer.post_all)
+        return results
 
-    def _bind(self, bind: Bind, pod: dict[str, Any] | None) -> bool:
+    def _bound(
+        self, bind: Bind, pod: dict[str, Any] | None, answer: dict[str, Any] | ApiError
+    ) -> bool:
+        """A bind's bookkeeping once its answer is in."""
         namespace, name, uid, node = bind.namespace, bind.name, bind.task, bind.node
-        body = {
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        try:
-            self.api.request("POST", POD.path(namespace, name, "binding"), body=body)
-        except ApiError as exc:
+        if isinstance(answer, ApiError):
             self.cache.forget(uid)  # pending again: the woken loop places it anew
             metrics.BINDS.labels("error").inc()
-            log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
+            log.warning("bind failed", pod=f"{namespace}/{name}", node=node, error=str(answer))
             if pod is not None:
                 self.events.record(pod, names.EVENT_WARNING, names.REASON_FAILED_SCHEDULING,
-                                   names.BIND_FAILED_MESSAGE.format(node=node, error=exc))
+                                   names.BIND_FAILED_MESSAGE.format(node=node, error=answer))
             return False
         metrics.BINDS.labels("ok").inc()
         self._written.pop(uid, None)
         self.causes.forget(uid, names.REASON_FAILED_SCHEDULING)  # placed: the cause is over
-        if pod is not None:
-            message = names.SCHEDULED_MESSAGE.format(namespace=namespace, name=name, node=node)
-            self.events.record(pod, names.EVENT_NORMAL, names.REASON_SCHEDULED, message)
         return True
 
     def _evict(self, namespace: str, name: str, uid: str, reason: str) -> bool:
@@ -531,13 +549,24 @@ class Scheduler:
         return written
 
 
-def bind_batches(binds: tuple[Bind, ...] | list[Bind], workers: int) -> list[list[Bind]]:
-    """The binds in order, split into ceil(n / `BIND_BATCH`) batches of near-equal size (at
-    most `BIND_BATCH` each), or into `workers` batches when that is fewer; consecutive binds
-    share a batch, so the first placed is the first sent."""
+def binding(bind: Bind) -> dict[str, Any]:
+    """The pods/binding body of a bind."""
+    return {
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": bind.name, "namespace": bind.namespace, "uid": bind.task},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": bind.node},
+    }
+
+
+def bind_batches(
+    binds: tuple[Bind, ...] | list[Bind], workers: int, size: int = BIND_BATCH
+) -> list[list[Bind]]:
+    """The binds in order, split into ceil(n / `size`) batches of near-equal size (at most
+    `size` each), or into `workers` batches when that is fewer; consecutive binds share a
+    batch, so the first placed is the first sent."""
     if not binds:
         return []
-    count = max(1, min(workers, -(-len(binds) // BIND_BATCH)))
+    count = max(1, min(workers, -(-len(binds) // size)))
     size = -(-len(binds) // count)
     return [list(binds[i:i + size]) for i in range(0, len(binds), size)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from koordqueue.kube.api import ApiError
 from koordqueue.kube.event_correlator import AGGREGATE_PREFIX, EventCorrelator
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 
@@ -85,4 +86,57 @@ def test_rate_limited_events_are_dropped() -> None:
         True, True, False, False]
     events.flush()
     assert len(api.created) == 1 and [p["count"] for _, p in api.patched] == [2]
+    events.close()
+
+
+def test_record_all_creates_new_events_in_one_batch_in_the_callers_thread() -> None:
+    api = FakeApi()
+    events = AsyncEventRecorder(EventRecorder(api))  # type: ignore[arg-type]
+    batches: list[list[tuple[str, dict[str, Any]]]] = []
+
+    def post_all(posts: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        batches.append(posts)
+        return [{"metadata": {"name": f"made-{i}"}} for i in range(len(posts))]
+
+    pods = [{**POD, "metadata": {**POD["metadata"], "name": f"p{i}", "uid": f"u{i}"}}
+            for i in range(3)]
+    written = events.record_all(
+        [(p, "Normal", "Scheduled", f"assigned {i}") for i, p in enumerate(pods)], post_all)
+    assert written == [True, True, True]
+    [batch] = batches
+    assert [path for path, _ in batch] == ["/api/v1/namespaces/ns/events"] * 3
+    assert [b["involvedObject"]["name"] for _, b in batch] == ["p0", "p1", "p2"]
+    assert {b["reason"] for _, b in batch} == {"Scheduled"} and api.created == []
+    # a repeat of a written one is a count bump on the name the server gave, not a create
+    assert events.record_all([(pods[1], "Normal", "Scheduled", "assigned 1")], post_all) == [True]
+    assert len(batches[-1]) == 0 and api.patched == [("made-1", api.patched[0][1])]
+    assert api.patched[0][1]["count"] == 2
+    events.close()
+
+
+def test_record_all_writes_a_refused_create_again_one_at_a_time() -> None:
+    api = FakeApi()
+    events = AsyncEventRecorder(EventRecorder(api))  # type: ignore[arg-type]
+
+    def post_all(posts: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        return [ApiError(409, "Conflict", "exists", "POST", p) for p, _ in posts]
+
+    assert events.record_all([(POD, "Normal", "Scheduled", "a")], post_all) == [True]
+    assert [b["reason"] for b in api.created] == ["Scheduled"]  # through `record`
+    events.close()
+
+
+def test_record_all_keeps_the_rate_limit() -> None:
+    api = FakeApi()
+    events = AsyncEventRecorder(  # type: ignore[arg-type]
+        EventRecorder(api), EventCorrelator(burst=1))
+    sent: list[int] = []
+
+    def post_all(posts: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        sent.append(len(posts))
+        return [{"metadata": {"name": "e"}} for _ in posts]
+
+    assert events.record_all([(POD, "Normal", "R", "a"), (POD, "Normal", "R", "b")],
+                             post_all) == [True, False]
+    assert sent == [1]
     events.close()

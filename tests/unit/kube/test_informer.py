@@ -367,3 +367,38 @@ def test_a_listing_handed_to_start_is_not_listed_or_handled_again() -> None:
     assert api.lists == 1  # only the re-list after the 410
     # nothing of the handed-over listing is handled again; a's deletion is noticed
     assert sorted(received, key=str) == [("DELETED", "a"), (None, "b")]
+
+
+def test_without_workers_the_watch_thread_handles_each_event_in_order_and_survives_errors(
+) -> None:
+    received: list[tuple[str | None, str, str]] = []
+
+    def handler(event_type: str | None, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "bad":
+            raise ValueError("boom")
+        received.append((event_type, obj["metadata"]["name"], threading.current_thread().name))
+
+    informer = Informer(FakeApi([]), JOB, handler, workers=0, backoff=Backoff(0.0))
+    stream = [
+        {"type": "ADDED", "object": _obj("a", "11")},
+        {"type": "ADDED", "object": _obj("bad", "12")},
+        {"type": "MODIFIED", "object": _obj("a", "13")},
+        {"type": "DELETED", "object": _obj("b", "14")},
+    ]
+    informer._open_watch = lambda **_: FakeResponse(stream)  # type: ignore[method-assign]
+    assert informer._watch_from("10") == "14"
+    here = threading.current_thread().name
+    # handled before _watch_from returned, by the thread reading the watch: nothing queued
+    assert received == [("ADDED", "a", here), ("MODIFIED", "a", here), ("DELETED", "b", here)]
+    assert len(informer._queue) == 0
+
+
+def test_without_workers_start_runs_only_the_watch_thread() -> None:
+    informer = Informer(FakeApi([([], "1")]), JOB, lambda t, o: None, workers=0,
+                        backoff=Backoff(0.0))
+    informer._watch_from = lambda version: (informer._stop.wait(5), version)[1]  # type: ignore[method-assign]
+    informer.start()
+    assert informer.synced.wait(5)
+    assert [t.name for t in informer._threads] == ["kq-jobs-watch"]
+    informer.stop(timeout=5)
+    assert not any(t.is_alive() for t in informer._threads)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from koordqueue.kube.api import ApiError
 from koordqueue.kube.scheduler import gcfreeze
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.gcfreeze import GcFreezer
@@ -128,6 +129,38 @@ def test_each_pod_of_a_batched_round_gets_its_own_binding_request() -> None:
         "metadata": {"name": "p3", "namespace": "ns", "uid": "uid-p3"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
     }
+    sched.close()
+
+
+def test_a_batch_sends_its_binds_then_the_scheduled_events_of_those_that_bound() -> None:
+    class Failing(Api):
+        def request(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+            if (body or {}).get("reason") == "Scheduled":
+                threads.append(threading.current_thread().name)
+            if path.endswith("/p1/binding"):
+                self.calls.append((method, path, body))
+                raise ApiError(409, "Conflict", "already bound", method, path)
+            return super().request(method, path, body, **kw)
+
+    threads: list[str] = []
+    api = Failing()
+    sched = Scheduler(api, ControllerSettings())  # type: ignore[arg-type]
+    sched.cache.replace(CachedKind.NODE, [NODE])
+    sched.cache.replace(CachedKind.QUEUE, [QUEUE])
+    sched.cache.replace(CachedKind.POD, [pod(n) for n in ("p0", "p1", "p2")])
+    outcome = sched.run_once()
+    assert len(outcome.binds) == 1  # 3 binds: one batch
+    assert sorted(outcome.binds[0].result(10)) == [False, True, True]
+    # written in the batch's own thread before it completed, not by the event writer
+    assert len(threads) == 2
+    assert all(name.startswith("kq-bind") for name in threads)
+    sched.drain()
+    posts = [(path, body) for method, path, body in api.calls if method == "POST"]
+    binds_sent = [i for i, (path, _) in enumerate(posts) if path.endswith("/binding")]
+    assert binds_sent == [0, 1, 2]  # the batch's three binds first
+    scheduled = {body["involvedObject"]["name"] for path, body in posts
+                 if path == "/api/v1/namespaces/ns/events" and body["reason"] == "Scheduled"}
+    assert scheduled == {"p0", "p2"}  # none for the refused one
     sched.close()
 
 
