@@ -110,12 +110,10 @@ class Command:
     name: str
     settings_type: type[SchedulerSettings]
     controller: bool
-    gc_freeze: bool
-    """The process is the scheduler's alone: its cache is frozen out of full GC passes."""
 
 
-RUN: Final = Command("run", ControllerSettings, controller=True, gc_freeze=False)
-SCHEDULE: Final = Command("schedule", SchedulerSettings, controller=False, gc_freeze=True)
+RUN: Final = Command("run", ControllerSettings, controller=True)
+SCHEDULE: Final = Command("schedule", SchedulerSettings, controller=False)
 
 
 def run_controller(args: argparse.Namespace) -> int:
@@ -154,7 +152,7 @@ def run_command(command: Command, args: argparse.Namespace) -> int:
             controller=command.controller,
             scheduler=True,
             on_lost=exit_after_losing_the_lease,
-            gc_freeze=command.gc_freeze,
+            gc_freeze=True,  # the CLI owns the process (kube/gcfreeze.py)
         )
     except NamespaceMissingError as exc:
         print(f"koordqueue {command.name}: {exc}", file=sys.stderr)

@@ -51,8 +51,8 @@ def build_operator(
     The controller needs run's settings (ControllerSettings; TypeError otherwise). Raises
     NamespaceMissingError when the controller's `--namespace` is missing and may not be
     created. `on_lost`: called when leadership is lost (the CLI exits). `gc_freeze`: the
-    process is the scheduler's (`koordqueue schedule`), so its cache is frozen out of the
-    collector's full passes (kube/scheduler/gcfreeze.py); embedders leave it off.
+    process is the CLI's (`koordqueue run` / `schedule`), so the caches of what it runs are
+    frozen out of the collector's full passes (kube/gcfreeze.py); embedders leave it off.
     """
     if not (controller or scheduler):
         raise ValueError("a process runs the controller, the scheduler or both")
@@ -68,7 +68,7 @@ def build_operator(
     registry = kopf.OperatorRegistry()
     ctl = None
     if ctl_settings is not None:
-        ctl = Controller(api, ctl_settings)
+        ctl = Controller(api, ctl_settings, gc_freeze=gc_freeze)
         build_registry(ctl, api, leadership, registry)
         register_visibility(registry, ctl_settings, ctl.state.published, KubeApi(api_client))
     if settings.webhook_port:  # serving before the scheduler reports ready

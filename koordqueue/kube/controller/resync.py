@@ -20,6 +20,7 @@ retry, then the start-up's back-off) on a new connection.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from koordqueue.domain.queue_derivation import derive_queue
@@ -56,8 +57,11 @@ class Resync:
         quotas: QuotaHandlers,
         queues: QueueHandlers,
         units: UnitHandlers,
+        on_relisted: Callable[[], None] = lambda: None,
     ) -> None:
         self.state = state
+        self.on_relisted = on_relisted
+        """Called once a resync's listings are folded in (the collector's freeze, gcfreeze)."""
         self.quotas = quotas
         self.queues = queues
         self.units = units
@@ -86,6 +90,7 @@ class Resync:
             listings = {**listings, QUEUE_UNIT: self._lister.list_with_version(QUEUE_UNIT)}
         self._fold_workloads(listings, None)
         self.next_resync = self.state.clock() + self.state.settings.resync_period
+        self.on_relisted()
         self.state.ready.set()
         return listings
 
@@ -116,6 +121,7 @@ class Resync:
             return  # refused: the next period tries again
         self._resync_quotas_and_queues()
         self._fold_workloads(listings, window)
+        self.on_relisted()
 
     def list_workloads(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
         """The QueueUnits and each served kind (on the writer's pool, for the periodic one)."""

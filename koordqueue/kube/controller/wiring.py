@@ -28,6 +28,7 @@ from koordqueue.kube.controller.units import UnitHandlers
 from koordqueue.kube.controller.workloads import Reactions
 from koordqueue.kube.controller.writes import Writer
 from koordqueue.kube.events import EventRecorder
+from koordqueue.kube.gcfreeze import GcFreezer
 from koordqueue.kube.settings import ControllerSettings
 
 
@@ -46,7 +47,13 @@ class Controller:
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.time,
         writers: int | None = None,
+        *,
+        gc_freeze: bool = False,
     ) -> None:
+        self.gc = GcFreezer(gc_freeze)
+        """`gc_freeze`: the process is `koordqueue run`'s, so the informers' decoded objects
+        are frozen out of the collector's full passes (kube/gcfreeze.py): after each relist,
+        and after rounds (at most every second)."""
         self.state = state = ControllerState(
             api, settings, recorder, clock, writers, on_duplicate_quota=log_duplicate_quota
         )
@@ -54,7 +61,9 @@ class Controller:
         self.checks = AdmissionChecks(state)
         self.queues = QueueHandlers(state, self.quotas, self.checks.queue_changed)
         self.units = UnitHandlers(state, self.checks.on_reserved)
-        self.resyncer = Resync(state, self.quotas, self.queues, self.units)
+        self.resyncer = Resync(
+            state, self.quotas, self.queues, self.units, on_relisted=self.gc.after_relist
+        )
         self.rounds = AdmissionRounds(
             state, before_round=self.resyncer.fire_timers, reserve=self.checks.reserve
         )
@@ -90,7 +99,9 @@ class Controller:
         self.resyncer.fire_timers()
 
     def admission_round(self) -> RoundResult:
-        return self.rounds.admission_round()
+        result = self.rounds.admission_round()
+        self.gc.after_pass()
+        return result
 
     def sync_usage(self) -> None:
         """The Queues' usage annotations when due, without a round (admission.py)."""

@@ -45,12 +45,12 @@ from koordqueue.kube.api import (
 from koordqueue.kube.causes import PostedCauses
 from koordqueue.kube.events import AsyncEventRecorder, EventRecorder
 from koordqueue.kube.gates.manager import GateManager, GateOp, report_expired
+from koordqueue.kube.gcfreeze import GcFreezer
 from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.batch_writes import BatchWriter
 from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.devices import stamped
 from koordqueue.kube.scheduler.features import parse_feature_gates
-from koordqueue.kube.scheduler.gcfreeze import GcFreezer
 from koordqueue.kube.scheduler.node_metrics import NodeMetricsPoller, make_source, node_allocatable
 from koordqueue.kube.scheduler.podgroup_status import PodGroupStatusWriter, StatusWrite
 from koordqueue.kube.scheduler.snapshot import Built
@@ -326,7 +326,7 @@ class Scheduler:
         self.apply(built, result, released, outcome)
         metrics.APPLY_DURATION.observe(time.perf_counter() - apply_start)
         outcome.seconds = time.perf_counter() - started
-        self.gc.after_session()
+        self.gc.after_pass()
         return outcome
 
     def _observe(self, result: SessionResult) -> None:

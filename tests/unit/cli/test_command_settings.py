@@ -108,7 +108,7 @@ def test_each_command_parses_its_settings_once_into_its_type(
     assert schedule_settings.schedule_period == 3
     assert run_kwargs["controller"] is True and run_kwargs["scheduler"] is True
     assert schedule_kwargs["controller"] is False and schedule_kwargs["scheduler"] is True
-    assert (run_kwargs["gc_freeze"], schedule_kwargs["gc_freeze"]) == (False, True)
+    assert run_kwargs["gc_freeze"] is True and schedule_kwargs["gc_freeze"] is True
 
 
 def test_settings_from_args_builds_the_asked_type() -> None:

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from koordqueue.kube import gcfreeze
 from koordqueue.kube.api import ApiError
-from koordqueue.kube.scheduler import gcfreeze
 from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
-from koordqueue.kube.scheduler.gcfreeze import GcFreezer
+from koordqueue.kube.gcfreeze import GcFreezer
 from koordqueue.kube.scheduler.operator import run_sessions, scheduling_loop
 from koordqueue.kube.scheduler.scheduler import BIND_BATCH, Scheduler, bind_batches
 from koordqueue.kube.settings import ControllerSettings
@@ -171,20 +171,20 @@ def test_after_relist_reclaims_frozen_garbage_then_freezes(fake_gc: RecordingGc)
     assert fake_gc.calls == [("unfreeze", ()), ("collect", ()), ("freeze", ())]
 
 
-def test_after_session_freezes_what_a_young_collection_left(fake_gc: RecordingGc) -> None:
-    GcFreezer(enabled=True).after_session()
+def test_after_pass_freezes_what_a_young_collection_left(fake_gc: RecordingGc) -> None:
+    GcFreezer(enabled=True).after_pass()
     assert fake_gc.calls == [("collect", (1,)), ("freeze", ())]
 
 
 def test_sessions_within_the_interval_freeze_once(fake_gc: RecordingGc) -> None:
     now = [100.0]
     freezer = GcFreezer(enabled=True, clock=lambda: now[0], interval=1.0)
-    freezer.after_session()
+    freezer.after_pass()
     now[0] += 0.5
-    freezer.after_session()  # too soon: nothing
+    freezer.after_pass()  # too soon: nothing
     assert fake_gc.calls == [("collect", (1,)), ("freeze", ())]
     now[0] += 0.6
-    freezer.after_session()
+    freezer.after_pass()
     assert fake_gc.calls[2:] == [("collect", (1,)), ("freeze", ())]
 
 
@@ -193,14 +193,14 @@ def test_a_relist_counts_as_the_last_freeze(fake_gc: RecordingGc) -> None:
     freezer = GcFreezer(enabled=True, clock=lambda: now[0], interval=1.0)
     freezer.after_relist()
     now[0] += 0.5
-    freezer.after_session()
+    freezer.after_pass()
     assert [name for name, _ in fake_gc.calls] == ["unfreeze", "collect", "freeze"]
 
 
 def test_a_disabled_freezer_touches_no_collector_state(fake_gc: RecordingGc) -> None:
     freezer = GcFreezer(enabled=False)
     freezer.after_relist()
-    freezer.after_session()
+    freezer.after_pass()
     assert fake_gc.calls == []
 
 
@@ -244,7 +244,7 @@ def test_a_real_freeze_loses_no_cached_object() -> None:
     sched.cache.replace(CachedKind.QUEUE, [QUEUE])
     sched.cache.replace(CachedKind.POD, [pod("a")])
     try:
-        sched.gc.after_session()
+        sched.gc.after_pass()
         assert gc.get_freeze_count() > 0
         assert sched.cache.get(CachedKind.POD, "uid-a") is not None
         assert sched.run_once().wait_for_binds(10) == (1, 0)

@@ -1,0 +1,116 @@
+"""The controller keeps the collector off its decoded objects (kube/gcfreeze.py).
+
+Under a burst of 1,500 Jobs perf put ~11 % of `koordqueue run`'s CPU in the cyclic
+collector's full passes over the informers' objects; the controller now freezes after each
+resync's fold (a full collection first) and after rounds (a young one), as the scheduler does
+after relists and sessions. In memory, with the `gc` module recorded, then once for real.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+
+from koordqueue.kube import gcfreeze
+from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE_UNIT
+from koordqueue.kube.controller import Controller
+from koordqueue.kube.controller.state import ResyncWindow
+from koordqueue.kube.settings import ControllerSettings
+from tests.unit.kube.memory_api import MemoryApi
+from tests.unit.kube.test_controller_state import quota, unit
+
+FULL = [("unfreeze", ()), ("collect", ()), ("freeze", ())]
+YOUNG = [("collect", (1,)), ("freeze", ())]
+
+
+class RecordingGc:
+    """Stands in for the `gc` module inside gcfreeze: records calls, collects nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def isenabled(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: self.calls.append((name, args))
+
+
+@pytest.fixture
+def fake_gc(monkeypatch: pytest.MonkeyPatch) -> RecordingGc:
+    recording = RecordingGc()
+    monkeypatch.setattr(gcfreeze, "gc", recording)
+    return recording
+
+
+def cluster() -> MemoryApi:
+    api = MemoryApi()
+    api.create(ELASTIC_QUOTA, quota("q", cpu="2"), "default")
+    api.create(QUEUE_UNIT, unit("a", "q"), "ns")
+    return api
+
+
+def test_the_start_up_resync_collects_fully_then_freezes(fake_gc: RecordingGc) -> None:
+    c = Controller(cluster(), ControllerSettings(), writers=1, gc_freeze=True)
+    c.resync()
+    assert fake_gc.calls == FULL
+    c.close()
+
+
+def test_a_round_freezes_what_a_young_collection_left_at_most_every_second(
+    fake_gc: RecordingGc,
+) -> None:
+    c = Controller(cluster(), ControllerSettings(), writers=1, gc_freeze=True)
+    now = [100.0]
+    c.gc.clock = lambda: now[0]
+    c.resync()
+    fake_gc.calls.clear()
+    now[0] += 2.0
+    c.admission_round()
+    assert fake_gc.calls == YOUNG
+    c.admission_round()  # the same second: no second freeze
+    assert fake_gc.calls == YOUNG
+    c.close()
+
+
+def test_the_periodic_resync_reclaims_and_freezes_once_folded(fake_gc: RecordingGc) -> None:
+    api = cluster()
+    c = Controller(api, ControllerSettings(), writers=1, gc_freeze=True)
+    c.resync()
+    fake_gc.calls.clear()
+    listed = c.resyncer.list_workloads(api)
+    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
+    c.resyncer.finish_resync(listed)
+    assert fake_gc.calls == FULL
+    c.close()
+
+
+def test_an_embedded_controller_leaves_the_collector_alone(fake_gc: RecordingGc) -> None:
+    c = Controller(cluster(), ControllerSettings(), writers=1)  # gc_freeze off: tests, e2e
+    c.resync()
+    c.admission_round()
+    assert fake_gc.calls == []
+    c.close()
+
+
+def test_a_real_freeze_loses_no_unit_and_the_next_round_still_admits() -> None:
+    api = cluster()
+    c = Controller(api, ControllerSettings(), writers=1, gc_freeze=True)
+    try:
+        c.resync()
+        assert gc.get_freeze_count() > 0
+        c.admission_round()
+        admitted = api.get(QUEUE_UNIT, "a", "ns") or {}
+        assert (admitted.get("status") or {}).get("phase") in {"Reserved", "Dequeued"}
+        api.create(QUEUE_UNIT, unit("b", "q"), "ns")
+        c.on_unit("ADDED", api.get(QUEUE_UNIT, "b", "ns") or {})
+        c.gc.clock = lambda: 1e12  # the freeze interval is over
+        c.admission_round()
+        assert ((api.get(QUEUE_UNIT, "b", "ns") or {}).get("status") or {}).get("phase") in {
+            "Reserved", "Dequeued"}  # fmt: skip
+        assert {u.name for u in c.engine.units()} == {"a", "b"}
+    finally:
+        gc.unfreeze()  # give the test process its collector back
+        c.close()
