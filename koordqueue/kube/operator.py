@@ -39,8 +39,9 @@ from koordqueue.kube.leader import Leadership, start_when_leading
 
 log = structlog.get_logger(__name__)
 
-INFORMER_WORKERS: Final = 1
-"""An informer's worker only posts each event onto the owner loop: one is enough."""
+INFORMER_WORKERS: Final = 0
+"""The informers' handlers only post each event onto the owner loop: on the watch thread,
+no worker (informer.py)."""
 RESYNC_KINDS: Final = (QUEUE_UNIT, JOB)
 """Kinds the start-up resync folds as listings (the others arrive as listing events)."""
 
