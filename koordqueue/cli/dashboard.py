@@ -222,7 +222,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
         api_client = load_api_client(args.kubeconfig, args.context)
     except (ConfigException, OSError) as exc:
         return error(f"cannot load kubeconfig: {exc}", EXIT_BAD_INPUT)
-    from koordqueue.cli.run import configure_logging
+    from koordqueue.cli.logs import configure_logging
 
     configure_logging("console", "warning")  # on stderr: a failing watch says so
     cluster = str(api_client.configuration.host)

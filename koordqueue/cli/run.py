@@ -8,13 +8,13 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Final
 
 import kopf
 import structlog
-from structlog.typing import Processor
 
 from koordqueue.cli.flags import settings_from_args
+from koordqueue.cli.logs import configure_logging
 from koordqueue.kube import kopf_support, metrics
 from koordqueue.kube.api import KubeApi, load_api_client
 from koordqueue.kube.leader import (
@@ -29,61 +29,6 @@ from koordqueue.kube.process import build_operator
 from koordqueue.kube.scheduler_clash import busy_port, port_in_use, scheduler_clash
 from koordqueue.kube.settings import ControllerSettings, ProcessSettings, SchedulerSettings
 from koordqueue.kube.visibility.serve import VisibilityConfigError
-
-
-def configure_logging(fmt: str, level: str) -> None:
-    """structlog for our logs, and the stdlib (kopf, urllib3) routed through the same renderer."""
-    renderer: Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
-    )
-    shared: list[Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    # the chain is replaced in place: a logger cached on first use keeps the list it was built
-    # with, so a second call (the e2e tests start the controller in-process again and again)
-    # would leave every cached logger on a chain nothing reaches any more (capture_logs missed it)
-    processors = structlog.get_config()["processors"]
-    processors[:] = [*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter]
-    structlog.configure(
-        processors=processors,
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
-    )
-    handler = CurrentStderrHandler()
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                renderer,
-            ],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    # kopf logs every handler success at info (several lines per Job): keep it for debug only
-    logging.getLogger("kopf").setLevel("DEBUG" if level == "debug" else "WARNING")
-    logging.getLogger("kubernetes").setLevel("WARNING")
-    logging.getLogger("urllib3").setLevel("WARNING")
-
-
-class CurrentStderrHandler(logging.StreamHandler[TextIO]):
-    """Writes to whatever `sys.stderr` is when a record is emitted, not when configured: a
-    host that swaps stderr (pytest's capture, an embedding process) after start-up would
-    otherwise leave every later line on a closed stream ('I/O operation on closed file')."""
-
-    @property
-    def stream(self) -> TextIO:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: TextIO) -> None:
-        pass  # (StreamHandler's own __init__ / setStream: the current stderr wins)
-
 
 LEASE_LOST_EXIT: Final = "exiting: the lease is lost (this process restarts as a standby)"
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from koordqueue.cli.run import configure_logging
+from koordqueue.cli.logs import configure_logging
 from koordqueue.kube.controller import Controller
 from koordqueue.kube.kopf_support import OperatorThread
 from koordqueue.kube.process import build_operator

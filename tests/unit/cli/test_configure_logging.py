@@ -13,7 +13,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from koordqueue.cli.run import configure_logging
+from koordqueue.cli.logs import configure_logging
 
 
 @pytest.fixture
@@ -63,3 +63,54 @@ def test_a_line_logged_after_stderr_was_swapped_goes_to_the_new_stderr(
     lines = [json.loads(line) for line in later.getvalue().splitlines()]
     assert [(e["event"], e["level"]) for e in lines] == [
         ("after the swap", "warning"), ("a foreign line", "warning")]
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_lines_under_the_level_are_dropped_and_the_rest_are_one_json_object_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    configure_logging("json", "info")
+    log = structlog.get_logger("koordqueue.test_configure_logging")
+    log.debug("not shown", unit="ns/a")
+    log.info("admitted", unit="ns/a", path=("a", "root"), counts={1: 2})
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert len(lines) == 1
+    line = lines[0]
+    assert (line["event"], line["level"], line["unit"]) == ("admitted", "info", "ns/a")
+    assert line["path"] == ["a", "root"] and line["counts"] == {"1": 2}
+    assert line["timestamp"].endswith("Z")
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_an_exception_logged_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the JSON line said only `"exc_info": true`: the traceback was lost."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    configure_logging("json", "info")
+    try:
+        raise ZeroDivisionError("the cause")
+    except ZeroDivisionError:
+        structlog.get_logger("koordqueue.test_configure_logging").exception("round failed")
+    (line,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert line["level"] == "error" and "exc_info" not in line
+    assert "Traceback" in line["exception"] and "ZeroDivisionError: the cause" in line["exception"]
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_our_lines_do_not_go_through_the_stdlib_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path: a structlog line is rendered and written without a LogRecord."""
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    configure_logging("json", "info")
+    records: list[logging.LogRecord] = []
+
+    class Seen(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            records.append(record)
+            return True
+
+    logging.getLogger().handlers[0].addFilter(Seen())
+    structlog.get_logger("koordqueue.test_configure_logging").warning("ours")
+    logging.getLogger("kopf.test").warning("foreign")
+    assert [r.getMessage() for r in records] == ["foreign"]

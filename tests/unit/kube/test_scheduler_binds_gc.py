@@ -20,8 +20,8 @@ import pytest
 
 from koordqueue.kube import gcfreeze
 from koordqueue.kube.api import ApiError
-from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.gcfreeze import GcFreezer
+from koordqueue.kube.scheduler.cache import CachedKind, SchedulerCache
 from koordqueue.kube.scheduler.operator import run_sessions, scheduling_loop
 from koordqueue.kube.scheduler.scheduler import BIND_BATCH, Scheduler, bind_batches
 from koordqueue.kube.settings import ControllerSettings
