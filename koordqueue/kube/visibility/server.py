@@ -15,6 +15,7 @@ GET is refused with 405.
 from __future__ import annotations
 
 import ssl
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -238,6 +239,21 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     routes: Routes
     handshake_timeout: float = 10.0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone mid-answer (a poller stopped, the aggregator closing a proxied
+        connection) is not our failure: one debug line, not socketserver's traceback on
+        stderr (bench_visibility_live.py printed one per stopped poller). Anything else is
+        logged as the error it is."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, GONE):
+            log.debug("visibility client went away", peer=str(client_address), error=str(exc))
+            return
+        log.exception("visibility connection failed", peer=str(client_address))
+
+
+GONE: Final = (ConnectionError, TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+"""What a connection that ended under us raises (BrokenPipe and resets are ConnectionErrors)."""
 
 
 class VisibilityServer:

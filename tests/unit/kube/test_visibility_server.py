@@ -243,3 +243,28 @@ def test_the_front_proxy_configuration_is_read_or_its_absence_named() -> None:
     with pytest.raises(VisibilityConfigError, match="--visibility-cert"):
         register_visibility(None, ControllerSettings(visibility_port=8443), Publication(),
                             None)  # type: ignore[arg-type]
+
+
+def test_a_client_gone_mid_answer_is_a_debug_line_and_other_failures_an_error(
+    serving: Any, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """socketserver's default printed a traceback on stderr for every poller that stopped
+    while its answer was being written (an SSLEOFError in sendall)."""
+    from structlog.testing import capture_logs
+
+    server = serving[0]._server
+    with capture_logs() as logs:
+        for gone in (ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
+                     BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+            try:
+                raise gone
+            except OSError:
+                server.handle_error(None, ("127.0.0.1", 1))
+        try:
+            raise ValueError("a bug of ours")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 2))
+    assert [(e["event"], e["log_level"]) for e in logs] == [
+        ("visibility client went away", "debug")] * 3 + [
+        ("visibility connection failed", "error")]
+    assert "Traceback" not in capsys.readouterr().err
