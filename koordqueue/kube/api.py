@@ -109,6 +109,18 @@ def loads(data: bytes | str) -> Any:
         return json.loads(data)
 
 
+def dumps(body: object) -> bytes:
+    """A request body as JSON bytes: orjson (~10x the standard library on a Job-sized body),
+    the standard library when orjson refuses (an integer past 64 bits, a key that is not a
+    string, str, int, float, bool or None), so every body json.dumps wrote is still written
+    (compact, UTF-8 rather than \\u escapes: the same JSON to the API server; NaN, which
+    the standard library wrote as an invalid literal the API server refused, is null)."""
+    try:
+        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # (orjson.JSONEncodeError is a TypeError)
+        return json.dumps(body).encode()
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     """Enough to build REST paths for one resource type."""
@@ -418,7 +430,7 @@ class KubeApi:
         data: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
+            data = dumps(body)
         try:
             response = transport.send(method, target, data, headers)
         except FencedError:

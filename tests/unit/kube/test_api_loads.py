@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from koordqueue.kube.api import JOB, KubeApi, loads
+from koordqueue.kube.api import JOB, KubeApi, dumps, loads
 
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 _JSON = st.recursive(
@@ -81,3 +81,25 @@ def test_a_request_with_a_bad_2xx_body_raises_json_decode_error_as_before() -> N
     with pytest.raises(json.JSONDecodeError) as info:
         _api(b"<html>proxy error</html>").get(JOB, "j", "ns")
     assert type(info.value) is json.JSONDecodeError  # not orjson's subclass
+
+
+_BODY = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text() | st.integers(min_value=-(2**63), max_value=2**63 - 1), inner,
+                      max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_BODY)
+def test_a_request_body_is_the_json_the_standard_library_wrote(value: Any) -> None:
+    """api.dumps (orjson, the standard library on a refusal: integers past 64 bits) writes
+    what json.dumps wrote, read back the same (its spacing and escapes aside)."""
+    assert json.loads(dumps(value)) == json.loads(json.dumps(value))
+
+
+def test_a_body_with_nan_is_valid_json() -> None:
+    assert json.loads(dumps({"a": math.nan, "b": math.inf})) == {"a": None, "b": None}
