@@ -14,8 +14,6 @@ in koordqueue_api_errors_total under the write's operation name.
 
 from __future__ import annotations
 
-import itertools
-import queue
 import threading
 import time
 from collections import deque
@@ -32,6 +30,7 @@ from koordqueue.domain.quota_tree import QuotaUsage
 from koordqueue.kube import metrics
 from koordqueue.kube.api import QUEUE, QUEUE_UNIT, ApiError, Kind, ObjectApi, with_retries
 from koordqueue.kube.controller.status import unit_status_patch
+from koordqueue.kube.controller.work_queue import WorkQueue
 from koordqueue.kube.events import EventRecorder
 from koordqueue.kube.queue_sync import apply_queue
 from koordqueue.kube.quota_status import QueueUsageWriter
@@ -326,10 +325,7 @@ class Writer:
     def __init__(self, apis: Apis) -> None:
         self.apis = apis
         self._post: Post | None = None
-        self._queue: queue.PriorityQueue[tuple[int, int, Callable[[], None] | None]] = (
-            queue.PriorityQueue()
-        )
-        self._order = itertools.count()
+        self._queue: WorkQueue[Callable[[], None] | None] = WorkQueue(len(Priority) + 1)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._keyed: dict[str, deque[tuple[Priority, Callable[[], None]]]] = {}
@@ -358,14 +354,14 @@ class Writer:
     def close(self, timeout: float = 10.0) -> None:
         """Finish the queued writes (their outcomes go to a loop that may be gone), then stop."""
         for _ in self._threads:
-            self._queue.put((len(Priority), next(self._order), None))  # after everything
+            self._queue.put(len(Priority), None)  # after everything
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
     def backlog(self) -> int:
         """Writes queued and not yet started."""
-        return self._queue.qsize()
+        return len(self._queue)
 
     def parked(self) -> int:
         """Writes held until the fence reopens."""
@@ -378,7 +374,7 @@ class Writer:
         with self._lock:
             parked, self._parked = self._parked, []
         for priority, task in parked:
-            self._queue.put((priority, next(self._order), task))
+            self._queue.put(priority, task)
         return len(parked)
 
     def _park(self, priority: Priority, task: Callable[[], None]) -> None:
@@ -436,7 +432,7 @@ class Writer:
                     waiting.append((priority, task))
                     return
                 self._keyed[key] = deque()
-        self._queue.put((priority, next(self._order), task))
+        self._queue.put(priority, task)
 
     def _next(self, key: str) -> None:
         with self._lock:
@@ -445,10 +441,10 @@ class Writer:
                 del self._keyed[key]
                 return
             priority, task = waiting.popleft()
-        self._queue.put((priority, next(self._order), task))
+        self._queue.put(priority, task)
 
     def _work(self) -> None:
-        while (task := self._queue.get()[2]) is not None:
+        while (task := self._queue.take()) is not None:
             task()
 
 

@@ -134,7 +134,7 @@ def test_the_fence_is_asked_with_the_connection_open_and_nothing_sent(server: Se
     assert seen == [(0, 0), (1, 0)]
     [request] = server.received
     assert request.startswith(b"PATCH /apis/") and b"authorization: Bearer secret" in request
-    assert request.endswith(b'{"status": {"phase": "Dequeued"}}')
+    assert request.endswith(b'{"status":{"phase":"Dequeued"}}')
 
 
 def test_a_refusal_at_the_last_look_sends_nothing_and_reads_still_go_out(server: Server) -> None:

@@ -143,7 +143,7 @@ def test_the_fence_is_asked_after_connect_and_serialising_right_before_the_one_s
     assert "connect" in kinds[: -2] and "header" in kinds[: -2]
     [data] = wire.sent()  # request line, headers and body leave in one sendall
     assert data.startswith(b"POST /api/v1/namespaces/ns/events?fieldManager=koordqueue HTTP/1.1")
-    assert data.endswith(b'{"metadata": {"name": "u.17f"}, "reason": "Admitted"}')
+    assert data.endswith(b'{"metadata":{"name":"u.17f"},"reason":"Admitted"}')
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])

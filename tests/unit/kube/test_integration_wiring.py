@@ -252,7 +252,7 @@ def test_a_units_watch_event_during_its_creation_is_held_then_folded_by_the_crea
     c.on_unit("ADDED", early)
     assert c.engine.unit("u1") is None  # held, not folded
     assert c.units_being_created[key] == early
-    c.writer._queue.get()[2]()  # the creation write runs (a writer thread's job) ...
+    c.writer._queue.take()()  # the creation write runs (a writer thread's job) ...
     for continuation in posted:
         continuation()  # ... and its outcome comes back to the owner
     assert c.units_being_created == {}
