@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.burst import component, cpu_seconds, latency_figures, run_burst
+from bench.burst import component, cpu_seconds, latency_figures, run_burst, summary
 from bench.calibration import calibrate
 from bench.release import ZERO_QUOTA, fitting_quota
 from koordqueue.domain import names
@@ -223,7 +223,8 @@ def windows(args: argparse.Namespace, api: KubeApi, pid: int, *, kubeconfig: str
                 raise SystemExit(f"window {n}: {len(got)} of {len(jobs)} Jobs un-suspended")
             lat[condition] += got
             cpu[condition] += used
-            per_window.append({"condition": condition, **figures(got, used, len(got))})
+            per_window.append({"condition": condition, **figures(got, used, len(got)),
+                               "stages_s": summary(burst, "controller_to_resume")["stages_s"]})
             print(json.dumps(per_window[-1]), file=sys.stderr)
     answers = [json.loads(line) for line in polls.read_text().splitlines()] if polls.exists() \
         else []
