@@ -30,13 +30,16 @@ its full time after its next admission.
 Reported per peer: wall time (first creation -> last Job seen Complete), average / p50 / p99
 time to admission per class (creation -> the last resume seen, as Kueue's recorder keeps the
 last admission), evictions, quota usage over the run (time-weighted, held quota / the children's
-total nominal quota, over the wall-time window: `held` = resume seen -> release seen, the
-QueueUnit leaving its admitted phases or the Workload turning Finished, Kueue's definition;
-`running` = resume seen -> Complete seen), the controller's CPU from /proc and the bench's
-own CPU. `--create-only` runs the creators alone (no controller, no watch) on the same set-up:
-the creation ceiling of the machine, the least any controller's wall time can be. Kueue's
-published figures for this shape: wall 351 s, usage 58.7 %, average time to
-admission small 215 s, medium 77 s, large 6.7 s (envtest + minimalkueue, client qps 50).
+total nominal quota, over the wall-time window: `held` = each QueueUnit's admitted phases or
+each Workload's QuotaReserved-until-Finished, read on that object's own watch (scale_usage.py;
+Kueue's definition), with the most held at once per cohort, which the cohort's quota bounds;
+`running` = resume seen -> Complete seen, both on the Job watch), the controller's CPU from
+/proc and the bench's own CPU. Kueue runs with a `--kueue-profile` (bench_peers'
+KUEUE_PROFILES, `best` by default), named in its row. `--create-only` runs the creators
+alone (no controller, no watch) on the same set-up: the creation ceiling of the machine, the
+least any controller's wall time can be. Kueue's published figures for this shape: wall 351 s,
+usage 58.7 %, average time to admission small 215 s, medium 77 s, large 6.7 s (envtest +
+minimalkueue, client qps 50).
 """
 
 from __future__ import annotations
@@ -64,13 +67,17 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_peers import (  # noqa: E402
     CLUSTER_QUEUE,
     KUEUE_GROUP,
+    KUEUE_PROFILES,
+    KUEUE_SHIPPED_CONCURRENCY,
     KUEUE_VERSION,
     LOCAL_QUEUE,
+    PEER_CLIENT_QPS,
     RESOURCE_FLAVOR,
     all_active,
     cluster_queue,
     kueue_job,
     kueue_process,
+    kueue_profile_line,
     local_queue,
     resource_flavor,
     wait_until,
@@ -83,6 +90,15 @@ from bench.burst import (  # noqa: E402
     watch_objects,
 )
 from bench.calibration import calibrate  # noqa: E402
+from bench.scale_usage import (  # noqa: E402
+    UNIT_HOLDS,
+    WORKLOAD_FINISHED,
+    WORKLOAD_HOLDS,
+    held_intervals,
+    peak_by_group,
+    record,
+    workload_state,
+)
 from koordqueue.domain.names import (  # noqa: E402
     QUOTA_IS_PARENT_LABEL,
 )
@@ -100,12 +116,12 @@ from koordqueue.kube.api import (  # noqa: E402
 PUBLISHED_WALL_S = 351.1  # Kueue default_rangespec.yaml: average of 5 runs, 351116.4 ms
 PUBLISHED_USAGE = 0.587
 PUBLISHED_AVG_ADMISSION_S = {"small": 215.5, "medium": 76.8, "large": 6.7}
-TARGET_WALL_S = PUBLISHED_WALL_S / 2
+TARGET_WALL_RATIO = 0.6  # issue 28: wall <= 0.6x Kueue's on the same box
 TARGET_USAGE = 0.55
 WORKLOAD = Kind(KUEUE_GROUP, KUEUE_VERSION, "workloads", "Workload")
-ADMITTED_PHASES = frozenset({"Reserved", "Dequeued", "Running", "SchedReady", "SchedSucceed"})
 RELEASED_PHASES = frozenset({"Succeed", "Failed"})
 PRIORITY_CLASS_PREFIX = "bench-scale-"
+LEGACY_PROFILE = "peer-qps"  # what bench_scale ran Kueue with before issue 28
 
 
 # --------------------------------------------------------------------------- the shape
@@ -349,7 +365,8 @@ class Run:
     completed: dict[str, float] = field(default_factory=dict)  # Complete seen on the watch
     released: dict[str, float] = field(default_factory=dict)  # the controller released it
     evictions: dict[str, int] = field(default_factory=dict)
-    history: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # release watch
+    # the release watch: each QueueUnit's phases / each Workload's quota state, in order
+    history: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     patch_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -506,6 +523,7 @@ def run_scale(
     pid: int,
     release_kind: Kind,
     capacity_cpu: float,
+    cohort_cpu: float,
     clients: int,
     timeout_s: float,
     dump: str = "",
@@ -553,22 +571,21 @@ def run_scale(
     def on_release(event_type: str, obj: dict[str, Any], at: float) -> None:
         if release_kind is QUEUE_UNIT:
             key = _key(obj)
-            phase = (obj.get("status") or {}).get("phase") or ""
-            released = phase in RELEASED_PHASES or event_type == "DELETED"
-            with run.lock:
-                steps = run.history.setdefault(key, [])
-                if not steps or steps[-1][1] != phase:
-                    steps.append((at, phase))
+            state = (obj.get("status") or {}).get("phase") or ""
+            released = state in RELEASED_PHASES or event_type == "DELETED"
         else:  # a Kueue Workload: owned by its Job, released once Finished
             owners = (obj.get("metadata") or {}).get("ownerReferences") or []
             job_name = next((o.get("name") for o in owners if o.get("kind") == "Job"), None)
             key = f"{(obj.get('metadata') or {}).get('namespace')}/{job_name}"
-            released = any(
-                c.get("type") == "Finished" and c.get("status") == "True"
-                for c in (obj.get("status") or {}).get("conditions") or []
-            )
-        if released and key in by_key:
-            with run.lock:
+            state = workload_state(obj)
+            released = state == WORKLOAD_FINISHED or event_type == "DELETED"
+        if key not in by_key:
+            return
+        if event_type == "DELETED":
+            state = "deleted"
+        with run.lock:
+            record(run.history, key, at, state)
+            if released:
                 run.released.setdefault(key, at)
 
     watchers = [
@@ -610,10 +627,13 @@ def run_scale(
         times = {"t0": t0, "created": run.created, "admitted": run.admitted,
                  "first_admitted": run.first_admitted, "completed": run.completed,
                  "released": run.released, "evictions": run.evictions,
-                 "unit_phases": run.history}  # fmt: skip
+                 "unit_phases" if release_kind is QUEUE_UNIT else "workload_states":
+                 run.history}  # fmt: skip
         Path(dump).write_text(json.dumps(times))
-    result = summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s,
-                       bench_cpu_s=bench_cpu_s, capacity_cpu=capacity_cpu)  # fmt: skip
+    holds = UNIT_HOLDS if release_kind is QUEUE_UNIT else WORKLOAD_HOLDS
+    result = summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s, holds=holds,
+                       bench_cpu_s=bench_cpu_s, capacity_cpu=capacity_cpu,
+                       cohort_cpu=cohort_cpu)  # fmt: skip
     # every client's requests (the bench's creates, Complete patches and watches included)
     result["requests_per_job"] = {k: round(v / max(len(jobs), 1), 3)
                                   for k, v in sorted(requests.items())}  # fmt: skip
@@ -635,12 +655,26 @@ def summarise(
     cpu_s: float,
     bench_cpu_s: float,
     capacity_cpu: float,
+    cohort_cpu: float = 0.0,
+    holds: frozenset[str] = UNIT_HOLDS,
 ) -> dict[str, Any]:
-    """The headline figures of one run (pure: from the recorded wall times)."""
+    """The headline figures of one run (pure: from the recorded wall times).
+
+    `usage_held` integrates the quota each object held by its own states on the release watch
+    (scale_usage.py: one stream per object, no lag between two watches); `peak_held_cpu` is
+    the most held at once per cohort, which the cohort's quota (`cohort_cpu`) bounds unless
+    the controller over-admitted (`over_quota`). `usage_running`: resume -> Complete, both on
+    the Job watch. `usage_held_two_watches`: the pre-issue-28 figure (resume on the Job watch
+    -> release on the release watch), kept to show the lag it carried."""
     by_key = {j.key: j for j in jobs}
     end = max(run.completed.values(), default=time.time())
-    held = [(run.admitted[k], run.released.get(k, run.completed[k]), by_key[k].cpu)
-            for k in run.completed if k in run.admitted]  # fmt: skip
+    intervals = held_intervals(
+        run.history, holds, lambda k: by_key[k].cpu if k in by_key else None, end
+    )
+    held = [(begin, finish, amount) for begin, finish, amount, _ in intervals]
+    peaks = peak_by_group((b, f, a, by_key[k].cohort) for b, f, a, k in intervals)
+    two_watches = [(run.admitted[k], run.released.get(k, run.completed[k]), by_key[k].cpu)
+                   for k in run.completed if k in run.admitted]  # fmt: skip
     running = [(run.admitted[k], run.completed[k], by_key[k].cpu)
                for k in run.completed if k in run.admitted]  # fmt: skip
     done = len(run.completed)
@@ -652,6 +686,9 @@ def summarise(
         "create_phase_s": round(create_s, 2),
         "usage_held": round(usage_ratio(held, capacity_cpu, t0, end), 4),
         "usage_running": round(usage_ratio(running, capacity_cpu, t0, end), 4),
+        "usage_held_two_watches": round(usage_ratio(two_watches, capacity_cpu, t0, end), 4),
+        "peak_held_cpu": {c: round(v, 3) for c, v in sorted(peaks.items())},
+        "over_quota": bool(cohort_cpu) and any(v > cohort_cpu + 1e-9 for v in peaks.values()),
         "admission_s": class_stats(jobs, run.created, run.admitted),
         "evictions": sum(run.evictions.values()),
         "complete_patch_errors": run.patch_errors,
@@ -685,6 +722,7 @@ def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]
         dump = f"{args.log_dir}/scale-times-{who}-{len(jobs)}.json" if args.dump else ""
         common = {"pid": 0, "clients": args.clients, "timeout_s": args.timeout,
                   "capacity_cpu": shape.capacity_cpu, "dump": dump,
+                  "cohort_cpu": shape.queues * shape.nominal_cpu,
                   "server_pids": server_pids(cp)}  # fmt: skip
         if kueue is None:
             install_crds(kubectl)
@@ -717,27 +755,48 @@ def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]
                     api.create(CLUSTER_QUEUE, cq)
                     api.create(LOCAL_QUEUE, local_queue(name, name, name), name)
             bodies = {k: kueue_job(b, b["metadata"]["namespace"]) for k, b in bodies.items()}
-            with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v) as pid:
+            profile = None if args.kueue_profile == LEGACY_PROFILE else args.kueue_profile
+            with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v,
+                               profile=profile) as pid:  # fmt: skip
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
                 common["pid"] = pid
                 result = run_scale(api, jobs, bodies, release_kind=WORKLOAD, **common)
+    if kueue is not None:
+        result["kueue_profile"] = kueue_profile_name(args.kueue_profile)
     return {"who": who, **result}
+
+
+def kueue_profile_name(name: str) -> str:
+    """What a Kueue row ran: a bench_peers KUEUE_PROFILES entry, or this bench's first one."""
+    if name == LEGACY_PROFILE:
+        return (f"{LEGACY_PROFILE} (qps {PEER_CLIENT_QPS} / burst {PEER_CLIENT_QPS}, Job "
+                f"{KUEUE_SHIPPED_CONCURRENCY['Job.batch']} / Workload "
+                f"{KUEUE_SHIPPED_CONCURRENCY['Workload.kueue.x-k8s.io']} workers)")  # fmt: skip
+    return kueue_profile_line(name)
+
+
+def peer_label(result: Mapping[str, Any]) -> str:
+    """A table row's peer: Kueue with its profile's name."""
+    profile = result.get("kueue_profile")
+    return f"{result['who']} {str(profile).split(' (')[0]}" if profile else str(result["who"])
 
 
 def table(results: list[dict[str, Any]]) -> str:
     """Markdown: one row per peer, with ratios to Kueue (same run) and to the published 351 s."""
     kueue = next((r for r in results if r["who"] == "kueue"), None)
     head = ("| peer | Jobs | wall s | wall / 351 s | wall / Kueue | usage held | usage running "
-            "| avg (p99) admission s: small | medium | large | evictions | controller CPU s "
-            "(ms / Job) |")  # fmt: skip
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| peak held cpu per cohort | avg (p99) admission s: small | medium | large "
+            "| evictions | controller CPU s (ms / Job) |")  # fmt: skip
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         adm = r["admission_s"]
         vs_kueue = f"{r['wall_s'] / kueue['wall_s']:.2f}x" if kueue and kueue["wall_s"] else "—"
         cells = [
-            r["who"], f"{r['completed']}/{r['jobs']}", f"{r['wall_s']:.1f}",
+            peer_label(r), f"{r['completed']}/{r['jobs']}", f"{r['wall_s']:.1f}",
             f"{r['wall_s'] / PUBLISHED_WALL_S:.2f}x", vs_kueue,
             f"{100 * r['usage_held']:.1f} %", f"{100 * r['usage_running']:.1f} %",
+            f"{max(r['peak_held_cpu'].values(), default=0):g}"
+            + (" OVER QUOTA" if r.get("over_quota") else ""),
             *[f"{adm[c]['avg_s']:.2f} ({adm[c]['p99_s']:.2f})" if c in adm else "—"
               for c in ("small", "medium", "large")],
             str(r["evictions"]),
@@ -759,6 +818,11 @@ def main() -> int:
     parser.add_argument("--koordqueue-run-flags", default="", help="extra flags, one string")
     parser.add_argument("--no-kueue-preemption", action="store_true",
                         help="ClusterQueues without the shape's preemption policies")  # fmt: skip
+    parser.add_argument("--kueue-profile", default="best",
+                        choices=[*KUEUE_PROFILES, LEGACY_PROFILE],
+                        help="Kueue's configuration: bench_peers' KUEUE_PROFILES, or "
+                        f"{LEGACY_PROFILE} (qps 5000, shipped workers: this bench before "
+                        "issue 28)")  # fmt: skip
     parser.add_argument("--peer-v", type=int, default=1, help="Kueue log verbosity (2: reconciles)")
     parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
     parser.add_argument("--create-only", action="store_true",
@@ -795,11 +859,15 @@ def main() -> int:
     print()
     print(cal.line())
     print(table(results))
-    for r in results:
-        if r["who"] == "koordqueue" and shape.jobs == KUEUE_BASELINE.jobs:
-            met = r["wall_s"] < TARGET_WALL_S and r["usage_held"] >= TARGET_USAGE
-            print(f"target (wall < {TARGET_WALL_S:.1f} s, usage held >= 55 %): "
-                  f"{'met' if met else 'not met'}")  # fmt: skip
+    ours = next((r for r in results if r["who"] == "koordqueue"), None)
+    kueue = next((r for r in results if r["who"] == "kueue"), None)
+    if ours and kueue and kueue["wall_s"]:
+        ratio = ours["wall_s"] / kueue["wall_s"]
+        met = ratio <= TARGET_WALL_RATIO and ours["usage_held"] >= TARGET_USAGE
+        print(
+            f"issue 28 target (wall <= {TARGET_WALL_RATIO}x Kueue's, usage held >= 55 %): "
+            f"{ratio:.2f}x, {100 * ours['usage_held']:.1f} %: {'met' if met else 'not met'}"
+        )
     return 0
 
 
