@@ -1,4 +1,4 @@
-"""bench/scale_usage.py: quota held read from one watch per object (issue 28, part 2)."""
+"""bench/scale_figures.py: quota held read from one watch per object (issue 28, part 2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from bench import scale_usage as su
+from bench import scale_figures as su
 from koordqueue.domain.queue_unit import ADMITTED_PHASES
 
 
