@@ -195,6 +195,14 @@ class Completer:
                 time.sleep(0.2)
 
 
+def brief(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    """uid, resourceVersion and conditions (type, status, reason) of a watched object."""
+    meta = obj.get("metadata") or {}
+    conditions = [(c.get("type"), c.get("status"), c.get("reason"))
+                  for c in (obj.get("status") or {}).get("conditions") or []]  # fmt: skip
+    return meta.get("uid"), meta.get("resourceVersion"), conditions
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
@@ -346,6 +354,8 @@ def run_scale(
             record(run.history, key, at, state)
             if released:
                 run.released.setdefault(key, at)
+            if dump:  # what the state was read from, to audit it
+                run.raw.setdefault(key, []).append((at, event_type, *brief(obj), state))
 
     watchers = [
         threading.Thread(
@@ -387,7 +397,7 @@ def run_scale(
                  "first_admitted": run.first_admitted, "completed": run.completed,
                  "released": run.released, "evictions": run.evictions,
                  "unit_phases" if release_kind is QUEUE_UNIT else "workload_states":
-                 run.history}  # fmt: skip
+                 run.history, "release_events": run.raw}  # fmt: skip
         Path(dump).write_text(json.dumps(times))
     holds = UNIT_HOLDS if release_kind is QUEUE_UNIT else WORKLOAD_HOLDS
     result = summarise(jobs, run, t0=t0, create_s=create_s, cpu_s=cpu_s, holds=holds,

@@ -39,10 +39,13 @@ LEGACY_PROFILE = "peer-qps"  # what bench_scale ran Kueue with before issue 28
 
 UNIT_HOLDS = frozenset({"Reserved", "Dequeued", "Running", "SchedReady", "SchedSucceed"})
 """QueueUnit phases that hold quota (koordqueue's admitted phases)."""
+UNIT_RELEASED = frozenset({"Succeed", "Failed"})
 WORKLOAD_RESERVED = "QuotaReserved"
 WORKLOAD_FINISHED = "Finished"
 WORKLOAD_PENDING = "Pending"
 WORKLOAD_HOLDS = frozenset({WORKLOAD_RESERVED})
+WORKLOAD_RELEASED = frozenset({WORKLOAD_FINISHED})
+RELEASED_STATES = {UNIT_HOLDS: UNIT_RELEASED, WORKLOAD_HOLDS: WORKLOAD_RELEASED}
 
 
 def _true(conditions: Iterable[Mapping[str, Any]], kind: str) -> bool:
@@ -84,6 +87,25 @@ def held_stretches(
     if start is not None:
         stretches.append((start, max(start, end)))
     return stretches
+
+
+def held_after_release(
+    history: Mapping[str, Sequence[tuple[float, str]]],
+    holds: frozenset[str],
+    released: frozenset[str],
+) -> list[str]:
+    """The keys that held quota again after a released state (a finished QueueUnit admitted
+    again; a Finished Workload whose quota Kueue reserved again, its Finished condition gone)."""
+    again = []
+    for key, steps in history.items():
+        seen_release = False
+        for _, state in steps:
+            if state in released:
+                seen_release = True
+            elif seen_release and state in holds:
+                again.append(key)
+                break
+    return sorted(again)
 
 
 def held_intervals(
@@ -175,6 +197,7 @@ class Run:
     evictions: dict[str, int] = field(default_factory=dict)
     # the release watch: each QueueUnit's phases / each Workload's quota state, in order
     history: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    raw: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)  # --dump: the events
     patch_errors: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -194,9 +217,10 @@ def summarise(
     """The headline figures of one run (pure: from the recorded wall times).
 
     `usage_held` integrates the quota each object held by its own states on the release watch
-    (one stream per object, no lag between two watches); `peak_held_cpu` is
-    the most held at once per cohort, which the cohort's quota (`cohort_cpu`) bounds unless
-    the controller over-admitted (`over_quota`). `usage_running`: resume -> Complete, both on
+    (one stream per object, no lag between two watches); `peak_held_cpu` is the most held at
+    once per cohort, which the cohort's quota (`cohort_cpu`) bounds unless the API showed more
+    reserved than the quota allows (`over_quota`; `held_after_release` counts the objects that
+    held again after their release, one way there). `usage_running`: resume -> Complete, both on
     the Job watch. `usage_held_two_watches`: the pre-issue-28 figure (resume on the Job watch
     -> release on the release watch), kept to show the lag it carried."""
     by_key = {j.key: j for j in jobs}
@@ -222,6 +246,10 @@ def summarise(
         "usage_held_two_watches": round(usage_ratio(two_watches, capacity_cpu, t0, end), 4),
         "peak_held_cpu": {c: round(v, 3) for c, v in sorted(peaks.items())},
         "over_quota": bool(cohort_cpu) and any(v > cohort_cpu + 1e-9 for v in peaks.values()),
+        # the API showed these holding quota again after their release (see held_after_release)
+        "held_after_release": len(
+            held_after_release(run.history, holds, RELEASED_STATES.get(holds, frozenset()))
+        ),
         "admission_s": class_stats(jobs, run.created, run.admitted),
         "evictions": sum(run.evictions.values()),
         "complete_patch_errors": run.patch_errors,
@@ -261,7 +289,9 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{r['wall_s'] / PUBLISHED_WALL_S:.2f}x", vs_kueue,
             f"{100 * r['usage_held']:.1f} %", f"{100 * r['usage_running']:.1f} %",
             f"{max(r['peak_held_cpu'].values(), default=0):g}"
-            + (" OVER QUOTA" if r.get("over_quota") else ""),
+            + (" OVER QUOTA" if r.get("over_quota") else "")
+            + (f" ({r['held_after_release']} held again after release)"
+               if r.get("held_after_release") else ""),
             *[f"{adm[c]['avg_s']:.2f} ({adm[c]['p99_s']:.2f})" if c in adm else "—"
               for c in ("small", "medium", "large")],
             str(r["evictions"]),

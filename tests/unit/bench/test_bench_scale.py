@@ -143,6 +143,7 @@ def test_over_quota_flags_a_cohort_holding_more_than_its_quota_at_once() -> None
                           capacity_cpu=20.0, cohort_cpu=20.0)  # fmt: skip
     assert result["peak_held_cpu"] == {"cohort-0": 40}
     assert result["over_quota"] is True
+    assert result["held_after_release"] == 0
 
 
 def test_kueue_profile_is_named_in_every_row() -> None:

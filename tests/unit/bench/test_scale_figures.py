@@ -57,3 +57,15 @@ def test_peak_by_group_counts_a_release_before_an_admission_at_the_same_instant(
     intervals = [(0.0, 1.0, 20.0, "c0"), (1.0, 2.0, 20.0, "c0"), (0.5, 1.5, 5.0, "c1"),
                  (0.7, 0.9, 5.0, "c1"), (3.0, 3.0, 99.0, "c2")]  # fmt: skip
     assert su.peak_by_group(intervals) == {"c0": 20.0, "c1": 10.0}
+
+
+def test_held_after_release_names_objects_that_held_again_after_their_release() -> None:
+    history = {
+        "ns/unit": [(1.0, "Dequeued"), (2.0, "Succeed"), (3.0, "Dequeued"), (4.0, "Succeed")],
+        "ns/ok": [(1.0, "Enqueued"), (2.0, "Dequeued"), (3.0, "Succeed")],
+        "ns/requeued": [(1.0, "Dequeued"), (2.0, "Enqueued"), (3.0, "Dequeued")],
+    }
+    assert su.held_after_release(history, su.UNIT_HOLDS, su.UNIT_RELEASED) == ["ns/unit"]
+    # Kueue re-reserving a Finished Workload (seen at --scale 0.1, 2026-12-05: 32 of 1,500)
+    workloads = {"ns/w": [(1.0, "QuotaReserved"), (2.0, "Finished"), (3.0, "QuotaReserved")]}
+    assert su.held_after_release(workloads, su.WORKLOAD_HOLDS, su.WORKLOAD_RELEASED) == ["ns/w"]
