@@ -330,14 +330,19 @@ def plot(results: list[Mapping[str, Any]], path: str, title: str = "") -> None:
             (("cpu_ms", "controller CPU ms / admitted Job"), ("p99", "p99 edit -> un-suspend, s"))
         ):
             ax = axes[row][col]
-            for system, points in series(results, curve, figure).items():
+            drawn = series(results, curve, figure)
+            if not drawn:
+                ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+            for system, points in drawn.items():
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, marker="o", label=system_label(system))
             ax.set_xscale("log")
+            ax.set_ylim(bottom=0)
             ax.set_xlabel("quotas (leaves)" if curve == "quotas" else "Jobs pending")
             ax.set_ylabel(ylabel)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
+            if drawn:
+                ax.legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
