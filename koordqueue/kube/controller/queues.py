@@ -65,6 +65,8 @@ class QueueHandlers:
         against): an event that changes neither is skipped."""
         self.refused: set[str] = set()
         """Queues told their policy refuses the preemption their annotations ask for."""
+        self.live: dict[str, dict[str, Any]] = {}
+        """Each Queue as last seen: a quota edit that would apply it unchanged writes nothing."""
 
     def on_queue(self, event_type: str | None, obj: dict[str, Any]) -> None:
         state = self.state
@@ -76,6 +78,7 @@ class QueueHandlers:
         quota = self.quotas.quota_object(name)
         state.queue_items.observe(obj, deleted=event_type == DELETED)
         if event_type == DELETED:
+            self.live.pop(name, None)
             self.folded.pop(name, None)
             if quota is not None:  # deleted by hand while its quota lives: put it back
                 state.writer.submit(ApplyQueue(quota, ns))
@@ -84,6 +87,7 @@ class QueueHandlers:
                 if self.checks_changed is not None:
                     self.checks_changed(name, None)
             return
+        self.live[name] = obj
         folded = self.folded.get(name)
         if folded is not None and folded[1] is quota and folded[0] == _folded_part(obj):
             return  # e.g. our own usage annotations coming back

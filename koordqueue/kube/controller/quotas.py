@@ -16,10 +16,12 @@ a queue's policy error.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from koordqueue.domain import names
+from koordqueue.domain.queue_derivation import derive_queue
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.quota_fold import fold_quota, in_force_copy, last_valid_status
 from koordqueue.domain.quota_health import (
@@ -43,6 +45,7 @@ from koordqueue.kube.controller.writes import (
     delete_queue,
     safely,
 )
+from koordqueue.kube.queue_sync import queue_drifted
 
 Key = tuple[str, str]
 """(namespace, name) of one ElasticQuota object."""
@@ -113,6 +116,8 @@ class QuotaHandlers:
         """The status conditions last written of each quota."""
         self.kept: dict[Key, object] = {}
         """The status.lastValid last written of each quota."""
+        self.queue_of: Callable[[str], Mapping[str, Any] | None] = lambda _name: None
+        """The Queue last seen of a name (QueueHandlers.live, wired by the Controller)."""
 
     def on_quota(self, event_type: str | None, obj: dict[str, Any], apply: bool = True) -> None:
         """Fold a quota in and (unless a resync batches it) apply its Queue."""
@@ -175,7 +180,12 @@ class QuotaHandlers:
         state.wake.set()
         live = state.engine.tree.get(spec.name)
         if apply and live is not None and live.namespace == key[0]:
-            state.writer.submit(ApplyQueue(obj, state.settings.namespace))
+            ns = state.settings.namespace
+            current = self.queue_of(spec.name)
+            # an edit that leaves the Queue as it is (max, min: most edits) writes nothing;
+            # a Queue changed meanwhile by hand comes back as an event and is reverted there
+            if current is None or queue_drifted(current, derive_queue(obj, ns)):
+                state.writer.submit(ApplyQueue(obj, ns))
 
     def _retry_cycles(self, apply: bool) -> None:
         """Level-triggered: a parent edit refused because it closed a cycle is taken once the

@@ -60,6 +60,7 @@ class Controller:
         self.quotas = QuotaHandlers(state)
         self.checks = AdmissionChecks(state)
         self.queues = QueueHandlers(state, self.quotas, self.checks.queue_changed)
+        self.quotas.queue_of = self.queues.live.get
         self.units = UnitHandlers(state, self.checks.on_reserved)
         self.resyncer = Resync(
             state, self.quotas, self.queues, self.units, on_relisted=self.gc.after_relist
