@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,12 @@ from bench.bench_peers import (  # noqa: E402
 )
 from bench.burst import api_writes, component, cpu_seconds, watch_objects, writes_per_job  # noqa: E402
 from bench.calibration import calibrate  # noqa: E402
-from bench.release import hold, own_edits, unit_pending, workload_pending  # noqa: E402
+from bench.release import Held, hold, own_edits, unit_pending, workload_pending  # noqa: E402
 from koordqueue.kube.api import (  # noqa: E402
     ELASTIC_QUOTA,
     JOB,
     QUEUE_UNIT,
+    Kind,
     KubeApi,
     load_api_client,
 )
@@ -198,6 +200,19 @@ def run_point(args: argparse.Namespace) -> dict[str, Any]:
         api = KubeApi(load_api_client(str(cp.kubeconfig)))
         apiserver = cp.procs["kube-apiserver"].pid
         pool = ThreadPoolExecutor(args.clients)
+
+        def measured(
+            ns: str, bodies: list[dict[str, Any]], pid: int, pending_kind: Kind,
+            pending: Callable[[Mapping[str, Any]], bool],
+        ) -> tuple[Held, dict[str, Any]]:
+            """Both systems: hold every Job pending, then release step by step."""
+            held = hold(api, JOB, ns, bodies, pending_kind=pending_kind, pending=pending,
+                        pid=pid, clients=args.clients, timeout_s=args.hold_timeout_s)
+            result = stepped_release(
+                api, ns, plan_edits, pid=pid, apiserver_pid=apiserver, clients=args.clients
+            )
+            return held, result
+
         t_setup = time.time()
         if kueue is None:
             install_crds(kubectl)
@@ -218,20 +233,7 @@ def run_point(args: argparse.Namespace) -> dict[str, Any]:
             ]
             with component(argv, log) as pid:
                 setup_s = time.time() - t_setup
-                held = hold(
-                    api,
-                    JOB,
-                    ns,
-                    bodies,
-                    pending_kind=QUEUE_UNIT,
-                    pending=unit_pending,
-                    pid=pid,
-                    clients=args.clients,
-                    timeout_s=args.hold_timeout_s,
-                )
-                result = stepped_release(
-                    api, ns, plan_edits, pid=pid, apiserver_pid=apiserver, clients=args.clients
-                )
+                held, result = measured(ns, bodies, pid, QUEUE_UNIT, unit_pending)
         else:
             assert kueue.crds is not None
             install_crds(kubectl, kueue.crds)
@@ -257,20 +259,7 @@ def run_point(args: argparse.Namespace) -> dict[str, Any]:
             ) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 120, log)
                 setup_s = time.time() - t_setup
-                held = hold(
-                    api,
-                    JOB,
-                    ns,
-                    bodies,
-                    pending_kind=WORKLOAD,
-                    pending=workload_pending,
-                    pid=pid,
-                    clients=args.clients,
-                    timeout_s=args.hold_timeout_s,
-                )
-                result = stepped_release(
-                    api, ns, plan_edits, pid=pid, apiserver_pid=apiserver, clients=args.clients
-                )
+                held, result = measured(ns, bodies, pid, WORKLOAD, workload_pending)
         pool.shutdown()
     shown = system if kueue is None else f"Kueue v0.17.0 {kueue_profile_line(profile)}"
     return {
