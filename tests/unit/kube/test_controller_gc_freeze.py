@@ -9,7 +9,6 @@ after relists and sessions. In memory, with the `gc` module recorded, then once 
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 import pytest
 
@@ -20,26 +19,15 @@ from koordqueue.kube.controller.state import ResyncWindow
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
 from tests.unit.kube.test_controller_state import quota, unit
+from tests.unit.kube.test_scheduler_binds_gc import RecordingGc
 
 FULL = [("unfreeze", ()), ("collect", ()), ("freeze", ())]
 YOUNG = [("collect", (1,)), ("freeze", ())]
 
 
-class RecordingGc:
-    """Stands in for the `gc` module inside gcfreeze: records calls, collects nothing."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def isenabled(self) -> bool:
-        return True
-
-    def __getattr__(self, name: str) -> Any:
-        return lambda *args: self.calls.append((name, args))
-
-
 @pytest.fixture
 def fake_gc(monkeypatch: pytest.MonkeyPatch) -> RecordingGc:
+    """The `gc` module inside gcfreeze, recorded (test_scheduler_binds_gc's stand-in)."""
     recording = RecordingGc()
     monkeypatch.setattr(gcfreeze, "gc", recording)
     return recording
