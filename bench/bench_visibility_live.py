@@ -25,7 +25,6 @@ polled / quiet, the poller's answer times and sizes, and the machine yardstick.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import statistics
@@ -54,10 +53,11 @@ from koordqueue.kube.api import (
 from tests.controlplane.harness import ControlPlane
 from tests.e2e import kq
 from tests.e2e.conftest import Kubectl, install_crds
-from tests.e2e.visibility_served import serving_cert
+from tests.e2e.deployed import free_port
+from tests.e2e.visibility_served import APISERVICE, serving_cert
+from tests.e2e.visibility_served import register as register_apiservice
 
 PENDING_PATH = f"/apis/{names.VISIBILITY_GROUP}/{names.VISIBILITY_VERSION}/pendingunits"
-APISERVICE = f"{names.VISIBILITY_VERSION}.{names.VISIBILITY_GROUP}"
 SERVICE = "koordqueue-visibility-bench"
 HELD = "held"
 """The quota of max 0 the backlog waits in."""
@@ -85,27 +85,8 @@ def register(kubectl: Kubectl, tmp: Path) -> tuple[int, Path, Path]:
     """A serving certificate, an ExternalName Service for 127.0.0.1 and the APIService."""
     cert, key, ca = serving_cert(tmp, SERVICE)
     port = free_port()
-    kubectl.apply({"apiVersion": "v1", "kind": "Service",
-                   "metadata": {"name": SERVICE, "namespace": names.QUEUE_NAMESPACE},
-                   "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}})
-    kubectl.apply({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": APISERVICE},
-        "spec": {"group": names.VISIBILITY_GROUP, "version": names.VISIBILITY_VERSION,
-                 "groupPriorityMinimum": 100, "versionPriority": 100,
-                 "caBundle": base64.b64encode(ca).decode(),
-                 "service": {"name": SERVICE, "namespace": names.QUEUE_NAMESPACE,
-                             "port": port}},
-    })
+    register_apiservice(kubectl, SERVICE, port, ca)
     return port, cert, key
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def backlog_unit(i: int, ns: str) -> dict[str, Any]:

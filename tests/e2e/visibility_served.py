@@ -41,6 +41,21 @@ def serving_cert(d: Path, service: str) -> tuple[Path, Path, bytes]:
     return d / "tls.crt", d / "tls.key", (d / "ca.crt").read_bytes()
 
 
+def register(kubectl: Any, service: str, port: int, ca: bytes) -> None:
+    """An ExternalName Service for 127.0.0.1 and the APIService naming it, `ca` its caBundle."""
+    kubectl.apply({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": service, "namespace": NS},
+                   "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}})
+    kubectl.apply({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": APISERVICE},
+        "spec": {"group": names.VISIBILITY_GROUP, "version": names.VISIBILITY_VERSION,
+                 "groupPriorityMinimum": 100, "versionPriority": 100,
+                 "caBundle": base64.b64encode(ca).decode(),
+                 "service": {"name": service, "namespace": NS, "port": port}},
+    })
+
+
 @contextlib.contextmanager
 def serving(kubectl: Any, kubeconfig: Path, tmp: Path) -> Iterator[RunningController]:
     """The controller running with --visibility-port, its APIService Available."""
@@ -50,17 +65,7 @@ def serving(kubectl: Any, kubeconfig: Path, tmp: Path) -> Iterator[RunningContro
     rc = RunningController(kubeconfig, visibility_port=port, visibility_cert=str(cert),
                            visibility_key=str(key)).start()
     try:
-        kubectl.apply({"apiVersion": "v1", "kind": "Service",
-                       "metadata": {"name": service, "namespace": NS},
-                       "spec": {"type": "ExternalName", "externalName": "127.0.0.1"}})
-        kubectl.apply({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": APISERVICE},
-            "spec": {"group": names.VISIBILITY_GROUP, "version": names.VISIBILITY_VERSION,
-                     "groupPriorityMinimum": 100, "versionPriority": 100,
-                     "caBundle": base64.b64encode(ca).decode(),
-                     "service": {"name": service, "namespace": NS, "port": port}},
-        })
+        register(kubectl, service, port, ca)
         kubectl("wait", "--for=condition=Available", f"apiservice/{APISERVICE}",
                 "--timeout=60s")
         yield rc
