@@ -196,8 +196,12 @@ class AdmissionRounds:
         state: ControllerState,
         before_round: Callable[[], None],
         reserve: Callable[[list[Effect]], list[Effect]] | None = None,
+        phase_landed: Callable[[str], None] | None = None,
     ) -> None:
         self.state = state
+        self.phase_landed = phase_landed
+        """Told (with the unit's uid) once a chain that moves its phase is taken in: the
+        watch's version held back meanwhile may count now (UnitHandlers.phase_landed)."""
         self.before_round = before_round
         """Called first in each round: each kind's due looks, the periodic resync when due
         (Resync.fire_timers)."""
@@ -257,6 +261,10 @@ class AdmissionRounds:
             else:
                 in_flight.pop(uid, None)
 
+        def replay(uid: str) -> None:
+            if self.phase_landed is not None:
+                self.phase_landed(uid)
+
         def taken_in(outcome: ChainOutcome) -> None:
             self._took_in(outcome)
             pending[0] -= 1
@@ -292,12 +300,14 @@ class AdmissionRounds:
                     def then(outcome: ChainOutcome, uid: str = uid) -> None:
                         landed(uid)
                         taken_in(outcome)
+                        replay(uid)
 
                 try:
                     state.writer.submit(chain, then, uid)
                 except Exception:
                     if then is not taken_in:
                         landed(uid)
+                        replay(uid)
                     raise
             except Exception:
                 # this chain and those after it were never handed to the writer

@@ -84,7 +84,11 @@ class ControllerState:
         self.timed_out: set[str] = set()  # unit uids backed off by the running timeout
         self.phases_in_flight: dict[str, int] = {}
         """uid -> a round's phase writes of the unit not yet taken in: an event that says
-        another phase meanwhile is from before them (units.py drops it)."""
+        another phase meanwhile is held back (units.py), most often one from before them."""
+        self.held_in_flight: dict[str, dict[str, Any]] = {}
+        """uid -> the last unit version held back while a phase write was in flight: once
+        the write lands, it counts if it is newer than the write's answer (a scheduler's
+        SchedSucceed written before our SchedReady came back)."""
         self.units_being_created: dict[str, dict[str, Any] | None] = {}
         """namespace/name of units whose creator has not taken in its create call yet -> the
         watch's version of the unit that came first (held until then, see units.py)."""

@@ -17,7 +17,7 @@ from koordqueue.domain.queue_unit import (
     QueueUnit,
     queue_unit_from_object,
 )
-from koordqueue.kube.controller.base import DELETED, WARNING, meta, newer, object_key
+from koordqueue.kube.controller.base import DELETED, MODIFIED, WARNING, meta, newer, object_key
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import (
     REQUEUE_FIELD,
@@ -49,6 +49,7 @@ class UnitHandlers:
                 state.resync_window.deleted_units.add(uid)
             state.engine.remove_unit(uid)
             state.unit_objects.pop(uid, None)
+            state.held_in_flight.pop(uid, None)
             state.reported.pop(uid, None)
             if state.unit_by_key.get(key) == uid:
                 del state.unit_by_key[key]
@@ -80,9 +81,11 @@ class UnitHandlers:
             return
         known = state.engine.unit(uid)
         if known is not None and unit.phase is not known.phase and uid in state.phases_in_flight:
-            # from before a round's phase write still in flight (writes of a unit are keyed,
-            # so none of ours lands between): folded in, a victim reclaimed a moment ago
-            # would count as admitted again; the write's answer and its event come next
+            # most often from before a round's phase write still in flight (writes of a unit
+            # are keyed, so none of ours lands between): folded in, a victim reclaimed a
+            # moment ago would count as admitted again. Held, not dropped: it may be newer
+            # than the write (someone else's), which `phase_landed` tells once it lands
+            state.held_in_flight[uid] = obj
             return
         if known is not None and state.engine.is_admitted(uid) and unit.phase in WAITING_PHASES:
             # A stale event from before our own admission write: our decision stands.
@@ -108,6 +111,19 @@ class UnitHandlers:
             if consumer is not None:
                 consumer.unit_scheduled(obj)
 
+    def phase_landed(self, uid: str) -> None:
+        """A round's phase write of the unit was taken in: a version the watch showed while
+        it was in flight counts now if it is newer than what the write returned."""
+        state = self.state
+        if uid in state.phases_in_flight:
+            return  # another of its phase writes is still out
+        held = state.held_in_flight.pop(uid, None)
+        if held is None:
+            return
+        current = state.unit_objects.get(uid)
+        if current is None or newer(held, current):
+            self.on_unit(MODIFIED, held)
+
     def _back_off(self, unit: QueueUnit, obj: dict[str, Any]) -> None:
         """SchedFailed: release the quota, suspend the workload, retry after a back-off."""
         state = self.state
@@ -132,7 +148,9 @@ class UnitHandlers:
             patch["status"][REQUEUE_FIELD] = requeue_object(structured)
 
         def written(updated: dict[str, Any] | None) -> None:
-            if updated is not None:
+            # the watch may have shown a newer version before this answer came back (a
+            # scheduler's SchedSucceed): the answer must not take the unit back
+            if updated is not None and not newer(state.unit_objects.get(unit.uid), updated):
                 state.remember_unit(unit.uid, updated, message)
                 state.writer.submit(RecordEvent(updated, WARNING, names.REASON_BACKOFF, message))
 
@@ -159,7 +177,9 @@ class UnitHandlers:
             patch["status"][REQUEUE_FIELD] = requeue_object(structured)
 
         def written(updated: dict[str, Any] | None) -> None:
-            if updated is not None:
+            # the watch may have shown a newer version before this answer came back (a
+            # scheduler's SchedSucceed): the answer must not take the unit back
+            if updated is not None and not newer(state.unit_objects.get(unit.uid), updated):
                 state.remember_unit(unit.uid, updated, message)
                 try:  # the written object: its PodsReady time starts the budget's clock
                     state.engine.upsert_unit(replace(queue_unit_from_object(updated), phase=phase))

@@ -66,7 +66,10 @@ class Controller:
             state, self.quotas, self.queues, self.units, on_relisted=self.gc.after_relist
         )
         self.rounds = AdmissionRounds(
-            state, before_round=self.resyncer.fire_timers, reserve=self.checks.reserve
+            state,
+            before_round=self.resyncer.fire_timers,
+            reserve=self.checks.reserve,
+            phase_landed=self.units.phase_landed,
         )
         self.reactions = Reactions(
             on_unit=self.units.on_unit,

@@ -293,3 +293,27 @@ def test_a_reservation_names_the_controller_of_each_admission_check_object(
         "quota reserved; waiting for admission checks ad1 (example.com/burnin), "
         "ad2 (kueue.x-k8s.io/provisioning-request), free, gone"
     ]
+
+
+def test_sched_succeed_seen_while_our_sched_ready_write_is_in_flight_is_not_lost(
+    api: MemoryApi,
+) -> None:
+    """Strict mode: a scheduler quick enough to write SchedSucceed before our SchedReady
+    write's answer comes back. Its event arrives while the round's phase write is in flight
+    (when an older event of ours is dropped); once the write lands, the newer one counts."""
+    c, _ = make(api, cpu="2", strict_dequeue_mode=True)
+    patch = api.merge_patch
+
+    def racing(kind: Any, name: str, body: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = copy.deepcopy(patch(kind, name, body, *args, **kwargs))
+        if kind is QUEUE_UNIT and (body.get("status") or {}).get("phase") == "SchedReady":
+            c.on_unit("MODIFIED", copy.deepcopy(answer))  # the write's own watch event
+            placed = {"status": {"phase": "SchedSucceed", "message": "placed"}}
+            c.on_unit("MODIFIED", copy.deepcopy(patch(kind, name, placed, "ns", "status")))
+        return answer  # ...and only then the write's answer
+
+    api.merge_patch = racing  # type: ignore[method-assign]
+    submit(c, api, "plain")  # an idle queue admits it at once
+    assert unit(api, "plain")["status"]["phase"] == "SchedSucceed"
+    assert job(api, "plain")["spec"]["suspend"] is False
+    c.close()

@@ -6,6 +6,7 @@ pin each rule on its own, with a clock the test moves.
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from typing import Any
@@ -299,3 +300,35 @@ def test_running_timeout_backoff_survives_a_controller_restart(api: MemoryApi) -
     status = unit(api, "j")["status"]
     assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued because backoff timeout")
     restarted.close()
+
+
+def test_sched_succeed_seen_before_our_enqueued_write_answers_still_resumes_the_job(
+    api: MemoryApi,
+) -> None:
+    """The watch can hand over a newer unit before the answer of our own phase write comes
+    back (CI's e2e run, 2026-12-05): the answer, older than what the watch showed, must not
+    take the unit back to Enqueued, or the scheduler's SchedSucceed is lost until a resync."""
+    c, clock = make(api, job_running_timeout=30.0, job_backoff_time=5.0)
+    submit(c, api, "j")
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))
+    clock.offset = 31.0
+    c.fire_timers()  # the running timeout: TimeoutBackoff, the Job suspended again
+    submit(c, api, "other")
+    c.admission_round()  # other takes the freed quota
+    patch = api.merge_patch
+
+    def racing(kind: Any, name: str, body: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = copy.deepcopy(patch(kind, name, body, *args, **kwargs))
+        if kind is QUEUE_UNIT and name == "j" and body["status"].get("phase") == "Enqueued":
+            c.on_unit("MODIFIED", copy.deepcopy(answer))  # the write's own watch event
+            placed = {"status": {"phase": "SchedSucceed", "message": "placed"}}
+            c.on_unit("MODIFIED", copy.deepcopy(patch(kind, name, placed, "ns", "status")))
+        return answer  # ...and only then the write's answer
+
+    api.merge_patch = racing  # type: ignore[method-assign]
+    clock.offset = 31.0 + 6.0
+    c.fire_timers()  # the back-off ends: Enqueued, answered after the watch's SchedSucceed
+    assert unit(api, "j")["status"]["phase"] == "SchedSucceed"
+    assert job(api, "j")["spec"]["suspend"] is False
+    assert [e["involvedObject"]["name"] for e in api.events if e["reason"] == "Resume"] == ["j"]
+    c.close()
