@@ -140,7 +140,8 @@ class Snapshot:
     build and a comparison per round, not a walk of every unit per answer."""
 
     def same_order(self, order: PendingOrder, paths: Mapping[str, tuple[str, ...]]) -> bool:
-        """The same units, queues, positions and verdicts (compared by identity in C)."""
+        """The same units, queues, positions and verdicts (in C: by identity, and by value
+        only where the objects differ)."""
         mine = self.order
         return (
             mine.tried == order.tried
@@ -185,7 +186,11 @@ class PendingView:
                 order = pending_order(last.result, self._verdicts, _breathe)
                 paths = last.result.paths
                 if current is not None and current.same_order(order, paths):
-                    current = self._snapshot = replace(current, round=last)
+                    # the same answers, over this order's columns: a resync re-reads every
+                    # unit (equal objects, not the same ones), and a snapshot that kept the
+                    # old columns compared them value by value every round after it
+                    # (bench_visibility_live.py: a third of the GIL while polled)
+                    current = self._snapshot = replace(current, round=last, order=order)
                     return current
                 if len(self._static) > len(order) or len(self._lines) > len(order):
                     keep = {unit.uid for unit in order.units}

@@ -86,7 +86,7 @@ def test_a_later_round_with_the_same_order_reuses_the_answers_under_its_own_head
     publication.publish(engine.run_round(2.0), 2.0)  # nothing changed
     second = view.snapshot()
     assert second is not None and second is not first
-    assert second.answers is first.answers and second.order is first.order
+    assert second.answers is first.answers
     again = view.pending(second, Query())
     assert again.chunks[1] is answer.chunks[1]  # the items: kept, not rebuilt
     assert orjson.loads(bytes(again))["round"]["number"] == 2  # the header: this round's
@@ -95,6 +95,24 @@ def test_a_later_round_with_the_same_order_reuses_the_answers_under_its_own_head
     one = view.pending(second, Query(limit=1))
     assert names_of(one) == [("b", 1)]
     assert view.pending(second, Query(limit=1)).chunks[1] is one.chunks[1]
+
+
+def test_equal_copies_of_every_unit_keep_the_answers_and_the_snapshot_takes_the_copies() -> None:
+    """A resync re-reads every unit: equal objects, not the same ones. The answers stay; the
+    snapshot holds the copies from then on, so the next round compares by identity instead
+    of walking every unit by value (as it did every round while it held the originals)."""
+    engine, publication, view, first = first_round()
+    answer = view.pending(first, Query())
+    for uid in ("a", "b", "c"):
+        unit = engine.unit(uid)
+        assert unit is not None
+        engine.upsert_unit(replace(unit))
+    publication.publish(engine.run_round(2.0), 2.0)
+    second = view.snapshot()
+    assert second is not None and second.answers is first.answers
+    assert view.pending(second, Query()).chunks[1] is answer.chunks[1]
+    assert all(unit is engine.unit(unit.uid) for unit in second.order.units)
+    assert [u.uid for u in second.order.units] == ["b", "a"]
 
 
 def test_a_new_unit_or_a_moved_quota_rebuilds_the_order() -> None:
