@@ -2,8 +2,9 @@
 
 Under a burst of 1,500 Jobs perf put ~11 % of `koordqueue run`'s CPU in the cyclic
 collector's full passes over the informers' objects; the controller now freezes after each
-resync's fold (a full collection first) and after rounds (a young one), as the scheduler does
-after relists and sessions. In memory, with the `gc` module recorded, then once for real.
+resync's fold (a full collection first, at most every ten minutes) and after rounds (a young
+one), as the scheduler does after relists and sessions. In memory, with the `gc` module
+recorded, then once for real.
 """
 
 from __future__ import annotations
@@ -63,15 +64,21 @@ def test_a_round_freezes_what_a_young_collection_left_at_most_every_second(
     c.close()
 
 
-def test_the_periodic_resync_reclaims_and_freezes_once_folded(fake_gc: RecordingGc) -> None:
+def test_the_periodic_resync_freezes_once_folded_and_reclaims_every_ten_minutes(
+    fake_gc: RecordingGc,
+) -> None:
     api = cluster()
     c = Controller(api, ControllerSettings(), writers=1, gc_freeze=True)
+    now = [100.0]
+    c.gc.clock = lambda: now[0]
     c.resync()
-    fake_gc.calls.clear()
-    listed = c.resyncer.list_workloads(api)
-    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
-    c.resyncer.finish_resync(listed)
-    assert fake_gc.calls == FULL
+    for minutes, expected in ((1, YOUNG), (9, YOUNG), (10, FULL), (11, YOUNG)):
+        fake_gc.calls.clear()
+        now[0] = 100.0 + 60 * minutes
+        listed = c.resyncer.list_workloads(api)
+        c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
+        c.resyncer.finish_resync(listed)
+        assert fake_gc.calls == expected, minutes
     c.close()
 
 

@@ -2,9 +2,9 @@
 
 A session's binds go to the pool as a few batches instead of one work item per pod; each
 pod still gets its own Binding request. The freezer moves the cache's objects out of the
-collector's full passes after a relist (after one full collection) and after each session
-(after a young one); the `gc` calls are recorded through a stand-in, so no test collects the
-test process.
+collector's full passes after a relist (a full collection first, at most every ten minutes)
+and after each session (after a young one); the `gc` calls are recorded through a stand-in,
+so no test collects the test process.
 """
 
 from __future__ import annotations
@@ -169,6 +169,22 @@ def test_after_relist_reclaims_frozen_garbage_then_freezes(fake_gc: RecordingGc)
     freezer = GcFreezer(enabled=True)
     freezer.after_relist()
     assert fake_gc.calls == [("unfreeze", ()), ("collect", ()), ("freeze", ())]
+
+
+def test_a_relist_within_the_full_interval_freezes_after_a_young_collection_only(
+    fake_gc: RecordingGc,
+) -> None:
+    """A full pass stalls the whole process (~1 s with 15,000 units waiting): not at every
+    relist, at most every `full_interval` seconds."""
+    now = [100.0]
+    freezer = GcFreezer(enabled=True, clock=lambda: now[0], full_interval=600.0)
+    freezer.after_relist()
+    now[0] += 599.0
+    freezer.after_relist()
+    assert fake_gc.calls[3:] == [("collect", (1,)), ("freeze", ())]
+    now[0] += 1.0
+    freezer.after_relist()
+    assert fake_gc.calls[5:] == [("unfreeze", ()), ("collect", ()), ("freeze", ())]
 
 
 def test_after_pass_freezes_what_a_young_collection_left(fake_gc: RecordingGc) -> None:
