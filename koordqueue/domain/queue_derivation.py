@@ -126,8 +126,11 @@ def merge_queue(
 
 
 def queue_needs_update(existing: Mapping[str, Any], desired: DesiredQueue) -> bool:
-    """True when merging would change the existing Queue (lets the reconciler skip no-op writes)."""
-    return merge_queue(existing, desired) != _comparable(existing)
+    """True when merging would change the existing Queue (lets the reconciler skip no-op writes).
+    Its status is left out: merging never touches it, and a busy Queue's queueItemDetails made
+    the two deep copies of every resync's comparison ~0.5 s with 15,000 units waiting."""
+    owned = {key: value for key, value in existing.items() if key != "status"}
+    return merge_queue(owned, desired) != _comparable(owned)
 
 
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
