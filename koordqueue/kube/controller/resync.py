@@ -20,10 +20,11 @@ retry, then the start-up's back-off) on a new connection.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from koordqueue.domain.queue_derivation import derive_queue
+from koordqueue.domain.queue_unit import Phase
 from koordqueue.domain.quota_fold import fold_order
 from koordqueue.kube.api import (
     ELASTIC_QUOTA,
@@ -162,6 +163,23 @@ class Resync:
             else:
                 self.queues.on_queue(ADDED, queue)
 
+    def _folded_already(self, uid: str, listed: Mapping[str, Any]) -> bool:
+        """The periodic resync lists the very version the engine holds: nothing was missed.
+        Folding it again cost the owner thread ~1 s per minute with 15,000 units waiting
+        (every unit rebuilt and re-indexed, then every one tried again by the next round),
+        and gave every reader of the rounds equal copies in place of the same objects. A
+        version the engine holds in another phase (a back-off whose write did not land) is
+        folded again, as before."""
+        held = self.state.unit_objects.get(uid)
+        unit = self.state.engine.unit(uid)
+        if held is None or unit is None:
+            return False
+        version = meta(listed).get("resourceVersion")
+        phase = (listed.get("status") or {}).get("phase") or Phase.ENQUEUED.value  # (as read)
+        return bool(version) and version == meta(held).get("resourceVersion") and (
+            phase == unit.phase.value
+        )
+
     def _fold_workloads(
         self, listings: dict[Kind, Listing], window: ResyncWindow | None
     ) -> None:
@@ -170,7 +188,9 @@ class Resync:
             uid = str(meta(unit).get("uid"))
             seen_units.add(uid)
             if window is not None and (
-                uid in window.deleted_units or newer(self.state.unit_objects.get(uid), unit)
+                uid in window.deleted_units
+                or newer(self.state.unit_objects.get(uid), unit)
+                or self._folded_already(uid, unit)
             ):
                 continue
             self.units.on_unit(ADDED, unit)

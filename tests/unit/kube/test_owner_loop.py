@@ -155,6 +155,34 @@ def test_the_periodic_resync_does_not_bring_back_a_unit_deleted_while_it_listed(
     c.close()
 
 
+def test_the_periodic_resync_folds_only_versions_the_engine_does_not_hold() -> None:
+    """A unit listed at the version the engine holds is not folded again (every unit rebuilt,
+    then tried again by the next round: ~1 s a minute of the owner thread with 15,000
+    units waiting); a changed one is, and so is one the engine holds in another phase."""
+    api = MemoryApi()
+    api.create(ELASTIC_QUOTA, quota("q", cpu="1"), "default")
+    for name in ("same", "edited", "backing-off"):
+        api.create(QUEUE_UNIT, unit(name, "q", phase="Running" if name == "same" else None),
+                   "ns")
+    c = Controller(api, ControllerSettings(), writers=1)
+    c.resync()
+    held = {u.name: u for u in c.engine.units()}
+    edited = unit("edited", "q")  # a new version (a new object: MemoryApi patches in place)
+    edited["metadata"]["uid"] = "uid-edited"
+    edited["spec"]["priority"] = 7
+    api.apply(QUEUE_UNIT, edited)
+    c.engine.requeue("uid-backing-off", 1e12)  # the engine's phase, not yet the API's
+    listed = c.resyncer.list_workloads(api)
+    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
+    c.resyncer.finish_resync(listed)
+    after = {u.name: u for u in c.engine.units()}
+    assert after["same"] is held["same"]
+    assert after["edited"] is not held["edited"] and after["edited"].priority == 7
+    assert after["backing-off"] is not held["backing-off"]
+    assert after["backing-off"].phase.value == "Enqueued"  # folded: the API's phase again
+    c.close()
+
+
 def _conforms(api: OwnerThreadApi) -> ObjectApi:
     return api
 
