@@ -114,7 +114,7 @@ def without_managed_fields(obj: Any) -> Any:
     """`obj` without metadata.managedFields (and each of its `items`, for a list), in place.
 
     Server-side apply's record of who owns which field: nothing here reads it, and it was
-    the largest part of every Job and QueueUnit the controller holds (bench/bench_memory.py).
+    a large part of every Job and QueueUnit the controller holds (bench/bench_memory.py).
     client-go's informers drop it for the same reason (cache.TransformStripManagedFields);
     a write never needs it back (a patch leaves it alone, an apply must not carry it).
     """

@@ -1,5 +1,5 @@
 """What the controller keeps of an object carries no metadata.managedFields (issue 36, RSS):
-server-side apply's ownership record, read by nothing here, was the largest part of every
+server-side apply's ownership record, read by nothing here, is a large part of every
 QueueUnit and Job held (bench/bench_memory.py). Dropped as each answer and watch event is
 decoded, so no copy of it is ever kept; everything else arrives unchanged."""
 
