@@ -24,10 +24,10 @@ then the controller quiet). Then:
 Latency: each un-suspend from the edit that made room for it (bench/curve.py `attribute`:
 the k-th un-suspend is charged to the edit that brought the room sent so far to k). CPU: the
 controller's user + system time from the first edit until the last Job it made room for is
-un-suspended, per admitted Job (the API server's alike); RSS at that moment; API writes per
-admitted Job over that window plus 3 s (the edits taken out). Kueue runs with a profile of
-bench_peers.KUEUE_PROFILES (`kueue-best`: qps 2000 / burst 4000, Job 50 / Workload 50
-workers); every row names it. Prints one JSON line starting `{"curve"`.
+un-suspended, per admitted Job (the API server's alike); RSS at that moment and its peak
+(VmHWM); API writes per admitted Job over that window plus 3 s (the edits taken out). Kueue
+runs with a profile of bench_peers.KUEUE_PROFILES (`kueue-best`: qps 2000 / burst 4000, Job
+50 / Workload 50 workers); every row names it. Prints one JSON line starting `{"curve"`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,14 @@ from bench.bench_peers import (  # noqa: E402
     resource_flavor,
     wait_until,
 )
-from bench.burst import api_writes, component, cpu_seconds, watch_objects, writes_per_job  # noqa: E402
+from bench.burst import (  # noqa: E402
+    api_writes,
+    component,
+    cpu_seconds,
+    rss_mb,
+    watch_objects,
+    writes_per_job,
+)
 from bench.calibration import calibrate  # noqa: E402
 from bench.release import Held, hold, own_edits, unit_pending, workload_pending  # noqa: E402
 from koordqueue.kube.api import (  # noqa: E402
@@ -75,13 +82,6 @@ from koordqueue.kube.api import (  # noqa: E402
 )
 
 SETTLE_S = 3.0
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
 
 
 def stepped_release(
@@ -149,7 +149,7 @@ def stepped_release(
         time.sleep(0.02)
     cpu_s = cpu_seconds(pid) - cpu_before
     apiserver_s = cpu_seconds(apiserver_pid) - apiserver_before
-    rss = rss_mb(pid)
+    rss, peak_rss = rss_mb(pid), rss_mb(pid, "VmHWM")
     at_end = dict(resumed)
     time.sleep(SETTLE_S)  # late writes land; an over-admission would show here too
     writes = writes_per_job(
@@ -169,6 +169,7 @@ def stepped_release(
         "edits": len(plan),
         "edits_s": round(edits_s, 2),
         "rss_mb": rss,
+        "peak_rss_mb": peak_rss,
         "writes_total": writes["total"],
         "writes_per_job": writes,
     }

@@ -30,8 +30,10 @@ then the peer, with the same creators (`--clients` threads) and the same watch (
   `--kueue-profiles` entry, interleaved with koordqueue in every run (KUEUE_PROFILES: `shipped`,
   qps 50 / burst 100 and 5 Job / 5 Workload workers as v0.17.0 ships it; `best`, qps 2000 /
   burst 4000 and 50 / 50 workers, the best found on this box); each row names its profile.
-  Creation -> un-suspend p50/p99
-  and controller CPU per admission; the controller's API writes per Job by verb and resource
+  Creation -> un-suspend p50/p99,
+  controller CPU per admission and the controller's peak RSS (VmHWM of its process, read once
+  the run's writes settled: `peak_rss_mb`, and `rss_mb` its VmRSS then, bench/burst.py
+  `rss_mb`); the controller's API writes per Job by verb and resource
   (the API server's apiserver_request_total, less the benchmark's own Job creates), printed
   for both under the table.
 
@@ -78,6 +80,7 @@ from bench.burst import (  # noqa: E402
     api_writes,
     component,
     cpu_seconds,
+    rss_mb,
     run_burst,
     summary,
     writes_per_job,
@@ -278,14 +281,19 @@ def ratio(ours: float, peer: float) -> str:
 
 def table(rows: list[dict[str, Any]], release: bool = False) -> str:
     """Markdown table of koordqueue vs peer figures, one row per (workload, size); `release`
-    adds the wall until the last Job and the API writes per Job (release mode's window)."""
+    adds the wall until the last Job and the API writes per Job (release mode's window); a
+    row with the controllers' memory (admission) adds their peak RSS beside CPU per item."""
+    memory = any("peak_rss_mb" in row["ours"] for row in rows)
     head = (
         "| workload | size | p50 s (ours / peer, ratio) | p99 s (ours / peer, ratio) "
         "| throughput /s (ours / peer) | CPU ms per item (ours / peer, ratio) |"
     )
+    if memory:
+        head += " peak RSS MB (ours / peer, ratio) |"
     if release:
         head += " wall s (ours / peer, ratio) | API writes per Job (ours / peer) |"
-    lines = [head, "|---|---|---|---|---|---|" + ("---|---|" if release else "")]
+    lines = [head, "|---|---|---|---|---|---|" + ("---|" if memory else "")
+             + ("---|---|" if release else "")]  # fmt: skip
     for row in rows:
         o, p = row["ours"], row["peer"]
         line = (
@@ -295,6 +303,9 @@ def table(rows: list[dict[str, Any]], release: bool = False) -> str:
             f"| {o['throughput']} / {p['throughput']} "
             f"| {o['cpu_ms']} / {p['cpu_ms']} ({ratio(o['cpu_ms'], p['cpu_ms'])}) |"
         )
+        if memory:
+            ours_mb, peer_mb = o.get("peak_rss_mb", 0.0), p.get("peak_rss_mb", 0.0)
+            line += f" {ours_mb or ''} / {peer_mb or ''} ({ratio(ours_mb, peer_mb)}) |"
         if release:
             line += (
                 f" {o.get('wall_s')} / {p.get('wall_s')} "
@@ -316,7 +327,8 @@ def placement_targets(ours: dict[str, float], peer: dict[str, float]) -> dict[st
 
 def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
     """Median of each headline over repeated runs of one component at one size."""
-    keys = ("p50", "p99", "throughput", "cpu_ms", "apiserver_cpu_ms", "wall_s", "writes_total")
+    keys = ("p50", "p99", "throughput", "cpu_ms", "apiserver_cpu_ms", "wall_s", "writes_total",
+            "peak_rss_mb", "rss_mb")
     return {k: round(statistics.median(r[k] for r in runs), 3) for k in keys
             if all(k in r for r in runs)}  # fmt: skip
 
@@ -579,6 +591,12 @@ def writes_per_pod(
     return writes
 
 
+def memory_of(pid: int) -> dict[str, float]:
+    """The controller's resident memory once its run is over (the writes settled), in MB:
+    `peak_rss_mb` the most it held at any time (VmHWM), `rss_mb` what it holds then."""
+    return {"peak_rss_mb": rss_mb(pid, "VmHWM"), "rss_mb": rss_mb(pid)}
+
+
 WRITES_SETTLE_S = 5.0
 """After an admission burst, how long the background writes (events, statuses) get to land
 before the API server's write counts are read (bench_controller.api_writes)."""
@@ -606,21 +624,23 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
         def measure(
             ns: str, bodies: list[dict[str, Any]], pid: int, plan: list[Edit],
             *, pending_kind: Kind, pending: Callable[[dict[str, Any]], bool],
-        ) -> tuple[Burst, dict[str, float], Released | None]:
+        ) -> tuple[Burst, dict[str, float], Released | None, dict[str, float]]:
             """The burst (or, with --release, the held Jobs released by `plan`), the writes
-            per Job, and the release's record: the same for both controllers."""
+            per Job, the release's record and the controller's memory (memory_of): the same
+            for both controllers."""
             if args.release:
                 held = run_release(
                     api, JOB, ns, bodies, plan, pending_kind=pending_kind, pending=pending,
                     reached=resumed, pid=pid, apiserver_pid=apiserver, clients=args.clients,
                     settle_s=WRITES_SETTLE_S,
                 )
-                return held.burst, held.writes, held
+                return held.burst, held.writes, held, memory_of(pid)
             before = api_writes(api)
             burst = run_burst(api, JOB, ns, bodies, reached=resumed, pid=pid,
                               clients=args.clients)  # fmt: skip
             time.sleep(WRITES_SETTLE_S)
-            return burst, writes_per_job(before, api_writes(api), jobs, len(burst.created)), None
+            writes = writes_per_job(before, api_writes(api), jobs, len(burst.created))
+            return burst, writes, None, memory_of(pid)
         if kueue is None:
             install_crds(kubectl)
             kubectl.apply(
@@ -643,7 +663,7 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
                 *shlex.split(args.koordqueue_run_flags),
             ]
             with component(run, log) as pid, profiled(pid, f"admission-{jobs}x{quotas}", args):
-                burst, writes, released = measure(
+                burst, writes, released, memory = measure(
                     ns, bodies, pid, elastic_quota_plan(jobs, quotas),
                     pending_kind=QUEUE_UNIT, pending=unit_pending)
         else:
@@ -663,7 +683,7 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
             with kueue_process(kueue, str(cp.kubeconfig), Path(tmp), log, args.peer_v,
                                profile=profile) as pid:
                 wait_until(lambda: all_active(api.list_objects(CLUSTER_QUEUE)), 60, log)
-                burst, writes, released = measure(
+                burst, writes, released, memory = measure(
                     ns, bodies, pid, cluster_queue_plan(jobs, quotas),
                     pending_kind=WORKLOAD, pending=workload_pending)
     dump = _dump(args, who, f"admission-{jobs}x{quotas}")
@@ -672,7 +692,7 @@ def admission(who: str, jobs: int, quotas: int, args: argparse.Namespace) -> dic
     else:
         headline = _release_headline(released, jobs, dump)
     return {"workload": "admission", "who": who, "size": f"{jobs}/{quotas}", **headline,
-            "writes_per_job": writes, "writes_total": writes["total"]}  # fmt: skip
+            **memory, "writes_per_job": writes, "writes_total": writes["total"]}  # fmt: skip
 
 
 @contextmanager

@@ -89,6 +89,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory in MB, from /proc/PID/status (pid 0: this process):
+    `field` VmRSS, what it holds now, or VmHWM, the most it ever held (its peak)."""
+    status = Path(f"/proc/{pid or 'self'}/status").read_text()
+    for line in status.splitlines():
+        if line.startswith(f"{field}:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
@@ -102,11 +112,14 @@ def stage(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
 
 
 @contextmanager
-def component(args: list[str], log_path: str, startup_s: float = 3.0) -> Iterator[int]:
-    """`koordqueue ARGS` as a subprocess (output in `log_path`); yields its pid, stops it after."""
+def component(
+    args: list[str], log_path: str, startup_s: float = 3.0, runner: list[str] | None = None
+) -> Iterator[int]:
+    """`koordqueue ARGS` as a subprocess (output in `log_path`); yields its pid, stops it after.
+    `runner`: what runs it instead of `python -m koordqueue.cli.main` (bench/traced.py)."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "koordqueue.cli.main", *args],
+            [*(runner or [sys.executable, "-m", "koordqueue.cli.main"]), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

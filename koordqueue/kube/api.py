@@ -80,6 +80,7 @@ __all__ = [
     "retry_transient",
     "wait_hint",
     "with_retries",
+    "without_managed_fields",
 ]
 # (the errors and retry helpers are api_errors', FencedError transport's: re-exported, callers
 # take everything of the API from here)
@@ -107,6 +108,25 @@ def loads(data: bytes | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+
+
+def without_managed_fields(obj: Any) -> Any:
+    """`obj` without metadata.managedFields (and each of its `items`, for a list), in place.
+
+    Server-side apply's record of who owns which field: nothing here reads it, and it was
+    a large part of every Job and QueueUnit the controller holds (bench/bench_memory.py).
+    client-go's informers drop it for the same reason (cache.TransformStripManagedFields);
+    a write never needs it back (a patch leaves it alone, an apply must not carry it).
+    """
+    if isinstance(obj, dict):
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        items = obj.get("items")
+        if isinstance(items, list):
+            for item in items:
+                without_managed_fields(item)
+    return obj
 
 
 def dumps(body: object) -> bytes:
@@ -407,7 +427,7 @@ class KubeApi:
                 response.status, response.reason or "", data, method, path,
                 getattr(response, "headers", None),
             )
-        parsed: dict[str, Any] = loads(data) if data else {}
+        parsed: dict[str, Any] = without_managed_fields(loads(data)) if data else {}
         return parsed
 
     def _request(
@@ -442,7 +462,7 @@ class KubeApi:
             raise api_error(
                 response.status, response.reason or "", raw, method, path, response.headers
             )
-        parsed: dict[str, Any] = loads(raw)
+        parsed: dict[str, Any] = without_managed_fields(loads(raw))
         return parsed
 
     # --- verbs ------------------------------------------------------------------------------

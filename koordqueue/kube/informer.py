@@ -57,7 +57,14 @@ from urllib3.exceptions import ReadTimeoutError
 
 from koordqueue.domain.backoff import Backoff
 from koordqueue.kube import metrics
-from koordqueue.kube.api import ApiError, Kind, KubeApi, Listing, wait_hint
+from koordqueue.kube.api import (
+    ApiError,
+    Kind,
+    KubeApi,
+    Listing,
+    wait_hint,
+    without_managed_fields,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +107,8 @@ class WatchStream:
     """The events of one watch response, as kubernetes.watch.Watch(...).stream yields them for
     a function without a return type, and with a server-side timeout (so no retry of its own).
 
-    Each event is the decoded line with `raw_object` set to its `object`; a non-2xx answer
+    Each event is the decoded line with `raw_object` set to its `object` (without
+    metadata.managedFields: api.without_managed_fields); a non-2xx answer
     raises ApiException.from_response (404, 410...); an ERROR event raises
     ApiException(status=its code, reason="reason: message") (410 Gone: the caller re-lists);
     socket errors and the read timeout (urllib3's ReadTimeoutError) pass through unchanged. As
@@ -141,7 +149,7 @@ class WatchStream:
                     if line.isspace() or not line:
                         continue
                     event = json.loads(line.decode("utf-8", errors="replace"))
-                event["raw_object"] = event["object"]
+                event["raw_object"] = without_managed_fields(event["object"])
                 if event["type"] == "ERROR":
                     obj = event["raw_object"]
                     raise ApiException(

@@ -75,6 +75,9 @@ class OwnerLoop:
         """The fence was shut at the loop's last look."""
         self._queue: queue.SimpleQueue[Callable[[], None] | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._start_up: tuple[Future[dict[Kind, Listing]], dict[Kind, Listing] | None] | None = None
+        """start()'s future and listings, until the owner thread takes them (not its
+        arguments: a Thread keeps those until its target returns)."""
         self._stopping = threading.Event()
         metrics.INFORMER_BACKLOG.labels("owner").set_function(self._queue.qsize)
 
@@ -105,9 +108,8 @@ class OwnerLoop:
         """
         self.controller.state.writer.use_pool(self.writers, self.post, self.may_write)
         started: Future[dict[Kind, Listing]] = Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(started, listings), name="kq-controller", daemon=True
-        )
+        self._start_up = (started, listings)
+        self._thread = threading.Thread(target=self._run, name="kq-controller", daemon=True)
         self._thread.start()
         return started
 
@@ -119,10 +121,23 @@ class OwnerLoop:
             self._thread.join(timeout)
 
     # --- the owner thread ---------------------------------------------------------------
-    def _run(
+    def _run(self) -> None:
+        """The start-up resync, then the loop. The start-up's listings (every Job and unit
+        there was) are handed to start()'s caller and not held by the loop: kept for its
+        whole life, they were a second copy of the cluster at start-up in memory."""
+        assert self._start_up is not None
+        started, listings = self._start_up
+        self._start_up = None
+        began = self._resync_at_start(started, listings)
+        del started, listings
+        if began:
+            self._serve()
+
+    def _resync_at_start(
         self, started: Future[dict[Kind, Listing]], listings: dict[Kind, Listing] | None
-    ) -> None:
-        controller, state = self.controller, self.controller.state
+    ) -> bool:
+        """The start-up resync; its listings (or error) to `started`. False: no loop."""
+        controller = self.controller
         try:  # transient: again after a back-off (a resync is idempotent)
             result = retry_transient(
                 lambda: controller.resync(listings), STARTUP_RETRY, self._stopping.wait,
@@ -133,11 +148,16 @@ class OwnerLoop:
         except Exception as exc:
             with contextlib.suppress(InvalidStateError):  # cancelled: nobody waits (SIGTERM)
                 started.set_exception(exc)
-            return
+            return False
         try:
             started.set_result(result)
         except InvalidStateError:  # the start-up was cancelled (stopped during it): no loop
-            return
+            return False
+        return True
+
+    def _serve(self) -> None:
+        """Events, rounds and resyncs until stopped."""
+        controller, state = self.controller, self.controller.state
         settings = state.settings
         round_start = round_end = time.monotonic()
         round_start -= settings.admission_period  # the first round at once

@@ -72,6 +72,8 @@ class Resync:
             state.api.with_timeout(LIST_TIMEOUT) if isinstance(state.api, KubeApi) else state.api
         )
         """`state.api` with the short timeout, for the lists that hold the owner."""
+        self.workloads_pending = False
+        """A periodic resync's units are folded, its workload lists not back yet."""
 
     def resync(self, listings: dict[Kind, Listing] | None = None) -> dict[Kind, Listing]:
         """List everything and fold it in; fixes whatever changed while we were not watching.
@@ -89,7 +91,7 @@ class Resync:
             listings = self.list_workloads(self._lister, startup=True)
         else:
             listings = {**listings, QUEUE_UNIT: self._lister.list_with_version(QUEUE_UNIT)}
-        self._fold_workloads(listings, None)
+        self._fold_workloads(listings)
         self.next_resync = self.state.clock() + self.state.settings.resync_period
         self.on_relisted()
         self.state.ready.set()
@@ -103,30 +105,69 @@ class Resync:
             self.start_resync()
 
     def start_resync(self) -> None:
-        """The periodic resync: lists on the writer's pool, folded in when they come back."""
-        if self.state.resync_window is not None:
+        """The periodic resync: lists on the writer's pool, folded in when they come back.
+
+        In two steps: the QueueUnits are listed and folded, then the workloads are listed and
+        folded. One read of both held the two listings and every unit the controller keeps
+        at once: at 10,000 pending Jobs that was the process's peak memory (issue 36,
+        bench_memory / bench_curve's depth run). A workload listing newer than the units'
+        is folded as one that came with them (workloads.py `fold` looks at each against its
+        unit as the controller holds it then; events since the resync started win)."""
+        if self.state.resync_window is not None or self.workloads_pending:
             return  # the last one has not come back yet
         self.next_resync = self.state.clock() + self.state.settings.resync_period
         self.state.resync_window = ResyncWindow({u.uid for u in self.state.engine.units()})
         for consumer in self.state.consumers.values():
             consumer.resync_started()
-        read = Read(self.list_workloads, "resync")
-        self.state.writer.submit(read, self.finish_resync, priority=Priority.BACKGROUND)
+        read = Read(self.list_units, "resync")
+        self.state.writer.submit(read, self._units_listed, priority=Priority.BACKGROUND)
+
+    def _units_listed(self, listings: dict[Kind, Listing] | None) -> None:
+        """The periodic resync's QueueUnits, back on the owner: fold them, list the rest."""
+        if not self._fold_units_listed(listings):
+            return
+        self.workloads_pending = True
+        read = Read(self.list_workload_kinds, "resync")
+        self.state.writer.submit(read, self._workloads_listed, priority=Priority.BACKGROUND)
+
+    def _workloads_listed(self, listings: dict[Kind, Listing] | None) -> None:
+        """The periodic resync's workloads, back on the owner (None: refused, each
+        consumer's window ends all the same)."""
+        self.workloads_pending = False
+        self._fold_consumers(listings or {}, startup=False)
+        self.on_relisted()
 
     def finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
-        """The periodic resync's lists, back on the owner (None: refused): fold them in."""
+        """The periodic resync's lists, all read at once (list_workloads), back on the owner
+        (None: refused): fold them in."""
+        if self._fold_units_listed(listings):
+            assert listings is not None
+            self._fold_consumers(listings, startup=False)
+            self.on_relisted()
+
+    def _fold_units_listed(self, listings: dict[Kind, Listing] | None) -> bool:
+        """Quotas, Queues and the listed QueueUnits folded; False if the lists were refused
+        (each consumer's window ended: the next period tries again)."""
         window, self.state.resync_window = self.state.resync_window, None
         if listings is None:
             for consumer in self.state.consumers.values():
                 consumer.fold([], periodic=False)  # (ends its window; lists refused)
-            return  # refused: the next period tries again
+            return False
         self._resync_quotas_and_queues()
-        self._fold_workloads(listings, window)
-        self.on_relisted()
+        self._fold_units(listings, window)
+        return True
+
+    def list_units(self, api: ObjectApi) -> dict[Kind, Listing]:
+        """The QueueUnits (the periodic resync's first read, on the writer's pool)."""
+        return {QUEUE_UNIT: api.list_with_version(QUEUE_UNIT)}
 
     def list_workloads(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
-        """The QueueUnits and each served kind (on the writer's pool, for the periodic one)."""
-        listings = {QUEUE_UNIT: api.list_with_version(QUEUE_UNIT)}
+        """The QueueUnits and each served kind (the start-up resync's one read)."""
+        return {**self.list_units(api), **self.list_workload_kinds(api, startup)}
+
+    def list_workload_kinds(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
+        """Each served kind (on the writer's pool, for the periodic resync)."""
+        listings: dict[Kind, Listing] = {}
         if not self.state.settings.manage_jobs:
             return listings
         for consumer in self.state.consumers.values():
@@ -180,9 +221,12 @@ class Resync:
             phase == unit.phase.value
         )
 
-    def _fold_workloads(
-        self, listings: dict[Kind, Listing], window: ResyncWindow | None
-    ) -> None:
+    def _fold_workloads(self, listings: dict[Kind, Listing]) -> None:
+        """The start-up's fold: units, then each served kind."""
+        self._fold_units(listings, None)
+        self._fold_consumers(listings, startup=True)
+
+    def _fold_units(self, listings: dict[Kind, Listing], window: ResyncWindow | None) -> None:
         seen_units = set()
         for unit in listings[QUEUE_UNIT][0]:
             uid = str(meta(unit).get("uid"))
@@ -198,15 +242,19 @@ class Resync:
             if window is None or gone in window.known_units:
                 self.state.engine.remove_unit(gone)
                 self.state.unit_objects.pop(gone, None)
+
+    def _fold_consumers(self, listings: dict[Kind, Listing], *, startup: bool) -> None:
+        """Each served kind's listing folded; `startup`: the start-up's or a takeover's, else a
+        periodic resync's (each consumer's window ends, listed or not: refused)."""
         for consumer in list(self.state.consumers.values()):
             listing = listings.get(consumer.watched)
             if listing is not None:
-                if window is None:
+                if startup:
                     # start-up / takeover: units whose workload went while no replica led
                     # (its DELETED event seen by none) are looked at now, not a period later:
                     # each held its quota until then (bench/soak.py, seed 1). The look reads
                     # the workload before deleting, so a warm cache that is behind is safe.
                     consumer.resync_started()
                 consumer.fold(listing[0], periodic=True)
-            elif window is not None:
+            elif not startup:
                 consumer.fold([], periodic=False)  # (ends its window)

@@ -169,3 +169,34 @@ def test_floor_lines_give_each_scheduler_as_multiples_of_the_binder() -> None:
     assert "koordqueue p99 0.4 s = 2.00x the binder's 0.2 s" in lines[0]
     assert "= 1.50x the binder's 2.0 ms" in lines[0]
     assert bench_peers.floor_lines("2000/100", {"koordqueue": figures["koordqueue"]}) == []
+
+
+def test_table_puts_each_controllers_peak_rss_beside_cpu_per_job() -> None:
+    ours = {"p50": 0.3, "p99": 1.0, "throughput": 200.0, "cpu_ms": 2.0, "peak_rss_mb": 120.0}
+    peer = {"p50": 0.5, "p99": 5.0, "throughput": 150.0, "cpu_ms": 3.0, "peak_rss_mb": 150.0}
+    row = {"workload": "admission", "size": "1000/10", "peer_name": "Kueue best",
+           "ours": ours, "peer": peer}  # fmt: skip
+    head, rule, line = bench_peers.table([row]).splitlines()
+    assert head.endswith(
+        "| CPU ms per item (ours / peer, ratio) | peak RSS MB (ours / peer, ratio) |"
+    )
+    assert rule.count("|") == head.count("|")
+    assert line.endswith("| 2.0 / 3.0 (0.67x) | 120.0 / 150.0 (0.80x) |")
+
+
+def test_medians_take_the_peak_rss_over_runs() -> None:
+    runs = [{"p50": 1.0, "peak_rss_mb": mb, "rss_mb": mb - 10} for mb in (130.0, 110.0, 160.0)]
+    assert bench_peers.medians(runs) == {"p50": 1.0, "peak_rss_mb": 130.0, "rss_mb": 120.0}
+
+
+def test_memory_of_reads_the_process_peak_and_current_rss() -> None:
+    import os
+
+    from bench.burst import rss_mb
+
+    held = bytearray(64 * 1024 * 1024)  # 64 MB resident at least once
+    held[::4096] = b"x" * len(held[::4096])
+    memory = bench_peers.memory_of(os.getpid())
+    assert memory["peak_rss_mb"] >= memory["rss_mb"] >= 64
+    assert rss_mb(0) == pytest.approx(rss_mb(os.getpid()), abs=8)
+    del held
