@@ -150,9 +150,11 @@ class UnitHandlers:
         def written(updated: dict[str, Any] | None) -> None:
             # the watch may have shown a newer version before this answer came back (a
             # scheduler's SchedSucceed): the answer must not take the unit back
-            if updated is not None and not newer(state.unit_objects.get(unit.uid), updated):
+            if updated is None:
+                return
+            if not newer(state.unit_objects.get(unit.uid), updated):
                 state.remember_unit(unit.uid, updated, message)
-                state.writer.submit(RecordEvent(updated, WARNING, names.REASON_BACKOFF, message))
+            state.writer.submit(RecordEvent(updated, WARNING, names.REASON_BACKOFF, message))
 
         state.writer.submit(PatchUnitStatus(unit.namespace, unit.name, patch), written, unit.uid)
         consumer = state.consumer_of(obj)
