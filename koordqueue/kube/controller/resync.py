@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from koordqueue.domain.queue_derivation import derive_queue
-from koordqueue.domain.queue_unit import Phase
 from koordqueue.domain.quota_fold import fold_order
 from koordqueue.kube.api import (
     ELASTIC_QUOTA,
@@ -216,7 +215,7 @@ class Resync:
         if held is None or unit is None:
             return False
         version = meta(listed).get("resourceVersion")
-        phase = (listed.get("status") or {}).get("phase") or Phase.ENQUEUED.value  # (as read)
+        phase = (listed.get("status") or {}).get("phase")  # none yet: folded (its first one)
         return bool(version) and version == meta(held).get("resourceVersion") and (
             phase == unit.phase.value
         )
