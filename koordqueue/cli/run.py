@@ -13,6 +13,7 @@ from typing import Final
 import kopf
 import structlog
 
+from koordqueue.cli.allocator import cap_malloc_arenas
 from koordqueue.cli.flags import settings_from_args
 from koordqueue.cli.logs import configure_logging
 from koordqueue.kube import kopf_support, metrics
@@ -74,6 +75,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
 def run_command(command: Command, args: argparse.Namespace) -> int:
     """Settings parsed once into the command's type; checks before any connection; the
     process's operator (kube/process.py); metrics; kopf until stopped."""
+    cap_malloc_arenas(os.environ)  # before the first thread (cli/allocator.py)
     settings = settings_from_args(args, command.settings_type)
     configure_logging(settings.log_format, settings.log_level)
     log = structlog.get_logger("koordqueue")
