@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 
 from koordqueue.kube.api import JOB, QUEUE_UNIT, ApiError, KubeApi
-from koordqueue.kube.curl_transport import CurlTransport, usable
+from koordqueue.kube.curl_transport import UPLOAD_BUFFER, CurlTransport, usable
 
 ANSWER = b'{"metadata": {"name": "x", "resourceVersion": "7"}}'
 
@@ -156,6 +156,16 @@ def test_every_write_on_a_kept_alive_connection_is_asked_again(server: Server) -
         api.create(JOB, {"metadata": {"name": name}}, "ns")
     assert server.connections == 1 and len(server.received) == 3
     assert asked == [0, 0, 1, 1, 2, 2]  # early and last look before each write's bytes
+
+
+def test_a_body_larger_than_the_upload_buffer_arrives_whole(server: Server) -> None:
+    api = kube_api(server)
+    label = "v" * (5 * UPLOAD_BUFFER)  # a pod template's worth of annotations, and more
+    api.create(JOB, {"metadata": {"name": "big", "annotations": {"a": label}}}, "ns")
+    request = server.received[0]
+    head, _, body = request.partition(b"\r\n\r\n")
+    assert body.count(b"v") == 5 * UPLOAD_BUFFER and body.endswith(b"}")
+    assert b"content-length: %d" % len(body) in head.lower()
 
 
 def test_a_lost_answer_on_a_new_connection_is_not_retried_for_a_create(server: Server) -> None:
