@@ -80,6 +80,7 @@ from bench.burst import (  # noqa: E402
     api_writes,
     component,
     cpu_seconds,
+    rss_mb,
     watch_objects,
 )
 from bench.calibration import calibrate  # noqa: E402
@@ -386,6 +387,7 @@ def run_scale(
                   f"{len(run.admitted)}, complete {len(run.completed)}, released "
                   f"{len(run.released)} of {len(jobs)}", flush=True)  # fmt: skip
     cpu_s, bench_cpu_s = cpu_seconds(pid) - cpu_before, time.process_time() - bench_before
+    peak_rss = rss_mb(pid, "VmHWM")  # the controller's peak, read while it still runs
     servers = zip(server_pids or [], servers_before, strict=True)
     requests = api_writes(api, writes_only=False) - requests_before
     server_cpu = [cpu_seconds(p) - b for p, b in servers]
@@ -411,6 +413,7 @@ def run_scale(
         box = cpu_s + bench_cpu_s + sum(server_cpu)
         result["box_cpu_ms_per_job"] = round(1000 * box / max(len(jobs), 1), 3)
     # the box is shared: the 1-minute load average before and after says how busy it was
+    result["peak_rss_mb"] = peak_rss
     result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result
 
