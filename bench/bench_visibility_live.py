@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.burst import component, cpu_seconds, latency_figures, run_burst, summary
@@ -75,7 +77,7 @@ def poll(kubeconfig: str, every: float, limit: int, expect: int, out: str) -> No
             items = len(answer.get("items") or [])
             sink.write(json.dumps({"at": t0, "s": round(took, 4), "items": items,
                                    "total": answer.get("total"),
-                                   "bytes": len(json.dumps(answer))}) + "\n")
+                                   "bytes": len(orjson.dumps(answer))}) + "\n")
             if items < expect:
                 sink.write(json.dumps({"error": f"{items} items, expected >= {expect}"}) + "\n")
             time.sleep(max(0.0, every - (time.time() - t0)))
