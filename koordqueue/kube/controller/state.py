@@ -23,6 +23,7 @@ from koordqueue.domain.features import FeatureGates, parse_feature_gates
 from koordqueue.domain.queue_preemption import VictimRules
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.kube.api import ObjectApi
+from koordqueue.kube.controller.base import newer
 from koordqueue.kube.controller.consumers import ConsumerReconciler
 from koordqueue.kube.controller.queue_items import QueueItemsPublisher
 from koordqueue.kube.controller.writes import Apis, Writer
@@ -122,7 +123,11 @@ class ControllerState:
         return self.consumers.get(kind) if isinstance(kind, str) and ref.get("name") else None
 
     def remember_unit(self, uid: str, obj: dict[str, Any], message: str | None = None) -> None:
-        """The unit object a write returned; `message` is the status message it wrote."""
-        self.unit_objects[uid] = obj
+        """The unit object a write returned, unless the watch already showed a newer one: an
+        answer taken in late must not put an older version back (the race behind a red CI
+        in test_job_extension, where a stale Enqueued hid the scheduler's SchedSucceed).
+        `message`, the status message it wrote, is recorded either way: the write landed."""
+        if not newer(self.unit_objects.get(uid), obj):
+            self.unit_objects[uid] = obj
         if message is not None:
             self.reported[uid] = message

@@ -127,3 +127,20 @@ def test_suspended_job_becomes_an_admitted_unit_and_is_resumed() -> None:
     )  # the idle-queue fast path
     assert (api.get(JOB, "j", "ns") or {})["spec"]["suspend"] is False
     c.close()
+
+
+def test_a_late_answer_never_puts_an_older_unit_back() -> None:
+    c = controller(MemoryApi())
+    state = c.state
+    seen = {"metadata": {"name": "u", "resourceVersion": "10"}, "status": {"phase": "Running"}}
+    state.unit_objects["uid-u"] = seen
+    late = {"metadata": {"name": "u", "resourceVersion": "7"}, "status": {"phase": "Enqueued"}}
+    state.remember_unit("uid-u", late, "waiting")
+    assert state.unit_objects["uid-u"] is seen
+    assert state.reported["uid-u"] == "waiting"  # the write landed: its message is known
+    fresh = {"metadata": {"name": "u", "resourceVersion": "12"}, "status": {"phase": "Succeed"}}
+    state.remember_unit("uid-u", fresh)
+    assert state.unit_objects["uid-u"] is fresh
+    state.remember_unit("uid-v", late)  # nothing seen yet: taken
+    assert state.unit_objects["uid-v"] is late
+    c.close()
