@@ -49,6 +49,7 @@ import heapq
 import json
 import os
 import shlex
+import signal
 import sys
 import tempfile
 import threading
@@ -418,6 +419,18 @@ def run_scale(
     return result
 
 
+def take_census(pid: int, prefix: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """SIGUSR1 to a controller run through bench/traced.py; its census once written."""
+    done = Path(f"{prefix}.done")
+    done.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.time() + timeout_s
+    while not done.exists() and time.time() < deadline:
+        time.sleep(0.5)
+    census: dict[str, Any] = json.loads(Path(f"{prefix}.census.json").read_text())
+    return census
+
+
 # --------------------------------------------------------------------------- peers
 
 
@@ -459,9 +472,14 @@ def run_peer(who: str, shape: Shape, args: argparse.Namespace) -> dict[str, Any]
             argv = ["run", f"--kubeconfig={cp.kubeconfig}", "--metrics-port=0",
                     "--health-port=0", "--log-level=info",
                     *shlex.split(args.koordqueue_run_flags)]  # fmt: skip
-            with component(argv, log) as pid:
+            runner = None
+            if args.census:  # bench/traced.py: a census of the controller's memory at the end
+                runner = [sys.executable, str(ROOT / "bench" / "traced.py"), args.census, "0"]
+            with component(argv, log, runner=runner) as pid:
                 common["pid"] = pid
                 result = run_scale(api, jobs, bodies, release_kind=QUEUE_UNIT, **common)
+                if args.census:
+                    result["census"] = take_census(pid, args.census)
         else:
             assert kueue.crds is not None
             install_crds(kubectl, kueue.crds)
@@ -507,6 +525,10 @@ def main() -> int:
     parser.add_argument("--log-dir", default="/tmp", help="component logs go here")
     parser.add_argument("--create-only", action="store_true",
                         help="no controller: the creators alone (creation ceiling)")  # fmt: skip
+    parser.add_argument("--census", default="",
+                        help="koordqueue through bench/traced.py: after the run, a census of "
+                             "its memory (gc objects by type, RSS before / after a full "
+                             "collection, cyclic garbage found) written to PREFIX.census.json")
     parser.add_argument("--dump", action="store_true",
                         help="write every Job's wall times to the log dir")  # fmt: skip
     args = parser.parse_args()

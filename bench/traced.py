@@ -45,9 +45,14 @@ def main() -> None:
         tracemalloc.start(frames)
 
     def dump(_signum: int, _frame: FrameType | None) -> None:
+        before = rss_mb(0, "VmRSS")
+        frozen = gc.get_freeze_count()
         gc.unfreeze()  # frozen objects (kube/gcfreeze.py) are not in gc.get_objects()
-        gc.collect()
+        unreachable = gc.collect()  # cyclic garbage, frozen or not, found by a full pass
         out = census()
+        out["rss_before_collect_mb"] = before
+        out["frozen_objects"] = frozen
+        out["unreachable_collected"] = unreachable
         out["rss_mb"] = rss_mb(0, "VmRSS")
         out["hwm_mb"] = rss_mb(0, "VmHWM")
         Path(f"{prefix}.census.json").write_text(json.dumps(out))
