@@ -327,6 +327,10 @@ class Writer:
         self._post: Post | None = None
         self._queue: WorkQueue[Callable[[], None] | None] = WorkQueue(len(Priority) + 1)
         self._threads: list[threading.Thread] = []
+        self._workers = 0
+        self._idle = 0
+        """Threads waiting for a task (counted under `_spawning`)."""
+        self._spawning = threading.Lock()
         self._lock = threading.Lock()
         self._keyed: dict[str, deque[tuple[Priority, Callable[[], None]]]] = {}
         self._fence: Callable[[], bool] | None = None
@@ -335,7 +339,13 @@ class Writer:
     def use_pool(
         self, workers: int, post: Post, fence: Callable[[], bool] | None = None
     ) -> None:
-        """From now on run writes on `workers` threads; outcomes go through `post`.
+        """From now on run writes on up to `workers` threads; outcomes go through `post`.
+
+        A thread is started when a write is queued and none is idle, so the pool holds as
+        many threads as writes were ever in flight at once, not `workers`: each thread keeps
+        a kept-alive TLS connection of its own (~210 KB with libcurl and OpenSSL 3), and the
+        64 threads started at once, woken in turn, had each opened one whatever the load
+        (issue 36: peak RSS).
 
         With a `fence` (leader election), a write is held while the fence is shut, and one
         the fence refused midway is held and run again: `reopen()` releases them, in order.
@@ -344,12 +354,8 @@ class Writer:
         if fence is not None:
             self._fence = fence
             self.apis = Apis(cast(ObjectApi, FenceWatch(self.apis.api)), self.apis.recorder)
-        self._threads = [
-            threading.Thread(target=self._work, name=f"kq-write-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._workers = workers
+        self._spawn()  # the rest as the writes in flight need them (`_put`)
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish the queued writes (their outcomes go to a loop that may be gone), then stop."""
@@ -374,7 +380,7 @@ class Writer:
         with self._lock:
             parked, self._parked = self._parked, []
         for priority, task in parked:
-            self._queue.put(priority, task)
+            self._put(priority, task)
         return len(parked)
 
     def _park(self, priority: Priority, task: Callable[[], None]) -> None:
@@ -432,7 +438,7 @@ class Writer:
                     waiting.append((priority, task))
                     return
                 self._keyed[key] = deque()
-        self._queue.put(priority, task)
+        self._put(priority, task)
 
     def _next(self, key: str) -> None:
         with self._lock:
@@ -441,10 +447,45 @@ class Writer:
                 del self._keyed[key]
                 return
             priority, task = waiting.popleft()
+        self._put(priority, task)
+
+    def _put(self, priority: Priority, task: Callable[[], None]) -> None:
         self._queue.put(priority, task)
+        if len(self._threads) < self._workers and len(self._queue) > self._idle:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        """One more writer thread, if the pool is below its size and no thread is idle for
+        what is queued (checked again under the lock: two callers may race here)."""
+        with self._spawning:
+            full = len(self._threads) >= self._workers
+            served = bool(self._threads) and len(self._queue) <= self._idle
+            if full or served:
+                return
+            thread = threading.Thread(
+                target=self._work, name=f"kq-write-{len(self._threads)}", daemon=True
+            )
+            self._threads.append(thread)
+        thread.start()
+
+    def threads(self) -> int:
+        """Writer threads started so far."""
+        return len(self._threads)
+
+    def idle(self) -> int:
+        """Writer threads waiting for a task."""
+        return self._idle
 
     def _work(self) -> None:
-        while (task := self._queue.take()) is not None:
+        spawning = self._spawning
+        while True:
+            with spawning:
+                self._idle += 1
+            task = self._queue.take()
+            with spawning:
+                self._idle -= 1
+            if task is None:
+                return
             task()
 
 

@@ -214,3 +214,27 @@ def test_a_unit_seen_before_its_create_call_returned_gets_its_first_phase_before
     limited = "limited quotaName:q, limited resKey:cpu,"
     assert (status["phase"], status["message"]) == ("Enqueued", limited)
     c.close()
+
+
+def test_writer_threads_start_only_as_writes_in_flight_need_them() -> None:
+    """Each writer thread holds a TLS connection of its own: sequential writes keep one
+    thread, writes blocked at once get one thread each, never more than the pool's size."""
+    writer, _ = pool_writer(workers=8)
+    ran: list[str] = []
+    for i in range(30):  # one at a time: each finishes before the next is queued
+        writer.submit(Step(f"s{i}", ran))
+        wait_until(lambda n=i: len(ran) == n + 1 and writer.idle() == 1)
+    assert writer.threads() == 1
+    gate = threading.Event()
+    for i in range(5):
+        writer.submit(Step(f"b{i}", ran, gate))
+    wait_until(lambda: writer.backlog() == 0)  # all five taken: five threads hold them
+    assert writer.threads() == 5
+    for i in range(20):
+        writer.submit(Step(f"c{i}", ran, gate))
+    wait_until(lambda: writer.backlog() == 17)  # the pool is full: the rest wait their turn
+    assert writer.threads() == 8
+    gate.set()
+    wait_until(lambda: len(ran) == 55)
+    assert writer.threads() == 8
+    writer.close()
