@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import partial
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import structlog
@@ -319,6 +320,60 @@ class Priority(IntEnum):
     BACKGROUND = 2
 
 
+class _Task:
+    """One submitted write as the pool runs it.
+
+    A class, not a closure: a closure that parks itself refers to itself, and every write
+    then left a reference cycle (~12 objects, the write and its continuation with them) that
+    only the collector's full pass frees. The freezer (kube/gcfreeze.py) freezes whatever is
+    queued or in flight each second, so under a burst those cycles stayed until the next full
+    pass, minutes later (issue 36: peak RSS on the 15,000-Job shape).
+    """
+
+    __slots__ = ("fence", "key", "post", "priority", "then", "write", "writer")
+
+    def __init__(
+        self,
+        writer: Writer,
+        write: Write[Any],
+        *,
+        then: Callable[[Any], None] | None,
+        key: str | None,
+        priority: Priority,
+        fence: Callable[[], bool] | None,
+        post: Post,
+    ) -> None:
+        self.writer = writer
+        self.write = write
+        self.then = then
+        self.key = key
+        self.priority = priority
+        self.fence = fence
+        self.post = post
+
+    def __call__(self) -> None:
+        writer, fence = self.writer, self.fence
+        if fence is not None and not fence():
+            writer._park(self.priority, self)  # not the leader (yet again): hold it
+            return
+        _fence_hits.hit = False
+        try:
+            outcome = self.write.run(writer.apis)
+        except Exception:  # a bug in a write must not kill the writer thread
+            log.exception("write failed", write=type(self.write).__name__)
+        else:
+            if _fence_hits.hit:  # refused as NotLeader: run it again once we may write
+                writer._park(self.priority, self)
+                return  # the key stays held
+            then = self.then
+            if then is not None:
+                self.post(partial(then, outcome))
+        finally:
+            _fence_hits.hit = False
+        if self.key is not None:
+            writer._next(self.key)
+
+
 class Writer:
     """Runs writes on a bounded pool once `use_pool` is called; at once on the caller before."""
 
@@ -409,28 +464,9 @@ class Writer:
                 then(outcome)
             return
 
-        fence = self._fence
-
-        def task() -> None:
-            if fence is not None and not fence():
-                self._park(priority, task)  # not the leader (yet again): hold it
-                return
-            _fence_hits.hit = False
-            try:
-                outcome = write.run(self.apis)
-            except Exception:  # a bug in a write must not kill the writer thread
-                log.exception("write failed", write=type(write).__name__)
-            else:
-                if _fence_hits.hit:  # refused as NotLeader: run it again once we may write
-                    self._park(priority, task)
-                    return  # the key stays held
-                if then is not None:
-                    post(lambda: then(outcome))
-            finally:
-                _fence_hits.hit = False
-            if key is not None:
-                self._next(key)
-
+        task = _Task(
+            self, write, then=then, key=key, priority=priority, fence=self._fence, post=post
+        )
         if key is not None:
             with self._lock:
                 waiting = self._keyed.get(key)
