@@ -85,7 +85,9 @@ class AdmissionEngine:
         """Admitted units whose quota the tree has not seen (uid -> quota name): the tree
         refuses a reservation into a missing quota, as Koord-Queue's Reserve does, so a
         rebuild that meets the unit before its quota counts it when the quota arrives."""
-        # uids by quota label value: the fast path looks at one queue, not every unit
+        # live (unfinished) uids by quota label value: the fast path looks at one queue's
+        # live units, not every unit, nor the finished ones a queue gathers for as long as
+        # their Jobs are kept (with 10,000 finished: 1.49 -> 0.03 ms per new unit, /tmp/fpbench.py)
         self._by_label: dict[str | None, set[str]] = {}
         self._queues: dict[str, ServedQueue] = {}
         self._first_attempt: dict[str, float] = {}
@@ -204,7 +206,8 @@ class AdmissionEngine:
         else:
             self._seq[unit.uid] = self._next_seq
             self._next_seq += 1
-        self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
+        if unit.phase not in FINISHED_PHASES:
+            self._by_label.setdefault(_label_key(unit), set()).add(unit.uid)
         self._units[unit.uid] = unit
         if previous is None and unit.phase is Phase.BACKOFF and unit.requeue_at is not None:
             # first seen backing off (a restart, explain): status.requeueState says until when
@@ -469,8 +472,6 @@ class AdmissionEngine:
         for other_uid in self._by_label.get(_label_key(unit), ()):
             other = self._units[other_uid]
             if other_uid == uid:
-                continue
-            if other.phase in FINISHED_PHASES:
                 continue
             admitted = self._held(other.uid)
             if not admitted:
