@@ -87,7 +87,7 @@ class AdmissionEngine:
         rebuild that meets the unit before its quota counts it when the quota arrives."""
         # live (unfinished) uids by quota label value: the fast path looks at one queue's
         # live units, not every unit, nor the finished ones a queue gathers for as long as
-        # their Jobs are kept (with 10,000 finished: 1.49 -> 0.03 ms per new unit, /tmp/fpbench.py)
+        # their Jobs are kept (with 10,000 finished ones: 1.49 -> 0.03 ms per new unit)
         self._by_label: dict[str | None, set[str]] = {}
         self._queues: dict[str, ServedQueue] = {}
         self._first_attempt: dict[str, float] = {}
