@@ -117,6 +117,8 @@ def component(
 ) -> Iterator[int]:
     """`koordqueue ARGS` as a subprocess (output in `log_path`); yields its pid, stops it after.
     `runner`: what runs it instead of `python -m koordqueue.cli.main` (bench/traced.py)."""
+    from tests.controlplane.harness import _set_parent_death_signal
+
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [*(runner or [sys.executable, "-m", "koordqueue.cli.main"]), *args],
@@ -124,6 +126,9 @@ def component(
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             cwd=ROOT,
+            # a stopped or killed bench leaves no controller behind: one orphaned run spun
+            # beside later benches at ~10 % of a core against its dead API server
+            preexec_fn=_set_parent_death_signal,  # noqa: PLW1509 - a prctl only
         )
         try:
             time.sleep(startup_s)  # start-up listing
