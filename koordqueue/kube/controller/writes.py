@@ -320,36 +320,24 @@ class Priority(IntEnum):
     BACKGROUND = 2
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class _Task:
     """One submitted write as the pool runs it.
 
-    A class, not a closure: a closure that parks itself refers to itself, and every write
+    An object, not a closure: a closure that parks itself refers to itself, and every write
     then left a reference cycle (~12 objects, the write and its continuation with them) that
     only the collector's full pass frees. The freezer (kube/gcfreeze.py) freezes whatever is
     queued or in flight each second, so under a burst those cycles stayed until the next full
     pass, minutes later (issue 36: peak RSS on the 15,000-Job shape).
     """
 
-    __slots__ = ("fence", "key", "post", "priority", "then", "write", "writer")
-
-    def __init__(
-        self,
-        writer: Writer,
-        write: Write[Any],
-        *,
-        then: Callable[[Any], None] | None,
-        key: str | None,
-        priority: Priority,
-        fence: Callable[[], bool] | None,
-        post: Post,
-    ) -> None:
-        self.writer = writer
-        self.write = write
-        self.then = then
-        self.key = key
-        self.priority = priority
-        self.fence = fence
-        self.post = post
+    writer: Writer
+    write: Write[Any]
+    then: Callable[[Any], None] | None
+    key: str | None
+    priority: Priority
+    fence: Callable[[], bool] | None
+    post: Post
 
     def __call__(self) -> None:
         writer, fence = self.writer, self.fence
