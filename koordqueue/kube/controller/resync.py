@@ -20,10 +20,13 @@ retry, then the start-up's back-off) on a new connection.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from koordqueue.domain.effects import WORKLOAD_KINDS
 from koordqueue.domain.queue_derivation import derive_queue
+from koordqueue.domain.queue_unit import Phase
 from koordqueue.domain.quota_fold import fold_order
 from koordqueue.kube.api import (
     ELASTIC_QUOTA,
@@ -152,8 +155,15 @@ class Resync:
             for consumer in self.state.consumers.values():
                 consumer.fold([], periodic=False)  # (ends its window; lists refused)
             return False
+        began = time.monotonic()
         self._resync_quotas_and_queues()
-        self._fold_units(listings, window)
+        folded = self._fold_units(listings, window)
+        log.info(
+            "periodic resync folded",
+            units=len(listings[QUEUE_UNIT][0]),
+            folded_again=folded,
+            seconds=round(time.monotonic() - began, 3),
+        )
         return True
 
     def list_units(self, api: ObjectApi) -> dict[Kind, Listing]:
@@ -209,13 +219,24 @@ class Resync:
         (every unit rebuilt and re-indexed, then every one tried again by the next round),
         and gave every reader of the rounds equal copies in place of the same objects. A
         version the engine holds in another phase (a back-off whose write did not land) is
-        folded again, as before."""
+        folded again, as before.
+
+        A listed unit with no phase yet: a workload's unit is folded again (its first phase
+        write never landed; test_failover needs the round that follows). A unit made by hand
+        has none until admitted (rounds write it messages only, effects.created_effects), so
+        it is read as Enqueued, the phase the engine gave it: folding every one of them again
+        took the owner ~1.6 s per resync with 15,000 waiting and lagged the admissions
+        around it (bench_visibility_live's 6.1x window, issue 27)."""
         held = self.state.unit_objects.get(uid)
         unit = self.state.engine.unit(uid)
         if held is None or unit is None:
             return False
         version = meta(listed).get("resourceVersion")
-        phase = (listed.get("status") or {}).get("phase")  # none yet: folded (its first one)
+        phase = (listed.get("status") or {}).get("phase")
+        if not phase:
+            if unit.consumer_kind in WORKLOAD_KINDS:
+                return False
+            phase = Phase.ENQUEUED.value
         return bool(version) and version == meta(held).get("resourceVersion") and (
             phase == unit.phase.value
         )
@@ -225,8 +246,10 @@ class Resync:
         self._fold_units(listings, None)
         self._fold_consumers(listings, startup=True)
 
-    def _fold_units(self, listings: dict[Kind, Listing], window: ResyncWindow | None) -> None:
+    def _fold_units(self, listings: dict[Kind, Listing], window: ResyncWindow | None) -> int:
+        """Fold the listed units in; how many were folded (the rest the engine held)."""
         seen_units = set()
+        folded = 0
         for unit in listings[QUEUE_UNIT][0]:
             uid = str(meta(unit).get("uid"))
             seen_units.add(uid)
@@ -236,11 +259,13 @@ class Resync:
                 or self._folded_already(uid, unit)
             ):
                 continue
+            folded += 1
             self.units.on_unit(ADDED, unit)
         for gone in [u.uid for u in self.state.engine.units() if u.uid not in seen_units]:
             if window is None or gone in window.known_units:
                 self.state.engine.remove_unit(gone)
                 self.state.unit_objects.pop(gone, None)
+        return folded
 
     def _fold_consumers(self, listings: dict[Kind, Listing], *, startup: bool) -> None:
         """Each served kind's listing folded; `startup`: the start-up's or a takeover's, else a
