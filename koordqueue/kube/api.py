@@ -12,7 +12,6 @@ and the retry helpers are `api_errors.py` (both re-exported here).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -21,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import quote, urlencode
 
-import orjson
 import structlog
 import yaml
 from kubernetes import client as k8s_client
@@ -45,6 +43,7 @@ from koordqueue.kube.api_errors import (
 )
 from koordqueue.kube.curl_transport import CurlTransport, usable
 from koordqueue.kube.transport import FencedError, Transport, not_leader
+from koordqueue.kube.wire import dumps, loads, without_managed_fields
 
 __all__ = [
     "ELASTIC_QUOTA",
@@ -54,6 +53,7 @@ __all__ = [
     "FLOW_SCHEMA_UID",
     "JOB",
     "MAX_RETRIES",
+    "METADATA_ONLY",
     "NAMESPACE",
     "NODE",
     "POD",
@@ -73,6 +73,7 @@ __all__ = [
     "KubeconfigError",
     "Listing",
     "ObjectApi",
+    "dumps",
     "load_api_client",
     "loads",
     "now_rfc3339",
@@ -82,63 +83,18 @@ __all__ = [
     "with_retries",
     "without_managed_fields",
 ]
-# (the errors and retry helpers are api_errors', FencedError transport's: re-exported, callers
-# take everything of the API from here)
+# (the errors and retry helpers are api_errors', FencedError transport's, the JSON codec
+# wire's: re-exported, callers take everything of the API from here)
 
 log = structlog.get_logger(__name__)
 FIELD_MANAGER: Final = "koordqueue"
 MAX_RETRIES: Final = 10
 """Answers with a `Retry-After` a request retries by itself (client-go rest's maxRetries)."""
+METADATA_ONLY: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+"""Accept header of a list whose items carry only their metadata (client-go's metadata client)."""
 T = TypeVar("T")
 Listing = tuple[list[dict[str, Any]], str]
 """Objects of one kind and the list's resourceVersion, to watch from."""
-
-
-def loads(data: bytes | str) -> Any:
-    """`json.loads`, 2-3x faster: orjson first, the standard library when orjson refuses.
-
-    Decoding the API server's answers and watch events was the largest CPU cost after the HTTP
-    calls themselves (bench/HISTORY.md, bench_decode). orjson refuses what the standard
-    library accepts (NaN/Infinity literals, a BOM, lone surrogates, UTF-16) or rejects with
-    another class (invalid UTF-8: UnicodeDecodeError); falling back on any refusal keeps every
-    result and every exception exactly json.loads'. The one difference left: an integer outside
-    the 64-bit range decodes as a float (the API server never writes one: Go's int64/float64).
-    """
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
-
-
-def without_managed_fields(obj: Any) -> Any:
-    """`obj` without metadata.managedFields (and each of its `items`, for a list), in place.
-
-    Server-side apply's record of who owns which field: nothing here reads it, and it was
-    a large part of every Job and QueueUnit the controller holds (bench/bench_memory.py).
-    client-go's informers drop it for the same reason (cache.TransformStripManagedFields);
-    a write never needs it back (a patch leaves it alone, an apply must not carry it).
-    """
-    if isinstance(obj, dict):
-        meta = obj.get("metadata")
-        if isinstance(meta, dict):
-            meta.pop("managedFields", None)
-        items = obj.get("items")
-        if isinstance(items, list):
-            for item in items:
-                without_managed_fields(item)
-    return obj
-
-
-def dumps(body: object) -> bytes:
-    """A request body as JSON bytes: orjson (~10x the standard library on a Job-sized body),
-    the standard library when orjson refuses (an integer past 64 bits, a key that is not a
-    string, str, int, float, bool or None), so every body json.dumps wrote is still written
-    (compact, UTF-8 rather than \\u escapes: the same JSON to the API server; NaN, which
-    the standard library wrote as an invalid literal the API server refused, is null)."""
-    try:
-        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # (orjson.JSONEncodeError is a TypeError)
-        return json.dumps(body).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +252,11 @@ class ObjectApi(Protocol):
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        metadata_only: bool = False,
     ) -> Listing:
+        """`metadata_only`: each item is its PartialObjectMetadata (metadata, no spec or
+        status), as the API server sends it for METADATA_ONLY."""
         ...
 
     def create(
@@ -366,12 +326,14 @@ class KubeApi:
         body: object = None,
         query: Iterable[tuple[str, str]] = (),
         content_type: str = "application/json",
+        *,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         pairs = list(query)
         budget = time.monotonic() + self.timeout
         for retries in range(MAX_RETRIES + 1):
             try:
-                return self._attempt(method, path, body, pairs, content_type)
+                return self._attempt(method, path, body, pairs, content_type, accept=accept)
             except ApiError as exc:
                 wait = exc.wait_hint
                 if (exc.retry_after is None or retries == MAX_RETRIES
@@ -388,6 +350,8 @@ class KubeApi:
         body: object,
         query: list[tuple[str, str]],
         content_type: str,
+        *,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         """One attempt of `request`."""
         fence = None if method == "GET" else self.fence
@@ -400,8 +364,8 @@ class KubeApi:
                 getattr(client, "rest_client", None), "pool_manager"
             )
         if not generated:
-            return self._request(method, path, body, query, content_type)
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+            return self._request(method, path, body, query, content_type, accept=accept)
+        headers = {"Accept": accept, "Content-Type": content_type}
         serialized = self.api_client.param_serialize(
             method,
             path,
@@ -437,6 +401,8 @@ class KubeApi:
         body: object,
         query: list[tuple[str, str]],
         content_type: str,
+        *,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         """One attempt through libcurl (curl_transport.py), or urllib3's pool where libcurl
         cannot make the same connection (a proxy, a TLS server name: transport.py)."""
@@ -446,7 +412,7 @@ class KubeApi:
             transport = self._transport = chosen(self.api_client, self.timeout, self.fence)
         pairs = query
         target = f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
-        headers = {**transport.headers, "Accept": "application/json"}
+        headers = {**transport.headers, "Accept": accept}
         data: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -489,8 +455,14 @@ class KubeApi:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        metadata_only: bool = False,
     ) -> Listing:
-        """All objects (following `continue` pages) and the list's resourceVersion to watch from."""
+        """All objects (following `continue` pages) and the list's resourceVersion to watch from.
+
+        `metadata_only`: PartialObjectMetadata items (what a metadata informer reads): a
+        fraction of the bytes for the server to encode and for us to decode."""
+        accept = METADATA_ONLY if metadata_only else "application/json"
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -501,10 +473,11 @@ class KubeApi:
                 query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
-            page = self.request("GET", kind.path(namespace), query=query)
+            page = self.request("GET", kind.path(namespace), query=query, accept=accept)
             for item in page.get("items") or []:
-                item.setdefault("apiVersion", kind.api_version)
-                item.setdefault("kind", kind.kind)
+                if not metadata_only:
+                    item.setdefault("apiVersion", kind.api_version)
+                    item.setdefault("kind", kind.kind)
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue")
             if not token:

@@ -49,6 +49,9 @@ __all__ = ["LIST_TIMEOUT", "Resync", "ResyncWindow"]
 
 LIST_TIMEOUT: Final = 10.0
 """Seconds each read of a list made on the owner may take (the API's default is 30 s)."""
+READ_ONE_BY_ONE: Final = 100
+"""Up to this many units the periodic resync found changed are read by name; more, by one list
+(a list of 15,000 costs about what ~100 single reads do)."""
 
 
 class Resync:
@@ -109,10 +112,14 @@ class Resync:
     def start_resync(self) -> None:
         """The periodic resync: lists on the writer's pool, folded in when they come back.
 
-        In two steps: the QueueUnits are listed and folded, then the workloads are listed and
-        folded. One read of both held the two listings and every unit the controller keeps
-        at once: at 10,000 pending Jobs that was the process's peak memory (issue 36,
-        bench_memory / bench_curve's depth run). A workload listing newer than the units'
+        In steps: the QueueUnits' metadata is listed; the units whose listed version the
+        engine does not hold are read whole and folded; then the workloads are listed and
+        folded. The metadata list is a fraction of the bytes: the whole list of 15,000
+        waiting units, decoded once a minute, was 31 % of the controller's samples in a
+        polled window of bench_visibility_live (issue 27), and nearly all of them are the
+        versions the engine holds. One read of units and workloads together held both
+        listings and every unit at once: at 10,000 pending Jobs that was the process's peak
+        memory (issue 36, bench_curve's depth run). A workload listing newer than the units'
         is folded as one that came with them (workloads.py `fold` looks at each against its
         unit as the controller holds it then; events since the resync started win)."""
         if self.state.resync_window is not None or self.workloads_pending:
@@ -121,16 +128,83 @@ class Resync:
         self.state.resync_window = ResyncWindow({u.uid for u in self.state.engine.units()})
         for consumer in self.state.consumers.values():
             consumer.resync_started()
-        read = Read(self.list_units, "resync")
-        self.state.writer.submit(read, self._units_listed, priority=Priority.BACKGROUND)
+        read = Read(self.list_unit_versions, "resync")
+        self.state.writer.submit(read, self._unit_versions_listed, priority=Priority.BACKGROUND)
 
-    def _units_listed(self, listings: dict[Kind, Listing] | None) -> None:
-        """The periodic resync's QueueUnits, back on the owner: fold them, list the rest."""
-        if not self._fold_units_listed(listings):
+    def list_unit_versions(self, api: ObjectApi) -> Listing:
+        """The QueueUnits' metadata (the periodic resync's first read, on the writer's pool)."""
+        return api.list_with_version(QUEUE_UNIT, metadata_only=True)
+
+    def _unit_versions_listed(self, listing: Listing | None) -> None:
+        """Back on the owner: units gone unseen are removed; those listed at a version the
+        engine does not hold are read whole (then `_units_read`)."""
+        window = self.state.resync_window
+        if listing is None or window is None:
+            self._refused()
             return
+        began = time.monotonic()
+        self._resync_quotas_and_queues()
+        listed = listing[0]
+        wanted = [item for item in listed if not self._held(item, window)]
+        self._forget_gone({str(meta(item).get("uid")) for item in listed}, window)
+        spent = time.monotonic() - began
+        if not wanted:
+            self._units_folded(len(listed), 0, 0, spent)
+            return
+        keys = [(str(meta(i).get("namespace") or ""), str(meta(i).get("name"))) for i in wanted]
+
+        def read_back(objs: list[dict[str, Any]] | None) -> None:
+            self._units_read(objs, len(listed), len(keys), spent)
+
+        read = Read(lambda api: self.read_units(api, keys), "resync")
+        self.state.writer.submit(read, read_back, priority=Priority.BACKGROUND)
+
+    def read_units(self, api: ObjectApi, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """The units `keys` (namespace, name) whole: each by itself when few, else one list."""
+        if len(keys) > READ_ONE_BY_ONE:
+            wanted = set(keys)
+            return [
+                u for u in api.list_with_version(QUEUE_UNIT)[0]
+                if (str(meta(u).get("namespace") or ""), str(meta(u).get("name"))) in wanted
+            ]
+        found = (api.get(QUEUE_UNIT, name, namespace) for namespace, name in keys)
+        return [u for u in found if u is not None]  # (gone since: its event, or the next list)
+
+    def _units_read(
+        self, objs: list[dict[str, Any]] | None, listed: int, read: int, spent: float
+    ) -> None:
+        """The units read whole, back on the owner: folded unless an event came first."""
+        window = self.state.resync_window
+        if objs is None or window is None:
+            self._refused()
+            return
+        began = time.monotonic()
+        folded = 0
+        for obj in objs:
+            if not self._held(obj, window):
+                folded += 1
+                self.units.on_unit(ADDED, obj)
+        self._units_folded(listed, read, folded, spent + time.monotonic() - began)
+
+    def _units_folded(self, listed: int, read: int, folded: int, seconds: float) -> None:
+        """The units' step is over: its window ends, the workloads are listed."""
+        self.state.resync_window = None
+        log.info(
+            "periodic resync folded",
+            units=listed,
+            read_whole=read,
+            folded_again=folded,
+            seconds=round(seconds, 3),
+        )
         self.workloads_pending = True
-        read = Read(self.list_workload_kinds, "resync")
-        self.state.writer.submit(read, self._workloads_listed, priority=Priority.BACKGROUND)
+        read_kinds = Read(self.list_workload_kinds, "resync")
+        self.state.writer.submit(read_kinds, self._workloads_listed, priority=Priority.BACKGROUND)
+
+    def _refused(self) -> None:
+        """A read of the units' step refused: each window ends; the next period tries again."""
+        self.state.resync_window = None
+        for consumer in self.state.consumers.values():
+            consumer.fold([], periodic=False)  # (ends its window; lists refused)
 
     def _workloads_listed(self, listings: dict[Kind, Listing] | None) -> None:
         """The periodic resync's workloads, back on the owner (None: refused, each
@@ -142,29 +216,14 @@ class Resync:
     def finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
         """The periodic resync's lists, all read at once (list_workloads), back on the owner
         (None: refused): fold them in."""
-        if self._fold_units_listed(listings):
-            assert listings is not None
-            self._fold_consumers(listings, startup=False)
-            self.on_relisted()
-
-    def _fold_units_listed(self, listings: dict[Kind, Listing] | None) -> bool:
-        """Quotas, Queues and the listed QueueUnits folded; False if the lists were refused
-        (each consumer's window ended: the next period tries again)."""
         window, self.state.resync_window = self.state.resync_window, None
         if listings is None:
-            for consumer in self.state.consumers.values():
-                consumer.fold([], periodic=False)  # (ends its window; lists refused)
-            return False
-        began = time.monotonic()
+            self._refused()
+            return
         self._resync_quotas_and_queues()
-        folded = self._fold_units(listings, window)
-        log.info(
-            "periodic resync folded",
-            units=len(listings[QUEUE_UNIT][0]),
-            folded_again=folded,
-            seconds=round(time.monotonic() - began, 3),
-        )
-        return True
+        self._fold_units(listings, window)
+        self._fold_consumers(listings, startup=False)
+        self.on_relisted()
 
     def list_units(self, api: ObjectApi) -> dict[Kind, Listing]:
         """The QueueUnits (the periodic resync's first read, on the writer's pool)."""
@@ -232,40 +291,48 @@ class Resync:
         if held is None or unit is None:
             return False
         version = meta(listed).get("resourceVersion")
-        phase = (listed.get("status") or {}).get("phase")
+        if not version or version != meta(held).get("resourceVersion"):
+            return False
+        # the same version: its phase is the held object's (a metadata-only listing has none)
+        phase = (held.get("status") or {}).get("phase")
         if not phase:
             if unit.consumer_kind in WORKLOAD_KINDS:
                 return False
             phase = Phase.ENQUEUED.value
-        return bool(version) and version == meta(held).get("resourceVersion") and (
-            phase == unit.phase.value
-        )
+        return bool(phase == unit.phase.value)
 
     def _fold_workloads(self, listings: dict[Kind, Listing]) -> None:
         """The start-up's fold: units, then each served kind."""
         self._fold_units(listings, None)
         self._fold_consumers(listings, startup=True)
 
-    def _fold_units(self, listings: dict[Kind, Listing], window: ResyncWindow | None) -> int:
-        """Fold the listed units in; how many were folded (the rest the engine held)."""
-        seen_units = set()
-        folded = 0
-        for unit in listings[QUEUE_UNIT][0]:
-            uid = str(meta(unit).get("uid"))
-            seen_units.add(uid)
-            if window is not None and (
-                uid in window.deleted_units
-                or newer(self.state.unit_objects.get(uid), unit)
-                or self._folded_already(uid, unit)
-            ):
-                continue
-            folded += 1
-            self.units.on_unit(ADDED, unit)
-        for gone in [u.uid for u in self.state.engine.units() if u.uid not in seen_units]:
+    def _held(self, listed: Mapping[str, Any], window: ResyncWindow) -> bool:
+        """A periodic listing's unit (whole or its metadata) has nothing the controller
+        lacks: deleted or seen at a newer version since the lists were asked for, or the
+        very version the engine holds."""
+        uid = str(meta(listed).get("uid"))
+        return (
+            uid in window.deleted_units
+            or newer(self.state.unit_objects.get(uid), listed)
+            or self._folded_already(uid, listed)
+        )
+
+    def _forget_gone(self, seen: set[str], window: ResyncWindow | None) -> None:
+        """Units the listing does not hold: deleted unseen (a periodic resync forgets only
+        those it knew before asking; a unit created since may be newer than the listing)."""
+        for gone in [u.uid for u in self.state.engine.units() if u.uid not in seen]:
             if window is None or gone in window.known_units:
                 self.state.engine.remove_unit(gone)
                 self.state.unit_objects.pop(gone, None)
-        return folded
+
+    def _fold_units(self, listings: dict[Kind, Listing], window: ResyncWindow | None) -> None:
+        """Fold the listed units in (`window`: a periodic resync's, else the start-up's)."""
+        seen_units = set()
+        for unit in listings[QUEUE_UNIT][0]:
+            seen_units.add(str(meta(unit).get("uid")))
+            if window is None or not self._held(unit, window):
+                self.units.on_unit(ADDED, unit)
+        self._forget_gone(seen_units, window)
 
     def _fold_consumers(self, listings: dict[Kind, Listing], *, startup: bool) -> None:
         """Each served kind's listing folded; `startup`: the start-up's or a takeover's, else a

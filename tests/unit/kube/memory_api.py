@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 from collections.abc import Mapping
@@ -70,6 +71,8 @@ class MemoryApi:
         self.events: list[dict[str, Any]] = []
         self._rv = itertools.count(1)
         self.applied: list[str] = []
+        self.metadata_lists = 0
+        """How many metadata-only lists were asked for."""
 
     def _key(self, kind: Kind, namespace: str | None, name: str) -> tuple[str, str | None, str]:
         return (kind.plural, namespace if kind.namespaced else None, name)
@@ -100,8 +103,14 @@ class MemoryApi:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        metadata_only: bool = False,
     ) -> tuple[list[dict[str, Any]], str]:
         listed = self.list_objects(kind, namespace, label_selector, field_selector)
+        if metadata_only:  # as the API server's PartialObjectMetadataList: no spec, no status
+            self.metadata_lists += 1
+            listed = [{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                       "metadata": copy.deepcopy(o.get("metadata") or {})} for o in listed]
         return listed, str(next(self._rv))
 
     def create(
