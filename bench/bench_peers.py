@@ -463,6 +463,31 @@ def profiled(pid: int, name: str, args: argparse.Namespace) -> Iterator[None]:
         print(f"profile: {out}", flush=True)
 
 
+@contextmanager
+def apiserver_profiled(kubectl: list[str], name: str, args: argparse.Namespace) -> Iterator[None]:
+    """With `--apiserver-profile-s S`: the API server's own CPU profile (Go pprof, through
+    `kubectl get --raw /debug/pprof/profile`) over the burst's first S s, kept in the log dir
+    with its top functions (`go tool pprof -top`): where the server's CPU per pod goes with
+    each scheduler."""
+    if not args.apiserver_profile_s:
+        yield
+        return
+    out = Path(f"{args.log_dir}/apiserver-{name}.pprof")
+    path = f"/debug/pprof/profile?seconds={args.apiserver_profile_s}"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen([*kubectl, "get", "--raw", path], stdout=sink,
+                                stderr=subprocess.DEVNULL)
+        try:
+            yield
+        finally:
+            proc.wait(args.apiserver_profile_s + 60)
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    top = subprocess.run([go, "tool", "pprof", "-top", "-nodecount=60", str(out)],
+                         capture_output=True, text=True, check=False)
+    Path(f"{out}.top.txt").write_text(top.stdout + top.stderr)
+    print(f"apiserver profile: {out} (top: {out}.top.txt)", flush=True)
+
+
 # --------------------------------------------------------------------------- workloads
 
 
@@ -527,13 +552,15 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
         bodies = [pod(f"pod{i:05d}", ns) for i in range(pods)]
         log = f"{args.log_dir}/placement-{who}-{pods}x{nodes}.log"
         bound = lambda p: bool((p.get("spec") or {}).get("nodeName"))  # noqa: E731
+        raw = [str(cp.binaries.kubectl), f"--kubeconfig={cp.kubeconfig}"]
         apiserver_before = cpu_seconds(apiserver)
         writes_before = api_writes(api)
         if who == "binder":
             argv = [sys.executable, str(ROOT / "bench" / "binder.py"),
                     f"--kubeconfig={cp.kubeconfig}", f"--namespace={ns}",
                     f"--scheduler-name={SCHEDULER_NAME}"]  # fmt: skip
-            with peer_process(argv, log, env={"PYTHONPATH": str(ROOT)}) as pid:
+            with peer_process(argv, log, env={"PYTHONPATH": str(ROOT)}) as pid, \
+                    apiserver_profiled(raw, f"{who}-{pods}x{nodes}", args):
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
@@ -547,7 +574,8 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 "--log-level=info",
                 *shlex.split(args.koordqueue_schedule_flags),
             ]
-            with component(run, log) as pid, profiled(pid, f"placement-{pods}x{nodes}", args):
+            with component(run, log) as pid, profiled(pid, f"placement-{pods}x{nodes}", args), \
+                    apiserver_profiled(raw, f"{who}-{pods}x{nodes}", args):
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
@@ -556,7 +584,8 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
             config = Path(tmp) / "kube-scheduler.yaml"
             config.write_text(json.dumps(scheduler_config(str(cp.kubeconfig))))
             argv = [str(binary), f"--config={config}", "--secure-port=0", f"--v={args.peer_v}"]
-            with peer_process(argv, log) as pid:
+            with peer_process(argv, log) as pid, \
+                    apiserver_profiled(raw, f"{who}-{pods}x{nodes}", args):
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
@@ -777,6 +806,9 @@ def main() -> int:
     parser.add_argument(
         "--profile-s", type=int, default=0, help="py-spy koordqueue for S s (figures then skewed)"
     )
+    parser.add_argument("--apiserver-profile-s", type=int, default=0,
+                        help="placement: the API server's Go CPU profile over the burst's "
+                             "first S s, with its top functions, in the log dir")
     parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
                         help="placement: also run bench/binder.py (binds, decides nothing)")
     parser.add_argument("--kueue-profiles", default="shipped,best",

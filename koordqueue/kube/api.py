@@ -460,8 +460,8 @@ class KubeApi:
     ) -> Listing:
         """All objects (following `continue` pages) and the list's resourceVersion to watch from.
 
-        `metadata_only`: PartialObjectMetadata items (what a metadata informer reads): a
-        fraction of the bytes for the server to encode and for us to decode."""
+        `metadata_only`: PartialObjectMetadata items (what a metadata informer reads): no spec
+        or status, but managedFields stay (1,068 -> 919 bytes for a waiting QueueUnit)."""
         accept = METADATA_ONLY if metadata_only else "application/json"
         items: list[dict[str, Any]] = []
         token: str | None = None

@@ -114,14 +114,16 @@ class Resync:
 
         In steps: the QueueUnits' metadata is listed; the units whose listed version the
         engine does not hold are read whole and folded; then the workloads are listed and
-        folded. The metadata list is a fraction of the bytes: the whole list of 15,000
-        waiting units, decoded once a minute, was 31 % of the controller's samples in a
-        polled window of bench_visibility_live (issue 27), and nearly all of them are the
-        versions the engine holds. One read of units and workloads together held both
-        listings and every unit at once: at 10,000 pending Jobs that was the process's peak
-        memory (issue 36, bench_curve's depth run). A workload listing newer than the units'
-        is folded as one that came with them (workloads.py `fold` looks at each against its
-        unit as the controller holds it then; events since the resync started win)."""
+        folded. Decoding the whole list of 15,000 waiting units once a minute was 31 % of the
+        controller's samples in a polled window of bench_visibility_live (issue 27), though
+        nearly all are the versions the engine holds. The metadata list saves less than hoped:
+        managedFields, ~60 % of a small unit, come with it (1,068 -> 919 bytes a unit; with
+        21,000 units and 6,000 Jobs its decoding was still ~0.7 s a resync). One read of units
+        and workloads together held both listings and every unit at once: at 10,000 pending
+        Jobs that was the process's peak memory (issue 36, bench_curve's depth run). A
+        workload listing newer than the units' is folded as one that came with them
+        (workloads.py `fold` looks at each against its unit as the controller holds it then;
+        events since the resync started win)."""
         if self.state.resync_window is not None or self.workloads_pending:
             return  # the last one has not come back yet
         self.next_resync = self.state.clock() + self.state.settings.resync_period

@@ -5,8 +5,9 @@ it folds is the same: a refused workload list still ends each consumer's window,
 second resync starts while the first's workload list is out.
 
 The units are listed as their metadata first (issue 27: decoding 15,000 whole units a minute
-was 31 % of the controller's samples in a polled window); only those at a version the engine
-does not hold are read whole, by name when few, else by one list."""
+was 31 % of the controller's samples in a polled window; managedFields come with the metadata,
+so the saving is ~15 % of the bytes); only those at a version the engine does not hold are
+read whole, by name when few, else by one list."""
 
 from __future__ import annotations
 
