@@ -554,6 +554,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
         bound = lambda p: bool((p.get("spec") or {}).get("nodeName"))  # noqa: E731
         raw = [str(cp.binaries.kubectl), f"--kubeconfig={cp.kubeconfig}"]
         apiserver_before = cpu_seconds(apiserver)
+        requests_before = api_writes(api, writes_only=False)
         writes_before = api_writes(api)
         if who == "binder":
             argv = [sys.executable, str(ROOT / "bench" / "binder.py"),
@@ -591,12 +592,17 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 )
                 writes_after = settled_writes(api)
         apiserver_s = cpu_seconds(apiserver) - apiserver_before
+        requests = api_writes(api, writes_only=False) - requests_before
     dump = _dump(args, who, f"placement-{pods}x{nodes}")
     headline = _headline(burst, pods, "scheduler_to_bind", dump)
     writes = writes_per_pod(writes_before, writes_after, pods, len(burst.created))
     return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline,
             "apiserver_cpu_ms": round(1000 * apiserver_s / max(pods, 1), 3),
-            "writes_per_job": writes, "writes_total": writes["total"]}  # fmt: skip
+            "writes_per_job": writes, "writes_total": writes["total"],
+            # every request the API server counted, reads and watches too, the benchmark's own
+            # creates, watch and metrics reads included (the same for each scheduler)
+            "requests_per_pod": {k: round(v / max(pods, 1), 3)
+                                 for k, v in sorted(requests.items()) if v}}  # fmt: skip
 
 
 PLACEMENT_SETTLE_S = 1.0

@@ -61,6 +61,38 @@ bodies are a few KiB (a larger one goes out in several pieces): 3.4 MB less RSS 
 handles with a TLS connection each (measured in isolation, libcurl 8.23, 53 KB a handle)."""
 
 
+PEM_CERTIFICATE: Final = b"-----BEGIN CERTIFICATE-----"
+PEM_END: Final = b"-----END CERTIFICATE-----"
+
+
+def explicit_chain(cert_file: str | None) -> bytes | None:
+    """The client certificate as a PEM chain OpenSSL sends as it is (None: the file as is).
+
+    A file of one certificate leaves OpenSSL to complete the chain from the trust store, and
+    the cluster's CA, which signs the API server's certificate too (kubeadm's layout), is
+    there: every handshake sent leaf and CA. The API server then verifies each request's
+    certificate once through the CA presented as an intermediate and once directly, and
+    again for its front-proxy authenticator (two to four ECDSA verifications a request
+    where one will do; Go's clients send the leaf alone). Giving the leaf twice makes the
+    chain explicit: nothing is added from the store, and the copy, which signs nothing, is
+    never a candidate issuer. API server CPU per POST 0.90–0.97 -> 0.78 ms (3,000 Event
+    creates from 8 threads, twice each, the test control plane; pprof: request
+    authentication was 21 % of its CPU in a placement burst). A file that already holds a
+    chain is sent as written."""
+    if not cert_file:
+        return None
+    try:
+        with open(cert_file, "rb") as source:
+            pem = source.read()
+    except OSError:
+        return None  # libcurl reports it on the first request, as before
+    if pem.count(PEM_CERTIFICATE) != 1 or PEM_END not in pem:
+        return None
+    start = pem.index(PEM_CERTIFICATE)
+    leaf = pem[start:pem.index(PEM_END, start) + len(PEM_END)] + b"\n"
+    return leaf + leaf
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """What KubeApi reads of a response: status, reason, body, headers."""
@@ -95,6 +127,8 @@ class CurlTransport:
         self.headers = client_headers(api_client)
         self.timeout_ms = max(1, int(timeout * 1000))
         self.fence = fence
+        self.client_chain = explicit_chain(configuration.cert_file)
+        """The client certificate to present, when made explicit (explicit_chain)."""
         self._local = threading.local()
 
     def _handle(self) -> _Handle:
@@ -233,7 +267,10 @@ class _Handle:
             curl.setopt(pycurl.SSL_VERIFYHOST, 2 if verify else 0)
             if configuration.ssl_ca_cert:
                 curl.setopt(pycurl.CAINFO, str(configuration.ssl_ca_cert))
-            if configuration.cert_file:
+            if transport.client_chain is not None:
+                curl.setopt(pycurl.SSLCERT_BLOB, transport.client_chain)
+                curl.setopt(pycurl.SSLCERTTYPE, "PEM")
+            elif configuration.cert_file:
                 curl.setopt(pycurl.SSLCERT, str(configuration.cert_file))
             if configuration.key_file:
                 curl.setopt(pycurl.SSLKEY, str(configuration.key_file))
