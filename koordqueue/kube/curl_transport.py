@@ -32,7 +32,10 @@ anything else keeps `Transport`.
 from __future__ import annotations
 
 import io
+import math
+import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -65,8 +68,9 @@ PEM_CERTIFICATE: Final = b"-----BEGIN CERTIFICATE-----"
 PEM_END: Final = b"-----END CERTIFICATE-----"
 
 
-def explicit_chain(cert_file: str | None) -> bytes | None:
-    """The client certificate as a PEM chain OpenSSL sends as it is (None: the file as is).
+def explicit_chain(pem: bytes) -> bytes | None:
+    """A client certificate file's certificates as a PEM chain OpenSSL sends as it is (None:
+    no certificate in it).
 
     A file of one certificate leaves OpenSSL to complete the chain from the trust store, and
     the cluster's CA, which signs the API server's certificate too (kubeadm's layout), is
@@ -79,18 +83,48 @@ def explicit_chain(cert_file: str | None) -> bytes | None:
     creates from 8 threads, twice each, the test control plane; pprof: request
     authentication was 21 % of its CPU in a placement burst). A file that already holds a
     chain is sent as written."""
-    if not cert_file:
+    blocks = []
+    at = pem.find(PEM_CERTIFICATE)
+    while at >= 0:
+        end = pem.find(PEM_END, at)
+        if end < 0:
+            break
+        blocks.append(pem[at:end + len(PEM_END)] + b"\n")
+        at = pem.find(PEM_CERTIFICATE, end)
+    if not blocks:
         return None
-    try:
-        with open(cert_file, "rb") as source:
-            pem = source.read()
-    except OSError:
-        return None  # libcurl reports it on the first request, as before
-    if pem.count(PEM_CERTIFICATE) != 1 or PEM_END not in pem:
-        return None
-    start = pem.index(PEM_CERTIFICATE)
-    leaf = pem[start:pem.index(PEM_END, start) + len(PEM_END)] + b"\n"
-    return leaf + leaf
+    return blocks[0] * 2 if len(blocks) == 1 else b"".join(blocks)
+
+
+class ClientChain:
+    """The client certificate file as `explicit_chain`, read again when the file changes
+    (looked at no more than once a second): a rotated certificate reaches new connections,
+    as when libcurl read the file itself."""
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._clock = clock
+        self._looked = -math.inf
+        self._stamp: tuple[int, int] | None = None
+        self._chain: bytes | None = None
+
+    def current(self) -> bytes | None:
+        """The chain to present (None: the file cannot be read; libcurl reads it and says so)."""
+        now = self._clock()
+        if now - self._looked < 1.0:
+            return self._chain
+        self._looked = now
+        try:
+            status = os.stat(self.path)
+            stamp = (status.st_mtime_ns, status.st_size)
+            if stamp != self._stamp:
+                with open(self.path, "rb") as source:
+                    chain = explicit_chain(source.read())
+                if chain is not None:  # (none: caught mid-write; the last one stands)
+                    self._chain, self._stamp = chain, stamp
+        except OSError:
+            return self._chain
+        return self._chain
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +161,10 @@ class CurlTransport:
         self.headers = client_headers(api_client)
         self.timeout_ms = max(1, int(timeout * 1000))
         self.fence = fence
-        self.client_chain = explicit_chain(configuration.cert_file)
-        """The client certificate to present, when made explicit (explicit_chain)."""
+        cert_file = configuration.cert_file
+        tls = self.host.startswith("https://")
+        self.client_chain = ClientChain(str(cert_file)) if cert_file and tls else None
+        """The client certificate to present, made explicit (explicit_chain)."""
         self._local = threading.local()
 
     def _handle(self) -> _Handle:
@@ -248,6 +284,8 @@ class _Handle:
         self.transport = transport
         self.refused = False
         self._lines: list[bytes] = []
+        self._chain: bytes | None = None
+        """The client certificate chain this handle presents (ClientChain's, when read)."""
         curl = self.curl = pycurl.Curl()
         configuration = transport.configuration
         curl.setopt(pycurl.NOSIGNAL, 1)  # threads: no SIGALRM for timeouts
@@ -267,16 +305,23 @@ class _Handle:
             curl.setopt(pycurl.SSL_VERIFYHOST, 2 if verify else 0)
             if configuration.ssl_ca_cert:
                 curl.setopt(pycurl.CAINFO, str(configuration.ssl_ca_cert))
-            if transport.client_chain is not None:
-                curl.setopt(pycurl.SSLCERT_BLOB, transport.client_chain)
+            if configuration.cert_file:
                 curl.setopt(pycurl.SSLCERTTYPE, "PEM")
-            elif configuration.cert_file:
-                curl.setopt(pycurl.SSLCERT, str(configuration.cert_file))
+                self._present(configuration.cert_file)
             if configuration.key_file:
                 curl.setopt(pycurl.SSLKEY, str(configuration.key_file))
         if transport.fence is not None:
             curl.setopt(pycurl.PREREQFUNCTION, self._prereq)
         self._fenced = False
+
+    def _present(self, cert_file: str) -> None:
+        """The client certificate for the handle's next connections (explicit_chain)."""
+        chain = self.transport.client_chain
+        self._chain = None if chain is None else chain.current()
+        if self._chain is None:
+            self.curl.setopt(pycurl.SSLCERT, str(cert_file))  # unreadable: libcurl says why
+        else:
+            self.curl.setopt(pycurl.SSLCERT_BLOB, self._chain)
 
     def _prereq(self, *_: object) -> int:
         """libcurl's last call before the request's bytes leave (connection open or reused)."""
@@ -299,6 +344,9 @@ class _Handle:
         """Set the request's options; the answer's body is written to what this returns."""
         curl, lines = self.curl, self._lines
         lines.clear()
+        chain = self.transport.client_chain
+        if chain is not None and chain.current() is not self._chain:
+            self._present(chain.path)  # the file changed: new connections present the new one
         self.refused = False
         self._fenced = fenced
         out = io.BytesIO()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kubernetes import client as k8s_client
 
-from koordqueue.kube.curl_transport import CurlTransport, explicit_chain
+from koordqueue.kube.curl_transport import ClientChain, CurlTransport, explicit_chain
 from tests.controlplane.harness import make_pki
 
 
@@ -53,18 +53,35 @@ def _free_port() -> int:
 
 def test_a_one_certificate_file_is_made_an_explicit_chain_of_the_leaf(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
-    leaf = pki["admin.crt"].read_bytes()
-    chain = explicit_chain(str(pki["admin.crt"]))
+    leaf, ca = pki["admin.crt"].read_bytes(), pki["ca.crt"].read_bytes()
+    chain = explicit_chain(leaf)
     assert chain is not None and chain.count(b"-----BEGIN CERTIFICATE-----") == 2
     assert chain.split(b"-----END CERTIFICATE-----")[0] in leaf
-    with_key = tmp_path / "both.pem"
-    with_key.write_bytes(leaf + pki["admin.key"].read_bytes())
-    assert explicit_chain(str(with_key)) == chain  # only the certificate, twice
-    written = tmp_path / "chain.pem"
-    written.write_bytes(leaf + pki["ca.crt"].read_bytes())
-    assert explicit_chain(str(written)) is None  # a chain the operator wrote is sent as is
-    assert explicit_chain(str(tmp_path / "absent.pem")) is None
-    assert explicit_chain(None) is None
+    assert explicit_chain(leaf + pki["admin.key"].read_bytes()) == chain  # the certificate only
+    written = explicit_chain(leaf + ca)  # a chain the operator wrote is sent as written
+    assert written is not None and written.count(b"-----BEGIN CERTIFICATE-----") == 2
+    assert written != chain
+    assert explicit_chain(b"") is None
+
+
+def test_a_rotated_certificate_file_is_read_again_at_most_once_a_second(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    path = tmp_path / "client.crt"
+    path.write_bytes(pki["admin.crt"].read_bytes())
+    now = [100.0]
+    chain = ClientChain(str(path), clock=lambda: now[0])
+    first = chain.current()
+    assert first == explicit_chain(pki["admin.crt"].read_bytes())
+    path.write_bytes(pki["serving.crt"].read_bytes() + b"\n")  # rotated (another size)
+    assert chain.current() is first  # looked at again only after a second
+    now[0] += 1.5
+    assert chain.current() == explicit_chain(pki["serving.crt"].read_bytes())
+    path.write_bytes(b"")  # caught mid-write: the last chain stands
+    now[0] += 1.5
+    assert chain.current() == explicit_chain(pki["serving.crt"].read_bytes())
+    path.unlink()
+    now[0] += 1.5
+    assert chain.current() == explicit_chain(pki["serving.crt"].read_bytes())
 
 
 def test_libcurl_presents_the_leaf_and_not_the_ca(tmp_path: Path) -> None:
