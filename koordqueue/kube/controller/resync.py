@@ -181,11 +181,7 @@ class Resync:
             self._refused()
             return
         began = time.monotonic()
-        folded = 0
-        for obj in objs:
-            if not self._held(obj, window):
-                folded += 1
-                self.units.on_unit(ADDED, obj)
+        folded = self._fold_listed(objs, window)
         self._units_folded(listed, read, folded, spent + time.monotonic() - began)
 
     def _units_folded(self, listed: int, read: int, folded: int, seconds: float) -> None:
@@ -215,20 +211,8 @@ class Resync:
         self._fold_consumers(listings or {}, startup=False)
         self.on_relisted()
 
-    def finish_resync(self, listings: dict[Kind, Listing] | None) -> None:
-        """The periodic resync's lists, all read at once (list_workloads), back on the owner
-        (None: refused): fold them in."""
-        window, self.state.resync_window = self.state.resync_window, None
-        if listings is None:
-            self._refused()
-            return
-        self._resync_quotas_and_queues()
-        self._fold_units(listings, window)
-        self._fold_consumers(listings, startup=False)
-        self.on_relisted()
-
     def list_units(self, api: ObjectApi) -> dict[Kind, Listing]:
-        """The QueueUnits (the periodic resync's first read, on the writer's pool)."""
+        """The QueueUnits, whole (the start-up's read; the periodic one lists their metadata)."""
         return {QUEUE_UNIT: api.list_with_version(QUEUE_UNIT)}
 
     def list_workloads(self, api: ObjectApi, startup: bool = False) -> dict[Kind, Listing]:
@@ -304,8 +288,11 @@ class Resync:
         return bool(phase == unit.phase.value)
 
     def _fold_workloads(self, listings: dict[Kind, Listing]) -> None:
-        """The start-up's fold: units, then each served kind."""
-        self._fold_units(listings, None)
+        """The start-up's fold: every listed unit (units the listing lacks are forgotten),
+        then each served kind."""
+        units = listings[QUEUE_UNIT][0]
+        self._fold_listed(units, None)
+        self._forget_gone({str(meta(u).get("uid")) for u in units}, None)
         self._fold_consumers(listings, startup=True)
 
     def _held(self, listed: Mapping[str, Any], window: ResyncWindow) -> bool:
@@ -327,14 +314,15 @@ class Resync:
                 self.state.engine.remove_unit(gone)
                 self.state.unit_objects.pop(gone, None)
 
-    def _fold_units(self, listings: dict[Kind, Listing], window: ResyncWindow | None) -> None:
-        """Fold the listed units in (`window`: a periodic resync's, else the start-up's)."""
-        seen_units = set()
-        for unit in listings[QUEUE_UNIT][0]:
-            seen_units.add(str(meta(unit).get("uid")))
-            if window is None or not self._held(unit, window):
-                self.units.on_unit(ADDED, unit)
-        self._forget_gone(seen_units, window)
+    def _fold_listed(self, objs: list[dict[str, Any]], window: ResyncWindow | None) -> int:
+        """Fold units read whole (`window`: a periodic resync's, which skips those the
+        controller holds; None: the start-up's, every one); how many were folded."""
+        folded = 0
+        for obj in objs:
+            if window is None or not self._held(obj, window):
+                folded += 1
+                self.units.on_unit(ADDED, obj)
+        return folded
 
     def _fold_consumers(self, listings: dict[Kind, Listing], *, startup: bool) -> None:
         """Each served kind's listing folded; `startup`: the start-up's or a takeover's, else a

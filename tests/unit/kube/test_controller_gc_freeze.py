@@ -16,7 +16,6 @@ import pytest
 from koordqueue.kube import gcfreeze
 from koordqueue.kube.api import ELASTIC_QUOTA, QUEUE_UNIT
 from koordqueue.kube.controller import Controller
-from koordqueue.kube.controller.state import ResyncWindow
 from koordqueue.kube.settings import ControllerSettings
 from tests.unit.kube.memory_api import MemoryApi
 from tests.unit.kube.test_controller_state import quota, unit
@@ -75,9 +74,7 @@ def test_the_periodic_resync_freezes_once_folded_and_reclaims_every_ten_minutes(
     for minutes, expected in ((1, YOUNG), (9, YOUNG), (10, FULL), (11, YOUNG)):
         fake_gc.calls.clear()
         now[0] = 100.0 + 60 * minutes
-        listed = c.resyncer.list_workloads(api)
-        c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
-        c.resyncer.finish_resync(listed)
+        c.resyncer.start_resync()
         assert fake_gc.calls == expected, minutes
     c.close()
 

@@ -13,7 +13,6 @@ from typing import Any
 from koordqueue.domain.names import QUOTA_NAME_LABEL
 from koordqueue.kube.api import ELASTIC_QUOTA, JOB, QUEUE_UNIT, ObjectApi
 from koordqueue.kube.controller import Controller, OwnerLoop
-from koordqueue.kube.controller.resync import ResyncWindow
 from koordqueue.kube.controller.workloads import WorkloadReconciler
 from koordqueue.kube.controller.writes import Apis, Priority, Writer
 from koordqueue.kube.events import EventRecorder
@@ -139,18 +138,57 @@ def test_a_job_posted_to_the_loop_is_admitted_and_resumed_with_state_touched_by_
     assert api.threads and all(name.startswith("kq-write") for name in api.threads)
 
 
+class ListThenApi(MemoryApi):
+    """MemoryApi that runs `after` once a QueueUnit read of the periodic resync is answered
+    ("metadata": its list; "get NAME": a unit read whole): what happened between the pool's
+    read and the owner's fold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after: dict[str, Callable[[], None]] = {}
+
+    def _then(self, read: str) -> None:
+        hook = self.after.pop(read, None)
+        if hook is not None:
+            hook()
+
+    def list_with_version(self, kind: Any, *args: Any, **kwargs: Any) -> Any:
+        listed = super().list_with_version(kind, *args, **kwargs)
+        if kind == QUEUE_UNIT and kwargs.get("metadata_only"):
+            self._then("metadata")
+        return listed
+
+    def get(self, kind: Any, name: str, namespace: str | None = None) -> Any:
+        found = super().get(kind, name, namespace)
+        if kind == QUEUE_UNIT:
+            self._then(f"get {name}")
+        return found
+
+
 def test_the_periodic_resync_does_not_bring_back_a_unit_deleted_while_it_listed() -> None:
-    api = MemoryApi()
-    api.create(ELASTIC_QUOTA, quota("q", cpu="2"), "default")
+    """Deleted after the pool's read and before the owner's fold, at either step: listed as
+    metadata, or read whole because it had changed unseen."""
+    api = ListThenApi()
+    api.create(ELASTIC_QUOTA, quota("q", cpu="3"), "default")
     api.create(QUEUE_UNIT, unit("kept", "q", phase="Running"), "ns")
-    gone = api.create(QUEUE_UNIT, unit("gone", "q", phase="Running"), "ns")
+    listed_gone = api.create(QUEUE_UNIT, unit("gone", "q", phase="Running"), "ns")
+    read_gone = api.create(QUEUE_UNIT, unit("read-gone", "q", phase="Running"), "ns")
     c = Controller(api, ControllerSettings(), writers=1)
     c.resync()
-    listed = c.resyncer.list_workloads(api)  # what the pool read ...
-    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
-    api.delete(QUEUE_UNIT, "gone", "ns")
-    c.on_unit("DELETED", gone)  # ... before this event reached the owner
-    c.resyncer.finish_resync(listed)
+    edited = unit("read-gone", "q", phase="Running")  # changed unseen: read whole by name
+    edited["metadata"]["uid"] = read_gone["metadata"]["uid"]
+    edited["spec"]["priority"] = 3
+    read_gone = api.apply(QUEUE_UNIT, edited)
+
+    def deleted(obj: dict[str, Any]) -> Callable[[], None]:
+        def now() -> None:  # the object is gone, and its event reaches the owner first
+            api.delete(QUEUE_UNIT, obj["metadata"]["name"], "ns")
+            c.on_unit("DELETED", obj)
+        return now
+
+    api.after = {"metadata": deleted(listed_gone), "get read-gone": deleted(read_gone)}
+    c.resyncer.start_resync()
+    assert api.after == {}  # (both ran)
     assert [u.name for u in c.engine.units()] == ["kept"]
     assert str(c.engine.tree.report()[0].used) == "cpu:1"  # its quota is free again
     c.close()
@@ -173,9 +211,7 @@ def test_the_periodic_resync_folds_only_versions_the_engine_does_not_hold() -> N
     edited["spec"]["priority"] = 7
     api.apply(QUEUE_UNIT, edited)
     c.engine.requeue("uid-backing-off", 1e12)  # the engine's phase, not yet the API's
-    listed = c.resyncer.list_workloads(api)
-    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
-    c.resyncer.finish_resync(listed)
+    c.resyncer.start_resync()
     after = {u.name: u for u in c.engine.units()}
     assert after["same"] is held["same"]
     assert after["edited"] is not held["edited"] and after["edited"].priority == 7
@@ -199,9 +235,7 @@ def test_a_hand_made_unit_without_a_phase_is_not_folded_again_a_workloads_unit_i
     c = Controller(api, ControllerSettings(manage_jobs=False), writers=1)
     c.resync()
     held = {u.name: u for u in c.engine.units()}
-    listed = c.resyncer.list_units(api)
-    c.state.resync_window = ResyncWindow({u.uid for u in c.engine.units()})
-    c.resyncer.finish_resync(listed)
+    c.resyncer.start_resync()
     after = {u.name: u for u in c.engine.units()}
     assert after["by-hand"] is held["by-hand"]
     assert after["jobs-unit"] is not held["jobs-unit"]
