@@ -76,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_scheduler import make_node, pod  # noqa: E402
 from bench.burst import (  # noqa: E402
+    WRITE_VERBS,
     Burst,
     api_writes,
     component,
@@ -555,7 +556,6 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
         raw = [str(cp.binaries.kubectl), f"--kubeconfig={cp.kubeconfig}"]
         apiserver_before = cpu_seconds(apiserver)
         requests_before = api_writes(api, writes_only=False)
-        writes_before = api_writes(api)
         if who == "binder":
             argv = [sys.executable, str(ROOT / "bench" / "binder.py"),
                     f"--kubeconfig={cp.kubeconfig}", f"--namespace={ns}",
@@ -565,7 +565,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
-                writes_after = settled_writes(api)
+                requests_after = settled_requests(api)
         elif binary is None:
             run = [
                 "schedule",
@@ -580,7 +580,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
-                writes_after = settled_writes(api)
+                requests_after = settled_requests(api)
         else:
             config = Path(tmp) / "kube-scheduler.yaml"
             config.write_text(json.dumps(scheduler_config(str(cp.kubeconfig))))
@@ -590,12 +590,13 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
-                writes_after = settled_writes(api)
+                requests_after = settled_requests(api)
         apiserver_s = cpu_seconds(apiserver) - apiserver_before
-        requests = api_writes(api, writes_only=False) - requests_before
+        requests = requests_after - requests_before
     dump = _dump(args, who, f"placement-{pods}x{nodes}")
     headline = _headline(burst, pods, "scheduler_to_bind", dump)
-    writes = writes_per_pod(writes_before, writes_after, pods, len(burst.created))
+    writes = writes_per_pod(only_writes(requests_before), only_writes(requests_after), pods,
+                            len(burst.created))
     return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline,
             "apiserver_cpu_ms": round(1000 * apiserver_s / max(pods, 1), 3),
             "writes_per_job": writes, "writes_total": writes["total"],
@@ -610,9 +611,15 @@ PLACEMENT_SETTLE_S = 1.0
 the API server's write counts are read, the scheduler still running."""
 
 
-def settled_writes(api: KubeApi) -> Counter[str]:
+def settled_requests(api: KubeApi) -> Counter[str]:
+    """Every request the API server counted so far, read after the trailing writes settle."""
     time.sleep(PLACEMENT_SETTLE_S)
-    return api_writes(api)
+    return api_writes(api, writes_only=False)
+
+
+def only_writes(requests: Counter[str]) -> Counter[str]:
+    """The writes of `api_writes(api, writes_only=False)`'s counts ("VERB resource")."""
+    return Counter({k: v for k, v in requests.items() if k.split(" ", 1)[0] in WRITE_VERBS})
 
 
 def writes_per_pod(
