@@ -541,6 +541,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
     from tests.e2e.conftest import Kubectl, install_crds
 
     binary = peers.ensure_peer(peers.KUBE_SCHEDULER).binary if who == "kube-scheduler" else None
+    events_after: float | None = None  # (the binder writes none)
     with ControlPlane() as cp, tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         apiserver = cp.procs["kube-apiserver"].pid
         assert cp.kubeconfig is not None
@@ -580,6 +581,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
+                events_after = events_written(api, requests_before, pods, pid, burst)
                 requests_after = settled_requests(api)
         else:
             config = Path(tmp) / "kube-scheduler.yaml"
@@ -590,6 +592,7 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                 burst = run_burst(
                     api, POD, ns, bodies, reached=bound, pid=pid, clients=args.clients
                 )
+                events_after = events_written(api, requests_before, pods, pid, burst)
                 requests_after = settled_requests(api)
         apiserver_s = cpu_seconds(apiserver) - apiserver_before
         requests = requests_after - requests_before
@@ -599,11 +602,37 @@ def placement(who: str, pods: int, nodes: int, args: argparse.Namespace) -> dict
                             len(burst.created))
     return {"workload": "placement", "who": who, "size": f"{pods}/{nodes}", **headline,
             "apiserver_cpu_ms": round(1000 * apiserver_s / max(pods, 1), 3),
+            **({} if events_after is None else {"events_after_s": events_after}),
             "writes_per_job": writes, "writes_total": writes["total"],
             # every request the API server counted, reads and watches too, the benchmark's own
             # creates, watch and metrics reads included (the same for each scheduler)
             "requests_per_pod": {k: round(v / max(pods, 1), 3)
                                  for k, v in sorted(requests.items()) if v}}  # fmt: skip
+
+
+EVENTS_TIMEOUT_S = 60.0
+"""How long a placement run waits for the scheduler's `Scheduled` events after the burst."""
+
+
+def events_written(
+    api: KubeApi, before: Counter[str], pods: int, pid: int, burst: Burst
+) -> float:
+    """Wait until the scheduler has written an Event per pod: ours holds them through a
+    burst of binds (event_lane.py) and writes them after it, and kube-scheduler's broadcaster
+    writes them behind its binds. The scheduler's CPU meanwhile is added to the burst's, so
+    CPU per pod counts every Event. Seconds from the last bind seen to the last Event
+    counted (`events_after_s`; the wait itself polls the API server's /metrics 4 times a
+    second, for both schedulers alike)."""
+    cpu_before = cpu_seconds(pid)
+    deadline = time.time() + EVENTS_TIMEOUT_S
+    while time.time() < deadline:
+        if api_writes(api)["POST events"] - before["POST events"] >= pods:
+            break
+        time.sleep(0.25)
+    else:
+        print(f"events: fewer than {pods} written after {EVENTS_TIMEOUT_S:.0f} s", flush=True)
+    burst.cpu_s += cpu_seconds(pid) - cpu_before
+    return round(time.time() - max(burst.reached.values(), default=time.time()), 3)
 
 
 PLACEMENT_SETTLE_S = 1.0

@@ -183,18 +183,19 @@ class EventRecorder:
 
     def fresh(
         self, obj: Mapping[str, Any], event_type: str, reason: str, message: str,
-        *, dedup_key: str | None = None,
+        *, dedup_key: str | None = None, at: str | None = None,
     ) -> tuple[SeenKey, dict[str, Any]] | None:
         """For a caller that sends creates itself (a batch): the new Event `record` would
         create, with its de-duplication key, or None when this one repeats an Event already
-        written (then `record` bumps its count). Report the create with `created`."""
+        written (then `record` bumps its count). Report the create with `created`. `at`: when
+        it happened (RFC 3339), for an Event written later than that; default now."""
         ref = object_reference(obj)
         namespace = ref["namespace"] or "default"
         key = _seen_key(ref, namespace, reason, dedup_key if dedup_key is not None else message)
         with self._lock:
             if key in self._seen:
                 return None
-        return key, self._body(ref, namespace, event_type, reason, message, now=_now())
+        return key, self._body(ref, namespace, event_type, reason, message, now=at or _now())
 
     def created(self, key: SeenKey, name: str, namespace: str) -> None:
         """An Event from `fresh` was created: its repeats now bump its count."""
@@ -258,6 +259,7 @@ class AsyncEventRecorder:
 
     def record_all(
         self, events: Sequence[tuple[Mapping[str, Any], str, str, str]], post_all: PostAll,
+        *, at: str | None = None,
     ) -> list[bool]:
         """(object, type, reason, message) events correlated as by `record`, written in the
         caller's thread: the new Events' creates in one `post_all` (the scheduler's batch of
@@ -265,7 +267,9 @@ class AsyncEventRecorder:
         time as `record` writes them (count bumps, generateName, retries). For callers that
         write from a pool of their own, so events keep pace with their writes instead of
         queueing behind the one writer thread (at one POST at a time it fell behind a burst
-        of binds and dropped what overflowed its queue). True per event written."""
+        of binds and dropped what overflowed its queue). `at`: when they happened, for events
+        written later (the scheduler's event_lane.py); a repeat's count bump says now. True
+        per event written."""
         written = [False] * len(events)
         batch: list[tuple[int, SeenKey, dict[str, Any], tuple[str, str, str, str]]] = []
         for i, (obj, event_type, reason, message) in enumerate(events):
@@ -273,7 +277,7 @@ class AsyncEventRecorder:
             if correlated is None:
                 continue
             text, key = correlated
-            new = self._recorder.fresh(obj, event_type, reason, text, dedup_key=key)
+            new = self._recorder.fresh(obj, event_type, reason, text, dedup_key=key, at=at)
             if new is None:
                 written[i] = self._write(obj, event_type, reason, text, key)
             else:

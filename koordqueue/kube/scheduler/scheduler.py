@@ -5,12 +5,13 @@ is assumed in the cache when the session commits (the next session sees it as al
 binds go out in batches from a worker pool, each batch's requests in flight together, and are
 never waited for; a failed bind forgets the assumption, records `FailedScheduling` and wakes
 the loop, so the pod is placed again (kube-scheduler's assume / bind cycle). A successful bind
-records `Scheduled`, batched after its batch's binds (batch_writes.py); other events go
-through an asynchronous, aggregating, rate-limited recorder. Evictions by delete (uid-guarded),
-`PodScheduled=False, reason=Unschedulable` with the aggregated fit errors on pods left
-unplaced (only when the condition changes), PodGroup phase and gang condition
-(podgroup_status.py), and, with the SchedulingGatesQueueAdmission feature gate, gate removals
-for pods that passed the queue capacity check; these are awaited before the next session.
+records `Scheduled`, batched after its batch's binds (batch_writes.py), or after a burst of
+binds (event_lane.py); other events go through an asynchronous, aggregating, rate-limited
+recorder. Evictions by delete (uid-guarded), `PodScheduled=False, reason=Unschedulable` with
+the aggregated fit errors on pods left unplaced (only when the condition changes), PodGroup
+phase and gang condition (podgroup_status.py), and, with the SchedulingGatesQueueAdmission
+feature gate, gate removals for pods that passed the queue capacity check; these are awaited
+before the next session.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from koordqueue.kube.scheduler import convert, metrics, names
 from koordqueue.kube.scheduler.batch_writes import BatchWriter
 from koordqueue.kube.scheduler.cache import SchedulerCache
 from koordqueue.kube.scheduler.devices import stamped
+from koordqueue.kube.scheduler.event_lane import EventLane
 from koordqueue.kube.scheduler.features import parse_feature_gates
 from koordqueue.kube.scheduler.node_metrics import NodeMetricsPoller, make_source, node_allocatable
 from koordqueue.kube.scheduler.podgroup_status import PodGroupStatusWriter, StatusWrite
@@ -75,14 +77,10 @@ from koordqueue.scheduler.gates.plugin import QueueAllocationGatePlugin
 log = structlog.get_logger(__name__)
 BIND_BATCH = 4
 """Binds per pool work item: a session's binds go out as at most `binders` items of at least
-this many, sent one after another on one thread's connection. One work item per bind woke a
-pool thread per pod (a Future, a lock handoff and a GIL switch each: ~7 % of the scheduler's
-GIL time in a 5,000-pod burst), for requests the API server serves in a few ms."""
-
-
+this many, one after another on one thread's connection. A work item per bind cost ~7 % of
+the scheduler's GIL time in a 5,000-pod burst (a Future, a lock handoff, a GIL switch each)."""
 MULTI_BATCH = 32
-"""Binds per pool work item when they go out together (batch_writes.py): a session's binds
-in flight at once, from one pool thread, up to this many per thread."""
+"""Binds per pool work item when they go out together (batch_writes.py), from one thread."""
 
 
 def _now() -> str:
@@ -169,6 +167,9 @@ class Scheduler:
         self._pool = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="kq-bind")
         self.writer = BatchWriter(api)
         """Binds and their `Scheduled` events, a batch in flight together."""
+        post_all, record_all = self.writer.post_all, self.events.record_all
+        self.lane = EventLane(lambda ev, at: record_all(ev, post_all, at=at))
+        """`Scheduled` events held while a burst of binds goes out (event_lane.py)."""
         self._binders = binders
         self._inflight: set[Future[list[bool]]] = set()
         self._inflight_lock = threading.Lock()
@@ -186,10 +187,8 @@ class Scheduler:
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> dict[Kind, Listing]:
-        """Ensure the default queue exists, fill the cache, start the gate workers.
-
-        Returns the listings the cache was filled from, for watches to continue from.
-        """
+        """Ensure the default queue exists, fill the cache, start the gate workers; the
+        listings the cache was filled from, for watches to continue from."""
         listings = self.relist()
         self.take_over()
         return listings
@@ -207,6 +206,7 @@ class Scheduler:
         if self.gates is not None:
             self.gates.stop()
         self._pool.shutdown(wait=True)
+        self.lane.close()
         self.events.close()
 
     def drain(self) -> None:
@@ -216,6 +216,7 @@ class Scheduler:
             pending = list(self._inflight)
         for future in pending:
             future.result()
+        self.lane.flush()
         self.events.flush()
 
     def ensure_default_queue(self) -> None:
@@ -458,7 +459,8 @@ class Scheduler:
         """The batch's binds in flight together, then the `Scheduled` events of those that
         succeeded, together too (batch_writes.py), from this thread: the events keep pace
         with the binds (one writer thread behind 16 binders fell behind a burst and dropped
-        events), and no bind waits behind an event."""
+        events), and no bind waits behind an event. In a burst of binds the lane holds the
+        events instead and writes them after it (event_lane.py)."""
         answers = self.writer.post_all([
             (POD.path(bind.namespace, bind.name, "binding"), binding(bind)) for bind, _ in work
         ])
@@ -469,7 +471,7 @@ class Scheduler:
                 namespace=bind.namespace, name=bind.name, node=bind.node))
             for (bind, pod), ok in zip(work, results, strict=True) if ok and pod is not None
         ]
-        if scheduled:
+        if self.lane.offer(scheduled, len(work)) and scheduled:
             self.events.record_all(scheduled, self.writer.post_all)
         return results
 
