@@ -112,14 +112,16 @@ def test_a_client_libcurl_cannot_serve_gets_one_request_at_a_time() -> None:
     assert calls == [("POST", p) for p in PATHS[:3]]
 
 
-def test_http2_is_asked_by_the_environment_and_plain_http_still_answers(
+def test_http2_is_the_default_the_environment_turns_it_off_and_plain_http_still_answers(
     server: Server, monkeypatch: Any,  # noqa: F811
 ) -> None:
-    monkeypatch.setenv("KOORDQUEUE_BATCH_HTTP2", "1")
+    monkeypatch.delenv("KOORDQUEUE_BATCH_HTTP2", raising=False)
     writer = BatchWriter(kube_api(server))
     assert writer.http2
     # CURL_HTTP_VERSION_2TLS: HTTP/2 over TLS only; a cleartext server is spoken HTTP/1.1
     answers = writer.post_all([(p, body(i)) for i, p in enumerate(PATHS[:3])])
     assert [a["metadata"]["name"] for a in answers] == ["x"] * 3  # type: ignore[index]
-    monkeypatch.delenv("KOORDQUEUE_BATCH_HTTP2")
+    monkeypatch.setenv("KOORDQUEUE_BATCH_HTTP2", "0")
     assert not BatchWriter(kube_api(server)).http2
+    monkeypatch.setenv("KOORDQUEUE_BATCH_HTTP2", "1")
+    assert BatchWriter(kube_api(server)).http2
