@@ -194,6 +194,10 @@ Request = tuple[str, str, bytes | None, dict[str, str]]
 """(method, path with its query, body, headers) for `CurlTransport.send_all`."""
 
 
+MAX_WAIT: Final = 0.1
+"""Seconds a multi handle waits for its sockets when libcurl names no deadline (its advice)."""
+
+
 class _Multi:
     """One thread's libcurl multi handle and the easy handles it reuses."""
 
@@ -209,7 +213,11 @@ class _Multi:
 
     def run(self) -> dict[int, tuple[int, str]]:
         """Drive every added transfer to its end; id(curl) -> (error code, message) of
-        those that failed (select releases the GIL while waiting)."""
+        those that failed (select releases the GIL while waiting).
+
+        The wait is what libcurl asks for (`timeout`), else 0.1 s, never a blind second:
+        while libcurl works without a socket to watch (its fd set empty), select waits out
+        its whole timeout, and a 1 s one held a batch that long."""
         multi, failed = self.multi, {}
         active = 1
         while active:
@@ -223,7 +231,9 @@ class _Multi:
                 if not queued:
                     break
             if active:
-                multi.select(1.0)
+                wait = multi.timeout()  # ms until libcurl wants to be called again; -1: none
+                if wait != 0:
+                    multi.select(MAX_WAIT if wait < 0 else min(wait / 1000, 1.0))
         return failed
 
 

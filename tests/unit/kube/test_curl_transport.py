@@ -206,3 +206,39 @@ def test_an_unreachable_server_is_a_retryable_error_naming_curls_reason() -> Non
     with pytest.raises(ApiError) as raised:
         api.get(JOB, "j", "ns")
     assert raised.value.retryable and "curl error 7" in str(raised.value)
+
+
+class FakeMulti:
+    """A multi handle whose transfers end after `rounds` performs; `waits` libcurl's
+    deadlines (ms, -1: none) in turn."""
+
+    def __init__(self, waits: list[int]) -> None:
+        self.waits = waits
+        self.selects: list[float] = []
+        self.performs = 0
+
+    def perform(self) -> tuple[int, int]:
+        self.performs += 1
+        return 0, int(self.performs <= len(self.waits))
+
+    def info_read(self) -> tuple[int, list[object], list[object]]:
+        return 0, [], []
+
+    def timeout(self) -> int:
+        return self.waits[self.performs - 1]
+
+    def select(self, seconds: float) -> int:
+        self.selects.append(seconds)
+        return 0
+
+
+def test_a_batch_waits_as_long_as_libcurl_asks_never_a_blind_second() -> None:
+    """select() with no socket to watch waits out its whole timeout: a 1 s one held a batch
+    that long. The wait is libcurl's deadline, at most 0.1 s without one, none when due."""
+    from koordqueue.kube.curl_transport import MAX_WAIT, _Multi
+
+    runner = _Multi.__new__(_Multi)
+    runner.multi = FakeMulti([5, -1, 0, 4000])  # type: ignore[assignment]
+    assert runner.run() == {}
+    assert runner.multi.selects == [0.005, MAX_WAIT, 1.0]  # type: ignore[attr-defined]
+    assert MAX_WAIT <= 0.1
