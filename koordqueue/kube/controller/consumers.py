@@ -52,5 +52,9 @@ class ConsumerReconciler(Protocol):
     def listing(self, api: ObjectApi) -> list[dict[str, Any]]:
         """What the periodic resync lists of the kind, when not listed whole."""
 
+    def resync_listing(self, api: ObjectApi) -> tuple[list[dict[str, Any]], str]:
+        """What the periodic resync lists of the kind when listed whole (on the writer's
+        pool): the objects it must look at whole, the others' metadata (quiet_looks.py)."""
+
     def fold(self, listed: Sequence[dict[str, Any]], periodic: bool) -> None:
         """Reconcile a listing of the kind (`periodic`: also its units not listed)."""

@@ -39,19 +39,17 @@ from koordqueue.kube.api import (
 )
 from koordqueue.kube.controller.base import ADDED, log, meta, newer
 from koordqueue.kube.controller.queues import QueueHandlers
+from koordqueue.kube.controller.quiet_looks import READ_ONE_BY_ONE, read_whole
 from koordqueue.kube.controller.quotas import QuotaHandlers
 from koordqueue.kube.controller.state import ControllerState, ResyncWindow
 from koordqueue.kube.controller.units import UnitHandlers
 from koordqueue.kube.controller.writes import ApplyQueue, Priority, Read, delete_queue
 from koordqueue.kube.queue_sync import MANAGED_BY, MANAGED_BY_LABEL, queue_drifted
 
-__all__ = ["LIST_TIMEOUT", "Resync", "ResyncWindow"]
+__all__ = ["LIST_TIMEOUT", "READ_ONE_BY_ONE", "Resync", "ResyncWindow"]
 
 LIST_TIMEOUT: Final = 10.0
 """Seconds each read of a list made on the owner may take (the API's default is 30 s)."""
-READ_ONE_BY_ONE: Final = 100
-"""Up to this many units the periodic resync found changed are read by name; more, by one list
-(a list of 15,000 costs about what ~100 single reads do)."""
 
 
 class Resync:
@@ -162,15 +160,8 @@ class Resync:
         self.state.writer.submit(read, read_back, priority=Priority.BACKGROUND)
 
     def read_units(self, api: ObjectApi, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        """The units `keys` (namespace, name) whole: each by itself when few, else one list."""
-        if len(keys) > READ_ONE_BY_ONE:
-            wanted = set(keys)
-            return [
-                u for u in api.list_with_version(QUEUE_UNIT)[0]
-                if (str(meta(u).get("namespace") or ""), str(meta(u).get("name"))) in wanted
-            ]
-        found = (api.get(QUEUE_UNIT, name, namespace) for namespace, name in keys)
-        return [u for u in found if u is not None]  # (gone since: its event, or the next list)
+        """The units `keys` (namespace, name) whole (quiet_looks.read_whole)."""
+        return read_whole(api, QUEUE_UNIT, keys)
 
     def _units_read(
         self, objs: list[dict[str, Any]] | None, listed: int, read: int, spent: float
@@ -226,7 +217,10 @@ class Resync:
             return listings
         for consumer in self.state.consumers.values():
             if consumer.listed_whole:
-                listings[consumer.watched] = api.list_with_version(consumer.watched)
+                listings[consumer.watched] = (
+                    api.list_with_version(consumer.watched) if startup
+                    else consumer.resync_listing(api)  # (metadata first: quiet_looks.py)
+                )
             elif not startup:
                 listings[consumer.watched] = (consumer.listing(api), "")
         return listings

@@ -61,6 +61,7 @@ from koordqueue.kube.controller.base import (
     object_key,
 )
 from koordqueue.kube.controller.new_unit import Execute, OnUnit, first_status
+from koordqueue.kube.controller.quiet_looks import QuietLooks, is_metadata, read_whole
 from koordqueue.kube.controller.reclaim import sync_reclaimable
 from koordqueue.kube.controller.state import ControllerState
 from koordqueue.kube.controller.status import backoff_after
@@ -134,6 +135,8 @@ class WorkloadReconciler:
         """Unit keys of this kind the engine knew when the lists were asked for."""
         self.warned_outside: set[str] = set()
         """uids of workloads told they run outside their quota (once each, not per resync)."""
+        self.quiet_looks = QuietLooks(state)
+        """The versions of each workload's last look that wrote nothing (quiet_looks.py)."""
 
     @property
     def consumer_kind(self) -> str:
@@ -361,6 +364,7 @@ class WorkloadReconciler:
         target = target_of(integration, members[0])
 
         def after_phase(written: bool) -> None:
+            self.quiet_looks.forget(members[0])  # (noted again below if this look is quiet)
             if action.phase is not None:
                 if not written:
                     # refused past its retries: look again soon (the engine still has the old
@@ -395,6 +399,8 @@ class WorkloadReconciler:
                     self.kind, integration, target, True, self.generations, mark, members
                 )
             if write is None:
+                if action.phase is None:
+                    self.quiet_looks.note(key, target, list(members), uid)
                 self._end(key)
                 return
 
@@ -488,6 +494,7 @@ class WorkloadReconciler:
 
     # --- a workload gone --------------------------------------------------------------------
     def _deleted(self, obj: dict[str, Any], key: str) -> None:
+        self.quiet_looks.forget(obj)
         self.retries.pop(key, None)
         self.refusals.pop(key, None)
         self.generations.pop(object_key(obj), None)
@@ -578,7 +585,11 @@ class WorkloadReconciler:
         touched, self.resync_touched = self.resync_touched or set(), None
         known, self.resync_known = self.resync_known, frozenset()
         seen: set[str] = set()
+        quiet = self.quiet_looks
         for obj in listed:
+            if is_metadata(obj):  # at a quiet look's version when the pool listed it
+                self._fold_quiet(obj, seen, touched)
+                continue
             if not self.integration.may_be_queued(obj):
                 continue
             key = self.unit_key(obj)
@@ -586,7 +597,9 @@ class WorkloadReconciler:
                 continue
             seen.add(key)
             if key not in touched and key not in self.retries and not self._finished(key):
-                self.on_event(None, obj)
+                look = quiet.at_version(obj)
+                if look is None or look.unit_key != key or not quiet.still_quiet(look):
+                    self.on_event(None, obj)
         if not periodic:
             return
         narrow = not self.integration.resync_selector().whole
@@ -596,6 +609,21 @@ class WorkloadReconciler:
             if uid is None or unit_obj is None or (narrow and self._finished(key)):
                 continue  # (a narrow list leaves finished workloads out: nothing to repair)
             self._orphan(key, uid, dict(unit_obj))
+
+    def _fold_quiet(self, item: dict[str, Any], seen: set[str], touched: set[str]) -> None:
+        """A listed workload's metadata, at the version of a quiet look when the pool listed
+        it: nothing to look at while that holds; read whole if it no longer does."""
+        look = self.quiet_looks.looks.get(object_key(item))
+        if look is None or look.unit_key in seen:
+            return  # (deleted since: its event)
+        key = look.unit_key
+        seen.add(key)
+        if key in touched or key in self.retries or self._finished(key):
+            return
+        if look.version != meta(item).get("resourceVersion") or not self.quiet_looks.still_quiet(
+            look
+        ):
+            self._read_then(key, look.target)  # looked at since, or its unit moved on
 
     def _orphan(self, key: str, uid: str, unit_obj: dict[str, Any]) -> None:
         """A unit whose workload was not listed: read it; still there, it is reconciled;
@@ -619,6 +647,18 @@ class WorkloadReconciler:
     @property
     def listed_whole(self) -> bool:
         return self.integration.resync_selector().whole
+
+    def resync_listing(self, api: ObjectApi) -> tuple[list[dict[str, Any]], str]:
+        """The kind's metadata; the workloads not at a quiet look's version read whole
+        (quiet_looks.py). On the writer's pool."""
+        items, version = api.list_with_version(self.kind, metadata_only=True)
+        wanted = self.quiet_looks.wanted(items)
+        if not wanted:
+            return items, version
+        keys = set(wanted)
+        kept = [i for i in items
+                if (str(meta(i).get("namespace") or ""), str(meta(i).get("name"))) not in keys]
+        return [*kept, *read_whole(api, self.kind, wanted)], version
 
     def listing(self, api: ObjectApi) -> list[dict[str, Any]]:
         """What the periodic resync lists of the kind (its `resync_selector`)."""
