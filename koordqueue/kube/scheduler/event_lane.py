@@ -104,9 +104,8 @@ class EventLane:
             now = self._clock()
             self._binds.append((now, binds))
             self._bound += binds
-            if not events:
-                return True
-            if not self._held and not self._busy(now):
+            busy = self._busy(now)  # (also drops binds older than the window)
+            if not events or (not self._held and not busy):
                 return True
             self._held.append(_Held(list(events), self._stamp(), now))
             self._count += len(events)

@@ -198,3 +198,12 @@ def test_every_event_is_written_once_in_order(steps: list[tuple[int, int, float]
     assert sorted(by_caller + by_lane) == sorted(offered)
     assert by_lane == [x for x in offered if x in set(by_lane)]
     assert events.held == 0
+
+
+def test_binds_without_events_do_not_pile_up_in_the_pace_window() -> None:
+    clock, sink = Clock(), Sink()
+    events = lane(sink, clock)
+    for _ in range(1000):
+        assert events.offer([], binds=1) is True  # (binds whose events are not written)
+        clock.now += 0.01
+    assert len(events._binds) <= 101  # one window's worth
