@@ -586,8 +586,10 @@ class WorkloadReconciler:
         known, self.resync_known = self.resync_known, frozenset()
         seen: set[str] = set()
         quiet = self.quiet_looks
+        skipped = 0
         for obj in listed:
             if is_metadata(obj):  # at a quiet look's version when the pool listed it
+                skipped += 1
                 self._fold_quiet(obj, seen, touched)
                 continue
             if not self.integration.may_be_queued(obj):
@@ -602,6 +604,9 @@ class WorkloadReconciler:
                     self.on_event(None, obj)
         if not periodic:
             return
+        if listed:
+            log.info("resync listed workloads", kind=self.kind.kind, listed=len(listed),
+                     read_whole=len(listed) - skipped)  # fmt: skip
         narrow = not self.integration.resync_selector().whole
         for key in sorted(known - seen - touched):
             uid = self.state.unit_by_key.get(key)
