@@ -1,11 +1,10 @@
-"""One admission round: each served queue's waiting units offered to CheckUsage in policy
-order, every decision recorded (`round.Record`).
+"""One admission round: each served queue (queue_order.py) offers its waiting units to
+CheckUsage in policy order, every decision recorded (`round.Record`).
 
 Two ways to the same record: `run_full` classifies every unit and sorts every queue (the
-reference), `run_incremental` reads the engine's indexes (`unit_index.py`) and reuses what
-did not change since the last round (`round_memo.py`); see `engine.py` for the rules. The
-runner holds the engine's own state (the same objects, shared), never a copy.
-"""
+reference), `run_incremental` reads the engine's indexes (`unit_index.py`) and reuses what did
+not change since the last round (`round_memo.py`); see `engine.py` for the rules. The runner
+holds the engine's own state (the same objects, shared), never a copy."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from koordqueue.domain.activation import budget_left
 from koordqueue.domain.admission import Admitted, QuotaExceeded, Rejection
 from koordqueue.domain.mapping import Unresolved, queue_name_for
 from koordqueue.domain.policies import QueuePolicy, QueueSettings, order_key
+from koordqueue.domain.queue_order import serve_order
 from koordqueue.domain.queue_preemption import (
     Mark,
     Proposal,
@@ -198,7 +198,7 @@ class RoundRunner:
                 continue
             by_queue.setdefault(resolution.name, []).append(unit)
 
-        for queue_name in sorted(by_queue):
+        for queue_name in serve_order(self.tree, by_queue):
             waiting = by_queue[queue_name]
             queue = self.queues.get(queue_name)
             if queue is None or queue_name not in self.tree:
@@ -279,7 +279,7 @@ class RoundRunner:
                 if isinstance(outcome, Unmapped):
                     result.unmapped.append((outcome.unit, outcome.unresolved))
         touched: list[str] = []
-        for name in sorted(self.index.waiting):
+        for name in serve_order(self.tree, self.index.waiting):
             self._serve_queue(name, backing.get(name), now, result, touched, held_out=held_out)
             for uid in touched:
                 self.reindex(uid)
