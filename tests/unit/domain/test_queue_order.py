@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL
-from koordqueue.domain.queue_order import serve_order, under_min
+from koordqueue.domain.queue_order import serve_order, share, under_min
 from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
@@ -20,10 +22,11 @@ def unit(name: str, quota: str, cpu: str = "1", created: float = 0.0) -> QueueUn
                      labels={QUOTA_NAME_LABEL: quota}, created=created)
 
 
-def siblings(min_cpu: str | None, *, incremental: bool = True) -> AdmissionEngine:
-    """cohort (max 3 cpu) over `a` and `z` (max 3 each, min `min_cpu`)."""
+def siblings(min_cpu: str | None, *, incremental: bool = True, cohort: str = "3"
+             ) -> AdmissionEngine:  # fmt: skip
+    """cohort (max `cohort` cpu) over `a` and `z` (max 3 each, min `min_cpu`)."""
     engine = AdmissionEngine(skip_unchanged=incremental)
-    engine.upsert_quota(QuotaSpec("cohort", max=Resources.of(cpu="3"), is_parent=True))
+    engine.upsert_quota(QuotaSpec("cohort", max=Resources.of(cpu=cohort), is_parent=True))
     low = Resources.of(cpu=min_cpu) if min_cpu else Resources()
     for name in ("a", "z"):
         engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="3"), min=low, parent="cohort"))
@@ -63,6 +66,17 @@ def test_without_a_min_the_names_decide_as_before(incremental: bool) -> None:
     assert admitted(engine, 2.0) == ["a3"]
 
 
+@pytest.mark.parametrize("incremental", [True, False])
+def test_both_past_min_the_smaller_share_goes_first_whatever_the_names(incremental: bool) -> None:
+    engine = siblings("1", incremental=incremental, cohort="4")
+    for i, quota in enumerate("aaz"):
+        engine.upsert_unit(unit(f"{quota}{i}", quota, created=float(i)))
+    assert admitted(engine, 0.0) == ["a0", "a1", "z2"]  # a: 2 (share 2), z: 1 (share 1)
+    engine.upsert_unit(unit("a3", "a", created=3.0))
+    engine.upsert_unit(unit("z4", "z", created=4.0))
+    assert admitted(engine, 1.0) == ["z4"]  # one cpu left: z's share is the smaller
+
+
 def test_under_min_needs_every_guaranteed_resource_below_its_min() -> None:
     engine = AdmissionEngine()
     engine.upsert_quota(QuotaSpec("q", max=Resources.of(cpu="4", memory="4Gi"),
@@ -74,7 +88,28 @@ def test_under_min_needs_every_guaranteed_resource_below_its_min() -> None:
     engine.upsert_unit(unit("u", "q", cpu="2"))
     admitted(engine, 0.0)
     assert not under_min(tree, "q")  # 2 of min 2 held: guaranteed no more
-    assert serve_order(tree, ["z", "q", "none", "a"]) == ["a", "none", "q", "z"]
+    assert share(tree, "q") == 1.0 and share(tree, "none") == math.inf
+    # a quota with a min before those without; those without (unknown too) in name order
+    assert serve_order(tree, ["z", "q", "none", "a"]) == ["q", "a", "none", "z"]
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_past_their_min_the_queue_holding_the_least_of_it_goes_first(incremental: bool) -> None:
+    """Both at or past min 1: `z` holds 1 (share 1), `a` 2 (share 2); `z` takes the room."""
+    engine = siblings("1", incremental=incremental)
+    engine.upsert_unit(unit("a0", "a", created=0.0))
+    engine.upsert_unit(unit("a1", "a", created=1.0))
+    engine.upsert_unit(unit("z0", "z", created=2.0))
+    assert admitted(engine, 0.0) == ["a0", "a1", "z0"]  # (both hold nothing yet: by name)
+    engine.upsert_unit(unit("a2", "a", created=3.0))
+    engine.upsert_unit(unit("z1", "z", created=4.0))
+    engine.remove_unit("a0")  # a: 1 held, z: 1 held: equal shares, name order
+    assert admitted(engine, 1.0) == ["a2"]
+    engine.upsert_unit(unit("a3", "a", created=5.0))
+    engine.remove_unit("a1")  # a: 1 (a2), z: 1: equal again, name order
+    assert admitted(engine, 2.0) == ["a3"]
+    engine.remove_unit("z0")  # a: 2, z: 0 -> z first
+    assert admitted(engine, 3.0) == ["z1"]
 
 
 @settings(max_examples=60, deadline=None)
