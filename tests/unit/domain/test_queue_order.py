@@ -1,4 +1,4 @@
-"""An admission round serves queues under their quota's min first, then by name."""
+"""An admission round serves first the queue holding the least of its quota's min, then by name."""
 
 from __future__ import annotations
 
