@@ -24,27 +24,29 @@ from collections.abc import Iterable
 from koordqueue.domain.quota_tree import QuotaTree
 
 
-def under_min(tree: QuotaTree, name: str) -> bool:
-    """The quota holds less than its min in every resource its min names (a min of zeros, or
-    none, guarantees nothing)."""
+def _guaranteed(tree: QuotaTree, name: str) -> dict[str, int]:
+    """The quota's min, its positive amounts only (a min of zeros guarantees nothing)."""
     quota = tree.get(name)
-    if quota is None:
-        return False
-    guaranteed = {res: amount for res, amount in quota.min.items() if amount > 0}
-    if not guaranteed:
-        return False
-    used = tree.used(name)
-    return all(used.get(res, 0) < amount for res, amount in guaranteed.items())
+    return {} if quota is None else {res: a for res, a in quota.min.items() if a > 0}
 
 
 def share(tree: QuotaTree, name: str) -> float:
     """What the quota holds over its min, in the resource where that is most (inf: no min)."""
-    quota = tree.get(name)
-    guaranteed = {} if quota is None else {r: a for r, a in quota.min.items() if a > 0}
+    guaranteed = _guaranteed(tree, name)
     if not guaranteed:
         return math.inf
     used = tree.used(name)
     return float(max(used.get(res, 0) / amount for res, amount in guaranteed.items()))
+
+
+def under_min(tree: QuotaTree, name: str) -> bool:
+    """The quota holds less than its min in every resource its min names (compared exactly:
+    nano-units of memory pass a float's 53 bits)."""
+    guaranteed = _guaranteed(tree, name)
+    if not guaranteed:
+        return False
+    used = tree.used(name)
+    return all(used.get(res, 0) < amount for res, amount in guaranteed.items())
 
 
 def serve_order(tree: QuotaTree, names: Iterable[str]) -> list[str]:

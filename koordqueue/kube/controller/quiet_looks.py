@@ -35,15 +35,18 @@ READ_ONE_BY_ONE: Final = 100
 of 15,000 costs about what ~100 single reads do)."""
 
 
+def listed_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a listed object, as `read_whole` takes it."""
+    m = meta(obj)
+    return str(m.get("namespace") or ""), str(m.get("name"))
+
+
 def read_whole(api: ObjectApi, kind: Kind, keys: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The objects `keys` (namespace, name) whole: each by itself when few, else one list
     (one gone since is left out: its event, or the next resync, handles it)."""
     if len(keys) > READ_ONE_BY_ONE:
         wanted = set(keys)
-        return [
-            o for o in api.list_with_version(kind)[0]
-            if (str(meta(o).get("namespace") or ""), str(meta(o).get("name"))) in wanted
-        ]  # fmt: skip
+        return [o for o in api.list_with_version(kind)[0] if listed_key(o) in wanted]
     found = (api.get(kind, name, namespace) for namespace, name in keys)
     return [o for o in found if o is not None]
 
@@ -110,10 +113,16 @@ class QuietLooks:
             and state.engine.is_admitted(uid) == look.admitted
         )  # fmt: skip
 
-    def wanted(self, listed: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        """(namespace, name) of the listed metadata items not at a quiet look's version:
-        those the resync reads whole."""
-        return [
-            (str(meta(item).get("namespace") or ""), str(meta(item).get("name")))
-            for item in listed if self.at_version(item) is None
-        ]  # fmt: skip
+    def split(
+        self, listed: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        """The listed metadata items at a quiet look's version, and the (namespace, name) of
+        the others: those the resync reads whole."""
+        quiet: list[dict[str, Any]] = []
+        wanted: list[tuple[str, str]] = []
+        for item in listed:
+            if self.at_version(item) is None:
+                wanted.append(listed_key(item))
+            else:
+                quiet.append(item)
+        return quiet, wanted

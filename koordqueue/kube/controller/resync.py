@@ -39,7 +39,7 @@ from koordqueue.kube.api import (
 )
 from koordqueue.kube.controller.base import ADDED, log, meta, newer
 from koordqueue.kube.controller.queues import QueueHandlers
-from koordqueue.kube.controller.quiet_looks import READ_ONE_BY_ONE, read_whole
+from koordqueue.kube.controller.quiet_looks import READ_ONE_BY_ONE, listed_key, read_whole
 from koordqueue.kube.controller.quotas import QuotaHandlers
 from koordqueue.kube.controller.state import ControllerState, ResyncWindow
 from koordqueue.kube.controller.units import UnitHandlers
@@ -151,7 +151,7 @@ class Resync:
         if not wanted:
             self._units_folded(len(listed), 0, 0, spent)
             return
-        keys = [(str(meta(i).get("namespace") or ""), str(meta(i).get("name"))) for i in wanted]
+        keys = [listed_key(i) for i in wanted]
 
         def read_back(objs: list[dict[str, Any]] | None) -> None:
             self._units_read(objs, len(listed), len(keys), spent)

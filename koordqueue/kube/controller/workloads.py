@@ -625,9 +625,8 @@ class WorkloadReconciler:
         seen.add(key)
         if key in touched or key in self.retries or self._finished(key):
             return
-        if look.version != meta(item).get("resourceVersion") or not self.quiet_looks.still_quiet(
-            look
-        ):
+        same = look.version == meta(item).get("resourceVersion")
+        if not same or not self.quiet_looks.still_quiet(look):
             self._read_then(key, look.target)  # looked at since, or its unit moved on
 
     def _orphan(self, key: str, uid: str, unit_obj: dict[str, Any]) -> None:
@@ -657,13 +656,10 @@ class WorkloadReconciler:
         """The kind's metadata; the workloads not at a quiet look's version read whole
         (quiet_looks.py). On the writer's pool."""
         items, version = api.list_with_version(self.kind, metadata_only=True)
-        wanted = self.quiet_looks.wanted(items)
+        quiet, wanted = self.quiet_looks.split(items)
         if not wanted:
             return items, version
-        keys = set(wanted)
-        kept = [i for i in items
-                if (str(meta(i).get("namespace") or ""), str(meta(i).get("name"))) not in keys]
-        return [*kept, *read_whole(api, self.kind, wanted)], version
+        return [*quiet, *read_whole(api, self.kind, wanted)], version
 
     def listing(self, api: ObjectApi) -> list[dict[str, Any]]:
         """What the periodic resync lists of the kind (its `resync_selector`)."""
