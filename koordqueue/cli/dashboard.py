@@ -21,12 +21,13 @@ import json
 import sys
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, urlsplit
 
 from koordqueue.domain.names import DEFAULT_OVERSELL_RATE, QUEUE_NAMESPACE
+from koordqueue.kube.http_serving import QuietServer
 
 if TYPE_CHECKING:
     from koordqueue.cli.dashboard_feed import DashboardFeed
@@ -56,8 +57,8 @@ Explainer = Callable[[str, str], tuple[int, dict[str, Any]]]
 """(namespace, name) -> (HTTP status, answer)."""
 
 
-class DashboardServer(ThreadingHTTPServer):
-    daemon_threads = True
+class DashboardServer(QuietServer):
+    what = "dashboard"  # (a page closed mid-answer: http_serving.py)
 
     def __init__(self, address: tuple[str, int], feed: DashboardFeed, explainer: Explainer,
                  allowed_hosts: frozenset[str] = LOCAL_HOSTS) -> None:

@@ -15,10 +15,9 @@ GET is refused with 405.
 from __future__ import annotations
 
 import ssl
-import sys
 import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -27,6 +26,7 @@ import structlog
 
 from koordqueue.domain import names
 from koordqueue.kube.api import ApiError
+from koordqueue.kube.http_serving import QuietServer
 from koordqueue.kube.visibility.auth import Attributes, Delegated, Headers, User
 from koordqueue.kube.visibility.view import (
     API_VERSION,
@@ -235,25 +235,11 @@ class _Handler(BaseHTTPRequestHandler):
         """(Quiet: one log line per request would drown the controller's.)"""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietServer):
     routes: Routes
     handshake_timeout: float = 10.0
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client gone mid-answer (a poller stopped, the aggregator closing a proxied
-        connection) is not our failure: one debug line, not socketserver's traceback on
-        stderr (bench_visibility_live.py printed one per stopped poller). Anything else is
-        logged as the error it is."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, GONE):
-            log.debug("visibility client went away", peer=str(client_address), error=str(exc))
-            return
-        log.exception("visibility connection failed", peer=str(client_address))
-
-
-GONE: Final = (ConnectionError, TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
-"""What a connection that ended under us raises (BrokenPipe and resets are ConnectionErrors)."""
+    what = "visibility"  # (its log lines: http_serving.py; bench_visibility_live.py had
+    # printed socketserver's traceback for every poller it stopped)
 
 
 class VisibilityServer:

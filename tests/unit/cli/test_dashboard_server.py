@@ -216,3 +216,25 @@ def test_only_the_controllers_events_are_kept(feed: DashboardFeed) -> None:
     assert [e["metadata"]["name"] for e in feed.objects(EVENT)] == ["ours"]
     handler("events")("DELETED", event("ours", "koord-queue"))
     assert feed.objects(EVENT) == []
+
+
+def test_a_page_gone_mid_answer_is_a_debug_line_not_a_traceback(
+    server: DashboardServer, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The e2e dashboard test met a browser that dropped a request while its JSON answer was
+    written: socketserver's default printed the BrokenPipeError's traceback on stderr."""
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+            try:
+                raise gone
+            except OSError:
+                server.handle_error(None, ("127.0.0.1", 1))
+        try:
+            raise ValueError("a bug of ours")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 2))
+    assert [(e["event"], e["log_level"]) for e in logs] == [
+        ("dashboard client went away", "debug")] * 2 + [("dashboard connection failed", "error")]
+    assert "Traceback" not in capsys.readouterr().err
