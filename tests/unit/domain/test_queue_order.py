@@ -1,8 +1,10 @@
-"""An admission round serves first the queue holding the least of its quota's min, then by name."""
+"""An admission round serves first the queue holding the least of its quota's min; equal
+shares go to the queue whose head has the higher priority, then the one waiting longest."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -55,15 +57,45 @@ def test_a_queue_under_its_min_takes_freed_quota_before_one_that_borrows(
 
 
 @pytest.mark.parametrize("incremental", [True, False])
-def test_without_a_min_the_names_decide_as_before(incremental: bool) -> None:
+def test_without_a_min_the_head_waiting_longest_goes_first_whatever_the_names(
+    incremental: bool,
+) -> None:
+    engine = siblings(None, incremental=incremental)
+    for i in range(3):
+        engine.upsert_unit(unit(f"a{i}", "a", created=float(i)))
+    admitted(engine, 0.0)
+    engine.upsert_unit(unit("z0", "z", created=3.0))  # z's head came first
+    engine.upsert_unit(unit("a3", "a", created=4.0))
+    engine.remove_unit("a0")
+    assert admitted(engine, 2.0) == ["z0"]
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_equal_shares_go_to_the_higher_priority_head_before_the_older(incremental: bool) -> None:
     engine = siblings(None, incremental=incremental)
     for i in range(3):
         engine.upsert_unit(unit(f"a{i}", "a", created=float(i)))
     admitted(engine, 0.0)
     engine.upsert_unit(unit("a3", "a", created=3.0))
-    engine.upsert_unit(unit("z0", "z", created=4.0))
+    engine.upsert_unit(replace(unit("z0", "z", created=4.0), priority=10))
     engine.remove_unit("a0")
-    assert admitted(engine, 2.0) == ["a3"]
+    assert admitted(engine, 2.0) == ["z0"]
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_queue_whose_head_backs_off_is_ordered_by_the_head_it_offers(incremental: bool) -> None:
+    """The head a round offers, not one held back: `z`'s old head backs off, so its
+    next unit (younger than `a`'s head) is what competes for the freed cpu."""
+    engine = siblings(None, incremental=incremental)
+    for i in range(3):
+        engine.upsert_unit(unit(f"a{i}", "a", created=float(i)))
+    admitted(engine, 0.0)
+    engine.upsert_unit(unit("z0", "z", created=3.0))
+    engine.upsert_unit(unit("a4", "a", created=4.0))
+    engine.upsert_unit(unit("z5", "z", created=5.0))
+    engine.defer("z0", 10.0)
+    engine.remove_unit("a0")
+    assert admitted(engine, 2.0) == ["a4"]
 
 
 @pytest.mark.parametrize("incremental", [True, False])
@@ -94,22 +126,23 @@ def test_under_min_needs_every_guaranteed_resource_below_its_min() -> None:
 
 
 @pytest.mark.parametrize("incremental", [True, False])
-def test_past_their_min_the_queue_holding_the_least_of_it_goes_first(incremental: bool) -> None:
-    """Both at or past min 1: `z` holds 1 (share 1), `a` 2 (share 2); `z` takes the room."""
+def test_past_their_min_the_least_share_then_the_older_head_goes_first(incremental: bool) -> None:
+    """Both at or past min 1: the smaller share takes the room; equal shares go to the queue
+    whose head waited longest, so no name is served first round after round."""
     engine = siblings("1", incremental=incremental)
     engine.upsert_unit(unit("a0", "a", created=0.0))
     engine.upsert_unit(unit("a1", "a", created=1.0))
     engine.upsert_unit(unit("z0", "z", created=2.0))
-    assert admitted(engine, 0.0) == ["a0", "a1", "z0"]  # (both hold nothing yet: by name)
+    assert admitted(engine, 0.0) == ["a0", "a1", "z0"]  # (both hold nothing yet: a's head first)
     engine.upsert_unit(unit("a2", "a", created=3.0))
     engine.upsert_unit(unit("z1", "z", created=4.0))
-    engine.remove_unit("a0")  # a: 1 held, z: 1 held: equal shares, name order
+    engine.remove_unit("a0")  # a: 1 held, z: 1 held: equal shares, a2 waited longest
     assert admitted(engine, 1.0) == ["a2"]
     engine.upsert_unit(unit("a3", "a", created=5.0))
-    engine.remove_unit("a1")  # a: 1 (a2), z: 1: equal again, name order
-    assert admitted(engine, 2.0) == ["a3"]
-    engine.remove_unit("z0")  # a: 2, z: 0 -> z first
-    assert admitted(engine, 3.0) == ["z1"]
+    engine.remove_unit("a1")  # equal again: z1 waited longer than a3 (by name: a3)
+    assert admitted(engine, 2.0) == ["z1"]
+    engine.remove_unit("a2")  # a: 0, z: 2 -> a first
+    assert admitted(engine, 3.0) == ["a3"]
 
 
 @settings(max_examples=60, deadline=None)
