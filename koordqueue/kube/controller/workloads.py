@@ -353,8 +353,13 @@ class WorkloadReconciler:
         settings = state.settings
         backoff = backoff_after(unit_obj, settings.job_backoff_time, state.features.requeue_state)
         action = reconcile_job(status, unit.phase, since, settings.job_running_timeout, backoff)
-        if action.phase is Phase.RUNNING and not admitted and state.engine.is_inactive(uid):
-            action = JobAction()  # deactivated, its pods going: parked until activated
+        if action.phase is Phase.RUNNING and not admitted and (
+            state.engine.is_inactive(uid) or all(integration.is_suspended(m) for m in members)
+        ):
+            # deactivated, or held again (a running timeout) as a pod turned ready: its pods
+            # are going, and a unit that holds no quota written Running would be counted
+            # over its quota's max, then stay Running with its workload held for good
+            action = JobAction()
         elif hold_again(
             integration, members, unit_obj, status, phase=unit.phase, admitted=admitted
         ):

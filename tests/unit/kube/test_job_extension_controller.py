@@ -232,6 +232,34 @@ def test_backoff_timeout_writes_enqueued_because_backoff_timeout(api: MemoryApi)
     c.close()
 
 
+def test_a_suspended_jobs_last_running_pod_does_not_make_its_backed_off_unit_running(
+    api: MemoryApi,
+) -> None:
+    """The running timeout suspends j just as its pod turns ready: the Job's status still
+    shows it until the Job controller deletes it. j's unit holds no quota (other took it):
+    written Running, it would be counted over the quota's max, then stay Running with its
+    Job suspended for good (QUEUING with phase Running calls for nothing)."""
+    c, clock = make(api, job_running_timeout=30.0, job_backoff_time=5.0)
+    submit(c, api, "j")
+    uid = unit(api, "j")["metadata"]["uid"]
+    c.consumers["Job"].on_event("MODIFIED", job(api, "j"))
+    clock.offset = 31.0
+    c.fire_timers()
+    submit(c, api, "other")
+    c.admission_round()
+    assert unit(api, "other")["status"]["phase"] == "Dequeued"
+    set_job_status(c, api, "j", active=1, ready=1)  # the pod, going
+    assert unit(api, "j")["status"]["phase"] == "TimeoutBackoff"
+    assert not c.engine.is_admitted(uid)
+    set_job_status(c, api, "j")  # gone
+    clock.offset = 31.0 + 6.0
+    c.fire_timers()
+    status = unit(api, "j")["status"]
+    assert (status["phase"], status["message"]) == ("Enqueued", "Enqueued because backoff timeout")
+    assert job(api, "j")["spec"]["suspend"] is True
+    c.close()
+
+
 def test_running_timeout_off_by_default(api: MemoryApi) -> None:
     c, clock = make(api)
     submit(c, api, "j")
