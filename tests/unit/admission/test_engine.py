@@ -351,9 +351,10 @@ def test_fast_path_defers_to_the_round_when_a_unit_is_waiting() -> None:
     assert not engine.is_admitted("small")
 
 
-def test_fast_path_walks_only_the_live_units_of_its_queue() -> None:
-    """Finished units stay in the engine as long as their Jobs are kept; a new unit's fast
-    path must not walk them (it did, every time: O(finished) per new unit)."""
+def test_fast_path_walks_no_other_unit_of_its_queue() -> None:
+    """Finished units stay in the engine as long as their Jobs are kept, and a busy queue has
+    many admitted ones: a new unit's fast path walks neither (it walked the finished ones,
+    then every admitted one, per new unit); the index's counts answer."""
 
     class Looked(dict[str, QueueUnit]):
         def __init__(self, units: dict[str, QueueUnit]) -> None:
@@ -364,19 +365,23 @@ def test_fast_path_walks_only_the_live_units_of_its_queue() -> None:
             self.keys_looked.append(uid)
             return super().__getitem__(uid)
 
-    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="2")))
+    engine = engine_with(QuotaSpec("q", max=Resources.of(cpu="60")))
     for i in range(50):
         engine.upsert_unit(unit(f"done{i}", "q", phase=Phase.SUCCEED))
-    engine.upsert_unit(unit("run", "q", phase=Phase.RUNNING))
+    for i in range(50):
+        engine.upsert_unit(unit(f"run{i}", "q", phase=Phase.RUNNING))
     engine.upsert_unit(unit("a", "q"))
     units = engine._units = Looked(engine._units)
     assert engine.admit_if_queue_idle("a", 0.0) is not None
-    assert set(units.keys_looked) == {"a", "run"}
-    engine.upsert_unit(unit("run", "q", phase=Phase.SUCCEED))  # a live unit that finishes
+    assert set(units.keys_looked) <= {"a"}
+    engine.upsert_unit(unit("run0", "q", phase=Phase.SUCCEED))  # a live unit that finishes
     engine.upsert_unit(unit("b", "q", created=1.0))
+    engine.upsert_unit(unit("c", "q", created=2.0))  # waits beside b: no fast path
     units.keys_looked.clear()
+    assert engine.admit_if_queue_idle("b", 1.0) is None
+    engine.remove_unit("c")
     assert engine.admit_if_queue_idle("b", 1.0) is not None
-    assert set(units.keys_looked) == {"a", "b"}
+    assert set(units.keys_looked) <= {"b"}
 
 
 def test_fast_path_never_records_a_rejection() -> None:
