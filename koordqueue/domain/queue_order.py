@@ -37,6 +37,9 @@ Head = tuple[int, bool, float]
 """A queue's head as it is ordered (`policies.order_key`'s first three): priority negated,
 preemptible, first attempt."""
 
+_NONE: Head = (0, False, 0.0)
+"""Stands in for a missing head (after the queues with one: the key's `head is None` first)."""
+
 
 def _guaranteed(tree: QuotaTree, name: str) -> dict[str, int]:
     """The quota's min, its positive amounts only (a min of zeros guarantees nothing)."""
@@ -76,10 +79,6 @@ def serve_order(
         return (share(tree, name), head is None, head or _NONE, name)
 
     return sorted(names, key=key)
-
-
-
-_NONE: Head = (0, False, 0.0)
 
 
 def offered_heads(

@@ -602,4 +602,3 @@ class RoundRunner:
         result.waiting[queue.name] = waiting
         outcomes.extend(policy.skipped(untried, waiting))
         return tried
-

@@ -15,6 +15,7 @@ from koordqueue.cli.dashboard_feed import VISIBILITY_PATH, VISIBILITY_QUOTAS_PAT
 from koordqueue.cli.main import build_parser
 from koordqueue.domain import names
 from koordqueue.kube.api import ApiError
+from tests.unit.kube.quiet_server_checks import check_gone_clients_are_debug_lines
 
 
 class FakeInformer:
@@ -223,18 +224,4 @@ def test_a_page_gone_mid_answer_is_a_debug_line_not_a_traceback(
 ) -> None:
     """The e2e dashboard test met a browser that dropped a request while its JSON answer was
     written: socketserver's default printed the BrokenPipeError's traceback on stderr."""
-    from structlog.testing import capture_logs
-
-    with capture_logs() as logs:
-        for gone in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
-            try:
-                raise gone
-            except OSError:
-                server.handle_error(None, ("127.0.0.1", 1))
-        try:
-            raise ValueError("a bug of ours")
-        except ValueError:
-            server.handle_error(None, ("127.0.0.1", 2))
-    assert [(e["event"], e["log_level"]) for e in logs] == [
-        ("dashboard client went away", "debug")] * 2 + [("dashboard connection failed", "error")]
-    assert "Traceback" not in capsys.readouterr().err
+    check_gone_clients_are_debug_lines(server, "dashboard", capsys)

@@ -27,6 +27,7 @@ from koordqueue.kube.api import Kind
 from koordqueue.kube.visibility.auth import Delegated, RequestHeaderConfig
 from koordqueue.kube.visibility.server import PREFIX, Routes, VisibilityServer
 from koordqueue.kube.visibility.view import PendingView, Publication
+from tests.unit.kube.quiet_server_checks import check_gone_clients_are_debug_lines
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -250,21 +251,4 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_failures_an_error(
 ) -> None:
     """socketserver's default printed a traceback on stderr for every poller that stopped
     while its answer was being written (an SSLEOFError in sendall)."""
-    from structlog.testing import capture_logs
-
-    server = serving[0]._server
-    with capture_logs() as logs:
-        for gone in (ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
-                     BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
-            try:
-                raise gone
-            except OSError:
-                server.handle_error(None, ("127.0.0.1", 1))
-        try:
-            raise ValueError("a bug of ours")
-        except ValueError:
-            server.handle_error(None, ("127.0.0.1", 2))
-    assert [(e["event"], e["log_level"]) for e in logs] == [
-        ("visibility client went away", "debug")] * 3 + [
-        ("visibility connection failed", "error")]
-    assert "Traceback" not in capsys.readouterr().err
+    check_gone_clients_are_debug_lines(serving[0]._server, "visibility", capsys)
