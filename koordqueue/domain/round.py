@@ -316,6 +316,11 @@ class Record(Sequence[Outcome]):
                 self.carry(part)
 
     # --- reading -----------------------------------------------------------------------
+    def parts(self) -> list[Part]:
+        """The record's parts in order: a carried part is the same object in every record
+        that carries it (a reader across rounds may key what it read from it by identity)."""
+        return list(self._parts)
+
     def new(self) -> Iterator[Outcome]:
         """The entries first recorded by this round, in record order."""
         for part in self._parts:

@@ -16,6 +16,7 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any, Final
 
 import orjson
@@ -25,11 +26,11 @@ from koordqueue.domain import names
 from koordqueue.domain.pending import (
     PAUSE_EVERY,
     PendingOrder,
+    PendingReader,
     Verdict,
-    Verdicts,
     in_quota,
     own_quota_positions,
-    pending_order,
+    slack,
 )
 from koordqueue.domain.queue_unit import QueueUnit
 from koordqueue.domain.round import RoundResult
@@ -169,11 +170,13 @@ class PendingView:
         self._publication = publication
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
-        self._verdicts: Verdicts = {}
+        self._reader = PendingReader()
         self._static: dict[str, tuple[QueueUnit, bytes]] = {}
         """uid -> (the unit object, the JSON of its fields that only change with it)."""
         self._lines: dict[str, tuple[Verdict, bytes]] = {}
         """uid -> (its verdict, the JSON of its reason and message)."""
+        self._rendered: dict[str, _Slice] = {}
+        """Queue -> its run of items as last rendered."""
 
     def snapshot(self) -> Snapshot | None:
         """The last round's snapshot (None: no round yet, e.g. a standby)."""
@@ -183,7 +186,7 @@ class PendingView:
         with self._lock:  # one reader builds it; the others wait and reuse it
             current = self._snapshot
             if current is None or current.round is not last:
-                order = pending_order(last.result, self._verdicts, _breathe)
+                order = self._reader.read(last.result, _breathe)
                 paths = last.result.paths
                 if current is not None and current.same_order(order, paths):
                     # the same answers, over this order's columns: a resync re-reads every
@@ -192,14 +195,19 @@ class PendingView:
                     # (bench_visibility_live.py: a third of the GIL while polled)
                     current = self._snapshot = replace(current, round=last, order=order)
                     return current
-                if len(self._static) > len(order) or len(self._lines) > len(order):
+                if max(len(self._static), len(self._lines)) > slack(len(order)):
                     keep = {unit.uid for unit in order.units}
                     self._static = {k: v for k, v in self._static.items() if k in keep}
                     self._lines = {k: v for k, v in self._lines.items() if k in keep}
                 queues: dict[str, int] = {}
-                for queue in order.queues:
+                for queue, start, end in order.runs:
+                    queues[queue] = end - start
+                for queue in order.queues[order.tried :]:
                     queues[queue] = queues.get(queue, 0) + 1
                 positions = own_quota_positions(order, paths, _breathe)
+                if len(self._rendered) > len(order.runs):
+                    self._rendered = {q: self._rendered[q] for q, _, _ in order.runs
+                                      if q in self._rendered}
                 current = self._snapshot = Snapshot(last, order, positions, queues)
             return current
 
@@ -210,15 +218,70 @@ class PendingView:
         answer = self._kept(snap, key)
         if answer is None:
             queue = name or query.queue
-            order = snap.order
-            rows = array("l")
-            for i in range(len(order)):
-                if _matches(order, i, query, queue):
-                    rows.append(i)
-                if i % PAUSE_EVERY == PAUSE_EVERY - 1:
-                    _breathe()
-            answer = self._keep(snap, key, self._page(snap, rows, snap.in_own_quota, query))
+            rows = _rows(snap.order, query, queue)
+            if query.namespace or query.phase or 2 * min(query.limit, len(rows)) < len(rows):
+                page = self._page(snap, rows, snap.in_own_quota, query)
+            else:
+                page = self._page_by_runs(snap, rows, queue, query)
+            answer = self._keep(snap, key, page)
         return _summary(snap, name, answer)
+
+    def _page_by_runs(
+        self, snap: Snapshot, rows: array[int], queue: str, query: Query
+    ) -> tuple[int, bytes]:
+        """`_page` for a page of most of the queues' units: each queue's run of items is kept
+        from the last answer while the reader keeps its slice, and numbered again only where
+        its place moved (a round that changed one queue renders that queue's units)."""
+        order = snap.order
+        items: list[bytes] = []
+        for run, (name, _, _) in enumerate(order.runs):
+            if not queue or name == queue:
+                items.extend(self._run_items(snap, run))
+        start, end = query.offset, query.offset + query.limit
+        page = items[start:end]
+        if end > len(items):  # the units no round tries follow the runs in `rows`
+            rest = rows[len(items):][max(0, start - len(items)) : end - len(items)]
+            page.extend(self._items(snap, rest, snap.in_own_quota))
+        return len(rows), b",".join(page)
+
+    def _run_items(self, snap: Snapshot, run: int) -> list[bytes]:
+        order = snap.order
+        queue, start, end = order.runs[run]
+        key = order.slices[run]
+        base = snap.in_own_quota[start] - 1 if end > start else 0
+        with self._lock:
+            kept = self._rendered.get(queue)
+            if kept is None or kept.key is not key:
+                kept = self._rendered[queue] = self._pieces(order, start, end, key)
+            if kept.at != (start, base):
+                numbers = zip(kept.heads, range(start + 1, end + 1), kept.mids,
+                              range(base + 1, base + end - start + 1), kept.tails, strict=True)
+                items: list[bytes] = []
+                for _ in range(0, end - start, RUN_CHUNK):
+                    items.extend(RUN_ITEM % parts for parts in islice(numbers, RUN_CHUNK))
+                    _breathe()
+                kept.items, kept.at = items, (start, base)
+            return kept.items
+
+    def _pieces(self, order: PendingOrder, start: int, end: int, key: object) -> _Slice:
+        """A run's items cut around their three positions (callers hold the lock)."""
+        static, lines = self._static, self._lines
+        kept = _Slice(key)
+        for index in range(start, end):
+            if index % PAUSE_EVERY == PAUSE_EVERY - 1:
+                _breathe()
+            unit = order.units[index]
+            fixed = static.get(unit.uid)
+            if fixed is None or fixed[0] is not unit:
+                fixed = static[unit.uid] = (unit, _fixed_json(unit, order.queues[index]))
+            verdict = order.verdicts[index]
+            line = lines.get(unit.uid)
+            if line is None or line[0] is not verdict:
+                line = lines[unit.uid] = (verdict, _verdict_json(verdict))
+            kept.heads.append(b"{%s,\"position\":" % fixed[1])
+            kept.mids.append(b',"positionInQueue":%d,"positionInQuota":' % order.in_queue[index])
+            kept.tails.append(b",%s}" % line[1])
+        return kept
 
     def in_quota(self, snap: Snapshot, quota: str, query: Query) -> Parts:
         """elasticquotas/NAME/queueunits: the quota's subtree, positions within it."""
@@ -311,6 +374,27 @@ class PendingView:
         }
 
 
+@dataclass(slots=True)
+class _Slice:
+    """A queue's run of items as last rendered: each item cut around its position in the
+    round, in its queue and in its quota (`RUN_ITEM`), and the items as numbered `at`."""
+
+    key: object
+    """The reader's slice these pieces were cut from (`PendingOrder.slices`)."""
+    heads: list[bytes] = field(default_factory=list)
+    mids: list[bytes] = field(default_factory=list)
+    tails: list[bytes] = field(default_factory=list)
+    at: tuple[int, int] = (-1, -1)
+    """(the run's start in the order, its quota's count before it) `items` are numbered from."""
+    items: list[bytes] = field(default_factory=list)
+
+
+RUN_ITEM: Final = b"%s%d%s%d%s"
+"""head, position, mid, position in its quota, tail: `ITEM` of a tried unit."""
+RUN_CHUNK: Final = 1024
+"""Items numbered between two breaths (~0.3 ms)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Parts:
     """An answer as pieces sent one after another: its items are a kept blob of megabytes,
@@ -361,6 +445,28 @@ def _fixed_json(unit: QueueUnit, queue: str) -> bytes:
 
 def _verdict_json(verdict: Verdict) -> bytes:
     return orjson.dumps({"reason": verdict[1].value, "message": verdict[2]})[1:-1]
+
+
+def _rows(order: PendingOrder, query: Query, queue: str) -> array[int]:
+    """The indexes of the units matching: by slices of the order where only the queue is
+    asked (a poll of everything walks no unit)."""
+    if query.namespace or query.phase:
+        rows = array("l")
+        for i in range(len(order)):
+            if _matches(order, i, query, queue):
+                rows.append(i)
+            if i % PAUSE_EVERY == PAUSE_EVERY - 1:
+                _breathe()
+        return rows
+    if not queue:
+        return array("l", range(len(order)))
+    rows = array("l")
+    for name, start, end in order.runs:
+        if name == queue:
+            rows.extend(range(start, end))
+    queues = order.queues
+    rows.extend(i for i in range(order.tried, len(order)) if queues[i] == queue)
+    return rows
 
 
 def _matches(order: PendingOrder, index: int, query: Query, queue: str) -> bool:

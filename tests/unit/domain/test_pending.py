@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL, STOP_POLICY_ANNOTATION, STOP_POLICY_HOLD
 from koordqueue.domain.pending import (
+    NOT_TRIED,
     PAUSE_EVERY,
+    PendingOrder,
+    PendingReader,
     in_quota,
     own_quota_positions,
     pending_order,
@@ -16,8 +21,8 @@ from koordqueue.domain.pending import (
 from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
-from koordqueue.domain.round import Admit, QueueHeld
-from koordqueue.domain.verdict import Reason
+from koordqueue.domain.round import Admit, Outcome, QueueHeld, RoundResult
+from koordqueue.domain.verdict import Reason, verdict_message, verdict_of
 
 HOLD = {STOP_POLICY_ANNOTATION: STOP_POLICY_HOLD}
 
@@ -132,7 +137,7 @@ def test_a_held_queue_keeps_its_admitted_units() -> None:
     assert engine.is_admitted("early")
 
 
-def test_a_readers_pause_is_called_every_pause_every_units_and_changes_nothing() -> None:
+def test_a_readers_pause_is_called_as_it_reads_and_changes_nothing() -> None:
     """The visibility API hands the interpreter to the admission loop through `pause`
     (kube/visibility/view.py); the order must not depend on it."""
     engine = AdmissionEngine(oversell_rate="1")
@@ -147,9 +152,112 @@ def test_a_readers_pause_is_called_every_pause_every_units_and_changes_nothing()
     plain = pending_order(result)
     assert paused.units == plain.units and paused.verdicts == plain.verdicts
     assert list(paused.in_queue) == list(plain.in_queue) and paused.tried == plain.tried
-    # the record's entries (every unit, plus the admitted one's) and the pending units
-    assert len(calls) == len(result.outcomes) // PAUSE_EVERY + len(paused) // PAUSE_EVERY
+    # at least every PAUSE_EVERY entries of the record read and units given a verdict
+    assert len(calls) >= len(result.outcomes) // PAUSE_EVERY + len(paused) // PAUSE_EVERY
     positions = own_quota_positions(plain, result.paths)
     calls.clear()
     assert own_quota_positions(paused, result.paths, lambda: calls.append(1)) == positions
-    assert len(calls) == len(paused) // PAUSE_EVERY
+    assert len(calls) == len(paused.runs) == 1
+
+
+# --- a reader across rounds ------------------------------------------------------------------
+def reference_rows(result: RoundResult) -> list[tuple[str, str, int, str, str]]:
+    """The order as the record defines it, read the plain way: each unit's last entry, the
+    waiting queues in order, then the units no round tries in record order."""
+    last: dict[str, Outcome] = {}
+    for outcome in result.outcomes:
+        last[outcome.unit.uid] = outcome
+    rows = []
+    for queue, waiting in result.waiting.items():
+        for index, u in enumerate(waiting, start=1):
+            outcome = last[u.uid]
+            rows.append((u.uid, queue, index, verdict_of(outcome).value,
+                         verdict_message(outcome)))
+    for outcome in last.values():
+        if isinstance(outcome, NOT_TRIED):
+            labels = outcome.unit.labels
+            rows.append((outcome.unit.uid, labels.get(QUOTA_NAME_LABEL, ""), 0,
+                         verdict_of(outcome).value, verdict_message(outcome)))
+    return rows
+
+
+def reference_own_quota(order: PendingOrder, paths: dict[str, tuple[str, ...]]) -> list[int]:
+    counters: dict[str, int] = {}
+    out = []
+    for index, queue in enumerate(order.queues):
+        if index >= order.tried:
+            out.append(0)
+            continue
+        for quota in paths.get(queue) or (queue,):
+            counters[quota] = counters.get(quota, 0) + 1
+        out.append(counters[queue])
+    return out
+
+
+def rows_of(order: PendingOrder) -> list[tuple[str, str, int, str, str]]:
+    return [(u.uid, q, n, v[1].value, v[2])
+            for u, q, n, v in zip(order.units, order.queues, order.in_queue, order.verdicts,
+                                  strict=True)]
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from(["a", "b", "parent", "solo", "gone", ""]),
+                  st.integers(1, 3), st.integers(0, 2)),
+        st.tuples(st.just("remove"), st.integers(0, 40), st.just(0), st.just(0)),
+        st.tuples(st.just("hold"), st.sampled_from(["a", "solo"]), st.booleans(), st.just(0)),
+        st.tuples(st.just("round"), st.just(""), st.just(0), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+@settings(max_examples=80, deadline=None)
+@given(ops=OPS)
+def test_a_reader_across_rounds_reads_each_round_as_the_record_defines_it(
+    incremental: bool, ops: list[tuple[str, str, int, int]]
+) -> None:
+    """Whatever the rounds did, the reader that keeps slices and parts from earlier rounds
+    gives each round's order, verdicts and positions as a plain read of its record."""
+    engine = tree_engine(incremental=incremental)
+    reader = PendingReader()
+    made: list[str] = []
+    now = 0.0
+    for op, target, amount, priority in [*ops, ("round", "", 0, 0)]:
+        if op == "add":
+            name = f"u{len(made)}"
+            made.append(name)
+            engine.upsert_unit(unit(name, target or None, cpu=str(amount), priority=priority))
+        elif op == "remove" and made:
+            engine.remove_unit(made[amount % len(made)])
+        elif op == "hold":
+            engine.upsert_queue(target, "Priority", HOLD if amount else {})
+        elif op == "round":
+            now += 1.0
+            result = engine.run_round(now)
+            order = reader.read(result)
+            assert rows_of(order) == reference_rows(result)
+            assert [order.position(i) for i in range(len(order))] == [
+                i + 1 if i < order.tried else None for i in range(len(order))]
+            assert list(own_quota_positions(order, result.paths)) == reference_own_quota(
+                order, result.paths)
+
+
+def test_a_quiet_round_rebuilds_nothing_and_a_busy_queue_only_its_slice() -> None:
+    """15,000 units behind a busy queue cost the reader the busy queue's units (fails if each
+    read builds every slice again)."""
+    engine = tree_engine()
+    for i in range(300):
+        engine.upsert_unit(unit(f"s{i}", "solo", cpu="2"))  # never fits solo's 1 cpu
+    for i in range(3):
+        engine.upsert_unit(unit(f"b{i}", "b", cpu="3"))  # never fits b's 2 cpu
+    reader = PendingReader()
+    first = reader.read(engine.run_round(0.0))
+    assert reader.rebuilt == len(first) == 303
+    second = reader.read(engine.run_round(1.0))
+    assert reader.rebuilt == 0 and rows_of(second) == rows_of(first)
+    engine.upsert_unit(unit("b3", "b", cpu="3"))
+    third = reader.read(engine.run_round(2.0))
+    assert reader.rebuilt == 4
+    assert [u.name for u in third.units if u.name.startswith("b")] == ["b0", "b1", "b2", "b3"]

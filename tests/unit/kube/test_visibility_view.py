@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL
@@ -18,6 +20,8 @@ from koordqueue.kube.visibility.view import (
     Publication,
     Query,
     Snapshot,
+    _matches,
+    _rows,
     parse_query,
 )
 
@@ -132,3 +136,98 @@ def test_a_new_unit_or_a_moved_quota_rebuilds_the_order() -> None:
     assert third.paths["q"] == ("q", "top")
     top = orjson.loads(bytes(view.in_quota(third, "top", Query())))
     assert [i["positionInQuota"] for i in top["items"]] == [1, 2, 3]
+
+
+def test_every_query_selects_the_units_a_walk_of_the_order_would() -> None:
+    """Selection by slices (queue only, or nothing asked) against the walk by each unit."""
+    engine = AdmissionEngine()
+    for name in ("q", "r"):
+        engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="1")))
+        engine.upsert_queue(name, "Priority")
+    for i, (quota, ns) in enumerate([("q", "x"), ("r", "y"), ("q", "y"), ("gone", "x"),
+                                     ("r", "x"), ("q", "x"), ("gone", "y")]):
+        engine.upsert_unit(QueueUnit(ns, f"u{i}", uid=f"u{i}", resource=Resources.of(cpu="1"),
+                                     labels={QUOTA_NAME_LABEL: quota}))
+    publication = Publication()
+    view = PendingView(publication)
+    publication.publish(engine.run_round(1.0), 1.0)
+    snap = view.snapshot()
+    assert snap is not None and snap.order.tried < len(snap.order)  # "gone": not tried
+    for query in (Query(), Query(queue="q"), Query(queue="gone"), Query(queue="r", namespace="x"),
+                  Query(namespace="y"), Query(phase="Enqueued"), Query(queue="none")):
+        for name in ("", "r"):
+            want = name or query.queue
+            walked = [i for i in range(len(snap.order))
+                      if _matches(snap.order, i, query, want)]
+            assert list(_rows(snap.order, query, want)) == walked, (query, name)
+    assert [i["metadata"]["name"] for i in orjson.loads(
+        bytes(view.pending(snap, Query(queue="gone"))))["items"]] == ["u3", "u6"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "remove", "round"]),
+                          st.sampled_from(["parent", "a", "b", "gone"]), st.integers(0, 30)),
+                max_size=40),
+       st.integers(0, 6), st.integers(1, 40))
+def test_items_kept_by_runs_are_the_items_rendered_unit_by_unit(
+    ops: list[tuple[str, str, int]], offset: int, limit: int
+) -> None:
+    """Round after round (queues growing, shrinking, moving in the order), an answer put
+    together from each queue's kept run of items is the one rendered unit by unit."""
+    engine = AdmissionEngine()
+    engine.upsert_quota(QuotaSpec("parent", max=Resources.of(cpu="2"), is_parent=True))
+    for name in ("a", "b"):
+        engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="1"), parent="parent"))
+    for name in ("parent", "a", "b"):
+        engine.upsert_queue(name, "Priority")
+    publication = Publication()
+    view = PendingView(publication)
+    made: list[str] = []
+    for step, (op, quota, n) in enumerate([*ops, ("round", "", 0)]):
+        if op == "add":
+            made.append(f"u{len(made)}")
+            engine.upsert_unit(QueueUnit("ns", made[-1], uid=made[-1], priority=n % 3,
+                                         resource=Resources.of(cpu=str(1 + n % 2)),
+                                         labels={QUOTA_NAME_LABEL: quota}))
+        elif op == "remove" and made:
+            engine.remove_unit(made[n % len(made)])
+        elif op == "round":
+            publication.publish(engine.run_round(float(step)), float(step))
+            snap = view.snapshot()
+            assert snap is not None
+            for queue in ("", "a", "b", "parent", "gone"):
+                for query in (Query(queue=queue), Query(queue=queue, offset=offset, limit=limit)):
+                    rows = _rows(snap.order, query, queue)
+                    by_unit = view._page(snap, rows, snap.in_own_quota, query)
+                    assert view._page_by_runs(snap, rows, queue, query) == by_unit, query
+
+
+def test_a_queue_moved_down_the_order_is_numbered_again_from_its_kept_pieces() -> None:
+    """b's units do not change while a grows ahead of them: b's items keep their pieces and
+    take their new positions (fails if a kept run is not numbered again, or is cut again)."""
+    engine = AdmissionEngine()
+    for name in ("a", "b"):
+        engine.upsert_quota(QuotaSpec(name, max=Resources.of(cpu="1")))
+        engine.upsert_queue(name, "Priority")
+
+    def add(name: str, quota: str) -> None:  # 5 cpu: never fits
+        engine.upsert_unit(QueueUnit("ns", name, uid=name, resource=Resources.of(cpu="5"),
+                                     labels={QUOTA_NAME_LABEL: quota}, created=len(name)))
+
+    for name, quota in (("a1", "a"), ("b1", "b"), ("b2", "b")):
+        add(name, quota)
+    publication = Publication()
+    view = PendingView(publication)
+    heads = []
+    for step in range(2):
+        if step:
+            add("a22", "a")
+        publication.publish(engine.run_round(float(step)), float(step))
+        snap = view.snapshot()
+        assert snap is not None
+        items = orjson.loads(bytes(view.pending(snap, Query())))["items"]
+        assert [(i["metadata"]["name"], i["position"], i["positionInQueue"])
+                for i in items if i["queueName"] == "b"] == [("b1", 2 + step, 1),
+                                                             ("b2", 3 + step, 2)]
+        heads.append(view._rendered["b"].heads)
+    assert heads[0] is heads[1]
