@@ -1,7 +1,7 @@
 """Admission on the real controller with a large backlog, with and without a visibility poller.
 
     python bench/bench_visibility_live.py [--pending 15000] [--windows 6] [--jobs 400]
-                                          [--quotas 10] [--poll 1.0] [--limit 15000]
+                                          [--quotas 10] [--poll 1.0] [--limit 15000] [--plain]
 
 Issue 27 part 1, as an operator meets it: `koordqueue run` on the test control plane (etcd +
 kube-apiserver with the aggregation layer), its visibility API registered by an APIService,
@@ -10,7 +10,8 @@ and polled (the order flipped every pair, as bench_visibility.py, because this b
 are as large as the effect): each window creates `--jobs` suspended Jobs into quotas with room
 (bench/burst.py's creators and watch) and measures create -> un-suspend. In a polled window a
 client in its own process asks the API server for every pending unit (`pendingunits?limit=`)
-every `--poll` seconds, as `kubectl get --raw` does: through the aggregator, which
+every `--poll` seconds, as `kubectl get --raw` does (with Accept-Encoding: gzip, as kubectl
+and client-go send it; `--plain`: without): through the aggregator, which
 authenticates the caller and proxies to the controller, which reviews the caller's access
 (TokenReview / SubjectAccessReview) and answers. Each answer is checked to hold the backlog.
 
@@ -18,8 +19,9 @@ bench_visibility.py measures the same question on the pure engine's rounds (mill
 where any process sharing the 2 cores shows); this one measures the latency an operator's Job
 sees, with the API server, etcd and the aggregator's proxying in the path.
 
-Prints per condition p50 / p99 / max create -> un-suspend, controller CPU per Job, the ratios
-polled / quiet, the poller's answer times and sizes, and the machine yardstick.
+Prints per condition p50 / p99 / max create -> un-suspend, controller CPU per Job, the API
+server's and etcd's CPU per Job, the ratios polled / quiet, the poller's answer times and
+sizes (decoded), and the machine yardstick.
 """
 
 from __future__ import annotations
@@ -66,14 +68,15 @@ HELD = "held"
 """The quota of max 0 the backlog waits in."""
 
 
-def poll(kubeconfig: str, every: float, limit: int, expect: int, out: str) -> None:
+def poll(kubeconfig: str, every: float, limit: int, expect: int, out: str, *, gz: bool) -> None:
     """The poller process: GET every pending unit through the API server every `every` s,
-    until killed; one JSON line per answer (wall time, seconds, bytes, items, total)."""
+    until killed; one JSON line per answer (wall time, seconds, bytes, items, total). `gz`:
+    with Accept-Encoding: gzip, as kubectl and client-go ask."""
     api = KubeApi(load_api_client(kubeconfig)).with_timeout(30)
     with open(out, "a", buffering=1) as sink:
         while True:
             t0 = time.time()
-            answer = api.request("GET", PENDING_PATH, query=[("limit", str(limit))])
+            answer = api.request("GET", PENDING_PATH, query=[("limit", str(limit))], gzip=gz)
             took = time.time() - t0
             items = len(answer.get("items") or [])
             sink.write(json.dumps({"at": t0, "s": round(took, 4), "items": items,
@@ -146,11 +149,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=15000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--log", default="/tmp/bench_visibility_live.log")
+    parser.add_argument("--plain", action="store_true",
+                        help="the poller does not ask for gzip (kubectl and client-go do)")
     parser.add_argument("--poller", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.poller:  # the child: poll until killed
         kubeconfig, out, expect = args.poller.split(",")
-        poll(kubeconfig, args.poll, args.limit, int(expect), out)
+        poll(kubeconfig, args.poll, args.limit, int(expect), out, gz=not args.plain)
         return
     cal = calibrate()
     total_jobs = args.windows * 2 * args.jobs
@@ -181,15 +186,18 @@ def main() -> None:
             held = wait_pending(api, args.pending, timeout=600)
             print(f"backlog: {held} pending units in {time.time() - t0:.0f} s", file=sys.stderr)
             time.sleep(5)  # the backlog's status writes settle
-            results = windows(args, api, pid, kubeconfig=str(cp.kubeconfig), tmp=tmp)
+            results = windows(args, api, pid, kubeconfig=str(cp.kubeconfig), tmp=tmp,
+                              servers=list(cp.pids))
     report(args, cal, results, held)
 
 
 def windows(args: argparse.Namespace, api: KubeApi, pid: int, *, kubeconfig: str,
-            tmp: Path) -> dict[str, Any]:
-    """Alternating quiet / polled windows; per condition the pooled latencies and CPU."""
+            tmp: Path, servers: list[int]) -> dict[str, Any]:
+    """Alternating quiet / polled windows; per condition the pooled latencies and CPU (the
+    controller's, and the API server's and etcd's: `servers`)."""
     lat: dict[str, list[float]] = {"quiet": [], "polled": []}
     cpu: dict[str, float] = {"quiet": 0.0, "polled": 0.0}
+    server_cpu: dict[str, float] = {"quiet": 0.0, "polled": 0.0}
     per_window: list[dict[str, Any]] = []
     polls = tmp / "polls.jsonl"
     resumed = lambda job: (job.get("spec") or {}).get("suspend") is False  # noqa: E731
@@ -207,14 +215,17 @@ def windows(args: argparse.Namespace, api: KubeApi, pid: int, *, kubeconfig: str
             if condition == "polled":
                 poller = subprocess.Popen(
                     [sys.executable, __file__, "--poll", str(args.poll), "--limit",
-                     str(args.limit), "--poller", f"{kubeconfig},{polls},{args.pending}"],
+                     str(args.limit), "--poller", f"{kubeconfig},{polls},{args.pending}",
+                     *(["--plain"] if args.plain else [])],
                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
             time.sleep(1.5)  # unmeasured: the poller's start-up and first answer
             cpu0 = cpu_seconds(pid)
+            server0 = sum(cpu_seconds(p) for p in servers)
             began = time.time()
             burst = run_burst(api, JOB, ns, jobs, reached=resumed, pid=pid,
                               clients=args.clients)
             used = cpu_seconds(pid) - cpu0
+            server_used = sum(cpu_seconds(p) for p in servers) - server0
             if poller is not None:
                 poller.terminate()
                 poller.wait(10)
@@ -224,13 +235,16 @@ def windows(args: argparse.Namespace, api: KubeApi, pid: int, *, kubeconfig: str
                 raise SystemExit(f"window {n}: {len(got)} of {len(jobs)} Jobs un-suspended")
             lat[condition] += got
             cpu[condition] += used
+            server_cpu[condition] += server_used
             per_window.append({"condition": condition, **figures(got, used, len(got)),
+                               "server_cpu_ms_per_job": round(1000 * server_used / len(got), 3),
                                "stages_s": summary(burst, "controller_to_resume")["stages_s"],
                                "resyncs": resyncs_between(args.log, began, time.time())})
             print(json.dumps(per_window[-1]), file=sys.stderr)
     answers = [json.loads(line) for line in polls.read_text().splitlines()] if polls.exists() \
         else []
-    return {"latencies": lat, "cpu": cpu, "windows": per_window, "answers": answers}
+    return {"latencies": lat, "cpu": cpu, "server_cpu": server_cpu, "windows": per_window,
+            "answers": answers}
 
 
 def report(args: argparse.Namespace, cal: Any, results: dict[str, Any], held: int) -> None:
@@ -239,6 +253,8 @@ def report(args: argparse.Namespace, cal: Any, results: dict[str, Any], held: in
     polled = figures(lat["polled"], cpu["polled"], len(lat["polled"]))
     answers = [a for a in results["answers"] if "s" in a]
     errors = [a["error"] for a in results["answers"] if "error" in a]
+    server = {c: round(1000 * results["server_cpu"][c] / max(len(lat[c]), 1), 3)
+              for c in ("quiet", "polled")}
     window_p99 = {c: [w["latency_s"]["p99"] for w in results["windows"] if w["condition"] == c]
                   for c in ("quiet", "polled")}
     out = {
@@ -249,7 +265,10 @@ def report(args: argparse.Namespace, cal: Any, results: dict[str, Any], held: in
             "p99": round(polled["latency_s"]["p99"] / quiet["latency_s"]["p99"], 2),
             "cpu_per_job": round(polled["controller_cpu_ms_per_job"]
                                  / quiet["controller_cpu_ms_per_job"], 2),
+            "server_cpu_per_job": round(server["polled"] / max(server["quiet"], 1e-9), 2),
         },
+        "server_cpu_ms_per_job": server,
+        "poller_gzip": not args.plain,
         "window_p99_s": window_p99,
         "window_p99_median_ratio": round(statistics.median(window_p99["polled"])
                                          / statistics.median(window_p99["quiet"]), 2),
@@ -275,6 +294,9 @@ def report(args: argparse.Namespace, cal: Any, results: dict[str, Any], held: in
     print(f"  polled / quiet: p50 {r['p50']}x  p99 {r['p99']}x  CPU per Job "
           f"{r['cpu_per_job']}x  (median of per-window p99s: "
           f"{out['window_p99_median_ratio']}x)")
+    print(f"  API server + etcd CPU per Job: quiet {server['quiet']:.2f} ms, polled "
+          f"{server['polled']:.2f} ms ({r['server_cpu_per_job']}x); the poller asks "
+          f"{'with gzip' if not args.plain else 'plain'}")
     p = out["poller"]
     print(f"  poller: {p['answers']} answers of {p['items_min']}+ units "
           f"(~{p['bytes_median']} bytes), p50 {p['answer_s_p50']} s, max {p['answer_s_max']} s, "

@@ -64,7 +64,9 @@ class ReadOnlyApi:
         return self._api.list_with_version(kind, namespace)
 
     def get(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return self._api.request("GET", path, query=list((query or {}).items()))
+        # the visibility API's answers are megabytes of JSON: asked for gzipped
+        return self._api.request("GET", path, query=list((query or {}).items()),
+                                 gzip=path.startswith(VISIBILITY))
 
 
 class DashboardFeed:

@@ -88,7 +88,7 @@ class Cluster:
         query = {k: v for k, v in (params or {}).items() if v not in (None, "")}
         target = f"{VISIBILITY}/{path}" + (f"?{urlencode(query)}" if query else "")
         try:
-            return self.api.request("GET", target)
+            return self.api.request("GET", target, gzip=True)  # megabytes of JSON
         except ApiError as exc:
             raise PluginError(
                 MSG_NO_VISIBILITY.format(error=exc.message or exc.reason, apiservice=APISERVICE)

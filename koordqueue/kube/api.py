@@ -41,7 +41,7 @@ from koordqueue.kube.api_errors import (
     wait_hint,
     with_retries,
 )
-from koordqueue.kube.curl_transport import CurlTransport, usable
+from koordqueue.kube.curl_transport import ACCEPT_ENCODING, CurlTransport, usable
 from koordqueue.kube.transport import FencedError, Transport, not_leader
 from koordqueue.kube.wire import dumps, loads, without_managed_fields
 
@@ -328,12 +328,16 @@ class KubeApi:
         content_type: str = "application/json",
         *,
         accept: str = "application/json",
+        gzip: bool = False,
     ) -> dict[str, Any]:
+        """`gzip`: ask for the answer gzip-encoded (decoded here), for long answers that cross
+        a network, as the visibility API's."""
         pairs = list(query)
         budget = time.monotonic() + self.timeout
         for retries in range(MAX_RETRIES + 1):
             try:
-                return self._attempt(method, path, body, pairs, content_type, accept=accept)
+                return self._attempt(method, path, body, pairs, content_type, accept=accept,
+                                     gzip=gzip)
             except ApiError as exc:
                 wait = exc.wait_hint
                 if (exc.retry_after is None or retries == MAX_RETRIES
@@ -352,6 +356,7 @@ class KubeApi:
         content_type: str,
         *,
         accept: str = "application/json",
+        gzip: bool = False,
     ) -> dict[str, Any]:
         """One attempt of `request`."""
         fence = None if method == "GET" else self.fence
@@ -364,8 +369,11 @@ class KubeApi:
                 getattr(client, "rest_client", None), "pool_manager"
             )
         if not generated:
-            return self._request(method, path, body, query, content_type, accept=accept)
+            return self._request(method, path, body, query, content_type, accept=accept,
+                                 gzip=gzip)
         headers = {"Accept": accept, "Content-Type": content_type}
+        if gzip:
+            headers[ACCEPT_ENCODING] = "gzip"
         serialized = self.api_client.param_serialize(
             method,
             path,
@@ -403,6 +411,7 @@ class KubeApi:
         content_type: str,
         *,
         accept: str = "application/json",
+        gzip: bool = False,
     ) -> dict[str, Any]:
         """One attempt through libcurl (curl_transport.py), or urllib3's pool where libcurl
         cannot make the same connection (a proxy, a TLS server name: transport.py)."""
@@ -413,6 +422,8 @@ class KubeApi:
         pairs = query
         target = f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
         headers = {**transport.headers, "Accept": accept}
+        if gzip:
+            headers[ACCEPT_ENCODING] = "gzip"
         data: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type

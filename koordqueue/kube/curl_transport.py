@@ -57,6 +57,9 @@ UNCONNECTED: Final = frozenset({
     pycurl.E_SSL_CONNECT_ERROR,
 })
 """libcurl's errors for a request that never left: safe to send again, whatever the verb."""
+ACCEPT_ENCODING: Final = "Accept-Encoding"
+"""A request header `prepare` hands to libcurl instead (CURLOPT_ACCEPT_ENCODING: it sends it
+and decodes the answer)."""
 UPLOAD_BUFFER: Final = 16 * 1024
 """Bytes of each handle's upload buffer: libcurl's minimum, against its 64 KiB default. A
 controller holds a handle per API-calling thread (~110 with the 64 writers), and our request
@@ -367,8 +370,11 @@ class _Handle:
         else:
             curl.setopt(pycurl.POSTFIELDS, body)
             curl.setopt(pycurl.CUSTOMREQUEST, None if method == "POST" else method)
+        # an Accept-Encoding asked for is libcurl's to send and to decode (none: none)
+        curl.setopt(pycurl.ACCEPT_ENCODING, headers.get(ACCEPT_ENCODING))
         # "Expect:" off: no 100-continue round trip before a large body
-        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()] + ["Expect:"])
+        curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()
+                                        if k != ACCEPT_ENCODING] + ["Expect:"])
         curl.setopt(pycurl.WRITEDATA, out)
         return out
 

@@ -620,6 +620,10 @@ class ControlPlane:
         write_kubeconfig(self.kubeconfig, self.server, pki)
 
 
+    def admin_context(self) -> ssl.SSLContext:
+        """TLS as the admin user (for a test that reads an answer's headers itself)."""
+        return self._admin_context()
+
     def _admin_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self._pki["ca.crt"]))
         ctx.load_cert_chain(str(self._pki["admin.crt"]), str(self._pki["admin.key"]))

@@ -10,16 +10,21 @@ authorizes with SubjectAccessReviews. In the test plane the Service is an Extern
 
 from __future__ import annotations
 
+import gzip
+import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
 from koordqueue.domain import names
 from koordqueue.domain.pending import pending_units
+from koordqueue.kube.api import KubeApi, load_api_client
+from tests.controlplane.harness import ControlPlane
 from tests.e2e import kq
 from tests.e2e.running_controller import RunningController
 from tests.e2e.visibility_served import BASE, queue_unit, serving
@@ -110,3 +115,37 @@ def test_callers_need_the_viewer_role(kubectl: Any, aggregated: RunningControlle
         )
     finally:
         kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found", check=False)
+
+
+def test_a_long_answer_goes_gzipped_to_a_client_that_asks_and_reads_the_same(
+    kubectl: Any, aggregated: RunningController, control_plane: ControlPlane, kubeconfig: Path
+) -> None:
+    """60 pending units (~20 KB of JSON): through the aggregator, a client sending
+    Accept-Encoding: gzip (as kubectl and client-go do) gets them gzip-encoded, and kubectl,
+    KubeApi (libcurl) and a plain gunzip all read the same items."""
+    ns = kq.namespace(kubectl, kq.unique("vis-gz"))
+    quota = kq.unique("vis-gz")
+    kubectl.apply(kq.quota(quota, max_={"cpu": "0"}))
+    kubectl.apply({"apiVersion": "v1", "kind": "List", "items": [
+        queue_unit(f"u{i:02d}", ns, quota, "1", i % 5) for i in range(60)]})
+    path = f"{BASE}/queues/{quota}/queueunits"
+    kq.wait_for(lambda: len(_raw(kubectl, path)["items"]) == 60, what="60 pending units")
+    split = urlsplit(control_plane.server)
+    conn = http.client.HTTPSConnection(split.hostname, split.port,
+                                       context=control_plane.admin_context())
+    conn.request("GET", path, headers={"Accept-Encoding": "gzip"})
+    response = conn.getresponse()
+    raw = response.read()
+    conn.close()
+    assert response.status == 200, raw[:300]
+    assert response.getheader("Content-Encoding") == "gzip"
+    decoded = json.loads(gzip.decompress(raw))
+    assert len(raw) * 5 < len(json.dumps(decoded))  # (JSON of 60 alike units: ~10x smaller)
+    items = decoded["items"]
+    assert [i["positionInQueue"] for i in items] == list(range(1, 61))
+    assert [i["priority"] for i in items] == sorted((i % 5 for i in range(60)), reverse=True)
+    names_in = [i["metadata"]["name"] for i in items]
+    assert [i["metadata"]["name"] for i in _raw(kubectl, path)["items"]] == names_in
+    api = KubeApi(load_api_client(str(kubeconfig)))
+    assert [i["metadata"]["name"] for i in api.request("GET", path, gzip=True)["items"]] \
+        == names_in

@@ -4,7 +4,7 @@ An aggregated API server's surface, on the standard library's threading HTTP ser
 thread per connection, HTTP/1.1 keep-alive for the aggregator's pooled connections): every
 request but the health paths is authenticated and authorized (auth.py) before it is read;
 answers come from `PendingView` (view.py), never from the engine. Read-only: anything but
-GET is refused with 405.
+GET is refused with 405. Long answers go gzip-encoded to clients that accept it.
 
     /apis/visibility.koord-queue.io/v1alpha1/pendingunits               every pending unit
     /apis/visibility.koord-queue.io/v1alpha1/queues[/NAME[/queueunits]]
@@ -28,6 +28,7 @@ from koordqueue.domain import names
 from koordqueue.kube.api import ApiError
 from koordqueue.kube.http_serving import QuietServer
 from koordqueue.kube.visibility.auth import Attributes, Delegated, Headers, User
+from koordqueue.kube.visibility.gzip_answer import GzipAnswers, accepts_gzip
 from koordqueue.kube.visibility.view import (
     API_VERSION,
     BadQuery,
@@ -45,6 +46,9 @@ HEALTH_PATHS: Final = frozenset({"/healthz", "/readyz", "/livez"})
 """Answered without authentication (k8s.io/apiserver's AlwaysAllowPaths)."""
 POLL_INTERVAL: Final = 0.1
 """Seconds between the accept loop's looks at a shutdown request (how long stop() takes)."""
+GZIP_FROM: Final = 16 * 1024
+"""Answers at least this long go gzip-encoded to a client that accepts it (gzip_answer.py);
+shorter ones are not worth the client's inflating."""
 MSG_NO_ROUND: Final = (
     "no admission round yet: this replica is starting or is the standby (the leader serves)"
 )
@@ -224,8 +228,15 @@ class _Handler(BaseHTTPRequestHandler):
             chunks = body.chunks
         else:
             chunks = (body if isinstance(body, bytes) else orjson.dumps(body),)
+        gzipped = (sum(len(chunk) for chunk in chunks) >= GZIP_FROM
+                   and accepts_gzip(self.headers.get("Accept-Encoding")))
+        if gzipped:
+            chunks = self.server.gzip.encode(chunks)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Vary", "Accept-Encoding")
         self.send_header("Content-Length", str(sum(len(chunk) for chunk in chunks)))
         self.end_headers()
         for chunk in chunks:
@@ -237,6 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(QuietServer):
     routes: Routes
+    gzip: GzipAnswers
     handshake_timeout: float = 10.0
     what = "visibility"  # (its log lines: http_serving.py; bench_visibility_live.py had
     # printed socketserver's traceback for every poller it stopped)
@@ -261,6 +273,7 @@ class VisibilityServer:
         context.load_verify_locations(cadata=routes.auth.config.client_ca)
         server = _Server((host, port), _Handler, bind_and_activate=True)
         server.routes = routes
+        server.gzip = GzipAnswers()
         server.socket = context.wrap_socket(
             server.socket, server_side=True, do_handshake_on_connect=False
         )

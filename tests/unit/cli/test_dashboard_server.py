@@ -45,7 +45,7 @@ class FakeApi:
                                                "total": 0, "items": []}
 
     def request(self, method: str, path: str, body: object = None,
-                query: Any = (), content_type: str = "") -> dict[str, Any]:
+                query: Any = (), content_type: str = "", gzip: bool = False) -> dict[str, Any]:
         self.requests.append((method, path))
         if self.pending is None:
             raise ApiError(503, "ServiceUnavailable", "no admission round yet", method, path)

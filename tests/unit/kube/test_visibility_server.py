@@ -7,6 +7,7 @@ SubjectAccessReview; answers come from the last published round.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import shutil
 import ssl
@@ -252,3 +253,34 @@ def test_a_client_gone_mid_answer_is_a_debug_line_and_other_failures_an_error(
     """socketserver's default printed a traceback on stderr for every poller that stopped
     while its answer was being written (an SSLEOFError in sendall)."""
     check_gone_clients_are_debug_lines(serving[0]._server, "visibility", capsys)
+
+
+def test_a_long_answer_is_gzipped_for_a_client_that_asks_and_only_then(serving: Any, pki: Path
+                                                                        ) -> None:
+    server, api, publication = serving
+    api.allowed.add(("alice", "list", "pendingunits"))
+    engine = AdmissionEngine()
+    engine.upsert_quota(QuotaSpec("q", max=Resources.of(cpu="0")))
+    engine.upsert_queue("q", "Priority")
+    for i in range(100):  # ~35 KB of JSON
+        engine.upsert_unit(unit(f"u{i:03d}", "q"))
+    publication.publish(engine.run_round(1.0), 1.0)
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / "proxy.crt"), str(pki / "proxy.key"))
+    answers = {}
+    for encoding in ("gzip", "identity"):
+        conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx)
+        conn.sock = ctx.wrap_socket(
+            __import__("socket").create_connection(("127.0.0.1", server.port)),
+            server_hostname="koordqueue-visibility.koord-queue.svc",
+        )
+        conn.request("GET", f"{PREFIX}/pendingunits",
+                     headers={**AGGREGATED, "Accept-Encoding": encoding})
+        response = conn.getresponse()
+        answers[encoding] = (response.getheader("Content-Encoding"), response.read())
+        conn.close()
+    encoding, body = answers["gzip"]
+    assert encoding == "gzip" and len(body) * 5 < len(answers["identity"][1])
+    assert answers["identity"][0] is None
+    assert orjson.loads(gzip.decompress(body)) == orjson.loads(answers["identity"][1])
+    assert len(orjson.loads(answers["identity"][1])["items"]) == 100
