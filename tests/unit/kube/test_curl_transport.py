@@ -6,6 +6,7 @@ answer's headers (Retry-After) reach the error."""
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 import time
@@ -26,7 +27,7 @@ class Server:
     """A one-thread-per-connection HTTP/1.1 server recording connections and requests.
 
     `mode` per request, in turn: "ok" answers 200, "drop" closes without answering, "429"
-    answers Too Many Requests with Retry-After: 0.
+    answers Too Many Requests with Retry-After: 0, "gzip" answers 200 gzip-encoded.
     """
 
     sock: socket.socket
@@ -79,6 +80,12 @@ class Server:
                         b"X-Kubernetes-PF-FlowSchema-UID: fs-1\r\n"
                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
                     )
+                    continue
+                if mode == "gzip":
+                    body = gzip.compress(ANSWER)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Encoding: gzip\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
                     continue
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(ANSWER), ANSWER))
@@ -242,3 +249,15 @@ def test_a_batch_waits_as_long_as_libcurl_asks_never_a_blind_second() -> None:
     assert runner.run() == {}
     assert runner.multi.selects == [0.005, MAX_WAIT, 1.0]  # type: ignore[attr-defined]
     assert MAX_WAIT <= 0.1
+
+
+def test_gzip_is_asked_for_and_decoded_only_where_a_request_asks(server: Server) -> None:
+    """The next request on the same handle (kept alive) asks for no encoding again."""
+    api = kube_api(server)
+    server.modes[:] = ["gzip", "ok"]
+    assert api.request("GET", "/apis/x", gzip=True)["metadata"]["name"] == "x"
+    assert api.request("GET", "/apis/x")["metadata"]["name"] == "x"
+    asked = [r.split(b"\r\n\r\n")[0].lower() for r in server.received]
+    assert b"accept-encoding: gzip" in asked[0]
+    assert b"accept-encoding" not in asked[1]
+    assert server.connections == 1
