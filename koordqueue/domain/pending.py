@@ -144,8 +144,10 @@ class _Read:
 class _Block:
     """One queue's slice of the order, with what it was built from."""
 
+    units: list[QueueUnit]
+    """The queue's waiting units as read (a unit equal by value keeps the slice)."""
     outcomes: list[Outcome | None]
-    """Each waiting unit's last entry (the units are the entries' units, in queue order)."""
+    """Each waiting unit's last entry."""
     verdicts: list[Verdict]
     in_queue: array[int]
 
@@ -183,8 +185,9 @@ class PendingReader:
                 continue
             outcomes = list(map(last.get, map(_UID, waiting)))
             block = self._blocks.get(queue)
-            if block is None or block.outcomes != outcomes:
-                block = self._block(outcomes, pause)
+            if block is None or block.outcomes != outcomes or block.units != waiting:
+                # (a unit changed while its entry was carried: its items change with it)
+                block = self._block(waiting, outcomes, pause)
                 self.rebuilt += len(waiting)
             blocks[queue] = block
             start = len(units)
@@ -237,7 +240,10 @@ class PendingReader:
         self._reads = reads
         return last, not_tried
 
-    def _block(self, outcomes: list[Outcome | None], pause: Callable[[], object] | None) -> _Block:
+    def _block(
+        self, units: list[QueueUnit], outcomes: list[Outcome | None],
+        pause: Callable[[], object] | None,
+    ) -> _Block:
         cache = self.verdicts
         verdicts: list[Verdict] = []
         for n, outcome in enumerate(outcomes, start=1):
@@ -245,7 +251,7 @@ class PendingReader:
             verdicts.append(NO_VERDICT if outcome is None else _verdict(outcome, cache))
             if pause is not None and n % PAUSE_EVERY == 0:
                 pause()
-        return _Block(outcomes, verdicts, array("l", range(1, len(outcomes) + 1)))
+        return _Block(units, outcomes, verdicts, array("l", range(1, len(outcomes) + 1)))
 
 
 def slack(live: int) -> int:

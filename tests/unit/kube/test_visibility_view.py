@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from koordqueue.domain.engine import AdmissionEngine
 from koordqueue.domain.names import QUOTA_NAME_LABEL
-from koordqueue.domain.queue_unit import QueueUnit
+from koordqueue.domain.queue_unit import Phase, QueueUnit
 from koordqueue.domain.quota import QuotaSpec
 from koordqueue.domain.resources import Resources
+from koordqueue.domain.round import Record, RoundResult
 from koordqueue.kube.visibility.view import (
     BadQuery,
     Parts,
@@ -231,3 +232,28 @@ def test_a_queue_moved_down_the_order_is_numbered_again_from_its_kept_pieces() -
                                                              ("b2", 3 + step, 2)]
         heads.append(view._rendered["b"].heads)
     assert heads[0] is heads[1]
+
+
+def test_a_unit_changed_while_its_entry_is_carried_is_served_as_it_is_now() -> None:
+    """A round may carry a queue's entries from an earlier record while the queue's units
+    are newer objects (a status written, a label edited): their items follow the units."""
+    engine = engine_with_backlog()
+    publication = Publication()
+    view = PendingView(publication)
+    first = engine.run_round(1.0)
+    publication.publish(first, 1.0)
+    snap = view.snapshot()
+    assert snap is not None
+    before = orjson.loads(bytes(view.pending(snap, Query())))["items"]
+    assert [i["phase"] for i in before] == ["Enqueued", "Enqueued"]
+    carried = Record()
+    carried.carry(list(first.outcomes))  # the same entries, carried
+    later = RoundResult(outcomes=carried, paths=first.paths, waiting={
+        queue: [replace(u, phase=Phase.BACKOFF) if u.name == "b" else u for u in units]
+        for queue, units in first.waiting.items()})
+    publication.publish(later, 2.0)
+    snap = view.snapshot()
+    assert snap is not None
+    after = orjson.loads(bytes(view.pending(snap, Query())))["items"]
+    assert [(i["metadata"]["name"], i["phase"]) for i in after] == [("b", "TimeoutBackoff"),
+                                                                     ("a", "Enqueued")]
