@@ -265,23 +265,28 @@ class PendingView:
 
     def _pieces(self, order: PendingOrder, start: int, end: int, key: object) -> _Slice:
         """A run's items cut around their three positions (callers hold the lock)."""
-        static, lines = self._static, self._lines
         kept = _Slice(key)
         for index in range(start, end):
             if index % PAUSE_EVERY == PAUSE_EVERY - 1:
                 _breathe()
-            unit = order.units[index]
-            fixed = static.get(unit.uid)
-            if fixed is None or fixed[0] is not unit:
-                fixed = static[unit.uid] = (unit, _fixed_json(unit, order.queues[index]))
-            verdict = order.verdicts[index]
-            line = lines.get(unit.uid)
-            if line is None or line[0] is not verdict:
-                line = lines[unit.uid] = (verdict, _verdict_json(verdict))
-            kept.heads.append(b"{%s,\"position\":" % fixed[1])
+            fixed, line = self._fragments(order, index)
+            kept.heads.append(b"{%s,\"position\":" % fixed)
             kept.mids.append(b',"positionInQueue":%d,"positionInQuota":' % order.in_queue[index])
-            kept.tails.append(b",%s}" % line[1])
+            kept.tails.append(b",%s}" % line)
         return kept
+
+    def _fragments(self, order: PendingOrder, index: int) -> tuple[bytes, bytes]:
+        """A unit's item fragments, kept while the same unit and verdict objects come back:
+        the JSON of its own fields and of its reason and message (callers hold the lock)."""
+        unit = order.units[index]
+        fixed = self._static.get(unit.uid)
+        if fixed is None or fixed[0] is not unit:
+            fixed = self._static[unit.uid] = (unit, _fixed_json(unit, order.queues[index]))
+        verdict = order.verdicts[index]
+        line = self._lines.get(unit.uid)
+        if line is None or line[0] is not verdict:
+            line = self._lines[unit.uid] = (verdict, _verdict_json(verdict))
+        return fixed[1], line[1]
 
     def in_quota(self, snap: Snapshot, quota: str, query: Query) -> Parts:
         """elasticquotas/NAME/queueunits: the quota's subtree, positions within it."""
@@ -318,23 +323,16 @@ class PendingView:
         return len(rows), b",".join(self._items(snap, page, in_quota))
 
     def _items(self, snap: Snapshot, page: array[int], in_quota: array[int]) -> list[bytes]:
-        order, static, lines = snap.order, self._static, self._lines
+        order = snap.order
         out: list[bytes] = []
         with self._lock:
             for n, index in enumerate(page, start=1):
                 if n % PAUSE_EVERY == 0:
                     _breathe()
-                unit = order.units[index]
-                fixed = static.get(unit.uid)
-                if fixed is None or fixed[0] is not unit:
-                    fixed = static[unit.uid] = (unit, _fixed_json(unit, order.queues[index]))
-                verdict = order.verdicts[index]
-                line = lines.get(unit.uid)
-                if line is None or line[0] is not verdict:
-                    line = lines[unit.uid] = (verdict, _verdict_json(verdict))
-                out.append(ITEM % (fixed[1], _number(order.position(index)),
+                fixed, line = self._fragments(order, index)
+                out.append(ITEM % (fixed, _number(order.position(index)),
                                    _number(order.in_queue[index] or None),
-                                   _number(in_quota[index] or None), line[1]))
+                                   _number(in_quota[index] or None), line))
         return out
 
     def queue_list(self, snap: Snapshot) -> dict[str, Any]:
