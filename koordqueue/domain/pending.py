@@ -11,7 +11,7 @@ quota label) follow the ordered ones, without positions, in record order.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -56,11 +56,6 @@ class PendingUnit:
 def _queue_of(unit: QueueUnit) -> str:
     resolution = queue_name_for(unit.labels)
     return resolution.name if isinstance(resolution, QuotaName) else ""
-
-
-def last_outcomes(record: Iterable[Outcome]) -> dict[str, Outcome]:
-    """uid -> the unit's last entry in the record (its verdict, as `round.outcome_of`)."""
-    return {outcome.unit.uid: outcome for outcome in record}
 
 
 def queue_order(result: RoundResult, queue: str) -> list[tuple[int, QueueUnit]]:
@@ -220,7 +215,7 @@ class PendingReader:
     def _last_outcomes(
         self, result: RoundResult, pause: Callable[[], object] | None
     ) -> tuple[dict[str, Outcome], bool]:
-        """uid -> each unit's last entry in the record (as `last_outcomes`), and whether any
+        """uid -> each unit's last entry in the record (as `round.outcome_of`), and whether any
         entry is one of NOT_TRIED; each part read once for as long as records carry it."""
         record = result.outcomes
         parts: list[Part] = record.parts() if isinstance(record, Record) else [list(record)]
